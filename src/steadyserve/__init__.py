@@ -1,0 +1,3 @@
+"""SteadyServe: a fleet of replicas behind one endpoint, updated without dropping a request."""
+
+__version__ = "0.1.0"
