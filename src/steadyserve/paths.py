@@ -1,0 +1,78 @@
+"""Where SteadyServe keeps its files under ``$STEADY_HOME``.
+
+Every process (CLI, controller, load balancer, replica) derives paths from the
+same home, so two homes on one machine never see each other's state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_HOME = "~/.steady"
+
+
+@dataclass(frozen=True)
+class Home:
+    """The layout of one ``STEADY_HOME`` directory."""
+
+    root: Path
+
+    @classmethod
+    def from_env(cls, override: str | os.PathLike[str] | None = None) -> Home:
+        raw = override if override is not None else os.environ.get("STEADY_HOME", DEFAULT_HOME)
+        return cls(Path(raw).expanduser().resolve())
+
+    def ensure(self) -> Home:
+        """Create the home with owner-only permissions (it holds logs and tokens)."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        return self
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / "state.db"
+
+    @property
+    def controller_file(self) -> Path:
+        """JSON with the running controller's pid and url; rewritten on each start."""
+        return self.root / "controller.json"
+
+    @property
+    def controller_lock(self) -> Path:
+        return self.root / "controller.lock"
+
+    @property
+    def controller_log(self) -> Path:
+        return self.root / "controller.log"
+
+    def service_dir(self, service: str) -> Path:
+        return self.root / "services" / service
+
+    def version_dir(self, service: str, version: int) -> Path:
+        return self.service_dir(service) / "versions" / str(version)
+
+    def version_workdir(self, service: str, version: int) -> Path:
+        return self.version_dir(service, version) / "workdir"
+
+    def replica_log(self, service: str, replica_id: int) -> Path:
+        return self.service_dir(service) / "replicas" / f"{replica_id}.log"
+
+    def lb_log(self, service: str) -> Path:
+        return self.service_dir(service) / "load_balancer.log"
+
+    def read_controller_info(self) -> dict[str, Any] | None:
+        """The recorded controller address, or None when none was ever started."""
+        try:
+            data = json.loads(self.controller_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def controller_url(self) -> str | None:
+        info = self.read_controller_info()
+        url = info.get("url") if info else None
+        return url if isinstance(url, str) else None
