@@ -1,0 +1,167 @@
+"""Replicas as local subprocesses, each in its own process group.
+
+A process group per replica lets SIGTERM/SIGKILL reach everything ``run``
+started (a shell's children included) and keeps replicas alive when the
+controller dies, so a restarted controller can re-adopt them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+from steadyserve.backends.base import LaunchRequest, ProvisionError
+from steadyserve.paths import Home
+
+_SETUP_DONE = ".steady-setup-done"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS just handed out as free; the replica binds it right after."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalProcess:
+    """A replica process: owned (we hold its Popen) or adopted (only its pid)."""
+
+    def __init__(
+        self,
+        pid: int,
+        create_time: float | None,
+        port: int,
+        popen: subprocess.Popen[bytes] | None = None,
+    ) -> None:
+        self._pid = pid
+        self._create_time = create_time
+        self._port = port
+        self._popen = popen
+        self._exit: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    @property
+    def create_time(self) -> float | None:
+        return self._create_time
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    def exit_code(self) -> int | None:
+        if self._exit is not None:
+            return self._exit
+        if self._popen is not None:
+            self._exit = self._popen.poll()
+            return self._exit
+        if not same_process_alive(self._pid, self._create_time):
+            self._exit = -1
+        return self._exit
+
+
+def same_process_alive(pid: int, create_time: float | None) -> bool:
+    """True when ``pid`` still names the process we started (not a reused pid)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 1.0
+    except psutil.Error:
+        return False
+
+
+def _kill_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+class LocalBackend:
+    """Run replicas on this machine."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self._setup_locks: dict[tuple[str, int], asyncio.Lock] = {}
+
+    async def prepare(
+        self, service: str, version: int, setup: str | None, env: dict[str, str]
+    ) -> Path:
+        workdir = self.home.version_workdir(service, version)
+        if not workdir.is_dir():
+            raise ProvisionError(f"workdir of version {version} is missing: {workdir}")
+        if not setup:
+            return workdir
+        lock = self._setup_locks.setdefault((service, version), asyncio.Lock())
+        async with lock:
+            marker = self.home.version_dir(service, version) / _SETUP_DONE
+            if marker.exists():
+                return workdir
+            log_path = self.home.version_dir(service, version) / "setup.log"
+            with open(log_path, "ab") as log:
+                os.chmod(log_path, 0o600)
+                proc = await asyncio.create_subprocess_exec(
+                    "bash", "-c", setup, cwd=workdir, env=env,
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                try:
+                    code = await proc.wait()
+                except asyncio.CancelledError:
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    raise
+            if code != 0:
+                raise ProvisionError(f"setup exited with code {code} (see {log_path})")
+            marker.touch()
+        return workdir
+
+    async def launch(self, request: LaunchRequest) -> LocalProcess:
+        request.log_path.parent.mkdir(parents=True, exist_ok=True)
+        setup_log = self.home.version_dir(request.service, request.version) / "setup.log"
+        with open(request.log_path, "ab") as log:
+            os.chmod(request.log_path, 0o600)
+            if setup_log.exists():
+                log.write(b"--- setup output of this version ---\n" + setup_log.read_bytes())
+                log.write(b"--- replica output ---\n")
+                log.flush()
+            popen = subprocess.Popen(
+                request.command, cwd=request.workdir, env=request.env,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            create_time: float | None = psutil.Process(popen.pid).create_time()
+        except psutil.Error:
+            create_time = None
+        port = int(request.env["PORT"])
+        return LocalProcess(popen.pid, create_time, port, popen)
+
+    def adopt(self, pid: int, create_time: float | None, port: int) -> LocalProcess | None:
+        if not same_process_alive(pid, create_time):
+            return None
+        return LocalProcess(pid, create_time, port)
+
+    async def stop(self, handle: LocalProcess, timeout_s: float) -> None:  # type: ignore[override]
+        pid = handle.pid
+        if pid is None:
+            return
+        if handle.exit_code() is None:
+            _kill_group(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            while handle.exit_code() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        # Whatever is left of the group (the leader or its children) goes now.
+        _kill_group(pid, signal.SIGKILL)
+        for _ in range(100):
+            if handle.exit_code() is not None:
+                break
+            await asyncio.sleep(0.02)

@@ -1,0 +1,3 @@
+from steadyserve.cli.main import main
+
+main()

@@ -1,0 +1,134 @@
+"""The CLI's way to the controller: find it, start it on demand, call its API.
+
+Plain urllib keeps every ``steady`` command quick to start; the controller's
+answers carry one-line errors that map to exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import psutil
+
+from steadyserve.paths import Home
+
+START_TIMEOUT_S = 30.0
+
+
+class CommandError(Exception):
+    """A failure to report in one line with an exit code (2 bad input, 1 other)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _call(url: str, method: str, path: str, body: Any, timeout: float) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url + path, data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw)
+        except ValueError:
+            return exc.code, {"error": raw.decode(errors="replace").strip() or exc.reason}
+
+
+def controller_alive(home: Home) -> dict[str, Any] | None:
+    """The running controller's info, if the recorded one answers as itself."""
+    info = home.read_controller_info()
+    if not info or not isinstance(info.get("url"), str):
+        return None
+    try:
+        status, data = _call(info["url"], "GET", "/api/v1/health", None, timeout=2.0)
+    except (OSError, ValueError):
+        return None
+    if status != 200 or not isinstance(data, dict) or data.get("pid") != info.get("pid"):
+        return None
+    return data
+
+
+def start_controller(home: Home) -> dict[str, Any]:
+    """Start the controller in its own session and wait until it answers."""
+    home.ensure()
+    info = controller_alive(home)
+    if info:
+        return info
+    log_path = home.controller_log
+    env = dict(os.environ, STEADY_HOME=str(home.root))
+    with open(log_path, "ab") as log:
+        os.chmod(log_path, 0o600)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "steadyserve.controller", "--home", str(home.root)],
+            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        info = controller_alive(home)
+        if info:
+            return info
+        code = proc.poll()
+        if code not in (None, 0):
+            raise CommandError(f"controller failed to start (exit {code}); see {log_path}")
+        time.sleep(0.05)
+    raise CommandError(f"controller did not answer within {START_TIMEOUT_S:.0f}s; see {log_path}")
+
+
+def stop_controller(home: Home, timeout: float = 30.0) -> bool:
+    """Ask the controller to exit and wait for its process to end; False if none ran."""
+    info = controller_alive(home)
+    if not info:
+        return False
+    pid = int(info["pid"])
+    try:
+        _call(info["url"], "POST", "/api/v1/shutdown", {}, timeout=5.0)
+    except OSError:
+        pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        raise CommandError(f"controller (pid {pid}) did not stop within {timeout:.0f}s")
+    return True
+
+
+class Client:
+    """Calls the controller of one home, starting it first when needed."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            self._url = str(start_controller(self.home)["url"])
+        return self._url
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 60.0) -> Any:
+        try:
+            status, data = _call(self.url, method, path, body, timeout)
+        except OSError as exc:
+            raise CommandError(f"cannot reach the controller at {self.url}: {exc}") from exc
+        if status >= 400:
+            message = data.get("error") if isinstance(data, dict) else str(data)
+            raise CommandError(str(message), 2 if status in (400, 404, 409) else 1)
+        return data

@@ -1,0 +1,222 @@
+"""The ``steady`` command: up, status, logs, down, controller.
+
+Bad input (a wrong field, a missing file, an unknown service, a port in use)
+prints one line naming what is wrong and exits 2, having changed nothing;
+other failures exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from steadyserve.cli import logs as logs_mod
+from steadyserve.cli.client import Client, CommandError, controller_alive, start_controller
+from steadyserve.cli.client import stop_controller
+from steadyserve.cli.tables import events_table, replicas_table, services_table
+from steadyserve.paths import Home
+from steadyserve.spec import SpecError, load_service_file
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(width=200, highlight=False, soft_wrap=True)
+WAIT_POLL_S = 0.2
+
+
+def _home() -> Home:
+    return Home.from_env()
+
+
+def reports_errors(func: F) -> F:
+    """Turn CommandError/SpecError into one line on stderr and the right exit code."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SpecError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+        except CommandError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="steadyserve")
+def main() -> None:
+    """SteadyServe: replicas behind one endpoint, updated without dropping a request."""
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-n", "--name", help="Service name (default: the file's name:, else its folder).")
+@click.option("--wait", is_flag=True, help="Wait until every replica is READY.")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
+@reports_errors
+def up(file: Path, name: str | None, wait: bool, timeout: float) -> None:
+    """Start a service from FILE."""
+    spec = load_service_file(file, name)
+    text = file.read_text(encoding="utf-8")
+    client = Client(_home())
+    created = client.call("POST", "/api/v1/services", {"spec": spec.spec_json(), "yaml": text})
+    console.print(f"Service [bold]{created['name']}[/] is starting at http://{created['endpoint']}")
+    if wait:
+        _wait_ready(client, created["name"], timeout)
+
+
+def _wait_ready(client: Client, name: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with console.status(f"waiting for {name}") as status:
+        while True:
+            svc = client.call("GET", f"/api/v1/services?name={name}")["services"][0]
+            ready, target = svc["ready_replicas"], svc["target_replicas"]
+            status.update(f"{name}: {svc['status']} {ready}/{target} ready")
+            if svc["status"] == "READY" and ready >= target:
+                console.print(f"{name}: READY, {ready}/{target} replicas")
+                return
+            if svc["status"] == "FAILED":
+                raise CommandError(f"{name} FAILED; see 'steady status {name} --events'")
+            if time.monotonic() > deadline:
+                raise CommandError(f"{name} not ready after {timeout:.0f}s ({svc['status']})")
+            time.sleep(WAIT_POLL_S)
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--events", is_flag=True, help="Also show each service's state transitions.")
+@reports_errors
+def status(names: tuple[str, ...], as_json: bool, events: bool) -> None:
+    """Show services and their replicas."""
+    client = Client(_home())
+    query = "&".join(f"name={n}" for n in names)
+    services = client.call("GET", f"/api/v1/services?{query}")["services"]
+    if events:
+        for svc in services:
+            svc["events"] = client.call("GET", f"/api/v1/services/{svc['name']}/events")["events"]
+    if as_json:
+        click.echo(json.dumps({"services": services}, indent=2))
+        return
+    console.print("Services", style="bold")
+    console.print(services_table(services))
+    console.print()
+    console.print("Service Replicas", style="bold")
+    console.print(replicas_table(services))
+    for svc in services if events else []:
+        console.print()
+        console.print(f"Events of {svc['name']}", style="bold")
+        console.print(events_table(svc["events"]))
+
+
+@main.command()
+@click.argument("name")
+@click.argument("replica_id", required=False, type=int)
+@click.option("--controller", "controller_log", is_flag=True, help="The controller's log.")
+@click.option("--load-balancer", "lb_log", is_flag=True, help="The service's load balancer log.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines.")
+@click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
+@reports_errors
+def logs(
+    name: str, replica_id: int | None, controller_log: bool, lb_log: bool, follow: bool,
+    tail: int | None,
+) -> None:
+    """Print a replica's log (the newest replica's when no REPLICA_ID is given)."""
+    home = _home()
+    if controller_log and lb_log:
+        raise CommandError("--controller and --load-balancer are exclusive", 2)
+    if controller_log:
+        path = home.controller_log
+    else:
+        if not home.service_dir(name).is_dir():
+            raise CommandError(f"unknown service: {name}", 2)
+        if lb_log:
+            path = home.lb_log(name)
+        elif replica_id is not None:
+            path = home.replica_log(name, replica_id)
+            if not path.exists():
+                raise CommandError(f"no log for replica {replica_id} of service {name}", 2)
+        else:
+            found = sorted(
+                (home.service_dir(name) / "replicas").glob("*.log"), key=lambda p: int(p.stem)
+            )
+            if not found:
+                raise CommandError(f"service {name} has no replica logs yet", 2)
+            path = found[-1]
+    if not path.exists():
+        raise CommandError(f"no log yet at {path}", 1)
+    try:
+        logs_mod.show(path, tail, follow)
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Take down every service.")
+@click.option("--purge", is_flag=True, help="Also forget versions, events and logs.")
+@reports_errors
+def down(names: tuple[str, ...], all_: bool, purge: bool) -> None:
+    """Stop services: their load balancers and every replica."""
+    if bool(names) == all_:
+        raise CommandError("name services to take down, or pass --all (not both)", 2)
+    home = _home()
+    client = Client(home)
+    known = [s["name"] for s in client.call("GET", "/api/v1/services")["services"]]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise CommandError(f"unknown service: {', '.join(unknown)}", 2)
+    for name in known if all_ else list(names):
+        client.call("DELETE", f"/api/v1/services/{name}?purge={int(purge)}", timeout=600.0)
+        if purge:
+            import shutil
+
+            shutil.rmtree(home.service_dir(name), ignore_errors=True)
+        console.print(f"Service {name} is down.")
+
+
+@main.group()
+def controller() -> None:
+    """Start, stop or inspect the controller of this STEADY_HOME."""
+
+
+@controller.command("start")
+@reports_errors
+def controller_start() -> None:
+    info = start_controller(_home())
+    console.print(f"controller running: pid {info['pid']} at {info['url']}")
+
+
+@controller.command("stop")
+@reports_errors
+def controller_stop() -> None:
+    """Stop the controller; services keep serving and are re-adopted on its next start."""
+    if stop_controller(_home()):
+        console.print("controller stopped")
+    else:
+        console.print("no controller running")
+
+
+@controller.command("status")
+@click.option("--json", "as_json", is_flag=True)
+@reports_errors
+def controller_status(as_json: bool) -> None:
+    info = controller_alive(_home())
+    if as_json:
+        click.echo(json.dumps(info or {"pid": None, "url": None, "running": False}))
+    elif info:
+        console.print(f"controller running: pid {info['pid']} at {info['url']}")
+    else:
+        console.print("no controller running")
+    if not info:
+        sys.exit(1)

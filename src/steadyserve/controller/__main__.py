@@ -1,0 +1,3 @@
+from steadyserve.controller.daemon import main
+
+raise SystemExit(main())

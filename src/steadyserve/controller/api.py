@@ -1,0 +1,105 @@
+"""The controller's HTTP API: the CLI's commands and the load balancers' long-poll.
+
+Handlers only translate HTTP to controller calls and errors to answers; the
+CLI maps 400/404/409 to exit code 2 (bad input, nothing changed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from steadyserve.controller.errors import ApiError, BadInput
+
+if TYPE_CHECKING:
+    from steadyserve.controller.daemon import Controller
+
+LONG_POLL_MAX_S = 60.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.json_response({"error": str(exc), "kind": exc.kind}, status=exc.status)
+
+
+def build_app(controller: Controller) -> web.Application:
+    app = web.Application(middlewares=[errors_as_json], client_max_size=8 * 1024 * 1024)
+    routes = web.RouteTableDef()
+
+    async def body(request: web.Request) -> dict[str, Any]:
+        try:
+            data = await request.json()
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadInput("request body is not JSON") from exc
+        if not isinstance(data, dict):
+            raise BadInput("request body must be a JSON object")
+        return data
+
+    @routes.get("/api/v1/health")
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response(controller.info())
+
+    @routes.post("/api/v1/shutdown")
+    async def shutdown(request: web.Request) -> web.Response:
+        controller.shutdown()
+        return web.json_response({"ok": True})
+
+    @routes.get("/api/v1/services")
+    async def list_services(request: web.Request) -> web.Response:
+        names = request.query.getall("name", [])
+        return web.json_response({"services": controller.status(list(names))})
+
+    @routes.post("/api/v1/services")
+    async def create_service(request: web.Request) -> web.Response:
+        data = await body(request)
+        spec_json, spec_yaml = data.get("spec"), data.get("yaml", "")
+        if not isinstance(spec_json, str) or not isinstance(spec_yaml, str):
+            raise BadInput("'spec' must be the service spec as a JSON string")
+        created = await controller.create_service(spec_json, spec_yaml)
+        return web.json_response(created, status=201)
+
+    @routes.delete("/api/v1/services/{name}")
+    async def delete_service(request: web.Request) -> web.Response:
+        purge = request.query.get("purge", "") in ("1", "true")
+        await controller.delete_service(request.match_info["name"], purge)
+        return web.json_response({"deleted": request.match_info["name"]})
+
+    @routes.get("/api/v1/services/{name}/events")
+    async def events(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        controller.runtime(name)
+        rows = controller.store.events(name, limit=int(request.query.get("limit", "200")))
+        return web.json_response({"events": [row.__dict__ for row in rows]})
+
+    @routes.get("/api/v1/lb/{name}/routes")
+    async def lb_routes(request: web.Request) -> web.Response:
+        runtime = controller.runtime(request.match_info["name"])
+        try:
+            wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
+        except ValueError as exc:
+            raise BadInput("wait must be a number of seconds") from exc
+        table = await runtime.routes.wait(request.query.get("known", ""), wait)
+        return web.Response(text=json.dumps(table), content_type="application/json")
+
+    @routes.post("/api/v1/lb/{name}/report")
+    async def lb_report(request: web.Request) -> web.Response:
+        runtime = controller.runtime(request.match_info["name"])
+        data = await body(request)
+        try:
+            inflight = {int(k): int(v) for k, v in (data.get("inflight") or {}).items()}
+            requests = {int(k): int(v) for k, v in (data.get("requests") or {}).items()}
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise BadInput("report counts must map replica ids to integers") from exc
+        runtime.routes.report(str(data.get("table", "")), inflight, requests)
+        return web.json_response({"ok": True})
+
+    app.add_routes(routes)
+    return app

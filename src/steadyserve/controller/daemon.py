@@ -1,0 +1,219 @@
+"""The controller process: one per ``STEADY_HOME``, started on demand by the CLI.
+
+It holds an exclusive lock on ``controller.lock`` for its whole life, so two
+CLIs racing to start it end with one controller; it records its address in
+``controller.json`` (pid, url) for the CLI and the load balancers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+import uvloop
+from aiohttp import web
+
+from steadyserve.backends.local import LocalBackend
+from steadyserve.controller.api import build_app
+from steadyserve.controller.errors import BadInput, Conflict, NotFound
+from steadyserve.controller.probes import new_probe_session
+from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.controller.status import service_json
+from steadyserve.paths import Home
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import ServiceRow, Store, VersionRow
+from steadyserve.states import ServiceStatus
+from steadyserve.workdir import snapshot
+
+log = logging.getLogger("steadyserve.controller")
+
+FIRST_ENDPOINT_PORT = 30001
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class Controller:
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.store = Store(home.db_path)
+        self.backend = LocalBackend(home)
+        self.epoch = uuid.uuid4().hex[:12]
+        self.services: dict[str, ServiceRuntime] = {}
+        self.started_at = time.time()
+        self.url = ""
+        self._stop = asyncio.Event()
+        self._down_tasks: dict[str, asyncio.Task[None]] = {}
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(), "url": self.url, "home": str(self.home.root),
+            "epoch": self.epoch, "started_at": self.started_at,
+        }
+
+    # service operations (called by the API) ---------------------------
+    def runtime(self, name: str) -> ServiceRuntime:
+        runtime = self.services.get(name)
+        if runtime is None:
+            raise NotFound(f"unknown service: {name}")
+        return runtime
+
+    def status(self, names: list[str]) -> list[dict[str, Any]]:
+        for name in names:
+            self.runtime(name)
+        chosen = names or list(self.services)
+        return [service_json(self.services[n]) for n in chosen]
+
+    def _endpoint_port(self, requested: int | None) -> int:
+        taken = {r.port for r in self.store.services()}
+        if requested is not None:
+            if requested in taken or not port_is_free(requested):
+                raise BadInput(f"service.port: port {requested} is already in use")
+            return requested
+        port = FIRST_ENDPOINT_PORT
+        while port in taken or not port_is_free(port):
+            port += 1
+            if port > 65535:
+                raise BadInput("service.port: no free port from 30001 up")
+        return port
+
+    async def create_service(self, spec_json: str, spec_yaml: str) -> dict[str, Any]:
+        try:
+            spec = ServiceSpec.from_json(spec_json)
+        except ValueError as exc:
+            raise BadInput(str(exc).splitlines()[0]) from exc
+        name = spec.name
+        if name is None:
+            raise BadInput("name: a service needs a name")
+        if name in self.services or self.store.service(name) is not None:
+            raise Conflict(f"service {name!r} already exists (use 'steady update' to change it)")
+        if spec.workdir is not None and not Path(spec.workdir).is_dir():
+            raise BadInput(f"workdir: no such directory: {spec.workdir}")
+        port = self._endpoint_port(spec.service.port)
+        source = Path(spec.workdir) if spec.workdir else None
+        workdir_hash = await asyncio.to_thread(
+            snapshot, source, self.home.version_workdir(name, 1)
+        )
+        now = time.time()
+        row = ServiceRow(
+            name=name, status=ServiceStatus.CONTROLLER_INIT.value, version=1,
+            created_at=now, port=port,
+        )
+        version = VersionRow(
+            service=name, version=1, created_at=now, spec_json=spec.spec_json(),
+            spec_yaml=spec_yaml, workdir_hash=workdir_hash, mode="initial",
+            changes="initial version", outcome="",
+        )
+        self.store.add_service(row, version)
+        runtime = self._new_runtime(row)
+        runtime.start()
+        return {"name": name, "endpoint": f"127.0.0.1:{port}"}
+
+    def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
+        runtime = ServiceRuntime(
+            self.home, self.store, self.backend, self.probe_session, self.epoch, row
+        )
+        self.services[row.name] = runtime
+        return runtime
+
+    async def delete_service(self, name: str, purge: bool) -> None:
+        runtime = self.runtime(name)
+        task = self._down_tasks.get(name)
+        if task is None:
+            task = asyncio.create_task(self._take_down(name, runtime, purge))
+            self._down_tasks[name] = task
+        await asyncio.shield(task)
+
+    async def _take_down(self, name: str, runtime: ServiceRuntime, purge: bool) -> None:
+        try:
+            await runtime.take_down(purge)
+        finally:
+            self.services.pop(name, None)
+            self._down_tasks.pop(name, None)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+
+    # process lifecycle ------------------------------------------------
+    async def serve(self) -> None:
+        self.probe_session = new_probe_session()
+        app = build_app(self)
+        # Long-polls from load balancers would hold a graceful shutdown for their full wait.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+        await runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", int(os.environ.get("STEADY_CONTROLLER_PORT", "0"))))
+        site = web.SockSite(runner, sock)
+        await site.start()
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        for row in self.store.services():
+            self._new_runtime(row).start()
+        self._write_info()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.shutdown)
+        log.info("controller %s listening on %s", os.getpid(), self.url)
+        await self._stop.wait()
+        for runtime in list(self.services.values()):
+            await runtime.detach()
+        await runner.cleanup()
+        await self.probe_session.close()
+        self.store.close()
+        info = self.home.read_controller_info()
+        if info and info.get("pid") == os.getpid():
+            self.home.controller_file.unlink(missing_ok=True)
+
+    def _write_info(self) -> None:
+        tmp = self.home.controller_file.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(self.info(), handle)
+        tmp.replace(self.home.controller_file)
+
+
+def _take_lock(home: Home) -> IO[str] | None:
+    handle = open(home.controller_lock, "a")  # noqa: SIM115 - held for the process's life
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    return handle
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m steadyserve.controller")
+    parser.add_argument("--home", default=None)
+    args = parser.parse_args(argv)
+    home = Home.from_env(args.home).ensure()
+    os.environ["STEADY_HOME"] = str(home.root)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    lock = _take_lock(home)
+    if lock is None:
+        log.info("another controller holds %s; exiting", home.controller_lock)
+        return 0
+    uvloop.run(Controller(home).serve())
+    lock.close()
+    return 0

@@ -1,0 +1,102 @@
+"""Start, re-adopt and restart a service's load-balancer process.
+
+The LB runs in its own process group, so a controller crash or restart never
+stops traffic; the controller only watches it and restarts it on the same port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from steadyserve.backends.local import LocalProcess, same_process_alive
+from steadyserve.paths import Home
+from steadyserve.state import ServiceRow, Store
+
+RESTART_BACKOFF_S = 0.5
+STOP_TIMEOUT_S = 10.0
+
+
+class LoadBalancerProcess:
+    def __init__(self, home: Home, service: str, port: int) -> None:
+        self.home = home
+        self.service = service
+        self.port = port
+        self.handle: LocalProcess | None = None
+        self._last_start = 0.0
+
+    @property
+    def running(self) -> bool:
+        return self.handle is not None and self.handle.exit_code() is None
+
+    def adopt(self, pid: int | None, create_time: float | None) -> None:
+        if pid is None:
+            return
+        if same_process_alive(pid, create_time):
+            self.handle = LocalProcess(pid, create_time, self.port)
+
+    def detach(self) -> None:
+        self.handle = None
+
+    def supervise(self, store: Store, row: ServiceRow) -> None:
+        """Start the LB if it is not running (first start, or it died)."""
+        if self.running:
+            return
+        if time.monotonic() - self._last_start < RESTART_BACKOFF_S:
+            return
+        code = self.handle.exit_code() if self.handle is not None else None
+        if self.handle is not None:
+            store.add_event(
+                self.service, None, "LB_RUNNING", "LB_RESTARTING",
+                f"load balancer exited with code {code}; restarting on port {self.port}",
+            )
+        self.start()
+        assert self.handle is not None
+        store.update_service(self.service, lb_pid=self.handle.pid, lb_create_time=self.handle.create_time)
+        row.lb_pid = self.handle.pid
+        row.lb_create_time = self.handle.create_time
+
+    def start(self) -> None:
+        self._last_start = time.monotonic()
+        log_path = self.home.lb_log(self.service)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, STEADY_HOME=str(self.home.root))
+        with open(log_path, "ab") as log:
+            os.chmod(log_path, 0o600)
+            popen = subprocess.Popen(
+                [
+                    sys.executable, "-m", "steadyserve.lb",
+                    "--service", self.service, "--port", str(self.port),
+                    "--home", str(self.home.root),
+                ],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            create_time: float | None = psutil.Process(popen.pid).create_time()
+        except psutil.Error:
+            create_time = None
+        self.handle = LocalProcess(popen.pid, create_time, self.port, popen)
+
+    async def stop(self) -> None:
+        handle = self.handle
+        if handle is None or handle.pid is None:
+            return
+        if handle.exit_code() is None:
+            os.kill(handle.pid, signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while handle.exit_code() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        if handle.exit_code() is None:
+            os.killpg(handle.pid, signal.SIGKILL)
+            for _ in range(100):
+                if handle.exit_code() is not None:
+                    break
+                await asyncio.sleep(0.02)
+        self.handle = None

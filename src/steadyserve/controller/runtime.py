@@ -1,0 +1,415 @@
+"""One service's reconcile loop: carry out what the planner decides.
+
+The loop compares what runs with what the spec wants on every tick (and at
+once when a probe or an exit changes something), so a missed event is fixed on
+the next tick rather than lost. All transitions go through the store, which
+records each as an event row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from steadyserve.backends.base import LaunchRequest, ProvisionError
+from steadyserve.backends.local import LocalBackend, LocalProcess, free_port
+from steadyserve.controller.lb_process import LoadBalancerProcess
+from steadyserve.controller.probes import probe_ready
+from steadyserve.controller.routes import RoutePublisher
+from steadyserve.paths import Home
+from steadyserve.planner import Plan, ReplicaView, plan_steady, service_status
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import ReplicaRow, ServiceRow, Store
+from steadyserve.states import ReplicaStatus, ServiceStatus
+
+log = logging.getLogger("steadyserve.controller")
+
+TICK_S = 0.2
+# A replica that is still starting is probed this often (backing off to the
+# configured period), so it turns READY within moments of listening.
+STARTING_PROBE_MIN_S = 0.1
+FAILED_PROBES_TO_REPLACE = 3
+
+
+@dataclass
+class ReplicaRuntime:
+    """What the controller holds for a replica beyond its row."""
+
+    handle: LocalProcess | None = None
+    started_at: float | None = None
+    failed_probes: int = 0
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class ServiceRuntime:
+    def __init__(
+        self,
+        home: Home,
+        store: Store,
+        backend: LocalBackend,
+        probe_session: aiohttp.ClientSession,
+        epoch: str,
+        row: ServiceRow,
+    ) -> None:
+        self.home = home
+        self.store = store
+        self.backend = backend
+        self.probe_session = probe_session
+        self.row = row
+        self.name = row.name
+        self.routes = RoutePublisher(epoch)
+        self.replicas: dict[int, ReplicaRow] = {r.id: r for r in store.replicas(self.name)}
+        self.runtime: dict[int, ReplicaRuntime] = {}
+        self.ready_versions: set[int] = {
+            r.version for r in self.replicas.values() if r.ready_at is not None
+        }
+        self.broken_versions: set[int] = set()
+        if row.status == ServiceStatus.FAILED.value:
+            self.broken_versions.add(row.version)
+        self.spec = self._load_spec(row.version)
+        self._old_specs: dict[int, ServiceSpec] = {}
+        self.lb = LoadBalancerProcess(home, self.name, row.port)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.plan = Plan()
+
+    def _load_spec(self, version: int) -> ServiceSpec:
+        row = self.store.version(self.name, version)
+        if row is None:
+            raise RuntimeError(f"service {self.name} has no version {version}")
+        return ServiceSpec.from_json(row.spec_json)
+
+    def _spec_for(self, version: int) -> ServiceSpec:
+        if version == self.row.version:
+            return self.spec
+        spec = self._old_specs.get(version)
+        if spec is None:
+            spec = self._old_specs[version] = self._load_spec(version)
+        return spec
+
+    # lifecycle ---------------------------------------------------------
+    def start(self) -> None:
+        """Re-adopt what a previous controller left running, then reconcile."""
+        for replica in list(self.replicas.values()):
+            rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
+            status = ReplicaStatus(replica.status)
+            if replica.pid is not None and replica.port is not None:
+                rt.handle = self.backend.adopt(replica.pid, replica.pid_create_time, replica.port)
+            if status.is_live or status is ReplicaStatus.SHUTTING_DOWN:
+                if rt.handle is None:
+                    self._mark_failed(replica, ReplicaStatus.FAILED, "gone while the controller was down")
+                    continue
+                rt.started_at = replica.launched_at
+                if status is ReplicaStatus.SHUTTING_DOWN:
+                    self._spawn(replica, self._retire(replica, "stopping (resumed)"))
+                elif status in (ReplicaStatus.PENDING, ReplicaStatus.PROVISIONING):
+                    self._mark_failed(replica, ReplicaStatus.FAILED_PROVISION, "controller restarted")
+                else:
+                    self._spawn(replica, self._probe_loop(replica))
+        self.lb.adopt(self.row.lb_pid, self.row.lb_create_time)
+        self._task = asyncio.create_task(self._loop(), name=f"reconcile-{self.name}")
+
+    async def detach(self) -> None:
+        """Stop managing (controller shutdown): replicas and the LB keep running."""
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for rt in self.runtime.values():
+            for task in rt.tasks:
+                task.cancel()
+        self.lb.detach()
+
+    async def take_down(self, purge: bool) -> None:
+        """Stop the load balancer and every replica, then forget the service."""
+        self._stopping = True
+        old = self.row.status
+        self.row.status = ServiceStatus.SHUTTING_DOWN.value
+        self.store.set_service_status(self.name, old, self.row.status, "steady down")
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        stops = [self.lb.stop()]
+        for replica in list(self.replicas.values()):
+            rt = self.runtime.get(replica.id)
+            if rt is None:
+                continue
+            for task in rt.tasks:
+                task.cancel()
+            if rt.handle is not None:
+                stops.append(self.backend.stop(rt.handle, self.spec.service.graceful_shutdown_timeout_s))
+        await asyncio.gather(*stops, return_exceptions=True)
+        self.store.delete_service(self.name, purge=purge)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                self.tick()
+            except Exception:  # a bug in one tick must not kill the service's supervision
+                log.exception("reconcile tick of %s failed", self.name)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), TICK_S)
+            self._wake.clear()
+
+    # reconcile ---------------------------------------------------------
+    def views(self) -> list[ReplicaView]:
+        return [ReplicaView(r.id, r.version, ReplicaStatus(r.status)) for r in self.replicas.values()]
+
+    def tick(self) -> None:
+        if self._stopping:
+            return
+        self.lb.supervise(self.store, self.row)
+        self._reap_exited()
+        version = self.row.version
+        plan = plan_steady(
+            self.spec.service.target_replicas,
+            version,
+            self.views(),
+            version_broken=version in self.broken_versions,
+        )
+        self.plan = plan
+        self._publish(plan.routable)
+        for replica_id, reason in plan.stop:
+            replica = self.replicas[replica_id]
+            self.store.set_replica_status(replica, ReplicaStatus.SHUTTING_DOWN.value, reason)
+            self._publish(plan.routable)
+            self._spawn(replica, self._retire(replica, reason))
+        for replica_id in plan.forget:
+            replica = self.replicas.pop(replica_id)
+            self.runtime.pop(replica_id, None)
+            self.store.remove_replica(replica, "failed replica no longer listed")
+        for _ in range(plan.launch):
+            self._launch(version)
+        self._update_status(plan)
+
+    def _update_status(self, plan: Plan) -> None:
+        status = service_status(
+            shutting_down=self._stopping,
+            lb_ready=self.lb.running and self.routes.polls_since_start > 0,
+            target=self.spec.service.target_replicas,
+            replicas=self.views(),
+            routable=plan.routable,
+            version_broken=self.row.version in self.broken_versions,
+        )
+        if status.value != self.row.status:
+            old = self.row.status
+            self.row.status = status.value
+            self.store.set_service_status(self.name, old, status.value, self._status_reason(status))
+
+    def _status_reason(self, status: ServiceStatus) -> str:
+        ready = len(self.plan.routable)
+        if status is ServiceStatus.FAILED:
+            return f"version {self.row.version} failed before any replica was ready"
+        return f"{ready} ready of {self.spec.service.target_replicas} wanted"
+
+    def _publish(self, routable: frozenset[int]) -> None:
+        svc = self.spec.service
+        replicas = [
+            {"id": r.id, "version": r.version, "host": r.ip, "port": r.port}
+            for r in sorted(self.replicas.values(), key=lambda r: r.id)
+            if r.id in routable and r.status == ReplicaStatus.READY.value and r.port is not None
+        ]
+        self.routes.publish(
+            {
+                "policy": svc.load_balancing_policy,
+                "max_ongoing_requests": svc.max_ongoing_requests,
+                "max_queued_requests": svc.max_queued_requests,
+                "replicas": replicas,
+            }
+        )
+
+    def _routable_now(self) -> frozenset[int]:
+        return frozenset(
+            r.id for r in self.replicas.values() if r.status == ReplicaStatus.READY.value
+        )
+
+    def _reap_exited(self) -> None:
+        for replica in list(self.replicas.values()):
+            status = ReplicaStatus(replica.status)
+            rt = self.runtime.get(replica.id)
+            if not status.is_live or rt is None or rt.handle is None:
+                continue
+            code = rt.handle.exit_code()
+            if code is None:
+                continue
+            before_ready = status in (ReplicaStatus.STARTING, ReplicaStatus.PROVISIONING)
+            reason = f"process exited with code {code}" + (" before it was ready" if before_ready else "")
+            self._mark_failed(replica, ReplicaStatus.FAILED, reason)
+            if before_ready:
+                self._judge_version(replica.version)
+
+    def _judge_version(self, version: int) -> None:
+        """SkyServe's rule: failing before any replica of the version was ready means broken."""
+        if version not in self.ready_versions and version not in self.broken_versions:
+            self.broken_versions.add(version)
+            self.store.add_event(
+                self.name, None, None, "VERSION_BROKEN",
+                f"version {version} failed before any replica was ready; not relaunching",
+            )
+
+    # replica lifecycle -------------------------------------------------
+    def _spawn(self, replica: ReplicaRow, coro: object) -> None:
+        rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
+        task: asyncio.Task[None] = asyncio.create_task(coro)  # type: ignore[arg-type]
+        rt.tasks.append(task)
+        task.add_done_callback(lambda t: rt.tasks.remove(t) if t in rt.tasks else None)
+
+    def _launch(self, version: int) -> None:
+        replica_id = self.store.take_replica_id(self.name)
+        replica = ReplicaRow(
+            service=self.name, id=replica_id, version=version,
+            status=ReplicaStatus.PENDING.value, launched_at=time.time(),
+        )
+        self.store.add_replica(replica, f"launching to reach {self.spec.service.target_replicas} replicas")
+        self.replicas[replica_id] = replica
+        self.runtime[replica_id] = ReplicaRuntime()
+        self._spawn(replica, self._provision_and_start(replica))
+
+    def _replica_env(self, replica: ReplicaRow, port: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.spec.envs)
+        env.update(
+            {
+                "PORT": str(port),
+                "STEADY_HOME": str(self.home.root),
+                "STEADY_REPLICA_ID": str(replica.id),
+                "SKYPILOT_SERVE_REPLICA_ID": str(replica.id),
+                "STEADY_SERVICE_NAME": self.name,
+                "STEADY_SERVICE_VERSION": str(replica.version),
+            }
+        )
+        return env
+
+    def _command(self, spec: ServiceSpec) -> list[str]:
+        if spec.run is not None:
+            return ["bash", "-c", spec.run]
+        assert spec.import_path is not None
+        return [sys.executable, "-m", "steadyserve.replica", spec.import_path]
+
+    async def _provision_and_start(self, replica: ReplicaRow) -> None:
+        spec = self._spec_for(replica.version)
+        self.store.set_replica_status(replica, ReplicaStatus.PROVISIONING.value, "preparing workdir")
+        port = free_port()
+        env = self._replica_env(replica, port)
+        try:
+            workdir = await self.backend.prepare(self.name, replica.version, spec.setup, env)
+            if replica.status != ReplicaStatus.PROVISIONING.value:
+                return
+            handle = await self.backend.launch(
+                LaunchRequest(
+                    service=self.name, version=replica.version, replica_id=replica.id,
+                    command=self._command(spec), env=env, workdir=workdir,
+                    log_path=self.home.replica_log(self.name, replica.id),
+                )
+            )
+        except (ProvisionError, OSError) as exc:
+            self._mark_failed(replica, ReplicaStatus.FAILED_PROVISION, str(exc))
+            self._judge_version(replica.version)
+            self.wake()
+            return
+        rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
+        rt.handle = handle
+        rt.started_at = time.time()
+        self.store.set_replica_status(
+            replica, ReplicaStatus.STARTING.value, f"process started (pid {handle.pid}, port {port})",
+            pid=handle.pid, pid_create_time=handle.create_time, port=port,
+        )
+        await self._probe_loop(replica)
+
+    async def _probe_loop(self, replica: ReplicaRow) -> None:
+        svc = self.spec.service
+        interval = STARTING_PROBE_MIN_S
+        while ReplicaStatus(replica.status) in (
+            ReplicaStatus.STARTING, ReplicaStatus.READY, ReplicaStatus.NOT_READY,
+        ):
+            probe = self._spec_for(replica.version).service.readiness_probe
+            assert replica.port is not None
+            ok, why = await probe_ready(self.probe_session, replica.ip, replica.port, probe)
+            if not ReplicaStatus(replica.status).is_live:
+                return
+            self._on_probe(replica, ok, why)
+            if replica.status == ReplicaStatus.STARTING.value:
+                interval = min(interval * 1.5, svc.health_check_period_s)
+                await asyncio.sleep(interval)
+            else:
+                await asyncio.sleep(svc.health_check_period_s)
+
+    def _on_probe(self, replica: ReplicaRow, ok: bool, why: str) -> None:
+        rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
+        status = ReplicaStatus(replica.status)
+        probe = self.spec.service.readiness_probe
+        if ok:
+            rt.failed_probes = 0
+            if status in (ReplicaStatus.STARTING, ReplicaStatus.NOT_READY):
+                extra = {"ready_at": time.time()} if replica.ready_at is None else {}
+                self.store.set_replica_status(replica, ReplicaStatus.READY.value, "readiness probe passed", **extra)
+                self.ready_versions.add(replica.version)
+                self.broken_versions.discard(replica.version)
+                self.wake()
+            return
+        if status is ReplicaStatus.STARTING:
+            started = rt.started_at or replica.launched_at
+            if time.time() - started > probe.initial_delay_seconds:
+                self._mark_failed(
+                    replica, ReplicaStatus.FAILED_INITIAL_DELAY,
+                    f"not ready after initial_delay_seconds={probe.initial_delay_seconds}: {why}",
+                )
+                self._judge_version(replica.version)
+                self.wake()
+            return
+        rt.failed_probes += 1
+        if rt.failed_probes >= FAILED_PROBES_TO_REPLACE:
+            self._mark_failed(replica, ReplicaStatus.FAILED_PROBING, f"{rt.failed_probes} probes failed in a row: {why}")
+        elif status is ReplicaStatus.READY:
+            self.store.set_replica_status(replica, ReplicaStatus.NOT_READY.value, why)
+            self._publish(self._routable_now())
+        self.wake()
+
+    def _mark_failed(self, replica: ReplicaRow, status: ReplicaStatus, reason: str) -> None:
+        """Take a replica out of routing at once, stop its process, keep it listed."""
+        self.store.set_replica_status(replica, status.value, reason)
+        self._publish(self._routable_now())
+        rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
+        current = asyncio.current_task()
+        for task in rt.tasks:
+            if task is not current:
+                task.cancel()
+        if rt.handle is not None:
+            handle = rt.handle
+            asyncio.get_running_loop().create_task(self._stop_failed(replica, handle))
+        self.wake()
+
+    async def _stop_failed(self, replica: ReplicaRow, handle: LocalProcess) -> None:
+        await self.backend.stop(handle, self.spec.service.graceful_shutdown_timeout_s)
+        if replica.id in self.replicas:
+            self.store.update_replica(self.name, replica.id, pid=None)
+            replica.pid = None
+
+    async def _retire(self, replica: ReplicaRow, reason: str) -> None:
+        """Drain (out of routing, LB acknowledged, nothing in flight), then stop and forget."""
+        svc = self.spec.service
+        removed_in = self.routes.version
+        deadline = time.monotonic() + svc.graceful_shutdown_timeout_s
+        while self.lb.running and not self.routes.drained(replica.id, removed_in):
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(min(svc.graceful_shutdown_wait_loop_s, max(0.0, deadline - time.monotonic())))
+        rt = self.runtime.get(replica.id)
+        if rt is not None and rt.handle is not None:
+            await self.backend.stop(rt.handle, svc.graceful_shutdown_timeout_s)
+        self.replicas.pop(replica.id, None)
+        self.runtime.pop(replica.id, None)
+        self.store.remove_replica(replica, reason)
+        self.wake()

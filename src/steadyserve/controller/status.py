@@ -1,0 +1,65 @@
+"""The ``status --json`` view of a service (the machine contract: add keys, never remove)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.spec import Resources
+from steadyserve.states import ReplicaStatus
+
+REGION = "local"
+
+
+def resources_label(resources: Resources) -> str:
+    """SkyServe's RESOURCES column, e.g. ``1x Local(cpus=2)``."""
+    parts = []
+    for key in ("cpus", "memory", "accelerators"):
+        value = getattr(resources, key, None)
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            value = ",".join(f"{k}:{v}" for k, v in value.items())
+        parts.append(f"{key}={value}")
+    return f"1x Local({', '.join(parts)})"
+
+
+def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
+    row = runtime.row
+    replicas = sorted(runtime.replicas.values(), key=lambda r: r.id)
+    routable = runtime.plan.routable
+    active = sorted({r.version for r in replicas if r.id in routable})
+    resources = resources_label(runtime.spec.resources)
+    ready = sum(1 for r in replicas if r.status == ReplicaStatus.READY.value)
+    total = sum(
+        1 for r in replicas
+        if ReplicaStatus(r.status).is_live or r.status == ReplicaStatus.SHUTTING_DOWN.value
+    )
+    return {
+        "name": row.name,
+        "status": row.status,
+        "version": row.version,
+        "active_versions": active,
+        "uptime_s": round(time.time() - row.created_at, 3),
+        "endpoint": f"127.0.0.1:{row.port}",
+        "ready_replicas": ready,
+        "total_replicas": total,
+        "target_replicas": runtime.spec.service.target_replicas,
+        "update": None,
+        "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
+        "replicas": [
+            {
+                "id": r.id,
+                "version": r.version,
+                "status": r.status,
+                "ip": r.ip,
+                "port": r.port,
+                "pid": r.pid,
+                "launched_at": r.launched_at,
+                "resources": resources,
+                "region": REGION,
+            }
+            for r in replicas
+        ],
+    }

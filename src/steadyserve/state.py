@@ -1,0 +1,308 @@
+"""The SQLite store: services, versions (full spec text), replicas, events.
+
+One file under ``$STEADY_HOME`` in WAL mode, so a controller killed mid-write
+leaves a consistent database and a restarted controller re-adopts what runs.
+Only the controller writes; every method is one short transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS services (
+    name TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    port INTEGER NOT NULL,
+    lb_pid INTEGER,
+    lb_create_time REAL,
+    next_replica_id INTEGER NOT NULL DEFAULT 1,
+    desired TEXT NOT NULL DEFAULT 'running',
+    purge INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS versions (
+    service TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    spec_json TEXT NOT NULL,
+    spec_yaml TEXT NOT NULL,
+    workdir_hash TEXT,
+    mode TEXT NOT NULL DEFAULT 'initial',
+    changes TEXT NOT NULL DEFAULT '',
+    outcome TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (service, version)
+);
+CREATE TABLE IF NOT EXISTS replicas (
+    service TEXT NOT NULL,
+    id INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    ip TEXT NOT NULL DEFAULT '127.0.0.1',
+    port INTEGER,
+    pid INTEGER,
+    pid_create_time REAL,
+    launched_at REAL NOT NULL,
+    ready_at REAL,
+    PRIMARY KEY (service, id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    service TEXT NOT NULL,
+    replica_id INTEGER,
+    time REAL NOT NULL,
+    from_status TEXT,
+    to_status TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS events_by_service ON events (service, id);
+"""
+
+
+@dataclass
+class ServiceRow:
+    name: str
+    status: str
+    version: int
+    created_at: float
+    port: int
+    lb_pid: int | None = None
+    lb_create_time: float | None = None
+    next_replica_id: int = 1
+    desired: str = "running"
+    purge: int = 0
+
+
+@dataclass
+class VersionRow:
+    service: str
+    version: int
+    created_at: float
+    spec_json: str
+    spec_yaml: str
+    workdir_hash: str | None = None
+    mode: str = "initial"
+    changes: str = ""
+    outcome: str = ""
+
+
+@dataclass
+class ReplicaRow:
+    service: str
+    id: int
+    version: int
+    status: str
+    launched_at: float
+    ip: str = "127.0.0.1"
+    port: int | None = None
+    pid: int | None = None
+    pid_create_time: float | None = None
+    ready_at: float | None = None
+
+
+@dataclass
+class EventRow:
+    id: int
+    service: str
+    replica_id: int | None
+    time: float
+    from_status: str | None
+    to_status: str
+    reason: str
+
+
+def _columns(cls: type[Any]) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+class Store:
+    """Typed access to the state database; rows in, rows out."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        new = not path.exists()
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        if new:
+            os.chmod(path, 0o600)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group writes so a crash leaves all of them or none."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _insert(self, table: str, row: Any) -> None:
+        cols = _columns(type(row))
+        sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        self._db.execute(sql, [getattr(row, c) for c in cols])
+
+    def _update(self, table: str, keys: dict[str, Any], values: dict[str, Any]) -> None:
+        if not values:
+            return
+        sets = ", ".join(f"{k} = ?" for k in values)
+        where = " AND ".join(f"{k} = ?" for k in keys)
+        self._db.execute(
+            f"UPDATE {table} SET {sets} WHERE {where}", [*values.values(), *keys.values()]
+        )
+
+    def _select(self, cls: type[Any], table: str, where: str = "", args: tuple[Any, ...] = ()) -> list[Any]:
+        cols = _columns(cls)
+        sql = f"SELECT {', '.join(cols)} FROM {table} {where}"
+        return [cls(*r) for r in self._db.execute(sql, args).fetchall()]
+
+    # services
+    def add_service(self, service: ServiceRow, version: VersionRow) -> None:
+        with self.transaction():
+            self._insert("services", service)
+            self._insert("versions", version)
+            self._event(service.name, None, None, service.status, "service created")
+
+    def services(self) -> list[ServiceRow]:
+        rows: list[ServiceRow] = self._select(ServiceRow, "services", "ORDER BY created_at, name")
+        return rows
+
+    def service(self, name: str) -> ServiceRow | None:
+        rows: list[ServiceRow] = self._select(ServiceRow, "services", "WHERE name = ?", (name,))
+        return rows[0] if rows else None
+
+    def update_service(self, name: str, **values: Any) -> None:
+        self._update("services", {"name": name}, values)
+
+    def set_service_status(self, name: str, old: str | None, new: str, reason: str) -> None:
+        with self.transaction():
+            self._update("services", {"name": name}, {"status": new})
+            self._event(name, None, old, new, reason)
+
+    def take_replica_id(self, name: str) -> int:
+        """Hand out the next replica id; ids are never reused within a service."""
+        with self.transaction():
+            row = self._db.execute(
+                "SELECT next_replica_id FROM services WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                raise KeyError(name)
+            self._db.execute(
+                "UPDATE services SET next_replica_id = ? WHERE name = ?", (row[0] + 1, name)
+            )
+        return int(row[0])
+
+    def delete_service(self, name: str, *, purge: bool) -> None:
+        """Forget a service's live rows; its versions and events stay unless purged."""
+        with self.transaction():
+            self._db.execute("DELETE FROM services WHERE name = ?", (name,))
+            self._db.execute("DELETE FROM replicas WHERE service = ?", (name,))
+            if purge:
+                self._db.execute("DELETE FROM versions WHERE service = ?", (name,))
+                self._db.execute("DELETE FROM events WHERE service = ?", (name,))
+            else:
+                self._event(name, None, None, "DELETED", "service taken down")
+
+    # versions
+    def add_version(self, version: VersionRow) -> None:
+        with self.transaction():
+            self._insert("versions", version)
+
+    def version(self, service: str, version: int) -> VersionRow | None:
+        rows: list[VersionRow] = self._select(
+            VersionRow, "versions", "WHERE service = ? AND version = ?", (service, version)
+        )
+        return rows[0] if rows else None
+
+    def versions(self, service: str) -> list[VersionRow]:
+        rows: list[VersionRow] = self._select(
+            VersionRow, "versions", "WHERE service = ? ORDER BY version", (service,)
+        )
+        return rows
+
+    def latest_version_number(self, service: str) -> int:
+        row = self._db.execute(
+            "SELECT MAX(version) FROM versions WHERE service = ?", (service,)
+        ).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def update_version(self, service: str, version: int, **values: Any) -> None:
+        self._update("versions", {"service": service, "version": version}, values)
+
+    # replicas
+    def add_replica(self, replica: ReplicaRow, reason: str) -> None:
+        with self.transaction():
+            self._insert("replicas", replica)
+            self._event(replica.service, replica.id, None, replica.status, reason)
+
+    def replicas(self, service: str) -> list[ReplicaRow]:
+        rows: list[ReplicaRow] = self._select(
+            ReplicaRow, "replicas", "WHERE service = ? ORDER BY id", (service,)
+        )
+        return rows
+
+    def update_replica(self, service: str, replica_id: int, **values: Any) -> None:
+        self._update("replicas", {"service": service, "id": replica_id}, values)
+
+    def set_replica_status(
+        self, replica: ReplicaRow, new: str, reason: str, **values: Any
+    ) -> None:
+        """Move a replica to a new state and record the transition as an event row."""
+        old = replica.status
+        with self.transaction():
+            self._update(
+                "replicas", {"service": replica.service, "id": replica.id}, {"status": new, **values}
+            )
+            self._event(replica.service, replica.id, old, new, reason)
+        replica.status = new
+        for key, value in values.items():
+            setattr(replica, key, value)
+
+    def remove_replica(self, replica: ReplicaRow, reason: str) -> None:
+        with self.transaction():
+            self._db.execute(
+                "DELETE FROM replicas WHERE service = ? AND id = ?", (replica.service, replica.id)
+            )
+            self._event(replica.service, replica.id, replica.status, "STOPPED", reason)
+
+    # events
+    def _event(
+        self, service: str, replica_id: int | None, old: str | None, new: str, reason: str
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO events (service, replica_id, time, from_status, to_status, reason) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (service, replica_id, time.time(), old, new, reason),
+        )
+
+    def add_event(
+        self, service: str, replica_id: int | None, old: str | None, new: str, reason: str
+    ) -> None:
+        self._event(service, replica_id, old, new, reason)
+
+    def events(self, service: str, limit: int = 200) -> list[EventRow]:
+        rows: list[EventRow] = self._select(
+            EventRow,
+            "events",
+            "WHERE service = ? ORDER BY id DESC LIMIT ?",
+            (service, limit),
+        )
+        return list(reversed(rows))
+
+    def integrity_ok(self) -> bool:
+        row = self._db.execute("PRAGMA integrity_check").fetchone()
+        return bool(row and row[0] == "ok")

@@ -1,0 +1,77 @@
+"""The SQLite store: rows round-trip, ids are never reused, events record transitions."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
+
+
+def make_store(tmp_path: Path) -> Store:
+    store = Store(tmp_path / "state.db")
+    store.add_service(
+        ServiceRow(name="svc", status="CONTROLLER_INIT", version=1, created_at=1.0, port=30001),
+        VersionRow(service="svc", version=1, created_at=1.0, spec_json="{}", spec_yaml="run: x"),
+    )
+    return store
+
+
+def test_database_is_wal_and_private(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    mode = store._db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o600
+    assert store.integrity_ok()
+
+
+def test_replica_ids_are_never_reused(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    ids = [store.take_replica_id("svc") for _ in range(5)]
+    assert ids == [1, 2, 3, 4, 5]
+    reopened = Store(tmp_path / "state.db")
+    assert reopened.take_replica_id("svc") == 6
+
+
+def test_replica_transitions_are_events(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    replica = ReplicaRow(service="svc", id=1, version=1, status="PENDING", launched_at=2.0)
+    store.add_replica(replica, "launch")
+    store.set_replica_status(replica, "STARTING", "process started", pid=123, port=4000)
+    store.set_replica_status(replica, "READY", "probe passed")
+    [row] = store.replicas("svc")
+    assert (row.status, row.pid, row.port) == ("READY", 123, 4000)
+    events = [(e.replica_id, e.from_status, e.to_status, e.reason) for e in store.events("svc")]
+    assert events[1:] == [
+        (1, None, "PENDING", "launch"),
+        (1, "PENDING", "STARTING", "process started"),
+        (1, "STARTING", "READY", "probe passed"),
+    ]
+    store.remove_replica(replica, "scaled down")
+    assert store.replicas("svc") == []
+    assert store.events("svc")[-1].to_status == "STOPPED"
+
+
+def test_versions_and_delete(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.add_version(VersionRow(service="svc", version=2, created_at=3.0, spec_json="{}", spec_yaml=""))
+    assert store.latest_version_number("svc") == 2
+    assert [v.version for v in store.versions("svc")] == [1, 2]
+    store.delete_service("svc", purge=False)
+    assert store.service("svc") is None
+    assert store.versions("svc")  # history kept without purge
+    store.delete_service("svc", purge=True)
+    assert store.versions("svc") == [] and store.events("svc") == []
+
+
+def test_failed_transaction_changes_nothing(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    try:
+        with store.transaction():
+            store.update_service("svc", status="READY")
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    svc = store.service("svc")
+    assert svc is not None and svc.status == "CONTROLLER_INIT"
