@@ -4,6 +4,8 @@ Standard library only. Endpoints:
   GET  /         -> JSON {replica_id, version, pid, message}
   GET  /health   -> 200 "ok" (the readiness probe)
   POST /echo     -> the request body back
+  POST /-/reconfigure -> takes {"message": "..."} (the service's user_config) without
+       a restart; anything else is refused with 400, which fails the update
   GET  /stream?n=5&interval=0.1&gate=/path -> an SSE stream of n tokens; with
        ``gate``, it sends the first token and waits for that file to exist
        before the rest (tests use this to prove the stream is not buffered).
@@ -11,6 +13,7 @@ Standard library only. Endpoints:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -20,13 +23,16 @@ from urllib.parse import parse_qs, urlparse
 REPLICA_ID = os.environ.get("STEADY_REPLICA_ID", "?")
 VERSION = os.environ.get("STEADY_SERVICE_VERSION", "?")
 MESSAGE = os.environ.get("MESSAGE", "hello from SteadyServe")
+CONFIG: dict[str, str] = {"message": MESSAGE}
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out as separate writes
 
-    def log_message(self, format: str, *args: object) -> None:  # quiet: one line per request is noise
+    def log_message(
+        self, format: str, *args: object
+    ) -> None:  # quiet: one line per request is noise
         pass
 
     def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
@@ -44,8 +50,12 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/stream":
             self._stream(parse_qs(url.query))
         else:
-            info = {"replica_id": REPLICA_ID, "version": VERSION, "pid": os.getpid(),
-                    "message": MESSAGE}
+            info = {
+                "replica_id": REPLICA_ID,
+                "version": VERSION,
+                "pid": os.getpid(),
+                "message": CONFIG["message"],
+            }
             self._send(200, json.dumps(info).encode() + b"\n")
 
     do_HEAD = do_GET
@@ -53,7 +63,21 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
+        if urlparse(self.path).path == "/-/reconfigure":
+            self._reconfigure(body)
+            return
         self._send(200, body, self.headers.get("Content-Type", "application/octet-stream"))
+
+    def _reconfigure(self, body: bytes) -> None:
+        try:
+            config = json.loads(body)
+        except ValueError:
+            config = None
+        if not isinstance(config, dict) or not isinstance(config.get("message"), str):
+            self._send(400, b'{"error": "user_config must be {\\"message\\": str}"}\n')
+            return
+        CONFIG["message"] = config["message"]
+        self._send(200, b'{"ok": true}\n')
 
     def _stream(self, query: dict[str, list[str]]) -> None:
         count = int(query.get("n", ["5"])[0])
@@ -82,10 +106,8 @@ def main() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     print(f"replica {REPLICA_ID} (version {VERSION}) listening on 127.0.0.1:{port}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

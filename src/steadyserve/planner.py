@@ -8,8 +8,9 @@ free of processes lets the tests walk every case.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from steadyserve.states import ReplicaStatus, ServiceStatus
 
@@ -65,9 +66,7 @@ def plan_steady(
         r.id for r in live if r.status is ReplicaStatus.READY and r.id not in stopping
     )
     failed = sorted((r for r in replicas if r.status.is_failed), key=lambda r: -r.id)
-    forget = tuple(
-        r.id for i, r in enumerate(failed) if i >= KEEP_FAILED or r.version != version
-    )
+    forget = tuple(r.id for i, r in enumerate(failed) if i >= KEEP_FAILED or r.version != version)
     return Plan(launch=launch, stop=tuple(stop), forget=forget, routable=routable)
 
 
@@ -95,3 +94,99 @@ def service_status(
     if target == 0 or not any(r.status.is_live for r in replicas):
         return ServiceStatus.NO_REPLICA
     return ServiceStatus.REPLICA_INIT
+
+
+# ------------------------------------------------------------------------ updates
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """One step of a restart update: what to start, what to drain, what to route."""
+
+    launch: int
+    """New-version replicas to start now."""
+    drain: tuple[tuple[int, str], ...]
+    """``(replica id, reason)``: take out of routing, drain, stop."""
+    routable: frozenset[int]
+    """The ids the load balancer may route to."""
+    done: bool
+    """Exactly ``target`` READY new-version replicas, and no live replica of another."""
+
+
+def plan_update(
+    mode: Literal["rolling", "blue_green"],
+    target: int,
+    new_version: int,
+    replicas: Sequence[ReplicaView],
+    *,
+    max_surge: int,
+    max_unavailable: int,
+) -> UpdatePlan:
+    """The next step from the live replicas of any version to ``target`` of ``new_version``.
+
+    Stateless: the controller calls it every tick with the replicas as they are
+    now, and what it drains leaves the live states (SHUTTING_DOWN), so a replica
+    is drained once and never routed again. Every replica of another version is
+    old, whatever its version; SHUTTING_DOWN and failed replicas are ignored.
+
+    *rolling* (Kubernetes' arithmetic): live replicas stay within
+    ``target + max_surge``; READY replicas of every version are routed and stay
+    at least ``target - max_unavailable`` (unless already fewer: then none is
+    drained). *blue_green*: the full target of new replicas is started; traffic
+    stays on the old ones until ``target`` new replicas are READY, then all old
+    ones drain in the same step that routes the new ones.
+    """
+    target = max(0, target)
+    max_surge = max(0, max_surge)
+    max_unavailable = max(0, max_unavailable)
+    if max_surge == 0 and max_unavailable == 0 and target > 0:
+        max_unavailable = 1  # as in Kubernetes (and ServiceSection): or nothing could move
+
+    live = [r for r in replicas if r.status.is_live]
+    old = [r for r in live if r.version != new_version]
+    new = [r for r in live if r.version == new_version]
+    done = not old and len(new) == target and all(r.status is ReplicaStatus.READY for r in new)
+    drain: list[tuple[int, str]] = []
+
+    # New replicas beyond the target (it shrank mid-update): the ones serving nobody first.
+    surplus_new = len(new) - target
+    if surplus_new > 0:
+        order = sorted(new, key=lambda r: (_STOP_ORDER[r.status], -r.id))
+        drain.extend((r.id, f"scaled down to {target}") for r in order[:surplus_new])
+        gone = {rid for rid, _ in drain}
+        new = [r for r in new if r.id not in gone]
+    new_ready = [r for r in new if r.status is ReplicaStatus.READY]
+    old_ready = _oldest_first(r for r in old if r.status is ReplicaStatus.READY)
+    old_unready = _oldest_first(r for r in old if r.status is not ReplicaStatus.READY)
+    replaced = f"replaced by version {new_version}"
+
+    if mode == "blue_green":
+        if old and len(new_ready) < target:
+            # Before the switch: the old version serves alone, at whatever it has.
+            routable = frozenset(r.id for r in old_ready)
+        else:
+            # The switch (or after it): one routing change, then the old ones drain.
+            drain.extend((r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old))
+            routable = frozenset(r.id for r in new_ready)
+        launch = target - len(new)
+        return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)
+
+    # Rolling. Old replicas that are not READY give no capacity: they go first.
+    drain.extend((r.id, f"{replaced} (not ready)") for r in old_unready)
+    # READY old ones drain while READY capacity stays >= target - max_unavailable;
+    # that includes DESIGN's rule: ready old + new beyond the target drain.
+    min_ready = max(0, target - max_unavailable)
+    ready_total = len(old_ready) + len(new_ready)
+    ready_drains = min(len(old_ready), max(0, ready_total - min_ready))
+    drain.extend((r.id, replaced) for r in old_ready[:ready_drains])
+    # Launch into the room the surge allows (after this step's drains), never
+    # beyond the target of new replicas.
+    live_after = len(live) - len(drain)
+    launch = max(0, min(target - len(new), target + max_surge - live_after))
+    routable = frozenset(r.id for r in [*old_ready[ready_drains:], *new_ready])
+    return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)
+
+
+def _oldest_first(replicas: Iterable[ReplicaView]) -> list[ReplicaView]:
+    """The order old replicas drain in: the oldest version first, then the highest id."""
+    return sorted(replicas, key=lambda r: (r.version, -r.id))

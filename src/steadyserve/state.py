@@ -27,7 +27,19 @@ CREATE TABLE IF NOT EXISTS services (
     lb_create_time REAL,
     next_replica_id INTEGER NOT NULL DEFAULT 1,
     desired TEXT NOT NULL DEFAULT 'running',
-    purge INTEGER NOT NULL DEFAULT 0
+    purge INTEGER NOT NULL DEFAULT 0,
+    stable_version INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS updates (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    service TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    from_version INTEGER NOT NULL,
+    to_version INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT '',
+    started_at REAL NOT NULL,
+    finished_at REAL
 );
 CREATE TABLE IF NOT EXISTS versions (
     service TEXT NOT NULL,
@@ -79,6 +91,7 @@ class ServiceRow:
     next_replica_id: int = 1
     desired: str = "running"
     purge: int = 0
+    stable_version: int = 1
 
 
 @dataclass
@@ -106,6 +119,19 @@ class ReplicaRow:
     pid: int | None = None
     pid_create_time: float | None = None
     ready_at: float | None = None
+
+
+@dataclass
+class UpdateRow:
+    id: int | None
+    service: str
+    mode: str
+    from_version: int
+    to_version: int
+    status: str
+    message: str
+    started_at: float
+    finished_at: float | None = None
 
 
 @dataclass
@@ -165,7 +191,9 @@ class Store:
             f"UPDATE {table} SET {sets} WHERE {where}", [*values.values(), *keys.values()]
         )
 
-    def _select(self, cls: type[Any], table: str, where: str = "", args: tuple[Any, ...] = ()) -> list[Any]:
+    def _select(
+        self, cls: type[Any], table: str, where: str = "", args: tuple[Any, ...] = ()
+    ) -> list[Any]:
         cols = _columns(cls)
         sql = f"SELECT {', '.join(cols)} FROM {table} {where}"
         return [cls(*r) for r in self._db.execute(sql, args).fetchall()]
@@ -206,11 +234,19 @@ class Store:
             )
         return int(row[0])
 
+    def next_free_replica_id(self, name: str) -> int:
+        """After a down without purge, ids continue where the old events left off."""
+        row = self._db.execute(
+            "SELECT MAX(replica_id) FROM events WHERE service = ?", (name,)
+        ).fetchone()
+        return int(row[0]) + 1 if row and row[0] is not None else 1
+
     def delete_service(self, name: str, *, purge: bool) -> None:
         """Forget a service's live rows; its versions and events stay unless purged."""
         with self.transaction():
             self._db.execute("DELETE FROM services WHERE name = ?", (name,))
             self._db.execute("DELETE FROM replicas WHERE service = ?", (name,))
+            self._db.execute("DELETE FROM updates WHERE service = ?", (name,))
             if purge:
                 self._db.execute("DELETE FROM versions WHERE service = ?", (name,))
                 self._db.execute("DELETE FROM events WHERE service = ?", (name,))
@@ -243,6 +279,44 @@ class Store:
     def update_version(self, service: str, version: int, **values: Any) -> None:
         self._update("versions", {"service": service, "version": version}, values)
 
+    # updates
+    def add_update(self, update: UpdateRow) -> UpdateRow:
+        cur = self._db.execute(
+            "INSERT INTO updates (service, mode, from_version, to_version, status, message, "
+            "started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                update.service,
+                update.mode,
+                update.from_version,
+                update.to_version,
+                update.status,
+                update.message,
+                update.started_at,
+                update.finished_at,
+            ),
+        )
+        update.id = cur.lastrowid
+        return update
+
+    def latest_update(self, service: str) -> UpdateRow | None:
+        rows: list[UpdateRow] = self._select(
+            UpdateRow, "updates", "WHERE service = ? ORDER BY id DESC LIMIT 1", (service,)
+        )
+        return rows[0] if rows else None
+
+    def save_update(self, update: UpdateRow) -> None:
+        assert update.id is not None
+        self._update(
+            "updates",
+            {"id": update.id},
+            {
+                "to_version": update.to_version,
+                "status": update.status,
+                "message": update.message,
+                "finished_at": update.finished_at,
+            },
+        )
+
     # replicas
     def add_replica(self, replica: ReplicaRow, reason: str) -> None:
         with self.transaction():
@@ -258,14 +332,14 @@ class Store:
     def update_replica(self, service: str, replica_id: int, **values: Any) -> None:
         self._update("replicas", {"service": service, "id": replica_id}, values)
 
-    def set_replica_status(
-        self, replica: ReplicaRow, new: str, reason: str, **values: Any
-    ) -> None:
+    def set_replica_status(self, replica: ReplicaRow, new: str, reason: str, **values: Any) -> None:
         """Move a replica to a new state and record the transition as an event row."""
         old = replica.status
         with self.transaction():
             self._update(
-                "replicas", {"service": replica.service, "id": replica.id}, {"status": new, **values}
+                "replicas",
+                {"service": replica.service, "id": replica.id},
+                {"status": new, **values},
             )
             self._event(replica.service, replica.id, old, new, reason)
         replica.status = new

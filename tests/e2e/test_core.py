@@ -22,10 +22,17 @@ from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
 SERVER = EXAMPLES / "http_server"
 
 
-def service_file(tmp: Path, name: str = "web", replicas: int = 2, extra: str = "",
-                 run: str = "python3 server.py", workdir: Path = SERVER) -> Path:
+def service_file(
+    tmp: Path,
+    name: str = "web",
+    replicas: int = 2,
+    extra: str = "",
+    run: str = "python3 server.py",
+    workdir: Path = SERVER,
+) -> Path:
     path = tmp / f"{name}.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         name: {name}
         service:
           readiness_probe:
@@ -39,7 +46,8 @@ def service_file(tmp: Path, name: str = "web", replicas: int = 2, extra: str = "
           {extra}
         workdir: {workdir}
         run: {run}
-        """))
+        """)
+    )
     return path
 
 
@@ -69,8 +77,17 @@ def test_two_replicas_both_answer_status_and_down(steady: Steady, tmp_path: Path
     replicas = svc["replicas"]
     assert isinstance(replicas, list)
     for rep in replicas:
-        assert set(rep) >= {"id", "version", "status", "ip", "port", "pid", "launched_at",
-                            "resources", "region"}
+        assert set(rep) >= {
+            "id",
+            "version",
+            "status",
+            "ip",
+            "port",
+            "pid",
+            "launched_at",
+            "resources",
+            "region",
+        }
         assert rep["status"] == "READY" and rep["ip"] == "127.0.0.1" and rep["region"] == "local"
         env = psutil.Process(rep["pid"]).environ()
         assert env["STEADY_REPLICA_ID"] == env["SKYPILOT_SERVE_REPLICA_ID"] == str(rep["id"])
@@ -108,8 +125,10 @@ def test_sigkill_replica_under_load_costs_no_get(steady: Steady, tmp_path: Path)
     os.killpg(victim["pid"], signal.SIGKILL)
     replaced = steady.wait_for(
         "web",
-        lambda s: s["ready_replicas"] == 2 and all(r["id"] != victim["id"] or r["status"] == "FAILED"
-                                                   for r in s["replicas"]),
+        lambda s: (
+            s["ready_replicas"] == 2
+            and all(r["id"] != victim["id"] or r["status"] == "FAILED" for r in s["replicas"])
+        ),
         what="a replacement replica READY",
     )
     time.sleep(0.5)
@@ -189,7 +208,10 @@ def test_bad_input_exits_2_and_changes_nothing(steady: Steady, tmp_path: Path) -
     bad.write_text("service:\n  replica_policy:\n    min_replicas: 1\n    max_replica: 3\nrun: x\n")
     proc = steady.run("up", str(bad), check=False)
     assert proc.returncode == 2
-    assert "service.replica_policy.max_replica: unknown field (did you mean max_replicas?)" in proc.stderr
+    assert (
+        "service.replica_policy.max_replica: unknown field (did you mean max_replicas?)"
+        in proc.stderr
+    )
     assert len(proc.stderr.strip().splitlines()) == 1
 
     for args in (["down", "ghost"], ["logs", "ghost"], ["status", "ghost"]):

@@ -30,10 +30,15 @@ class Steady:
     def env(self) -> dict[str, str]:
         return dict(os.environ, STEADY_HOME=str(self.home))
 
-    def run(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 120, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, "-m", "steadyserve.cli", *args],
-            env=self.env, capture_output=True, text=True, timeout=timeout,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -43,7 +48,7 @@ class Steady:
         return proc
 
     def status(self, name: str | None = None) -> dict[str, Any]:
-        out = self.run("status", *( [name] if name else []), "--json").stdout
+        out = self.run("status", *([name] if name else []), "--json").stdout
         data: dict[str, Any] = json.loads(out)
         return data
 
@@ -51,7 +56,9 @@ class Steady:
         services: list[dict[str, Any]] = self.status(name)["services"]
         return services[0]
 
-    def wait_for(self, name: str, predicate: Any, timeout: float = 60, what: str = "") -> dict[str, Any]:
+    def wait_for(
+        self, name: str, predicate: Any, timeout: float = 60, what: str = ""
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         svc: dict[str, Any] = {}
         while time.monotonic() < deadline:
@@ -59,7 +66,9 @@ class Steady:
             if predicate(svc):
                 return svc
             time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what or predicate}: {json.dumps(svc, indent=1)}")
+        raise AssertionError(
+            f"timed out waiting for {what or predicate}: {json.dumps(svc, indent=1)}"
+        )
 
 
 def processes_of_home(home: Path) -> list[psutil.Process]:

@@ -56,7 +56,9 @@ def test_scale_down_stops_unready_before_ready(fleet: tuple[int, int, list[Repli
     stopped = {rid for rid, _ in plan.stop}
     current = [r for r in replicas if r.status.is_live and r.version == version]
     ready_stopped = [r for r in current if r.id in stopped and r.status is ReplicaStatus.READY]
-    unready_kept = [r for r in current if r.id not in stopped and r.status is not ReplicaStatus.READY]
+    unready_kept = [
+        r for r in current if r.id not in stopped and r.status is not ReplicaStatus.READY
+    ]
     assert not (ready_stopped and unready_kept)
 
 
@@ -70,15 +72,49 @@ def test_service_status_order() -> None:
     ready = [ReplicaView(1, 1, ReplicaStatus.READY)]
     starting = [ReplicaView(1, 1, ReplicaStatus.STARTING)]
     kw = {"target": 1, "version_broken": False}
-    assert service_status(shutting_down=True, lb_ready=True, replicas=ready,
-                          routable=frozenset({1}), **kw) is ServiceStatus.SHUTTING_DOWN
-    assert service_status(shutting_down=False, lb_ready=False, replicas=ready,
-                          routable=frozenset({1}), **kw) is ServiceStatus.CONTROLLER_INIT
-    assert service_status(shutting_down=False, lb_ready=True, replicas=ready,
-                          routable=frozenset({1}), **kw) is ServiceStatus.READY
-    assert service_status(shutting_down=False, lb_ready=True, replicas=starting,
-                          routable=frozenset(), **kw) is ServiceStatus.REPLICA_INIT
-    assert service_status(shutting_down=False, lb_ready=True, replicas=[],
-                          routable=frozenset(), target=1, version_broken=True) is ServiceStatus.FAILED
-    assert service_status(shutting_down=False, lb_ready=True, replicas=[],
-                          routable=frozenset(), target=0, version_broken=False) is ServiceStatus.NO_REPLICA
+    assert (
+        service_status(
+            shutting_down=True, lb_ready=True, replicas=ready, routable=frozenset({1}), **kw
+        )
+        is ServiceStatus.SHUTTING_DOWN
+    )
+    assert (
+        service_status(
+            shutting_down=False, lb_ready=False, replicas=ready, routable=frozenset({1}), **kw
+        )
+        is ServiceStatus.CONTROLLER_INIT
+    )
+    assert (
+        service_status(
+            shutting_down=False, lb_ready=True, replicas=ready, routable=frozenset({1}), **kw
+        )
+        is ServiceStatus.READY
+    )
+    assert (
+        service_status(
+            shutting_down=False, lb_ready=True, replicas=starting, routable=frozenset(), **kw
+        )
+        is ServiceStatus.REPLICA_INIT
+    )
+    assert (
+        service_status(
+            shutting_down=False,
+            lb_ready=True,
+            replicas=[],
+            routable=frozenset(),
+            target=1,
+            version_broken=True,
+        )
+        is ServiceStatus.FAILED
+    )
+    assert (
+        service_status(
+            shutting_down=False,
+            lb_ready=True,
+            replicas=[],
+            routable=frozenset(),
+            target=0,
+            version_broken=False,
+        )
+        is ServiceStatus.NO_REPLICA
+    )

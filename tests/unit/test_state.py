@@ -55,7 +55,9 @@ def test_replica_transitions_are_events(tmp_path: Path) -> None:
 
 def test_versions_and_delete(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    store.add_version(VersionRow(service="svc", version=2, created_at=3.0, spec_json="{}", spec_yaml=""))
+    store.add_version(
+        VersionRow(service="svc", version=2, created_at=3.0, spec_json="{}", spec_yaml="")
+    )
     assert store.latest_version_number("svc") == 2
     assert [v.version for v in store.versions("svc")] == [1, 2]
     store.delete_service("svc", purge=False)

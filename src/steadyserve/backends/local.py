@@ -110,8 +110,14 @@ class LocalBackend:
             with open(log_path, "ab") as log:
                 os.chmod(log_path, 0o600)
                 proc = await asyncio.create_subprocess_exec(
-                    "bash", "-c", setup, cwd=workdir, env=env,
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    "bash",
+                    "-c",
+                    setup,
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
                 try:
@@ -134,8 +140,12 @@ class LocalBackend:
                 log.write(b"--- replica output ---\n")
                 log.flush()
             popen = subprocess.Popen(
-                request.command, cwd=request.workdir, env=request.env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                request.command,
+                cwd=request.workdir,
+                env=request.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         try:

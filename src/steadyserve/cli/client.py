@@ -6,6 +6,7 @@ answers carry one-line errors that map to exit codes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -72,7 +73,10 @@ def start_controller(home: Home) -> dict[str, Any]:
         os.chmod(log_path, 0o600)
         proc = subprocess.Popen(
             [sys.executable, "-m", "steadyserve.controller", "--home", str(home.root)],
-            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -93,10 +97,8 @@ def stop_controller(home: Home, timeout: float = 30.0) -> bool:
     if not info:
         return False
     pid = int(info["pid"])
-    try:
+    with contextlib.suppress(OSError):
         _call(info["url"], "POST", "/api/v1/shutdown", {}, timeout=5.0)
-    except OSError:
-        pass
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

@@ -7,6 +7,7 @@ other failures exit 1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -19,11 +20,22 @@ import click
 from rich.console import Console
 
 from steadyserve.cli import logs as logs_mod
-from steadyserve.cli.client import Client, CommandError, controller_alive, start_controller
-from steadyserve.cli.client import stop_controller
-from steadyserve.cli.tables import events_table, replicas_table, services_table
+from steadyserve.cli.client import (
+    Client,
+    CommandError,
+    controller_alive,
+    start_controller,
+    stop_controller,
+)
+from steadyserve.cli.tables import (
+    changes_table,
+    events_table,
+    history_table,
+    replicas_table,
+    services_table,
+)
 from steadyserve.paths import Home
-from steadyserve.spec import SpecError, load_service_file
+from steadyserve.spec import SpecError, load_fleet_file, load_service_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -119,6 +131,136 @@ def status(names: tuple[str, ...], as_json: bool, events: bool) -> None:
         console.print(events_table(svc["events"]))
 
 
+def _print_plan(result: dict[str, Any]) -> None:
+    name = result["name"]
+    if not result["changed"]:
+        console.print(f"{name}: no change (version {result['version']} stays)")
+        return
+    verb = "would change" if result["dry_run"] else f"-> version {result['version']}"
+    how = "in place (no restart)" if result["mode"] == "in_place" else f"restart, {result['mode']}"
+    console.print(f"{name}: {verb}, {how}; launch {result['launch']}, stop {result['stop']}")
+    console.print(changes_table(result["changes"]))
+
+
+def _wait_update(client: Client, name: str, version: int, timeout: float) -> None:
+    """Show old/new ready counts until the update ends; fail (exit 1) if it failed."""
+    deadline = time.monotonic() + timeout
+    with console.status(f"updating {name}") as status:
+        while True:
+            svc = client.call("GET", f"/api/v1/services?name={name}")["services"][0]
+            update = svc.get("update") or {}
+            ready = [r for r in svc["replicas"] if r["status"] == "READY"]
+            new = sum(1 for r in ready if r["version"] == version)
+            status.update(
+                f"{name}: version {version} {new}/{svc['target_replicas']} ready, "
+                f"older {len(ready) - new} ready, routing to {svc['active_versions']}"
+            )
+            if update.get("to_version") == version and update.get("status") != "IN_PROGRESS":
+                if update["status"] == "SUCCEEDED":
+                    console.print(f"{name}: update to version {version} SUCCEEDED")
+                    return
+                raise CommandError(f"{name}: update {update['status']}: {update['message']}")
+            if update.get("to_version", version) != version:
+                raise CommandError(f"{name}: update to version {version} was superseded")
+            if time.monotonic() > deadline:
+                raise CommandError(f"{name}: update not done after {timeout:.0f}s")
+            time.sleep(WAIT_POLL_S)
+
+
+@main.command()
+@click.argument("name")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--mode",
+    type=click.Choice(["rolling", "blue_green"]),
+    default=None,
+    help="How replicas restart (default: the file's service.update_mode).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--wait", is_flag=True, help="Show progress; exit 1 if the update fails.")
+@click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
+@reports_errors
+def update(
+    name: str, file: Path, mode: str | None, dry_run: bool, wait: bool, timeout: float
+) -> None:
+    """Update service NAME to the spec in FILE (a new version)."""
+    spec = load_service_file(file, name)
+    client = Client(_home())
+    result = client.call(
+        "POST",
+        f"/api/v1/services/{name}/update",
+        {
+            "spec": spec.spec_json(),
+            "yaml": file.read_text(encoding="utf-8"),
+            "mode": mode,
+            "dry_run": dry_run,
+        },
+    )
+    _print_plan(result)
+    if wait and result["changed"] and not dry_run:
+        _wait_update(client, name, result["version"], timeout)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--to", "to", type=int, default=None, help="The version to go back to.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--wait", is_flag=True, help="Show progress; exit 1 if it fails.")
+@click.option("--timeout", default=900.0, show_default=True)
+@reports_errors
+def rollback(name: str, to: int | None, dry_run: bool, wait: bool, timeout: float) -> None:
+    """Go back to an earlier version's spec, as a new version."""
+    client = Client(_home())
+    result = client.call(
+        "POST", f"/api/v1/services/{name}/rollback", {"to": to, "dry_run": dry_run}
+    )
+    _print_plan(result)
+    if wait and result["changed"] and not dry_run:
+        _wait_update(client, name, result["version"], timeout)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
+@click.option("--wait", is_flag=True, help="Wait until every service has converged.")
+@click.option("--timeout", default=900.0, show_default=True)
+@reports_errors
+def deploy(file: Path, dry_run: bool, wait: bool, timeout: float) -> None:
+    """Make the services in FILE (services: [...]) the whole desired state."""
+    specs = load_fleet_file(file)
+    client = Client(_home())
+    text = file.read_text(encoding="utf-8")
+    result = client.call(
+        "POST",
+        "/api/v1/deploy",
+        {"services": [{"spec": s.spec_json(), "yaml": text} for s in specs], "dry_run": dry_run},
+        timeout=600.0,
+    )
+    for item in result["services"]:
+        if item["action"] == "create":
+            console.print(f"{item['name']}: {'would be created' if dry_run else 'created'}")
+        elif item["action"] == "down":
+            console.print(f"{item['name']}: {'would be taken down' if dry_run else 'taken down'}")
+        else:
+            _print_plan(item)
+    if wait and not dry_run:
+        for item in result["services"]:
+            if item["action"] == "create":
+                _wait_ready(client, item["name"], timeout)
+            elif item["action"] == "update":
+                _wait_update(client, item["name"], item["version"], timeout)
+
+
+@main.command()
+@click.argument("name")
+@reports_errors
+def history(name: str) -> None:
+    """List a service's versions: when, how, what changed, and how it ended."""
+    client = Client(_home())
+    versions = client.call("GET", f"/api/v1/services/{name}/history")["versions"]
+    console.print(history_table(versions))
+
+
 @main.command()
 @click.argument("name")
 @click.argument("replica_id", required=False, type=int)
@@ -128,7 +270,11 @@ def status(names: tuple[str, ...], as_json: bool, events: bool) -> None:
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @reports_errors
 def logs(
-    name: str, replica_id: int | None, controller_log: bool, lb_log: bool, follow: bool,
+    name: str,
+    replica_id: int | None,
+    controller_log: bool,
+    lb_log: bool,
+    follow: bool,
     tail: int | None,
 ) -> None:
     """Print a replica's log (the newest replica's when no REPLICA_ID is given)."""
@@ -155,10 +301,8 @@ def logs(
             path = found[-1]
     if not path.exists():
         raise CommandError(f"no log yet at {path}", 1)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         logs_mod.show(path, tail, follow)
-    except KeyboardInterrupt:
-        pass
 
 
 @main.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -9,7 +10,14 @@ from rich.table import Table
 
 SERVICE_COLUMNS = ("NAME", "VERSION", "UPTIME", "STATUS", "REPLICAS", "ENDPOINT")
 REPLICA_COLUMNS = (
-    "SERVICE_NAME", "ID", "VERSION", "IP", "LAUNCHED", "RESOURCES", "STATUS", "REGION",
+    "SERVICE_NAME",
+    "ID",
+    "VERSION",
+    "IP",
+    "LAUNCHED",
+    "RESOURCES",
+    "STATUS",
+    "REGION",
 )
 
 
@@ -50,8 +58,12 @@ def services_table(services: list[dict[str, Any]]) -> Table:
     for svc in services:
         versions = ",".join(str(v) for v in svc["active_versions"]) or str(svc["version"])
         table.add_row(
-            svc["name"], versions, format_uptime(svc["uptime_s"]), svc["status"],
-            f"{svc['ready_replicas']}/{svc['total_replicas']}", svc["endpoint"],
+            svc["name"],
+            versions,
+            format_uptime(svc["uptime_s"]),
+            svc["status"],
+            f"{svc['ready_replicas']}/{svc['total_replicas']}",
+            svc["endpoint"],
         )
     return table
 
@@ -61,8 +73,14 @@ def replicas_table(services: list[dict[str, Any]]) -> Table:
     for svc in services:
         for rep in svc["replicas"]:
             table.add_row(
-                svc["name"], str(rep["id"]), str(rep["version"]), rep["ip"],
-                format_ago(rep["launched_at"]), rep["resources"], rep["status"], rep["region"],
+                svc["name"],
+                str(rep["id"]),
+                str(rep["version"]),
+                rep["ip"],
+                format_ago(rep["launched_at"]),
+                rep["resources"],
+                rep["status"],
+                rep["region"],
             )
     return table
 
@@ -72,7 +90,37 @@ def events_table(events: list[dict[str, Any]]) -> Table:
     for event in events:
         stamp = time.strftime("%H:%M:%S", time.localtime(event["time"]))
         table.add_row(
-            stamp, str(event["replica_id"] or "-"), event["from_status"] or "-",
-            event["to_status"], event["reason"],
+            stamp,
+            str(event["replica_id"] or "-"),
+            event["from_status"] or "-",
+            event["to_status"],
+            event["reason"],
         )
     return table
+
+
+def changes_table(changes: list[dict[str, Any]]) -> Table:
+    table = _table(("FIELD", "CHANGE", "OLD", "NEW"))
+    for change in changes:
+        kind = "in place" if change["kind"] == "in_place" else "restart"
+        table.add_row(change["path"], kind, _short(change["old"]), _short(change["new"]))
+    return table
+
+
+def history_table(versions: list[dict[str, Any]]) -> Table:
+    table = _table(("VERSION", "CREATED", "MODE", "OUTCOME", "CHANGES"))
+    for version in versions:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(version["created_at"]))
+        table.add_row(
+            str(version["version"]),
+            stamp,
+            version["mode"],
+            version["outcome"] or "-",
+            version["changes"],
+        )
+    return table
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = "-" if value is None else json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -66,6 +66,68 @@ def build_app(controller: Controller) -> web.Application:
         created = await controller.create_service(spec_json, spec_yaml)
         return web.json_response(created, status=201)
 
+    @routes.post("/api/v1/services/{name}/update")
+    async def update_service(request: web.Request) -> web.Response:
+        data = await body(request)
+        spec_json, spec_yaml = data.get("spec"), data.get("yaml", "")
+        mode = data.get("mode")
+        if not isinstance(spec_json, str) or not isinstance(spec_yaml, str):
+            raise BadInput("'spec' must be the service spec as a JSON string")
+        if mode is not None and not isinstance(mode, str):
+            raise BadInput("--mode must be rolling or blue_green")
+        result = await controller.update_service(
+            request.match_info["name"],
+            spec_json,
+            spec_yaml,
+            mode=mode,
+            dry_run=bool(data.get("dry_run")),
+        )
+        return web.json_response(result)
+
+    @routes.post("/api/v1/services/{name}/rollback")
+    async def rollback(request: web.Request) -> web.Response:
+        data = await body(request)
+        to = data.get("to")
+        if to is not None and (not isinstance(to, int) or isinstance(to, bool)):
+            raise BadInput("--to must be a version number")
+        result = await controller.rollback(
+            request.match_info["name"], to, dry_run=bool(data.get("dry_run"))
+        )
+        return web.json_response(result)
+
+    @routes.post("/api/v1/deploy")
+    async def deploy(request: web.Request) -> web.Response:
+        data = await body(request)
+        items = data.get("services")
+        if not isinstance(items, list) or not all(
+            isinstance(i, dict) and isinstance(i.get("spec"), str) for i in items
+        ):
+            raise BadInput("'services' must be a list of {spec, yaml}")
+        result = await controller.deploy(
+            [(i["spec"], str(i.get("yaml", ""))) for i in items], bool(data.get("dry_run"))
+        )
+        return web.json_response(result)
+
+    @routes.get("/api/v1/services/{name}/history")
+    async def history(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        controller.runtime(name)
+        rows = controller.store.versions(name)
+        return web.json_response(
+            {
+                "versions": [
+                    {
+                        "version": v.version,
+                        "created_at": v.created_at,
+                        "mode": v.mode,
+                        "changes": v.changes,
+                        "outcome": v.outcome,
+                    }
+                    for v in rows
+                ]
+            }
+        )
+
     @routes.delete("/api/v1/services/{name}")
     async def delete_service(request: web.Request) -> web.Response:
         purge = request.query.get("purge", "") in ("1", "true")

@@ -25,6 +25,7 @@ import uvloop
 from aiohttp import web
 
 from steadyserve.backends.local import LocalBackend
+from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.probes import new_probe_session
@@ -65,8 +66,11 @@ class Controller:
 
     def info(self) -> dict[str, Any]:
         return {
-            "pid": os.getpid(), "url": self.url, "home": str(self.home.root),
-            "epoch": self.epoch, "started_at": self.started_at,
+            "pid": os.getpid(),
+            "url": self.url,
+            "home": str(self.home.root),
+            "epoch": self.epoch,
+            "started_at": self.started_at,
         }
 
     # service operations (called by the API) ---------------------------
@@ -96,10 +100,7 @@ class Controller:
         return port
 
     async def create_service(self, spec_json: str, spec_yaml: str) -> dict[str, Any]:
-        try:
-            spec = ServiceSpec.from_json(spec_json)
-        except ValueError as exc:
-            raise BadInput(str(exc).splitlines()[0]) from exc
+        spec = self._parse(spec_json)
         name = spec.name
         if name is None:
             raise BadInput("name: a service needs a name")
@@ -109,23 +110,125 @@ class Controller:
             raise BadInput(f"workdir: no such directory: {spec.workdir}")
         port = self._endpoint_port(spec.service.port)
         source = Path(spec.workdir) if spec.workdir else None
+        # A name that was taken down (not purged) keeps its history: continue after it.
+        number = self.store.latest_version_number(name) + 1
         workdir_hash = await asyncio.to_thread(
-            snapshot, source, self.home.version_workdir(name, 1)
+            snapshot, source, self.home.version_workdir(name, number)
         )
         now = time.time()
         row = ServiceRow(
-            name=name, status=ServiceStatus.CONTROLLER_INIT.value, version=1,
-            created_at=now, port=port,
+            name=name,
+            status=ServiceStatus.CONTROLLER_INIT.value,
+            version=number,
+            created_at=now,
+            port=port,
+            next_replica_id=self.store.next_free_replica_id(name),
+            stable_version=number,
         )
         version = VersionRow(
-            service=name, version=1, created_at=now, spec_json=spec.spec_json(),
-            spec_yaml=spec_yaml, workdir_hash=workdir_hash, mode="initial",
-            changes="initial version", outcome="",
+            service=name,
+            version=number,
+            created_at=now,
+            spec_json=spec.spec_json(),
+            spec_yaml=spec_yaml,
+            workdir_hash=workdir_hash,
+            mode="initial",
+            changes="initial version",
+            outcome="active",
         )
         self.store.add_service(row, version)
         runtime = self._new_runtime(row)
         runtime.start()
         return {"name": name, "endpoint": f"127.0.0.1:{port}"}
+
+    async def update_service(
+        self,
+        name: str,
+        spec_json: str,
+        spec_yaml: str,
+        *,
+        mode: str | None,
+        dry_run: bool,
+        source_workdir: Path | None = None,
+        rollback_to: int | None = None,
+    ) -> dict[str, Any]:
+        """Make a new version from a spec: in place when the classifier allows, else by mode."""
+        runtime = self.runtime(name)
+        if name in self._down_tasks:
+            raise Conflict(f"service {name!r} is shutting down")
+        spec = self._parse(spec_json)
+        if spec.name != name:
+            spec = spec.model_copy(update={"name": name})
+        return await updates.apply(
+            self,
+            runtime,
+            spec,
+            spec_yaml,
+            mode=mode,
+            dry_run=dry_run,
+            source_workdir=source_workdir,
+            rollback_to=rollback_to,
+        )
+
+    async def rollback(self, name: str, to: int | None, dry_run: bool) -> dict[str, Any]:
+        runtime = self.runtime(name)
+        target = updates.rollback_target(self.store, runtime, to)
+        spec = ServiceSpec.from_json(target.spec_json)
+        return await updates.apply(
+            self,
+            runtime,
+            spec,
+            target.spec_yaml,
+            mode=None,
+            dry_run=dry_run,
+            source_workdir=self.home.version_workdir(name, target.version),
+            rollback_to=target.version,
+        )
+
+    async def deploy(self, items: list[tuple[str, str]], dry_run: bool) -> dict[str, Any]:
+        """The file is the whole desired state: create, update, and take down the rest."""
+        specs = [(self._parse(text), yaml_text) for text, yaml_text in items]
+        names = [s.name for s, _ in specs]
+        if None in names or len(set(names)) != len(names):
+            raise BadInput("services: every service needs a unique name")
+        results: list[dict[str, Any]] = []
+        # Check everything before changing anything: bad input changes nothing.
+        for spec, _ in specs:
+            assert spec.name is not None
+            if spec.name not in self.services:
+                self._check_new(spec)
+            else:
+                await self.update_service(spec.name, spec.spec_json(), "", mode=None, dry_run=True)
+        for spec, yaml_text in specs:
+            assert spec.name is not None
+            if spec.name not in self.services:
+                if dry_run:
+                    results.append({"name": spec.name, "action": "create"})
+                else:
+                    created = await self.create_service(spec.spec_json(), yaml_text)
+                    results.append({**created, "action": "create"})
+            else:
+                result = await self.update_service(
+                    spec.name, spec.spec_json(), yaml_text, mode=None, dry_run=dry_run
+                )
+                results.append({**result, "action": "update" if result["changed"] else "none"})
+        for name in [n for n in self.services if n not in names]:
+            if not dry_run:
+                await self.delete_service(name, purge=False)
+            results.append({"name": name, "action": "down"})
+        return {"dry_run": dry_run, "services": results}
+
+    def _parse(self, spec_json: str) -> ServiceSpec:
+        try:
+            return ServiceSpec.from_json(spec_json)
+        except ValueError as exc:
+            raise BadInput(str(exc).splitlines()[0]) from exc
+
+    def _check_new(self, spec: ServiceSpec) -> None:
+        if spec.workdir is not None and not Path(spec.workdir).is_dir():
+            raise BadInput(f"{spec.name}: workdir: no such directory: {spec.workdir}")
+        if spec.service.port is not None:
+            self._endpoint_port(spec.service.port)
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
         runtime = ServiceRuntime(
@@ -207,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     home = Home.from_env(args.home).ensure()
     os.environ["STEADY_HOME"] = str(home.root)
     logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr,
+        level=logging.INFO,
+        stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     lock = _take_lock(home)

@@ -53,12 +53,17 @@ class LoadBalancerProcess:
         code = self.handle.exit_code() if self.handle is not None else None
         if self.handle is not None:
             store.add_event(
-                self.service, None, "LB_RUNNING", "LB_RESTARTING",
+                self.service,
+                None,
+                "LB_RUNNING",
+                "LB_RESTARTING",
                 f"load balancer exited with code {code}; restarting on port {self.port}",
             )
         self.start()
         assert self.handle is not None
-        store.update_service(self.service, lb_pid=self.handle.pid, lb_create_time=self.handle.create_time)
+        store.update_service(
+            self.service, lb_pid=self.handle.pid, lb_create_time=self.handle.create_time
+        )
         row.lb_pid = self.handle.pid
         row.lb_create_time = self.handle.create_time
 
@@ -71,11 +76,20 @@ class LoadBalancerProcess:
             os.chmod(log_path, 0o600)
             popen = subprocess.Popen(
                 [
-                    sys.executable, "-m", "steadyserve.lb",
-                    "--service", self.service, "--port", str(self.port),
-                    "--home", str(self.home.root),
+                    sys.executable,
+                    "-m",
+                    "steadyserve.lb",
+                    "--service",
+                    self.service,
+                    "--port",
+                    str(self.port),
+                    "--home",
+                    str(self.home.root),
                 ],
-                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         try:

@@ -22,11 +22,12 @@ from steadyserve.backends.base import LaunchRequest, ProvisionError
 from steadyserve.backends.local import LocalBackend, LocalProcess, free_port
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.probes import probe_ready
+from steadyserve.controller.reconfigure import post_user_config
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
-from steadyserve.planner import Plan, ReplicaView, plan_steady, service_status
+from steadyserve.planner import Plan, ReplicaView, plan_steady, plan_update, service_status
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, ServiceRow, Store
+from steadyserve.state import ReplicaRow, ServiceRow, Store, UpdateRow
 from steadyserve.states import ReplicaStatus, ServiceStatus
 
 log = logging.getLogger("steadyserve.controller")
@@ -36,6 +37,7 @@ TICK_S = 0.2
 # configured period), so it turns READY within moments of listening.
 STARTING_PROBE_MIN_S = 0.1
 FAILED_PROBES_TO_REPLACE = 3
+IN_PROGRESS, SUCCEEDED, FAILED, ROLLED_BACK = "IN_PROGRESS", "SUCCEEDED", "FAILED", "ROLLED_BACK"
 
 
 @dataclass
@@ -78,8 +80,12 @@ class ServiceRuntime:
         self.lb = LoadBalancerProcess(home, self.name, row.port)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._update_tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self.plan = Plan()
+        latest = store.latest_update(self.name)
+        self.update: UpdateRow | None = latest
+        self.update_failures = 0
 
     def _load_spec(self, version: int) -> ServiceSpec:
         row = self.store.version(self.name, version)
@@ -105,13 +111,17 @@ class ServiceRuntime:
                 rt.handle = self.backend.adopt(replica.pid, replica.pid_create_time, replica.port)
             if status.is_live or status is ReplicaStatus.SHUTTING_DOWN:
                 if rt.handle is None:
-                    self._mark_failed(replica, ReplicaStatus.FAILED, "gone while the controller was down")
+                    self._mark_failed(
+                        replica, ReplicaStatus.FAILED, "gone while the controller was down"
+                    )
                     continue
                 rt.started_at = replica.launched_at
                 if status is ReplicaStatus.SHUTTING_DOWN:
                     self._spawn(replica, self._retire(replica, "stopping (resumed)"))
                 elif status in (ReplicaStatus.PENDING, ReplicaStatus.PROVISIONING):
-                    self._mark_failed(replica, ReplicaStatus.FAILED_PROVISION, "controller restarted")
+                    self._mark_failed(
+                        replica, ReplicaStatus.FAILED_PROVISION, "controller restarted"
+                    )
                 else:
                     self._spawn(replica, self._probe_loop(replica))
         self.lb.adopt(self.row.lb_pid, self.row.lb_create_time)
@@ -146,7 +156,9 @@ class ServiceRuntime:
             for task in rt.tasks:
                 task.cancel()
             if rt.handle is not None:
-                stops.append(self.backend.stop(rt.handle, self.spec.service.graceful_shutdown_timeout_s))
+                stops.append(
+                    self.backend.stop(rt.handle, self.spec.service.graceful_shutdown_timeout_s)
+                )
         await asyncio.gather(*stops, return_exceptions=True)
         self.store.delete_service(self.name, purge=purge)
 
@@ -165,34 +177,249 @@ class ServiceRuntime:
 
     # reconcile ---------------------------------------------------------
     def views(self) -> list[ReplicaView]:
-        return [ReplicaView(r.id, r.version, ReplicaStatus(r.status)) for r in self.replicas.values()]
+        return [
+            ReplicaView(r.id, r.version, ReplicaStatus(r.status)) for r in self.replicas.values()
+        ]
+
+    @property
+    def updating(self) -> bool:
+        return self.update is not None and self.update.status == IN_PROGRESS
 
     def tick(self) -> None:
         if self._stopping:
             return
         self.lb.supervise(self.store, self.row)
         self._reap_exited()
-        version = self.row.version
-        plan = plan_steady(
-            self.spec.service.target_replicas,
-            version,
-            self.views(),
-            version_broken=version in self.broken_versions,
-        )
+        if self.updating:
+            failure = self._update_failure()
+            if failure:
+                self._roll_back(failure)
+        plan = self._plan()
         self.plan = plan
         self._publish(plan.routable)
         for replica_id, reason in plan.stop:
             replica = self.replicas[replica_id]
             self.store.set_replica_status(replica, ReplicaStatus.SHUTTING_DOWN.value, reason)
-            self._publish(plan.routable)
             self._spawn(replica, self._retire(replica, reason))
         for replica_id in plan.forget:
             replica = self.replicas.pop(replica_id)
             self.runtime.pop(replica_id, None)
             self.store.remove_replica(replica, "failed replica no longer listed")
         for _ in range(plan.launch):
-            self._launch(version)
+            self._launch(self.row.version)
         self._update_status(plan)
+
+    def _plan(self) -> Plan:
+        """Steady state, or converging to ``row.version`` by the update's mode."""
+        version = self.row.version
+        views = self.views()
+        broken = version in self.broken_versions
+        target = self.spec.service.target_replicas
+        converging = any(v.status.is_live and v.version != version for v in views)
+        in_place = self.updating and self.update is not None and self.update.mode == "in_place"
+        if in_place or not (self.updating or converging):
+            return plan_steady(target, version, views, version_broken=broken)
+        assert self.update is not None
+        mode = self.update.mode if self.updating else "rolling"
+        svc = self.spec.service
+        step = plan_update(
+            "blue_green" if mode == "blue_green" else "rolling",
+            target,
+            version,
+            views,
+            max_surge=svc.max_surge_count(target),
+            max_unavailable=svc.max_unavailable_count(target),
+        )
+        if step.done and self.updating:
+            self._finish_update(SUCCEEDED, f"version {version} serves with {target} replicas")
+        return Plan(
+            launch=0 if broken else step.launch,
+            stop=step.drain,
+            routable=step.routable,
+        )
+
+    # updates -----------------------------------------------------------
+    def _update_failure(self) -> str | None:
+        """Why the update in flight has failed, or None while it may still succeed."""
+        assert self.update is not None
+        version = self.update.to_version
+        if version in self.broken_versions:
+            return f"version {version} failed before any replica was ready"
+        deadline = self.update.started_at + self.spec.service.update_deadline_s
+        if time.time() > deadline:
+            return f"not done within update_deadline_s={self.spec.service.update_deadline_s:g}"
+        limit = max(3, self.spec.service.target_replicas)
+        if self.update_failures >= limit:
+            return f"{self.update_failures} replicas of version {version} failed"
+        return None
+
+    def _finish_update(self, status: str, message: str) -> None:
+        assert self.update is not None
+        self.update.status = status
+        self.update.message = message
+        self.update.finished_at = time.time()
+        self.store.save_update(self.update)
+        self.store.add_event(self.name, None, IN_PROGRESS, f"UPDATE_{status}", message)
+        if status == SUCCEEDED:
+            if self.row.stable_version != self.row.version:
+                self.store.update_version(self.name, self.row.stable_version, outcome="retired")
+            self.row.stable_version = self.row.version
+            self.store.update_service(self.name, stable_version=self.row.version)
+            self.store.update_version(self.name, self.row.version, outcome="active")
+
+    def _roll_back(self, reason: str) -> None:
+        """Make the last good version the target again; new replicas drain by the planner."""
+        assert self.update is not None
+        failed_version = self.update.to_version
+        self.store.update_version(self.name, failed_version, outcome="failed")
+        self._finish_update(FAILED, f"{reason}; rolled back to version {self.update.from_version}")
+        self._set_version(self.update.from_version)
+
+    def _set_version(self, version: int) -> None:
+        self.row.version = version
+        self.spec = (
+            self._spec_for(version) if version in self._old_specs else self._load_spec(version)
+        )
+        self.store.update_service(self.name, version=version)
+        self.wake()
+
+    def begin_update(
+        self,
+        version: int,
+        spec: ServiceSpec,
+        mode: str,
+        in_place: bool,
+        message: str,
+        *,
+        rollback: bool = False,
+    ) -> UpdateRow:
+        """Start converging to ``version``: relabel in place, or launch by ``mode``."""
+        previous = self.update
+        old_version, old_spec = self.row.version, self.spec
+        self._old_specs[old_version] = old_spec
+        if (
+            in_place
+            and previous is not None
+            and previous.status == IN_PROGRESS
+            and previous.mode != "in_place"
+        ):
+            # A restart update is under way: its target takes the in-place change and it
+            # carries on in its own mode.
+            previous.to_version = version
+            previous.message = f"{previous.message}; then {message}"
+            self.store.save_update(previous)
+            update = previous
+        else:
+            if previous is not None and previous.status == IN_PROGRESS:
+                previous.status = ROLLED_BACK if rollback else FAILED
+                previous.message = f"superseded by version {version}"
+                previous.finished_at = time.time()
+                self.store.save_update(previous)
+                self.store.update_version(self.name, previous.to_version, outcome="superseded")
+            update = self.store.add_update(
+                UpdateRow(
+                    id=None,
+                    service=self.name,
+                    mode="in_place" if in_place else mode,
+                    from_version=self.row.stable_version if not in_place else old_version,
+                    to_version=version,
+                    status=IN_PROGRESS,
+                    message=message,
+                    started_at=time.time(),
+                )
+            )
+            self.update_failures = 0
+        self.update = update
+        self.store.add_event(self.name, None, None, "UPDATE_STARTED", f"{update.mode}: {message}")
+        self.row.version = version
+        self.spec = spec
+        self.store.update_service(self.name, version=version)
+        if in_place:
+            relabelled = self._relabel(old_version, version)
+            self._spawn_update(self._deliver_in_place(update, old_spec, old_version, relabelled))
+        self.wake()
+        return update
+
+    def _relabel(self, old_version: int, new_version: int) -> list[ReplicaRow]:
+        """In place: the running replicas of ``old_version`` now count as ``new_version``."""
+        moved = []
+        for replica in self.replicas.values():
+            if ReplicaStatus(replica.status).is_live and replica.version == old_version:
+                self.store.update_replica(self.name, replica.id, version=new_version)
+                self.store.add_event(
+                    self.name,
+                    replica.id,
+                    replica.status,
+                    replica.status,
+                    f"relabelled from version {old_version} to {new_version} (in place)",
+                )
+                replica.version = new_version
+                moved.append(replica)
+        self._publish(self._routable_now())
+        return moved
+
+    def _spawn_update(self, coro: object) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro)  # type: ignore[arg-type]
+        self._update_tasks.add(task)
+        task.add_done_callback(self._update_tasks.discard)
+
+    async def _deliver_in_place(
+        self,
+        update: UpdateRow,
+        old_spec: ServiceSpec,
+        old_version: int,
+        relabelled: list[ReplicaRow],
+    ) -> None:
+        """Hand the new user_config to every relabelled replica; any failure fails the update."""
+        failed: list[str] = []
+        if self.spec.service.user_config != old_spec.service.user_config:
+            results = await asyncio.gather(
+                *(
+                    self._deliver_user_config(r)
+                    for r in relabelled
+                    if r.status in (ReplicaStatus.READY.value, ReplicaStatus.NOT_READY.value)
+                )
+            )
+            failed = [why for ok, why in results if not ok]
+        if update is not self.update or update.status != IN_PROGRESS:
+            return
+        if failed:
+            self._revert_in_place(update, old_spec, old_version, failed[0])
+        elif update.mode == "in_place":
+            self._finish_update(SUCCEEDED, f"applied in place to {len(relabelled)} replicas")
+        self.wake()
+
+    def _revert_in_place(
+        self, update: UpdateRow, old_spec: ServiceSpec, back_to: int, why: str
+    ) -> None:
+        """A reconfigure failed: the update fails and the old config comes back, in place."""
+        self.store.update_version(self.name, update.to_version, outcome="failed")
+        self._finish_update(FAILED, f"{why}; reverted to version {back_to}")
+        self.spec = old_spec
+        self.row.version = back_to
+        self.store.update_service(self.name, version=back_to)
+        for replica in self.replicas.values():
+            if ReplicaStatus(replica.status).is_live and replica.version == update.to_version:
+                self.store.update_replica(self.name, replica.id, version=back_to)
+                replica.version = back_to
+                if replica.status == ReplicaStatus.READY.value:
+                    self._spawn(replica, self._redeliver(replica))
+
+    async def _redeliver(self, replica: ReplicaRow) -> None:
+        await self._deliver_user_config(replica)
+
+    async def _deliver_user_config(self, replica: ReplicaRow) -> tuple[bool, str]:
+        """POST user_config to one replica; a replica that cannot take it is replaced."""
+        spec = self._spec_for(replica.version)
+        path = spec.service.reconfigure_path
+        if path is None or replica.port is None:
+            return True, ""
+        ok, why = await post_user_config(
+            self.probe_session, replica.ip, replica.port, path, spec.service.user_config
+        )
+        if not ok and ReplicaStatus(replica.status).is_live:
+            self._mark_failed(replica, ReplicaStatus.FAILED, why)
+        return ok, why
 
     def _update_status(self, plan: Plan) -> None:
         status = service_status(
@@ -202,6 +429,7 @@ class ServiceRuntime:
             replicas=self.views(),
             routable=plan.routable,
             version_broken=self.row.version in self.broken_versions,
+            updating=self.updating and bool(plan.routable),
         )
         if status.value != self.row.status:
             old = self.row.status
@@ -245,7 +473,9 @@ class ServiceRuntime:
             if code is None:
                 continue
             before_ready = status in (ReplicaStatus.STARTING, ReplicaStatus.PROVISIONING)
-            reason = f"process exited with code {code}" + (" before it was ready" if before_ready else "")
+            reason = f"process exited with code {code}" + (
+                " before it was ready" if before_ready else ""
+            )
             self._mark_failed(replica, ReplicaStatus.FAILED, reason)
             if before_ready:
                 self._judge_version(replica.version)
@@ -255,7 +485,10 @@ class ServiceRuntime:
         if version not in self.ready_versions and version not in self.broken_versions:
             self.broken_versions.add(version)
             self.store.add_event(
-                self.name, None, None, "VERSION_BROKEN",
+                self.name,
+                None,
+                None,
+                "VERSION_BROKEN",
                 f"version {version} failed before any replica was ready; not relaunching",
             )
 
@@ -269,10 +502,15 @@ class ServiceRuntime:
     def _launch(self, version: int) -> None:
         replica_id = self.store.take_replica_id(self.name)
         replica = ReplicaRow(
-            service=self.name, id=replica_id, version=version,
-            status=ReplicaStatus.PENDING.value, launched_at=time.time(),
+            service=self.name,
+            id=replica_id,
+            version=version,
+            status=ReplicaStatus.PENDING.value,
+            launched_at=time.time(),
         )
-        self.store.add_replica(replica, f"launching to reach {self.spec.service.target_replicas} replicas")
+        self.store.add_replica(
+            replica, f"launching to reach {self.spec.service.target_replicas} replicas"
+        )
         self.replicas[replica_id] = replica
         self.runtime[replica_id] = ReplicaRuntime()
         self._spawn(replica, self._provision_and_start(replica))
@@ -300,7 +538,9 @@ class ServiceRuntime:
 
     async def _provision_and_start(self, replica: ReplicaRow) -> None:
         spec = self._spec_for(replica.version)
-        self.store.set_replica_status(replica, ReplicaStatus.PROVISIONING.value, "preparing workdir")
+        self.store.set_replica_status(
+            replica, ReplicaStatus.PROVISIONING.value, "preparing workdir"
+        )
         port = free_port()
         env = self._replica_env(replica, port)
         try:
@@ -309,8 +549,12 @@ class ServiceRuntime:
                 return
             handle = await self.backend.launch(
                 LaunchRequest(
-                    service=self.name, version=replica.version, replica_id=replica.id,
-                    command=self._command(spec), env=env, workdir=workdir,
+                    service=self.name,
+                    version=replica.version,
+                    replica_id=replica.id,
+                    command=self._command(spec),
+                    env=env,
+                    workdir=workdir,
                     log_path=self.home.replica_log(self.name, replica.id),
                 )
             )
@@ -323,8 +567,12 @@ class ServiceRuntime:
         rt.handle = handle
         rt.started_at = time.time()
         self.store.set_replica_status(
-            replica, ReplicaStatus.STARTING.value, f"process started (pid {handle.pid}, port {port})",
-            pid=handle.pid, pid_create_time=handle.create_time, port=port,
+            replica,
+            ReplicaStatus.STARTING.value,
+            f"process started (pid {handle.pid}, port {port})",
+            pid=handle.pid,
+            pid_create_time=handle.create_time,
+            port=port,
         )
         await self._probe_loop(replica)
 
@@ -332,13 +580,25 @@ class ServiceRuntime:
         svc = self.spec.service
         interval = STARTING_PROBE_MIN_S
         while ReplicaStatus(replica.status) in (
-            ReplicaStatus.STARTING, ReplicaStatus.READY, ReplicaStatus.NOT_READY,
+            ReplicaStatus.STARTING,
+            ReplicaStatus.READY,
+            ReplicaStatus.NOT_READY,
         ):
             probe = self._spec_for(replica.version).service.readiness_probe
             assert replica.port is not None
             ok, why = await probe_ready(self.probe_session, replica.ip, replica.port, probe)
             if not ReplicaStatus(replica.status).is_live:
                 return
+            spec = self._spec_for(replica.version)
+            if (
+                ok
+                and replica.status == ReplicaStatus.STARTING.value
+                and spec.service.user_config is not None
+            ):
+                ok, why = await self._deliver_user_config(replica)
+                if not ok:
+                    self._judge_version(replica.version)
+                    return
             self._on_probe(replica, ok, why)
             if replica.status == ReplicaStatus.STARTING.value:
                 interval = min(interval * 1.5, svc.health_check_period_s)
@@ -354,7 +614,9 @@ class ServiceRuntime:
             rt.failed_probes = 0
             if status in (ReplicaStatus.STARTING, ReplicaStatus.NOT_READY):
                 extra = {"ready_at": time.time()} if replica.ready_at is None else {}
-                self.store.set_replica_status(replica, ReplicaStatus.READY.value, "readiness probe passed", **extra)
+                self.store.set_replica_status(
+                    replica, ReplicaStatus.READY.value, "readiness probe passed", **extra
+                )
                 self.ready_versions.add(replica.version)
                 self.broken_versions.discard(replica.version)
                 self.wake()
@@ -363,7 +625,8 @@ class ServiceRuntime:
             started = rt.started_at or replica.launched_at
             if time.time() - started > probe.initial_delay_seconds:
                 self._mark_failed(
-                    replica, ReplicaStatus.FAILED_INITIAL_DELAY,
+                    replica,
+                    ReplicaStatus.FAILED_INITIAL_DELAY,
                     f"not ready after initial_delay_seconds={probe.initial_delay_seconds}: {why}",
                 )
                 self._judge_version(replica.version)
@@ -371,7 +634,11 @@ class ServiceRuntime:
             return
         rt.failed_probes += 1
         if rt.failed_probes >= FAILED_PROBES_TO_REPLACE:
-            self._mark_failed(replica, ReplicaStatus.FAILED_PROBING, f"{rt.failed_probes} probes failed in a row: {why}")
+            self._mark_failed(
+                replica,
+                ReplicaStatus.FAILED_PROBING,
+                f"{rt.failed_probes} probes failed in a row: {why}",
+            )
         elif status is ReplicaStatus.READY:
             self.store.set_replica_status(replica, ReplicaStatus.NOT_READY.value, why)
             self._publish(self._routable_now())
@@ -379,6 +646,8 @@ class ServiceRuntime:
 
     def _mark_failed(self, replica: ReplicaRow, status: ReplicaStatus, reason: str) -> None:
         """Take a replica out of routing at once, stop its process, keep it listed."""
+        if self.updating and self.update is not None and replica.version == self.update.to_version:
+            self.update_failures += 1
         self.store.set_replica_status(replica, status.value, reason)
         self._publish(self._routable_now())
         rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
@@ -405,7 +674,9 @@ class ServiceRuntime:
         while self.lb.running and not self.routes.drained(replica.id, removed_in):
             if time.monotonic() >= deadline:
                 break
-            await asyncio.sleep(min(svc.graceful_shutdown_wait_loop_s, max(0.0, deadline - time.monotonic())))
+            await asyncio.sleep(
+                min(svc.graceful_shutdown_wait_loop_s, max(0.0, deadline - time.monotonic()))
+            )
         rt = self.runtime.get(replica.id)
         if rt is not None and rt.handle is not None:
             await self.backend.stop(rt.handle, svc.graceful_shutdown_timeout_s)

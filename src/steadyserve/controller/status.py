@@ -25,6 +25,21 @@ def resources_label(resources: Resources) -> str:
     return f"1x Local({', '.join(parts)})"
 
 
+def _update_json(runtime: ServiceRuntime) -> dict[str, Any] | None:
+    update = runtime.update
+    if update is None:
+        return None
+    return {
+        "mode": update.mode,
+        "from_version": update.from_version,
+        "to_version": update.to_version,
+        "status": update.status,
+        "message": update.message,
+        "started_at": update.started_at,
+        "finished_at": update.finished_at,
+    }
+
+
 def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
     row = runtime.row
     replicas = sorted(runtime.replicas.values(), key=lambda r: r.id)
@@ -33,7 +48,8 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
     resources = resources_label(runtime.spec.resources)
     ready = sum(1 for r in replicas if r.status == ReplicaStatus.READY.value)
     total = sum(
-        1 for r in replicas
+        1
+        for r in replicas
         if ReplicaStatus(r.status).is_live or r.status == ReplicaStatus.SHUTTING_DOWN.value
     )
     return {
@@ -46,7 +62,7 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "ready_replicas": ready,
         "total_replicas": total,
         "target_replicas": runtime.spec.service.target_replicas,
-        "update": None,
+        "update": _update_json(runtime),
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
         "replicas": [
             {

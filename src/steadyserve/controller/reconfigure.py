@@ -1,0 +1,40 @@
+"""Hand ``user_config`` to a running replica without restarting it.
+
+Command replicas get it as a JSON POST to ``service.reconfigure_path`` on their
+own port; 2xx means applied. Anything else fails the replica's reconfigure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+
+RECONFIGURE_TIMEOUT_S = 30.0
+
+
+async def post_user_config(
+    session: aiohttp.ClientSession,
+    host: str,
+    port: int,
+    path: str,
+    user_config: object,
+    timeout_s: float = RECONFIGURE_TIMEOUT_S,
+) -> tuple[bool, str]:
+    url = f"http://{host}:{port}{path}"
+    try:
+        async with session.post(
+            url,
+            data=json.dumps(user_config).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+        ) as response:
+            text = (await response.read())[:200].decode(errors="replace").strip()
+            if 200 <= response.status < 300:
+                return True, ""
+            return False, f"reconfigure answered {response.status}: {text}"
+    except asyncio.TimeoutError:
+        return False, f"reconfigure timed out after {timeout_s}s"
+    except (aiohttp.ClientError, OSError) as exc:
+        return False, f"reconfigure failed: {type(exc).__name__}"
