@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS replicas (
     pid_create_time REAL,
     launched_at REAL NOT NULL,
     ready_at REAL,
+    control_port INTEGER,
     PRIMARY KEY (service, id)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -119,6 +120,7 @@ class ReplicaRow:
     pid: int | None = None
     pid_create_time: float | None = None
     ready_at: float | None = None
+    control_port: int | None = None
 
 
 @dataclass

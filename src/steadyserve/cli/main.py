@@ -27,6 +27,7 @@ from steadyserve.cli.client import (
     start_controller,
     stop_controller,
 )
+from steadyserve.cli.python_defaults import raw_document, with_deployment_defaults
 from steadyserve.cli.tables import (
     changes_table,
     events_table,
@@ -78,13 +79,27 @@ def main() -> None:
 @reports_errors
 def up(file: Path, name: str | None, wait: bool, timeout: float) -> None:
     """Start a service from FILE."""
-    spec = load_service_file(file, name)
+    spec = _load_one(file, name)
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
     created = client.call("POST", "/api/v1/services", {"spec": spec.spec_json(), "yaml": text})
     console.print(f"Service [bold]{created['name']}[/] is starting at http://{created['endpoint']}")
     if wait:
         _wait_ready(client, created["name"], timeout)
+
+
+def _load_one(file: Path, name: str | None) -> Any:
+    spec = load_service_file(file, name)
+    return _with_defaults(spec, raw_document(file), file, "")
+
+
+def _with_defaults(spec: Any, raw: Any, file: Path, prefix: str) -> Any:
+    """Fill what a Python replica's @deployment decorator sets and the file does not."""
+    try:
+        return with_deployment_defaults(spec, raw if isinstance(raw, dict) else {}, file.parent)
+    except SpecError as exc:
+        raise SpecError(f"{prefix}{exc.path}" if exc.path else None, exc.message, file=str(file)) \
+            from exc
 
 
 def _wait_ready(client: Client, name: str, timeout: float) -> None:
@@ -184,7 +199,7 @@ def update(
     name: str, file: Path, mode: str | None, dry_run: bool, wait: bool, timeout: float
 ) -> None:
     """Update service NAME to the spec in FILE (a new version)."""
-    spec = load_service_file(file, name)
+    spec = _load_one(file, name)
     client = Client(_home())
     result = client.call(
         "POST",
@@ -228,6 +243,11 @@ def rollback(name: str, to: int | None, dry_run: bool, wait: bool, timeout: floa
 def deploy(file: Path, dry_run: bool, wait: bool, timeout: float) -> None:
     """Make the services in FILE (services: [...]) the whole desired state."""
     specs = load_fleet_file(file)
+    items = (raw_document(file) or {}).get("services") or []
+    specs = [
+        _with_defaults(spec, item, file, f"services[{i}].")
+        for i, (spec, item) in enumerate(zip(specs, items, strict=True))
+    ]
     client = Client(_home())
     text = file.read_text(encoding="utf-8")
     result = client.call(

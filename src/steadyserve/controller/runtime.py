@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -26,7 +27,7 @@ from steadyserve.controller.reconfigure import post_user_config
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
 from steadyserve.planner import Plan, ReplicaView, plan_steady, plan_update, service_status
-from steadyserve.spec import ServiceSpec
+from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.state import ReplicaRow, ServiceRow, Store, UpdateRow
 from steadyserve.states import ReplicaStatus, ServiceStatus
 
@@ -37,6 +38,8 @@ TICK_S = 0.2
 # configured period), so it turns READY within moments of listening.
 STARTING_PROBE_MIN_S = 0.1
 FAILED_PROBES_TO_REPLACE = 3
+CONTROL_HEALTH = "/-/healthz"
+CONTROL_RECONFIGURE = "/-/reconfigure"
 IN_PROGRESS, SUCCEEDED, FAILED, ROLLED_BACK = "IN_PROGRESS", "SUCCEEDED", "FAILED", "ROLLED_BACK"
 
 
@@ -411,11 +414,14 @@ class ServiceRuntime:
     async def _deliver_user_config(self, replica: ReplicaRow) -> tuple[bool, str]:
         """POST user_config to one replica; a replica that cannot take it is replaced."""
         spec = self._spec_for(replica.version)
-        path = spec.service.reconfigure_path
-        if path is None or replica.port is None:
+        if replica.control_port is not None:  # a Python replica: its runner's control port
+            port, path = replica.control_port, CONTROL_RECONFIGURE
+        elif spec.service.reconfigure_path is not None and replica.port is not None:
+            port, path = replica.port, spec.service.reconfigure_path
+        else:
             return True, ""
         ok, why = await post_user_config(
-            self.probe_session, replica.ip, replica.port, path, spec.service.user_config
+            self.probe_session, replica.ip, port, path, spec.service.user_config
         )
         if not ok and ReplicaStatus(replica.status).is_live:
             self._mark_failed(replica, ReplicaStatus.FAILED, why)
@@ -515,9 +521,11 @@ class ServiceRuntime:
         self.runtime[replica_id] = ReplicaRuntime()
         self._spawn(replica, self._provision_and_start(replica))
 
-    def _replica_env(self, replica: ReplicaRow, port: int) -> dict[str, str]:
+    def _replica_env(
+        self, replica: ReplicaRow, spec: ServiceSpec, port: int, control_port: int | None
+    ) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(self.spec.envs)
+        env.update(spec.envs)
         env.update(
             {
                 "PORT": str(port),
@@ -528,6 +536,12 @@ class ServiceRuntime:
                 "STEADY_SERVICE_VERSION": str(replica.version),
             }
         )
+        if control_port is not None:  # a Python replica: the runner's own settings
+            env["STEADY_CONTROL_PORT"] = str(control_port)
+            env["STEADY_MAX_ONGOING_REQUESTS"] = str(spec.service.max_ongoing_requests)
+            env["STEADY_HEALTH_CHECK_TIMEOUT_S"] = str(spec.service.health_check_timeout_s)
+            if spec.service.user_config is not None:
+                env["STEADY_USER_CONFIG"] = json.dumps(spec.service.user_config)
         return env
 
     def _command(self, spec: ServiceSpec) -> list[str]:
@@ -542,7 +556,8 @@ class ServiceRuntime:
             replica, ReplicaStatus.PROVISIONING.value, "preparing workdir"
         )
         port = free_port()
-        env = self._replica_env(replica, port)
+        control_port = free_port() if spec.import_path is not None else None
+        env = self._replica_env(replica, spec, port, control_port)
         try:
             workdir = await self.backend.prepare(self.name, replica.version, spec.setup, env)
             if replica.status != ReplicaStatus.PROVISIONING.value:
@@ -573,6 +588,7 @@ class ServiceRuntime:
             pid=handle.pid,
             pid_create_time=handle.create_time,
             port=port,
+            control_port=control_port,
         )
         await self._probe_loop(replica)
 
@@ -584,15 +600,15 @@ class ServiceRuntime:
             ReplicaStatus.READY,
             ReplicaStatus.NOT_READY,
         ):
-            probe = self._spec_for(replica.version).service.readiness_probe
-            assert replica.port is not None
-            ok, why = await probe_ready(self.probe_session, replica.ip, replica.port, probe)
+            spec = self._spec_for(replica.version)
+            probe, port = self._probe_target(replica, spec)
+            ok, why = await probe_ready(self.probe_session, replica.ip, port, probe)
             if not ReplicaStatus(replica.status).is_live:
                 return
-            spec = self._spec_for(replica.version)
             if (
                 ok
                 and replica.status == ReplicaStatus.STARTING.value
+                and replica.control_port is None
                 and spec.service.user_config is not None
             ):
                 ok, why = await self._deliver_user_config(replica)
@@ -605,6 +621,19 @@ class ServiceRuntime:
                 await asyncio.sleep(interval)
             else:
                 await asyncio.sleep(svc.health_check_period_s)
+
+    def _probe_target(self, replica: ReplicaRow, spec: ServiceSpec) -> tuple[ReadinessProbe, int]:
+        """Command replicas: the file's readiness probe. Python replicas: the runner's
+        health endpoint, which also runs check_health() within health_check_timeout_s."""
+        if replica.control_port is None:
+            assert replica.port is not None
+            return spec.service.readiness_probe, replica.port
+        probe = ReadinessProbe(
+            path=CONTROL_HEALTH,
+            initial_delay_seconds=spec.service.readiness_probe.initial_delay_seconds,
+            timeout_seconds=spec.service.health_check_timeout_s,
+        )
+        return probe, replica.control_port
 
     def _on_probe(self, replica: ReplicaRow, ok: bool, why: str) -> None:
         rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
