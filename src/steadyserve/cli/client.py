@@ -34,6 +34,9 @@ class CommandError(Exception):
 def _call(url: str, method: str, path: str, body: Any, timeout: float) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url + path, data=data, method=method)
+    token = os.environ.get("STEADY_TOKEN")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:
@@ -56,6 +59,8 @@ def controller_alive(home: Home) -> dict[str, Any] | None:
         status, data = _call(info["url"], "GET", "/api/v1/health", None, timeout=2.0)
     except (OSError, ValueError):
         return None
+    if status == 401:
+        raise CommandError(f"the controller at {info['url']} refused STEADY_TOKEN", 2)
     if status != 200 or not isinstance(data, dict) or data.get("pid") != info.get("pid"):
         return None
     return data
@@ -132,5 +137,5 @@ class Client:
             raise CommandError(f"cannot reach the controller at {self.url}: {exc}") from exc
         if status >= 400:
             message = data.get("error") if isinstance(data, dict) else str(data)
-            raise CommandError(str(message), 2 if status in (400, 404, 409) else 1)
+            raise CommandError(str(message), 2 if status in (400, 401, 404, 409) else 1)
         return data

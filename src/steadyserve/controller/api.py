@@ -6,6 +6,7 @@ CLI maps 400/404/409 to exit code 2 (bad input, nothing changed).
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -30,8 +31,27 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         return web.json_response({"error": str(exc), "kind": exc.kind}, status=exc.status)
 
 
-def build_app(controller: Controller) -> web.Application:
-    app = web.Application(middlewares=[errors_as_json], client_max_size=8 * 1024 * 1024)
+def token_required(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``."""
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        given = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            return web.json_response(
+                {"error": "missing or wrong STEADY_TOKEN", "kind": "unauthorized"}, status=401
+            )
+        return await handler(request)
+
+    return check
+
+
+def build_app(controller: Controller, token: str | None = None) -> web.Application:
+    middlewares = [token_required(token)] if token else []
+    app = web.Application(
+        middlewares=[*middlewares, errors_as_json], client_max_size=8 * 1024 * 1024
+    )
     routes = web.RouteTableDef()
 
     async def body(request: web.Request) -> dict[str, Any]:
@@ -149,6 +169,8 @@ def build_app(controller: Controller) -> web.Application:
         except ValueError as exc:
             raise BadInput("wait must be a number of seconds") from exc
         table = await runtime.routes.wait(request.query.get("known", ""), wait)
+        if table is None:
+            return web.json_response({"error": "no route table yet"}, status=503)
         return web.Response(text=json.dumps(table), content_type="application/json")
 
     @routes.post("/api/v1/lb/{name}/report")

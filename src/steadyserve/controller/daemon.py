@@ -28,6 +28,7 @@ from steadyserve.backends.local import LocalBackend
 from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
+from steadyserve.controller.orphans import reap_orphans
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
@@ -258,18 +259,27 @@ class Controller:
     # process lifecycle ------------------------------------------------
     async def serve(self) -> None:
         self.probe_session = new_probe_session()
-        app = build_app(self)
+        token = os.environ.get("STEADY_TOKEN") or None
+        host = os.environ.get("STEADY_CONTROLLER_HOST", "127.0.0.1")
+        if host not in ("127.0.0.1", "localhost", "::1") and token is None:
+            raise SystemExit("STEADY_CONTROLLER_HOST: binding beyond loopback needs STEADY_TOKEN")
+        app = build_app(self, token)
         # Long-polls from load balancers would hold a graceful shutdown for their full wait.
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", int(os.environ.get("STEADY_CONTROLLER_PORT", "0"))))
+        sock.bind((host, int(os.environ.get("STEADY_CONTROLLER_PORT", "0"))))
         site = web.SockSite(runner, sock)
         await site.start()
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        shown = "127.0.0.1" if host in ("0.0.0.0", "localhost") else host
+        shown = f"[{shown}]" if ":" in shown else shown
+        self.url = f"http://{shown}:{sock.getsockname()[1]}"
         for row in self.store.services():
             self._new_runtime(row).start()
+        claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
+        reap_orphans(str(self.home.root), claimed)
         self._write_info()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

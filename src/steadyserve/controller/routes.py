@@ -54,15 +54,19 @@ class RoutePublisher:
             self.acked_version = int(version)
             self.ack_at = time.time()
 
-    async def wait(self, known: str, timeout: float) -> dict[str, Any]:
-        """The table, as soon as it differs from ``known`` (or after ``timeout``)."""
+    async def wait(self, known: str, timeout: float) -> dict[str, Any] | None:
+        """The table, as soon as it differs from ``known`` (or after ``timeout``).
+
+        None while nothing was published yet: a controller that just restarted has
+        not looked at its replicas, and an empty table would make the LB drop them.
+        """
         self.acknowledge(known)
-        if known != self.token:
+        if known != self.token and self.version > 0:
             return self.table
         event = self._changed
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(event.wait(), timeout)
-        return self.table
+        return self.table if self.version > 0 else None
 
     def report(self, table: str, inflight: dict[int, int], requests: dict[int, int]) -> None:
         epoch, _, version = table.partition(":")

@@ -128,7 +128,30 @@ class ServiceRuntime:
                 else:
                     self._spawn(replica, self._probe_loop(replica))
         self.lb.adopt(self.row.lb_pid, self.row.lb_create_time)
+        if self.updating and self.update is not None and self.update.mode == "in_place":
+            # The previous controller died mid-way: relabel what it had not, deliver again
+            # (reconfigure is idempotent) and finish the update.
+            old_spec = self._load_spec(self.update.from_version)
+            relabelled = self._relabel(self.update.from_version, self.row.version)
+            relabelled += [
+                r for r in self.replicas.values()
+                if ReplicaStatus(r.status).is_live and r.version == self.row.version
+                and r not in relabelled
+            ]
+            self._spawn_update(
+                self._deliver_in_place(self.update, old_spec, self.update.from_version, relabelled)
+            )
         self._task = asyncio.create_task(self._loop(), name=f"reconcile-{self.name}")
+
+    def adopted_pids(self) -> set[int]:
+        """Pids this runtime manages (replicas and the LB), for the orphan sweep."""
+        pids = {
+            rt.handle.pid for rt in self.runtime.values()
+            if rt.handle is not None and rt.handle.pid is not None
+        }
+        if self.lb.handle is not None and self.lb.handle.pid is not None:
+            pids.add(self.lb.handle.pid)
+        return pids
 
     async def detach(self) -> None:
         """Stop managing (controller shutdown): replicas and the LB keep running."""

@@ -1,0 +1,149 @@
+"""``python -m steadyserve.lb``: one service's load balancer as its own process.
+
+It is a separate process so that restarting the controller never interrupts
+traffic. SIGTERM/SIGINT stop accepting, let in-flight requests finish (at most
+about ten seconds) and exit 0; a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from steadyserve.lb.policies import POLICIES
+from steadyserve.lb.routes import RouteTable
+from steadyserve.lb.server import LBConfig, LoadBalancer
+
+log = logging.getLogger("steadyserve.lb")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _queue_limit(text: str) -> int:
+    value = int(text)
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"must be -1 (unbounded) or >= 0, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 65536:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {value}")
+    return value
+
+
+def _interval(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m steadyserve.lb", description="SteadyServe load balancer for one service."
+    )
+    p.add_argument("--service", required=True, help="service name")
+    p.add_argument("--port", required=True, type=_port, help="port to listen on (0: any)")
+    p.add_argument("--home", required=True, help="STEADY_HOME of the controller")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument(
+        "--static-routes",
+        default=None,
+        help="host:port,host:port — fixed replicas; no controller is polled",
+    )
+    p.add_argument("--policy", default="least_load", choices=sorted(POLICIES))
+    p.add_argument("--max-ongoing", type=_positive_int, default=100,
+                   help="per-replica in-flight limit (until the controller says otherwise)")
+    p.add_argument("--max-queued", type=_queue_limit, default=-1,
+                   help="queued requests beyond which 503 is answered (-1: unbounded)")
+    p.add_argument("--max-header-bytes", type=_positive_int, default=65536)
+    p.add_argument("--max-body-bytes", type=_positive_int, default=104857600)
+    p.add_argument("--report-interval", type=_interval, default=0.5)
+    return p
+
+
+def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
+    args = build_parser().parse_args(argv)
+    config = LBConfig(
+        service=args.service,
+        port=args.port,
+        home=Path(args.home),
+        host=args.host,
+        static_routes=args.static_routes,
+        policy=args.policy,
+        max_ongoing=args.max_ongoing,
+        max_queued=args.max_queued,
+        max_header_bytes=args.max_header_bytes,
+        max_body_bytes=args.max_body_bytes,
+        report_interval=args.report_interval,
+    )
+    if config.static_routes is not None:
+        try:
+            RouteTable.static(config.static_routes, config.policy, 1, -1)
+        except ValueError as exc:
+            build_parser().error(str(exc))
+    return config
+
+
+async def serve(config: LBConfig) -> None:
+    lb = LoadBalancer(config)
+    await lb.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            os._exit(0)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    print(
+        f"steady-lb: service {config.service!r} listening on "
+        f"http://{config.host}:{lb.port} (pid {os.getpid()})",
+        flush=True,
+    )
+    await stop.wait()
+    log.info("stopping: draining in-flight requests")
+    await lb.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse_config(argv)
+    logging.basicConfig(
+        level=os.environ.get("STEADY_LB_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s lb[%(process)d] %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency; stay usable without
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        runner(serve(config))
+    except OSError as exc:
+        print(f"steady-lb: cannot listen on {config.host}:{config.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

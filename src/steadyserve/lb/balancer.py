@@ -1,0 +1,159 @@
+"""Per-replica state and the routing table as the data path sees it.
+
+The balancer owns what outlives a single request: each replica's in-flight and
+cumulative counts, its pool of idle keep-alive connections, local ejections after
+a refused connection, and the policy. It does no socket work of its own (closing
+pooled connections aside), so the proxy stays the only place where I/O happens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Container
+from typing import TYPE_CHECKING, Any
+
+from steadyserve.lb.policies import NO_EXCLUDE, Policy, make_policy
+from steadyserve.lb.routes import ReplicaRoute, RouteTable
+
+if TYPE_CHECKING:
+    from steadyserve.lb.upstream import UpstreamConnection
+
+EJECT_SECONDS = 1.0
+
+
+class ReplicaState:
+    """One replica as the proxy tracks it; lives while routable or still busy."""
+
+    __slots__ = ("errors", "host", "id", "idle", "in_table", "inflight", "port", "requests",
+                 "version")
+
+    def __init__(self, route: ReplicaRoute) -> None:
+        self.id = route.id
+        self.version = route.version
+        self.host = route.host
+        self.port = route.port
+        self.inflight = 0
+        self.requests = 0
+        self.errors = 0
+        self.in_table = True
+        self.idle: list[UpstreamConnection] = []
+
+    def close_idle(self) -> None:
+        """Close every pooled connection (replica left the table or refused us)."""
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            conn.close()
+
+    def __repr__(self) -> str:
+        return f"<replica {self.id} {self.host}:{self.port} inflight={self.inflight}>"
+
+
+class Balancer:
+    """The routable replicas, their counts, and the policy that picks among them."""
+
+    def __init__(
+        self,
+        table: RouteTable | None,
+        policy: str = "least_load",
+        max_ongoing: int = 100,
+        max_queued: int = -1,
+        clock: Callable[[], float] = time.monotonic,
+        eject_seconds: float = EJECT_SECONDS,
+    ) -> None:
+        self.table: RouteTable | None = None
+        self.replicas: list[ReplicaState] = []
+        self.known: dict[int, ReplicaState] = {}
+        self.policy: Policy = make_policy(policy)
+        self.max_ongoing = max_ongoing
+        self.max_queued = max_queued
+        self._clock = clock
+        self.eject_seconds = eject_seconds
+        self._ejected: dict[int, float] = {}
+        if table is not None:
+            self.apply(table)
+
+    # -- table -----------------------------------------------------------------
+    def apply(self, table: RouteTable) -> None:
+        """Switch to ``table``. Replicas that left keep their in-flight requests."""
+        routable: list[ReplicaState] = []
+        for route in table.replicas:
+            state = self.known.get(route.id)
+            if state is not None and (state.host, state.port) != (route.host, route.port):
+                self._retire(state)
+                state = None
+            if state is None:
+                state = ReplicaState(route)
+                self.known[route.id] = state
+            state.in_table = True
+            state.version = route.version
+            routable.append(state)
+        ids = {r.id for r in routable}
+        for state in list(self.known.values()):
+            if state.id not in ids:
+                self._retire(state)
+        self.replicas = routable
+        if table.policy != self.policy.name:
+            self.policy = make_policy(table.policy)
+        self.max_ongoing = table.max_ongoing_requests
+        self.max_queued = table.max_queued_requests
+        self.table = table
+
+    def _retire(self, state: ReplicaState) -> None:
+        state.in_table = False
+        state.close_idle()
+        self._ejected.pop(state.id, None)
+        if state.inflight == 0 and self.known.get(state.id) is state:
+            del self.known[state.id]
+
+    # -- routing ---------------------------------------------------------------
+    def excluded(self, tried: set[int] | None) -> Container[int]:
+        """Replicas a request may not use: the ones it tried plus the ejected ones."""
+        if self._ejected:
+            now = self._clock()
+            for rid, until in list(self._ejected.items()):
+                if until <= now:
+                    del self._ejected[rid]
+            if self._ejected:
+                return self._ejected.keys() | tried if tried else self._ejected.keys()
+        return tried if tried else NO_EXCLUDE
+
+    def choose(self, tried: set[int] | None) -> ReplicaState | None:
+        """Pick a replica and take one of its slots, or None if none is eligible."""
+        if tried or self._ejected:
+            replica = self.policy.choose(self.replicas, self.max_ongoing, self.excluded(tried))
+        else:
+            replica = self.policy.choose(self.replicas, self.max_ongoing)
+        if replica is not None:
+            replica.inflight += 1
+        return replica
+
+    def has_candidate(self, tried: set[int] | None) -> bool:
+        """Whether some replica could take the request once a slot frees up."""
+        excluded = self.excluded(tried)
+        return any(r.id not in excluded for r in self.replicas)
+
+    def release(self, replica: ReplicaState) -> None:
+        """Give back a slot taken by ``choose``."""
+        replica.inflight -= 1
+        if replica.inflight == 0 and not replica.in_table and self.known.get(replica.id) is replica:
+            del self.known[replica.id]
+
+    def eject(self, replica: ReplicaState) -> None:
+        """Stop routing to ``replica`` for a moment: its port refused a connection."""
+        self._ejected[replica.id] = self._clock() + self.eject_seconds
+        replica.close_idle()
+
+    def is_ejected(self, replica_id: int) -> bool:
+        until = self._ejected.get(replica_id)
+        return until is not None and until > self._clock()
+
+    # -- reporting ---------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Counts of every replica in the table or still busy, keyed by str(id)."""
+        states = list(self.known.values())
+        return {
+            "table": self.table.key if self.table is not None else "",
+            "inflight": {str(s.id): s.inflight for s in states},
+            "requests": {str(s.id): s.requests for s in states},
+            "errors": {str(s.id): s.errors for s in states},
+        }

@@ -1,0 +1,403 @@
+"""A client's connection to the load balancer: parse requests, answer them in order.
+
+Requests are parsed with httptools. The head sent to the replica is rebuilt from
+the parsed pieces (request line forced to HTTP/1.1, hop-by-hop headers dropped,
+``X-Forwarded-For`` appended); the body is streamed as it arrives, re-chunked when
+the client chunked it. Pipelined requests are queued and answered one at a time.
+
+Limits are checked while parsing: a head over ``max_header_bytes`` gets 431, a body
+over ``max_body_bytes`` 413 (Content-Length up front, chunked as it flows), a
+malformed request 400; each then closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections import deque
+from typing import cast
+
+import httptools
+
+from steadyserve.lb.http import (
+    HOP_BY_HOP,
+    IDEMPOTENT_METHODS,
+    WATCHED_NAME_LENGTHS,
+    connection_tokens,
+    header_name,
+    simple_response,
+)
+from steadyserve.lb.proxy import DONE, READY, SENT, Exchange, Proxy
+
+log = logging.getLogger("steadyserve.lb")
+
+BODY_BUFFER_LIMIT = 256 * 1024  # request body held while no replica connection is ready
+PIPELINE_LIMIT = 16  # requests parsed ahead of the one being answered
+
+# Why the connection stopped reading (bits)
+PAUSE_BODY = 1
+PAUSE_UPSTREAM = 2
+PAUSE_PIPELINE = 4
+PAUSE_BROKEN = 8
+
+
+class RequestRejected(Exception):
+    """Raised from a parser callback to answer the request locally and close."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ClientConnection(asyncio.Protocol):
+    """One client's connection: parses requests, answers them in order."""
+
+    __slots__ = (
+        "_chunked_te",
+        "_conn_tokens",
+        "_content_length",
+        "_head_fed",
+        "_in_head",
+        "_lines",
+        "_upgrade",
+        "_url",
+        "_xff",
+        "_xff_end",
+        "_xff_seen",
+        "body_bytes",
+        "closing",
+        "exchanges",
+        "idle_since",
+        "parser",
+        "parsing",
+        "proxy",
+        "read_paused",
+        "transport",
+        "write_paused",
+    )
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.exchanges: deque[Exchange] = deque()
+        self.parsing: Exchange | None = None
+        self.read_paused = 0
+        self.write_paused = False
+        self.closing = False
+        self.idle_since = 0.0
+        self._xff = b""
+        self._xff_end = b"\r\n"
+        self._in_head = False
+        self._head_fed = 0
+        self._lines: list[bytes] = []
+        self._url = b""
+        self._chunked_te: bytes | None = None
+        self._content_length = 0
+        self._conn_tokens: set[bytes] | None = None
+        self._upgrade = False
+        self._xff_seen = False
+        self.body_bytes = 0
+
+    # -- asyncio.Protocol ------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        ip = peer[0] if isinstance(peer, tuple) and peer else ""
+        self._xff = str(ip).encode()
+        self._xff_end = b"x-forwarded-for: %s\r\n\r\n" % self._xff
+        self.idle_since = self.proxy.now()
+        self.proxy.clients.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.proxy.clients.discard(self)
+        exchanges = list(self.exchanges)
+        self.exchanges.clear()
+        self.parsing = None
+        for ex in exchanges:
+            self.proxy.abort(ex)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing or self.read_paused & PAUSE_BROKEN:
+            return
+        in_head = self._in_head
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            err = exc.__context__
+            if isinstance(err, RequestRejected):
+                self._reject(err.status, err.message)
+            else:
+                log.error("internal error while proxying", exc_info=err)
+                self._reject(500, "internal load balancer error")
+            return
+        except httptools.HttpParserUpgrade:
+            self._reject(501, "protocol upgrades are not supported by the load balancer")
+            return
+        except httptools.HttpParserError as exc:
+            self._reject(400, f"malformed request: {exc}")
+            return
+        if in_head and self._in_head:
+            # Bytes of a head still incomplete: bound what httptools buffers meanwhile.
+            self._head_fed += len(data)
+            if self._head_fed > self.proxy.max_header_bytes:
+                self._reject(431, "request header fields too large")
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        if self.exchanges:
+            conn = self.exchanges[0].upstream
+            if conn is not None:
+                conn.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self.exchanges:
+            conn = self.exchanges[0].upstream
+            if conn is not None:
+                conn.resume_reading()
+
+    # -- httptools callbacks ------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._in_head = True
+        self._head_fed = 0
+        self._lines = []
+        self._url = b""
+        self._chunked_te = None
+        self._content_length = 0
+        self._conn_tokens = None
+        self._upgrade = False
+        self._xff_seen = False
+        self.body_bytes = 0
+        ex = Exchange(self)
+        self.parsing = ex
+        exchanges = self.exchanges
+        exchanges.append(ex)
+        if len(exchanges) > PIPELINE_LIMIT:
+            self.pause_reading(PAUSE_PIPELINE)
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) in WATCHED_NAME_LENGTHS:
+            lname = name.lower()
+            if lname in HOP_BY_HOP:
+                if lname == b"transfer-encoding":
+                    self._chunked_te = value
+                elif lname == b"connection":
+                    tokens = connection_tokens(value)
+                    if b"upgrade" in tokens:
+                        self._upgrade = True
+                    tokens -= {b"close", b"keep-alive", b"upgrade"}
+                    if tokens:
+                        self._conn_tokens = (self._conn_tokens or set()) | tokens
+                return
+            if lname == b"content-length":
+                try:
+                    self._content_length = int(value)
+                except ValueError:
+                    raise RequestRejected(400, "malformed request: bad Content-Length") from None
+            elif lname == b"x-forwarded-for":
+                self._xff_seen = True
+                value = b"%s, %s" % (value, self._xff)
+        self._lines += (name, b": ", value, b"\r\n")
+
+    def on_headers_complete(self) -> None:
+        ex = self.parsing
+        assert ex is not None
+        self._in_head = False
+        parser = self.parser
+        method: bytes = parser.get_method()
+        if self._upgrade or method == b"CONNECT":
+            raise RequestRejected(501, "protocol upgrades are not supported by the load balancer")
+        if self._content_length > self.proxy.max_body_bytes:
+            raise RequestRejected(413, "request body too large")
+        keep_alive = parser.should_keep_alive()
+        http10 = parser.get_http_version() == "1.0"
+        ex.keep_alive = keep_alive
+        ex.http10 = http10
+        ex.method_head = head_request = method == b"HEAD"
+        # HEAD: httptools would wait for the body the head announces; rebuild instead.
+        ex.passthrough_ok = keep_alive and not http10 and not head_request
+        chunked = self._chunked_te
+        ex.idempotent = chunked is None and self._content_length == 0 and (
+            method in IDEMPOTENT_METHODS
+        )
+        lines = self._lines
+        if self._conn_tokens:
+            tokens = self._conn_tokens
+            lines = [
+                line + b"\r\n"
+                for line in b"".join(lines).split(b"\r\n")
+                if line and header_name(line) not in tokens
+            ]
+        end = b"\r\n" if self._xff_seen else self._xff_end
+        if chunked is not None:
+            end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
+        head = b"".join((method, b" ", self._url, b" HTTP/1.1\r\n", *lines, end))
+        if len(head) > self.proxy.max_header_bytes + 64:
+            raise RequestRejected(431, "request header fields too large")
+        ex.head = head
+        ex.state = READY
+        if self.exchanges[0] is ex:
+            self.proxy.dispatch(ex)
+
+    def on_body(self, body: bytes) -> None:
+        ex = self.parsing
+        assert ex is not None
+        if self._chunked_te is not None:
+            self.body_bytes += len(body)
+            if self.body_bytes > self.proxy.max_body_bytes:
+                raise RequestRejected(413, "request body too large")
+            if body:
+                self._send_body(ex, b"%x\r\n%s\r\n" % (len(body), body))
+        else:
+            self._send_body(ex, body)
+
+    def on_message_complete(self) -> None:
+        ex = self.parsing
+        assert ex is not None
+        self.parsing = None
+        if self._chunked_te is not None:
+            self._send_body(ex, b"0\r\n\r\n")
+        ex.request_done = True
+        if ex.state == DONE:
+            self._exchange_done(ex)  # answered before its body had all arrived
+
+    # -- request body ------------------------------------------------------------
+    def _send_body(self, ex: Exchange, data: bytes) -> None:
+        state = ex.state
+        if state == SENT:
+            conn = ex.upstream
+            assert conn is not None
+            conn.send(data)
+        elif state != DONE:
+            if ex.pending is None:
+                ex.pending = [data]
+            else:
+                ex.pending.append(data)
+            ex.pending_size += len(data)
+            if ex.pending_size > BODY_BUFFER_LIMIT:
+                self.pause_reading(PAUSE_BODY)
+
+    def body_flushed(self) -> None:
+        """The buffered body went to the replica: read on."""
+        self.resume_reading(PAUSE_BODY)
+
+    def pause_reading(self, reason: int) -> None:
+        if not self.read_paused and self.transport is not None and not self.closing:
+            self.transport.pause_reading()
+        self.read_paused |= reason
+
+    def resume_reading(self, reason: int) -> None:
+        if self.read_paused & reason:
+            self.read_paused &= ~reason
+            if not self.read_paused and self.transport is not None and not self.closing:
+                self.transport.resume_reading()
+
+    def pause_reading_for_upstream(self) -> None:
+        self.pause_reading(PAUSE_UPSTREAM)
+
+    def resume_reading_for_upstream(self) -> None:
+        self.resume_reading(PAUSE_UPSTREAM)
+
+    # -- responses ------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is not None and not self.closing:
+            transport.write(data)
+
+    def write_many(self, data: list[bytes]) -> None:
+        transport = self.transport
+        if transport is not None and not self.closing:
+            transport.writelines(data)
+
+    def respond_local(self, ex: Exchange, status: int, message: str) -> None:
+        """Answer ``ex`` from the load balancer itself."""
+        if self.proxy.draining:
+            ex.keep_alive = False
+        self.write(simple_response(status, message, close=not ex.keep_alive))
+        self.response_done(ex)
+
+    def response_done(self, ex: Exchange) -> None:
+        """The response to ``ex`` is written; move on once its request is read too."""
+        if ex.request_done or not ex.keep_alive:
+            self._exchange_done(ex)
+        # else: on_message_complete finishes it, discarding the rest of the body
+
+    def abort_response(self, ex: Exchange) -> None:
+        """The response broke mid-body: the only honest signal left is closing."""
+        self.close()
+
+    def _exchange_done(self, ex: Exchange) -> None:
+        exchanges = self.exchanges
+        if not exchanges or exchanges[0] is not ex:
+            return
+        exchanges.popleft()
+        if self.read_paused:
+            self.resume_reading(PAUSE_UPSTREAM)
+            if self.read_paused & PAUSE_PIPELINE and len(exchanges) <= PIPELINE_LIMIT:
+                self.resume_reading(PAUSE_PIPELINE)
+        if not ex.keep_alive or (self.proxy.draining and not exchanges):
+            self.close()
+            return
+        if exchanges:
+            nxt = exchanges[0]
+            if nxt.local is not None:
+                self._serve_local(nxt)
+            elif nxt.state == READY:
+                self.proxy.dispatch(nxt)
+        else:
+            self.idle_since = self.proxy.now()
+
+    def _serve_local(self, ex: Exchange) -> None:
+        data = ex.local
+        assert data is not None
+        ex.state = DONE
+        self.write(data)
+        self._exchange_done(ex)
+
+    def _reject(self, status: int, message: str) -> None:
+        """Answer a request the proxy will not forward, then close the connection."""
+        self.pause_reading(PAUSE_BROKEN)
+        ex = self.parsing
+        self.parsing = None
+        exchanges = self.exchanges
+        if ex is not None and exchanges and exchanges[0] is ex and ex.state > READY:
+            # Already routed: stop the replica side first.
+            started = ex.response_started
+            self.proxy.abort(ex)
+            if started:
+                self.close()
+            else:
+                ex.keep_alive = False
+                ex.response_started = True
+                self.write(simple_response(status, message, close=True))
+                self._exchange_done(ex)
+            return
+        if ex is not None and exchanges and exchanges[-1] is ex:
+            exchanges.pop()
+        error = Exchange(self)
+        error.local = simple_response(status, message, close=True)
+        error.keep_alive = False
+        error.request_done = True
+        error.state = READY
+        exchanges.append(error)
+        if exchanges[0] is error:
+            self._serve_local(error)
+
+    def close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            if self.transport is not None:
+                self.transport.close()
+

@@ -1,0 +1,147 @@
+"""Routing policies: which replica gets the next request.
+
+Pure functions of the replicas' in-flight counts (no I/O, no clock), so they are
+tested exhaustively without sockets. A policy only ever picks a replica that is
+below ``max_ongoing`` and not in ``exclude`` (replicas already tried for this
+request, or ejected after a refused connection); it returns ``None`` only when no
+replica is eligible, which the proxy turns into queueing or an error.
+
+Policies keep a little state of their own (a rotating start, a random generator),
+so one instance lives as long as the load balancer's routing table says to use it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Container, Sequence
+from typing import Protocol, TypeVar
+
+
+class Candidate(Protocol):
+    """What a policy needs to know about a replica."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def inflight(self) -> int: ...
+
+
+C = TypeVar("C", bound=Candidate)
+
+NO_EXCLUDE: frozenset[int] = frozenset()
+
+
+def _has_room(inflight: int, max_ongoing: int) -> bool:
+    """``max_ongoing <= 0`` means no per-replica limit."""
+    return max_ongoing <= 0 or inflight < max_ongoing
+
+
+class Policy(Protocol):
+    """Choose one of ``replicas`` for the next request, or None if none is eligible."""
+
+    name: str
+
+    def choose(
+        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+    ) -> C | None: ...
+
+
+class LeastLoad:
+    """Fewest in-flight requests; ties go to the first replica after a rotating start.
+
+    Rotating the start matters: with sequential traffic every replica has zero
+    in-flight requests at each pick, and a fixed scan order would send everything
+    to the first replica.
+    """
+
+    name = "least_load"
+
+    def __init__(self) -> None:
+        self._start = 0
+
+    def choose(
+        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+    ) -> C | None:
+        n = len(replicas)
+        if n == 0:
+            return None
+        start = self._start % n
+        self._start = start + 1
+        best: C | None = None
+        best_load = 0
+        for i in range(n):
+            r = replicas[(start + i) % n]
+            load = r.inflight
+            if (best is None or load < best_load) and _has_room(load, max_ongoing):
+                if r.id in exclude:
+                    continue
+                best = r
+                best_load = load
+                if load == 0:
+                    break
+        return best
+
+
+class RoundRobin:
+    """Each eligible replica in turn, skipping full or excluded ones."""
+
+    name = "round_robin"
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def choose(
+        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+    ) -> C | None:
+        n = len(replicas)
+        start = self._next % n if n else 0
+        for i in range(n):
+            idx = (start + i) % n
+            r = replicas[idx]
+            if _has_room(r.inflight, max_ongoing) and r.id not in exclude:
+                self._next = idx + 1
+                return r
+        return None
+
+
+class PowerOfTwo:
+    """Two random eligible replicas; the less loaded one wins (ties: the first drawn).
+
+    Cheap like random choice, yet avoids piling onto a slow replica; the RNG is
+    injectable so tests are deterministic.
+    """
+
+    name = "power_of_two"
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng if rng is not None else random.Random()
+
+    def choose(
+        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+    ) -> C | None:
+        eligible = [
+            r for r in replicas if _has_room(r.inflight, max_ongoing) and r.id not in exclude
+        ]
+        if len(eligible) <= 1:
+            return eligible[0] if eligible else None
+        a, b = self._rng.sample(eligible, 2)
+        return b if b.inflight < a.inflight else a
+
+
+POLICIES: dict[str, type[LeastLoad] | type[RoundRobin] | type[PowerOfTwo]] = {
+    LeastLoad.name: LeastLoad,
+    RoundRobin.name: RoundRobin,
+    PowerOfTwo.name: PowerOfTwo,
+}
+
+
+def make_policy(name: str, rng: random.Random | None = None) -> Policy:
+    """Build the policy called ``name``; ValueError names the valid choices."""
+    if name == PowerOfTwo.name:
+        return PowerOfTwo(rng)
+    if name == LeastLoad.name:
+        return LeastLoad()
+    if name == RoundRobin.name:
+        return RoundRobin()
+    raise ValueError(f"unknown load balancing policy {name!r}; expected one of {sorted(POLICIES)}")

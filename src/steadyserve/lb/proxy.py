@@ -1,0 +1,339 @@
+"""The data path's router: takes parsed requests (exchanges) to replicas and back.
+
+Everything runs as plain callbacks on the event loop, with no task per request:
+``ClientConnection`` (client.py) parses a request and calls ``Proxy.dispatch``; the
+proxy picks a replica, takes one of its pooled keep-alive connections (or opens
+one) and hands the request to that ``UpstreamConnection`` (upstream.py), which
+streams the response back and calls ``response_complete``. A request costs one
+small ``Exchange`` object and a few dozen Python calls, which is what lets the load
+balancer keep a large share of a replica's direct throughput.
+
+Failure rules (``_failed``): a connection that could not be opened is retried on
+another replica, which is ejected for a second; a request that was already sent is
+replayed elsewhere only when it is idempotent (GET/HEAD/OPTIONS without a body) and
+nothing of the response reached the client; otherwise 502, or the client connection
+is closed when the response was already under way. Retries are bounded (3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from functools import partial
+from typing import TYPE_CHECKING
+
+from steadyserve.lb.balancer import Balancer, ReplicaState
+from steadyserve.lb.routes import RouteTable
+from steadyserve.lb.upstream import UpstreamConnection
+
+if TYPE_CHECKING:
+    from steadyserve.lb.client import ClientConnection
+
+log = logging.getLogger("steadyserve.lb")
+
+MAX_RETRIES = 3
+CONNECT_TIMEOUT = 5.0
+UPSTREAM_IDLE_SECONDS = 3.0  # below common servers' keep-alive timeouts (uvicorn: 5 s)
+CLIENT_IDLE_SECONDS = 75.0
+
+# Exchange states
+PARSING = 0  # request head not complete yet
+READY = 1  # head complete, waiting for earlier pipelined requests to be answered
+WAITING = 2  # all replicas at max_ongoing_requests: in the proxy's FIFO queue
+CONNECTING = 3
+SENT = 4  # attached to an upstream connection
+DONE = 5  # response complete, answered locally, or aborted
+
+
+class Exchange:
+    """One request and its response as it moves through the proxy."""
+
+    __slots__ = (
+        "attempts",
+        "client",
+        "head",
+        "http10",
+        "idempotent",
+        "keep_alive",
+        "local",
+        "method_head",
+        "passthrough_ok",
+        "pending",
+        "pending_size",
+        "replica",
+        "request_done",
+        "response_started",
+        "state",
+        "tried",
+        "upstream",
+    )
+
+    def __init__(self, client: ClientConnection) -> None:
+        self.client = client
+        self.state = PARSING
+        self.head = b""  # the request head as sent upstream
+        self.local: bytes | None = None  # a response the LB answers itself
+        self.keep_alive = True
+        self.http10 = False
+        self.passthrough_ok = True  # may the replica's response bytes go out unchanged?
+        self.idempotent = False
+        self.method_head = False
+        self.request_done = False
+        self.response_started = False
+        self.pending: list[bytes] | None = None  # body received but not yet sent upstream
+        self.pending_size = 0
+        self.replica: ReplicaState | None = None  # holds one of its slots while set
+        self.upstream: UpstreamConnection | None = None
+        self.tried: set[int] | None = None
+        self.attempts = 0
+
+
+class Proxy:
+    """Routes exchanges to replicas; owns the wait queue and the connection sets."""
+
+    def __init__(
+        self,
+        service: str,
+        balancer: Balancer,
+        *,
+        max_header_bytes: int = 65536,
+        max_body_bytes: int = 100 * 1024 * 1024,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
+        self.service = service
+        self.balancer = balancer
+        self.max_header_bytes = max_header_bytes
+        self.max_body_bytes = max_body_bytes
+        self.connect_timeout = connect_timeout
+        self.waiting: deque[Exchange] = deque()
+        self.clients: set[ClientConnection] = set()
+        self.draining = False
+        self._waking = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        # Bound once: asyncio.get_running_loop() costs a getpid() syscall per call.
+        self.loop = asyncio.get_running_loop()
+        self.now = self.loop.time
+
+    # -- table -----------------------------------------------------------------
+    def apply_table(self, table: RouteTable) -> None:
+        """Switch routes; queued requests may now fit (or have nowhere left to go)."""
+        self.balancer.apply(table)
+        log.info(
+            "routes %s: %s",
+            table.key,
+            ", ".join(f"{r.id}@{r.host}:{r.port}" for r in table.replicas) or "(none)",
+        )
+        self._wake()
+
+    # -- routing ---------------------------------------------------------------
+    def dispatch(self, ex: Exchange) -> None:
+        """Send ``ex`` to a replica, queue it, or answer it with an error."""
+        balancer = self.balancer
+        replica = balancer.choose(ex.tried)
+        if replica is not None:
+            self._start_attempt(ex, replica)
+            return
+        if balancer.has_candidate(ex.tried):
+            limit = balancer.max_queued
+            if limit < 0 or len(self.waiting) < limit:
+                ex.state = WAITING
+                self.waiting.append(ex)
+            else:
+                self._respond(ex, 503, f"service {self.service!r} is at capacity, queue full")
+            return
+        self._no_route(ex)
+
+    def _no_route(self, ex: Exchange) -> None:
+        if ex.attempts:
+            self._respond(ex, 502, f"no replica of service {self.service!r} answered")
+        elif self.balancer.replicas:
+            self._respond(ex, 503, f"no reachable replica for service {self.service!r}")
+        else:
+            self._respond(ex, 503, f"no ready replica for service {self.service!r}")
+
+    def _wake(self) -> None:
+        """Start queued requests, first come first served, while slots are free."""
+        if self._waking:
+            return
+        self._waking = True
+        try:
+            waiting = self.waiting
+            balancer = self.balancer
+            while waiting:
+                ex = waiting[0]
+                replica = balancer.choose(ex.tried)
+                if replica is None:
+                    if balancer.has_candidate(ex.tried):
+                        break
+                    waiting.popleft()
+                    self._no_route(ex)
+                    continue
+                waiting.popleft()
+                self._start_attempt(ex, replica)
+        finally:
+            self._waking = False
+
+    def _start_attempt(self, ex: Exchange, replica: ReplicaState) -> None:
+        ex.replica = replica
+        ex.attempts += 1
+        replica.requests += 1
+        idle = replica.idle
+        while idle:
+            conn = idle.pop()
+            if not conn.closed:
+                self._attach(ex, conn)
+                return
+            conn.in_pool = False
+        ex.state = CONNECTING
+        task = self.loop.create_task(self._connect(ex, replica))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _connect(self, ex: Exchange, replica: ReplicaState) -> None:
+        try:
+            _, conn = await asyncio.wait_for(
+                self.loop.create_connection(
+                    partial(UpstreamConnection, self, replica), replica.host, replica.port
+                ),
+                self.connect_timeout,
+            )
+        except (OSError, asyncio.TimeoutError) as exc:
+            log.warning(
+                "replica %d (%s:%d) refused a connection: %r; ejected for %.1fs",
+                replica.id, replica.host, replica.port, exc, self.balancer.eject_seconds,
+            )
+            self.balancer.eject(replica)
+            if ex.replica is replica and ex.state == CONNECTING:
+                self._failed(ex, replica, retry=True)
+            return
+        if ex.replica is replica and ex.state == CONNECTING:
+            self._attach(ex, conn)
+        else:
+            self._park(conn)
+
+    def _attach(self, ex: Exchange, conn: UpstreamConnection) -> None:
+        ex.state = SENT
+        ex.upstream = conn
+        pending = ex.pending
+        if pending:
+            ex.pending = None
+            ex.pending_size = 0
+            conn.start(ex, ex.head, pending)
+            ex.client.body_flushed()
+        else:
+            conn.start(ex, ex.head, None)
+
+    def _park(self, conn: UpstreamConnection) -> None:
+        """Pool a connection that has nothing to do, if its replica is still routable."""
+        if conn.closed or not conn.replica.in_table or self.draining:
+            conn.close()
+            return
+        conn.in_pool = True
+        conn.idle_since = self.now()
+        conn.replica.idle.append(conn)
+
+    def _release(self, replica: ReplicaState) -> None:
+        self.balancer.release(replica)
+        if self.waiting:
+            self._wake()
+
+    # -- outcomes (called by the connections) -------------------------------------
+    def response_complete(self, ex: Exchange, conn: UpstreamConnection, reusable: bool) -> None:
+        """The replica finished its response: pool the connection, free the slot."""
+        replica = ex.replica
+        ex.replica = None
+        ex.upstream = None
+        ex.state = DONE
+        if reusable and ex.request_done and conn.replica.in_table and not self.draining:
+            conn.in_pool = True
+            conn.idle_since = self.now()
+            conn.replica.idle.append(conn)
+        else:
+            conn.close()
+        if replica is not None:
+            if conn.status >= 500:
+                replica.errors += 1
+            self._release(replica)
+        ex.client.response_done(ex)
+
+    def upstream_failed(self, ex: Exchange, conn: UpstreamConnection, reason: str) -> None:
+        """The replica connection broke (or spoke nonsense) before the response ended."""
+        conn.close()
+        replica = ex.replica
+        if ex.upstream is not conn or replica is None:
+            return
+        ex.upstream = None
+        log.warning("replica %d: %s", replica.id, reason)
+        if conn.head_sent:
+            replica.errors += 1
+            ex.replica = None
+            ex.state = DONE
+            self._release(replica)
+            ex.client.abort_response(ex)
+            return
+        self._failed(ex, replica, retry=ex.idempotent)
+
+    def _failed(self, ex: Exchange, replica: ReplicaState, retry: bool) -> None:
+        """An attempt failed before any response byte reached the client."""
+        replica.errors += 1
+        ex.replica = None
+        if retry and ex.attempts <= MAX_RETRIES and not ex.client.closing:
+            if ex.tried is None:
+                ex.tried = set()
+            ex.tried.add(replica.id)
+            ex.state = READY
+            self.dispatch(ex)
+        else:
+            self._respond(ex, 502, f"replica of service {self.service!r} failed")
+        self._release(replica)
+
+    def abort(self, ex: Exchange) -> None:
+        """Forget ``ex`` (its client left or broke the protocol); keep the counts right."""
+        if ex.state == WAITING:
+            with contextlib.suppress(ValueError):
+                self.waiting.remove(ex)
+        ex.state = DONE
+        conn = ex.upstream
+        if conn is not None:
+            ex.upstream = None
+            conn.close()
+        replica = ex.replica
+        if replica is not None:
+            ex.replica = None
+            self._release(replica)
+
+    def _respond(self, ex: Exchange, status: int, message: str) -> None:
+        ex.state = DONE
+        ex.response_started = True
+        ex.client.respond_local(ex, status, message)
+
+    # -- lifecycle ---------------------------------------------------------------
+    def begin_drain(self) -> None:
+        """Stop keeping connections alive; in-flight and queued requests still finish."""
+        self.draining = True
+        for client in list(self.clients):
+            if not client.exchanges:
+                client.close()
+
+    def sweep(self) -> None:
+        """Close idle client connections and pooled replica connections gone cold."""
+        now = self.now()
+        for client in list(self.clients):
+            if not client.exchanges and now - client.idle_since > CLIENT_IDLE_SECONDS:
+                client.close()
+        for replica in list(self.balancer.known.values()):
+            idle = replica.idle
+            while idle and now - idle[0].idle_since > UPSTREAM_IDLE_SECONDS:
+                conn = idle.pop(0)
+                conn.in_pool = False
+                conn.close()
+
+    def close_all(self) -> None:
+        for client in list(self.clients):
+            client.close()
+        for replica in list(self.balancer.known.values()):
+            replica.close_idle()
+        for task in list(self._tasks):
+            task.cancel()

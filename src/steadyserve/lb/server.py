@@ -1,0 +1,119 @@
+"""Run one service's load balancer: listen, follow the routes, report, drain on stop.
+
+Kept apart from ``__main__`` so tests and benchmarks can run a load balancer
+inside their own event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from steadyserve.lb.balancer import Balancer
+from steadyserve.lb.client import ClientConnection
+from steadyserve.lb.proxy import Proxy
+from steadyserve.lb.routes import LoadReporter, RouteClient, RouteTable
+from steadyserve.paths import Home
+
+log = logging.getLogger("steadyserve.lb")
+
+DRAIN_SECONDS = 10.0
+SWEEP_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class LBConfig:
+    """Everything ``python -m steadyserve.lb`` accepts."""
+
+    service: str
+    port: int
+    home: Path
+    host: str = "127.0.0.1"
+    static_routes: str | None = None
+    policy: str = "least_load"
+    max_ongoing: int = 100
+    max_queued: int = -1
+    max_header_bytes: int = 65536
+    max_body_bytes: int = 100 * 1024 * 1024
+    report_interval: float = 0.5
+    poll_wait: float = 25.0
+    drain_seconds: float = DRAIN_SECONDS
+
+
+class LoadBalancer:
+    """The proxy plus its control-plane loops, started and stopped together."""
+
+    def __init__(self, config: LBConfig) -> None:
+        self.config = config
+        table = None
+        if config.static_routes is not None:
+            table = RouteTable.static(
+                config.static_routes, config.policy, config.max_ongoing, config.max_queued
+            )
+        self.balancer = Balancer(table, config.policy, config.max_ongoing, config.max_queued)
+        self.proxy = Proxy(
+            config.service,
+            self.balancer,
+            max_header_bytes=config.max_header_bytes,
+            max_body_bytes=config.max_body_bytes,
+        )
+        self.home = Home.from_env(config.home)
+        self.route_client = RouteClient(
+            self.home, config.service, self.proxy.apply_table, wait_s=config.poll_wait
+        )
+        self.reporter = LoadReporter(
+            self.home, config.service, self.balancer.snapshot, config.report_interval
+        )
+        self._server: asyncio.AbstractServer | None = None
+        self.port = config.port  # the bound port once started (useful with port 0)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ClientConnection(self.proxy),
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
+            backlog=4096,
+        )
+        # uvloop's Server has .sockets like asyncio's; typeshed only knows AbstractServer.
+        sockets = getattr(self._server, "sockets", None) or ()
+        self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
+        self._tasks.append(loop.create_task(self._sweep()))
+        if self.config.static_routes is None:
+            self._tasks.append(loop.create_task(self.route_client.run()))
+            self._tasks.append(loop.create_task(self.reporter.run()))
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            self.proxy.sweep()
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish (bounded), then close everything."""
+        if self._server is not None:
+            self._server.close()
+        self.proxy.begin_drain()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.drain_seconds
+        while self.proxy.clients and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        if self.proxy.clients:
+            log.warning("%d client connections still open after drain", len(self.proxy.clients))
+        if self.config.static_routes is None:
+            # One last report so the controller sees the final counts.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.reporter.report_once(), 1.0)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.proxy.close_all()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)

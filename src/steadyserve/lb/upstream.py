@@ -1,0 +1,364 @@
+"""A keep-alive connection to one replica: sends requests, streams responses back.
+
+Responses are parsed with httptools to find where they end, and forwarded in one
+of two ways, decided when the response head is complete:
+
+* passthrough (the common case): the head carries nothing connection-specific
+  (no hop-by-hop header besides ``Transfer-Encoding: chunked`` or
+  ``Connection: keep-alive``), the body is framed by Content-Length or chunking,
+  and the client speaks HTTP/1.1 with keep-alive. The replica's bytes then go to
+  the client exactly as they arrived: no head rebuilt, no body copied or
+  re-chunked, one write per read. Streams (SSE, token streaming) flow through
+  unchanged as soon as each piece arrives.
+* rebuilt: anything else (HEAD, 1xx, until-close bodies, HTTP/1.0 or closing
+  clients, hop-by-hop headers). The head is rebuilt without hop-by-hop headers and
+  the body re-framed for the client (re-chunked for HTTP/1.1, until-close for 1.0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from typing import TYPE_CHECKING, cast
+
+import httptools
+
+from steadyserve.lb.http import (
+    HOP_BY_HOP,
+    STATUS_LINES,
+    WATCHED_NAME_LENGTHS,
+    connection_tokens,
+    header_name,
+)
+
+if TYPE_CHECKING:
+    from steadyserve.lb.balancer import ReplicaState
+    from steadyserve.lb.proxy import Exchange, Proxy
+
+# How a rebuilt response's body is framed towards the client.
+BODY_NONE = 0  # no body (HEAD, 1xx, 204, 304), or passthrough (the bytes go as they are)
+BODY_RAW = 1  # body bytes as they come (Content-Length, or until-close to HTTP/1.0)
+BODY_CHUNKED = 2  # re-chunked
+
+MAX_HELD_BYTES = 1024 * 1024  # a response head larger than this is refused
+
+
+class UpstreamProtocolError(Exception):
+    """The replica sent something the proxy cannot forward."""
+
+
+class UpstreamConnection(asyncio.Protocol):
+    """One TCP connection to a replica, pooled between requests."""
+
+    __slots__ = (
+        "_clean",
+        "_conn_tokens",
+        "_has_length",
+        "_held",
+        "_held_size",
+        "_interim",
+        "_lines",
+        "_out",
+        "_te",
+        "closed",
+        "complete",
+        "exchange",
+        "head_sent",
+        "idle_since",
+        "in_pool",
+        "keep_alive",
+        "mode",
+        "parser",
+        "passthrough",
+        "proxy",
+        "read_paused",
+        "replica",
+        "reset_parser",
+        "status",
+        "transport",
+        "until_close",
+    )
+
+    def __init__(self, proxy: Proxy, replica: ReplicaState) -> None:
+        self.proxy = proxy
+        self.replica = replica
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.exchange: Exchange | None = None
+        self.closed = False
+        self.in_pool = False
+        self.read_paused = False
+        self.idle_since = 0.0
+        self._out: list[bytes] = []
+        self._begin()
+
+    def _begin(self) -> None:
+        """Reset the per-response state."""
+        self._lines: list[bytes] = []
+        self._held: list[bytes] = []
+        self._held_size = 0
+        self._te: bytes | None = None
+        self._has_length = False
+        self._clean = True
+        self._conn_tokens: set[bytes] | None = None
+        self._interim = False
+        self.mode = BODY_NONE
+        self.passthrough = False
+        self.until_close = False
+        self.head_sent = False
+        self.complete = False
+        self.keep_alive = False
+        self.reset_parser = False
+        self.status = 0
+
+    # -- asyncio.Protocol ------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        exchange = self.exchange
+        if exchange is None:
+            # Nothing was asked: a replica talking out of turn cannot be trusted.
+            self.close()
+            return
+        if self.passthrough:
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError as exc:
+                self._broken(exchange, exc)
+                return
+            exchange.client.write(data)
+            if self.complete:
+                self._finish(exchange)
+            return
+        out = self._out = []
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._broken(exchange, exc)
+            return
+        if self.passthrough:
+            held = self._held
+            if held:
+                held.append(data)
+                exchange.client.write_many(held)
+                self._held = []
+            else:
+                exchange.client.write(data)
+        else:
+            if out:
+                exchange.client.write_many(out)
+            if not self.head_sent:
+                # Head incomplete: keep the bytes in case it turns out passthrough.
+                self._held.append(data)
+                self._held_size += len(data)
+                if self._held_size > MAX_HELD_BYTES:
+                    self.proxy.upstream_failed(exchange, self, "response head too large")
+                    return
+        if self.complete:
+            self._finish(exchange)
+
+    def _broken(self, exchange: Exchange, exc: httptools.HttpParserError) -> None:
+        reason = exc.__context__ if exc.__context__ is not None else exc
+        if self.complete and not self.passthrough:
+            # A whole response followed by garbage: deliver it, drop the connection.
+            if self._out:
+                exchange.client.write_many(self._out)
+            self.keep_alive = False
+            self._finish(exchange)
+            return
+        if not self.passthrough and self._out and self.head_sent:
+            exchange.client.write_many(self._out)
+        self.proxy.upstream_failed(exchange, self, f"bad response from replica: {reason}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.in_pool:
+            self.in_pool = False
+            with contextlib.suppress(ValueError):
+                self.replica.idle.remove(self)
+        exchange = self.exchange
+        if exchange is None:
+            return
+        if self.until_close and self.head_sent and not self.complete:
+            # The replica framed its body by closing: this is the body's end.
+            if self.mode == BODY_CHUNKED:
+                exchange.client.write(b"0\r\n\r\n")
+            self.keep_alive = False
+            self._finish(exchange)
+            return
+        self.proxy.upstream_failed(exchange, self, f"replica connection lost: {exc!r}")
+
+    def pause_writing(self) -> None:
+        if self.exchange is not None:
+            self.exchange.client.pause_reading_for_upstream()
+
+    def resume_writing(self) -> None:
+        if self.exchange is not None:
+            self.exchange.client.resume_reading_for_upstream()
+
+    # -- used by the proxy ----------------------------------------------------------
+    def start(self, exchange: Exchange, head: bytes, body: list[bytes] | None) -> None:
+        """Send ``exchange``'s request (head and any buffered body) on this connection."""
+        self.exchange = exchange
+        self.in_pool = False
+        if self.complete:
+            self._begin()
+        transport = self.transport
+        assert transport is not None
+        if body:
+            transport.writelines([head, *body])
+        else:
+            transport.write(head)
+        if exchange.client.write_paused:
+            self.pause_reading()
+
+    def send(self, data: bytes) -> None:
+        """More request body; the transport buffers it and flow control applies."""
+        transport = self.transport
+        if transport is not None and not self.closed:
+            transport.write(data)
+
+    def pause_reading(self) -> None:
+        if not self.read_paused and not self.closed and self.transport is not None:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused and not self.closed and self.transport is not None:
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        """Close without returning to the pool (the exchange, if any, is forgotten)."""
+        self.exchange = None
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+
+    def _finish(self, exchange: Exchange) -> None:
+        self.exchange = None
+        if self.reset_parser:
+            # httptools cannot be told that a HEAD response has no body: start afresh.
+            self.parser = httptools.HttpResponseParser(self)
+        if self.read_paused:
+            self.resume_reading()
+        self.proxy.response_complete(exchange, self, self.keep_alive and not self.until_close)
+
+    # -- httptools callbacks ----------------------------------------------------------
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) in WATCHED_NAME_LENGTHS:
+            lname = name.lower()
+            if lname in HOP_BY_HOP:
+                if lname == b"transfer-encoding":
+                    self._te = value
+                    if value.lower() != b"chunked":
+                        self._clean = False
+                elif lname == b"connection":
+                    tokens = connection_tokens(value)
+                    if tokens != {b"keep-alive"}:
+                        self._clean = False
+                    tokens -= {b"close", b"keep-alive"}
+                    if tokens:
+                        self._conn_tokens = (self._conn_tokens or set()) | tokens
+                else:
+                    self._clean = False
+                return
+            if lname == b"content-length":
+                self._has_length = True
+        self._lines += (name, b": ", value, b"\r\n")
+
+    def on_headers_complete(self) -> None:
+        exchange = self.exchange
+        assert exchange is not None
+        if self.complete:
+            raise UpstreamProtocolError("a second response to one request")
+        parser = self.parser
+        status = parser.get_status_code()
+        self.status = status
+        if status < 200:
+            self._interim_head(status)
+            return
+        if (
+            self._clean
+            and exchange.passthrough_ok
+            and exchange.request_done
+            and not self._interim
+            and (self._has_length or self._te is not None or status == 204 or status == 304)
+            and not self.proxy.draining
+        ):
+            self.passthrough = True
+            self.head_sent = True
+            exchange.response_started = True
+            return
+        self._rebuild_head(exchange, status)
+
+    def _interim_head(self, status: int) -> None:
+        if status == 101:
+            raise UpstreamProtocolError("protocol upgrades are not supported")
+        lines = self._lines
+        self._out.append(b"".join((STATUS_LINES[status], *self._filtered(lines), b"\r\n")))
+        self._lines = []
+        self._interim = True
+
+    def _filtered(self, lines: list[bytes]) -> list[bytes]:
+        tokens = self._conn_tokens
+        if not tokens:
+            return lines
+        joined = b"".join(lines).split(b"\r\n")
+        return [line + b"\r\n" for line in joined if line and header_name(line) not in tokens]
+
+    def _rebuild_head(self, exchange: Exchange, status: int) -> None:
+        close = not exchange.keep_alive or not exchange.request_done or self.proxy.draining
+        framing = b""
+        if exchange.method_head or status == 204 or status == 304:
+            self.mode = BODY_NONE
+            if self._te is not None:
+                framing = b"transfer-encoding: %s\r\n" % self._te
+            if exchange.method_head:
+                self.complete = True
+                self.reset_parser = True
+                self.keep_alive = self.parser.should_keep_alive()
+        elif self._te is None and self._has_length:
+            self.mode = BODY_RAW
+        else:
+            self.until_close = self._te is None
+            if exchange.http10:
+                self.mode = BODY_RAW
+                close = True
+            else:
+                self.mode = BODY_CHUNKED
+                framing = b"transfer-encoding: chunked\r\n"
+        if close:
+            exchange.keep_alive = False
+            framing += b"connection: close\r\n"
+        elif exchange.http10:
+            framing += b"connection: keep-alive\r\n"
+        self._out.append(
+            b"".join((STATUS_LINES[status], *self._filtered(self._lines), framing, b"\r\n"))
+        )
+        self.head_sent = True
+        exchange.response_started = True
+
+    def on_body(self, body: bytes) -> None:
+        mode = self.mode
+        if mode == BODY_RAW:
+            self._out.append(body)
+        elif mode == BODY_CHUNKED and body:
+            self._out += (b"%x\r\n" % len(body), body, b"\r\n")
+
+    def on_message_complete(self) -> None:
+        if self.complete:
+            return  # a HEAD response already completed at its headers
+        if not self.head_sent:
+            return  # the end of a 1xx interim response
+        if self.mode == BODY_CHUNKED:
+            self._out.append(b"0\r\n\r\n")
+        self.keep_alive = self.parser.should_keep_alive()
+        self.complete = True

@@ -1,0 +1,202 @@
+"""Host one replica: two uvicorn servers in one event loop, and its lifecycle.
+
+Order matters to the controller: the control server comes up first (so a long
+``__init__`` reads as "initializing"), then ``__init__`` and the first
+``reconfigure``, then the app server; only then does ``/-/healthz`` answer 200.
+If ``__init__`` or that first ``reconfigure`` raises, the traceback goes to the
+log and the exit code is 1, which the controller reads as a broken version.
+
+Signals are handled here, once for both servers (uvicorn's own handlers are
+switched off): the first SIGTERM/SIGINT stops the app server from accepting,
+lets in-flight requests finish within ``graceful_shutdown_timeout_s``, then
+stops the control server and exits 0. A second signal skips the waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import signal
+import sys
+import traceback
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import uvicorn
+
+from steadyserve.replica.app import ClassApp, OngoingLimit
+from steadyserve.replica.control import Phase, ReplicaState, control_app
+from steadyserve.replica.loader import Target
+from steadyserve.replica.settings import Settings
+from steadyserve.replica.user import UserClass
+
+log = logging.getLogger("steadyserve.replica")
+
+MAX_REQUEST_THREADS = 512
+CONTROL_SHUTDOWN_S = 2
+KEEP_ALIVE_S = 15  # longer than the load balancer keeps an idle upstream connection
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signals to ``ReplicaServer``."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def install_signal_handlers(self) -> None:  # the same hook in older uvicorn releases
+        pass
+
+
+def _config(
+    app: Any, port: int, host: str, lifespan: Literal["auto", "off"], graceful_s: float
+) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan=lifespan,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        timeout_graceful_shutdown=math.ceil(graceful_s),
+    )
+
+
+async def _serve(server: _Server) -> bool:
+    """Run ``server`` to the end; False if it could not start (uvicorn exits the
+    process on a bind or lifespan failure; here that stays an outcome)."""
+    try:
+        await server.serve()
+    except SystemExit:
+        return False
+    return server.started
+
+
+class ReplicaServer:
+    """One replica process: the user's target behind the app and control servers."""
+
+    def __init__(self, target: Target, settings: Settings) -> None:
+        self.target = target
+        self.settings = settings
+        workers = max(1, min(settings.max_ongoing_requests, MAX_REQUEST_THREADS))
+        self.executor = ThreadPoolExecutor(workers, thread_name_prefix="replica-call")
+        self.user = UserClass(target.obj, self.executor) if target.is_class else None
+        inner = ClassApp(self.user) if self.user is not None else target.obj
+        self.limit = OngoingLimit(inner, settings.max_ongoing_requests)
+        self.state = ReplicaState(target, settings.health_check_timeout_s, self.user, self.limit)
+        self.stop = asyncio.Event()
+        self.servers: list[_Server] = []
+
+    async def run(self) -> int:
+        """The whole life of the replica; returns the process exit code."""
+        s = self.settings
+        control = _Server(
+            _config(control_app(self.state), s.control_port, s.host, "off", CONTROL_SHUTDOWN_S)
+        )
+        control_task = asyncio.create_task(_serve(control))
+        self.servers.append(control)
+        try:
+            if not await self._started(control, control_task):
+                _say(f"cannot serve the control port {s.host}:{s.control_port}")
+                return 1
+            self._install_signal_handlers()
+            return await self._run_user()
+        finally:
+            control.should_exit = True
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(control_task, CONTROL_SHUTDOWN_S + 3)
+            self.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _run_user(self) -> int:
+        s = self.settings
+        if self.user is not None and not await self._initialize(self.user):
+            return 0 if self.stop.is_set() else 1
+        lifespan: Literal["auto", "off"] = "off" if self.target.is_class else "auto"
+        app = _Server(_config(self.limit, s.port, s.host, lifespan, s.graceful_shutdown_timeout_s))
+        app_task = asyncio.create_task(_serve(app))
+        self.servers.append(app)
+        if not await self._started(app, app_task):
+            if self.stop.is_set():
+                return 0
+            _say(f"cannot serve the app port {s.host}:{s.port} (see the error above)")
+            return 1
+        self.state.phase = Phase.READY
+        log.info(
+            "%s ready on %s:%d (control port %d)",
+            self.target.import_path,
+            s.host,
+            s.port,
+            s.control_port,
+        )
+        stop_task = asyncio.create_task(self.stop.wait())
+        await asyncio.wait({stop_task, app_task}, return_when=asyncio.FIRST_COMPLETED)
+        if not self.stop.is_set():
+            stop_task.cancel()
+            _say("the app server stopped unexpectedly")
+            return 1
+        self.state.phase = Phase.DRAINING
+        app.should_exit = True
+        try:
+            await asyncio.wait_for(app_task, s.graceful_shutdown_timeout_s + 5)
+        except asyncio.TimeoutError:
+            log.warning("in-flight requests still running after the graceful timeout")
+        return 0
+
+    async def _initialize(self, user: UserClass) -> bool:
+        """``__init__`` then, with a user_config, ``reconfigure``; False if either
+        raised (traceback printed) or a signal came first."""
+        init = asyncio.ensure_future(self._construct(user))
+        stop_task = asyncio.ensure_future(self.stop.wait())
+        await asyncio.wait({init, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+        stop_task.cancel()
+        if not init.done():  # stopped mid-__init__: its daemon thread dies with us
+            init.cancel()
+            return False
+        return init.result()
+
+    async def _construct(self, user: UserClass) -> bool:
+        step = f"{user.name}.__init__()"
+        try:
+            await user.construct()
+            if self.settings.user_config is not None:
+                step = f"{user.name}.reconfigure(user_config)"
+                await user.reconfigure(self.settings.user_config)
+        except Exception as exc:
+            _say(f"{step} raised; the replica cannot start:")
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+            return False
+        return True
+
+    async def _started(self, server: _Server, task: asyncio.Task[bool]) -> bool:
+        """Wait until ``server`` listens, or its task ended (it could not start)."""
+        while not server.started and not task.done():
+            await asyncio.sleep(0.01)
+        return server.started and not task.done()
+
+    def _install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: int) -> None:
+        if not self.stop.is_set():
+            log.info("%s: finishing in-flight requests, then exiting", signal.Signals(sig).name)
+            self.stop.set()
+            for server in self.servers:
+                if server is not self.servers[0]:  # the control server stops last
+                    server.should_exit = True
+            return
+        log.warning("second %s: exiting without waiting", signal.Signals(sig).name)
+        for server in self.servers:
+            server.should_exit = True
+            server.force_exit = True
+
+
+def _say(message: str) -> None:
+    print(f"steadyserve.replica: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,108 @@
+"""The runner's settings: the controller's environment over the decorator's defaults.
+
+The controller passes what the service file says (``STEADY_*``); a decorated
+class fills what the environment leaves out; fixed defaults (DESIGN's) fill the
+rest. A malformed value is a launcher bug, reported in one line naming the variable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_MAX_ONGOING_REQUESTS = 100
+DEFAULT_HEALTH_CHECK_TIMEOUT_S = 30.0
+DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT_S = 20.0
+
+
+class SettingsError(Exception):
+    """A ``STEADY_*`` or ``PORT`` variable that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    port: int
+    control_port: int
+    user_config: Any  # None: no user_config, so reconfigure() is not called at start
+    max_ongoing_requests: int
+    health_check_timeout_s: float
+    graceful_shutdown_timeout_s: float
+    host: str = "127.0.0.1"
+
+
+def from_env(env: Mapping[str, str], options: Mapping[str, Any]) -> Settings:
+    """Settings for one replica; ``options`` are the decorator's (``{}`` if none)."""
+    user_config = options.get("user_config")
+    raw = env.get("STEADY_USER_CONFIG")
+    if raw is not None:
+        try:
+            given = json.loads(raw)
+        except ValueError as exc:
+            raise SettingsError(f"STEADY_USER_CONFIG is not valid JSON ({exc})") from None
+        if given is not None:
+            user_config = given
+    return Settings(
+        port=_port(env, "PORT"),
+        control_port=_port(env, "STEADY_CONTROL_PORT"),
+        user_config=user_config,
+        max_ongoing_requests=_int(
+            env,
+            "STEADY_MAX_ONGOING_REQUESTS",
+            options.get("max_ongoing_requests", DEFAULT_MAX_ONGOING_REQUESTS),
+        ),
+        health_check_timeout_s=_seconds(
+            env,
+            "STEADY_HEALTH_CHECK_TIMEOUT_S",
+            options.get("health_check_timeout_s", DEFAULT_HEALTH_CHECK_TIMEOUT_S),
+            allow_zero=False,
+        ),
+        graceful_shutdown_timeout_s=_seconds(
+            env,
+            "STEADY_GRACEFUL_SHUTDOWN_TIMEOUT_S",
+            options.get("graceful_shutdown_timeout_s", DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT_S),
+            allow_zero=True,
+        ),
+    )
+
+
+def _port(env: Mapping[str, str], name: str) -> int:
+    raw = env.get(name)
+    if raw is None:
+        raise SettingsError(f"{name} is not set (the port to listen on)")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a port number, got {raw!r}") from None
+    if not 0 < value < 65536:
+        raise SettingsError(f"{name} must be a port number in 1..65535, got {value}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be an integer >= 1, got {raw!r}") from None
+    if value < 1:
+        raise SettingsError(f"{name} must be an integer >= 1, got {value}")
+    return value
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float, *, allow_zero: bool) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return float(default)
+    bound = ">= 0" if allow_zero else "> 0"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number of seconds {bound}, got {raw!r}") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise SettingsError(f"{name} must be a number of seconds {bound}, got {raw!r}")
+    return value
