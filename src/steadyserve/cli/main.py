@@ -82,7 +82,11 @@ def up(file: Path, name: str | None, wait: bool, timeout: float) -> None:
     spec = _load_one(file, name)
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
-    created = client.call("POST", "/api/v1/services", {"spec": spec.spec_json(), "yaml": text})
+    created = client.call(
+        "POST",
+        "/api/v1/services",
+        {"spec": spec.spec_json(), "yaml": text, "file": str(file.resolve())},
+    )
     console.print(f"Service [bold]{created['name']}[/] is starting at http://{created['endpoint']}")
     if wait:
         _wait_ready(client, created["name"], timeout)
@@ -98,8 +102,9 @@ def _with_defaults(spec: Any, raw: Any, file: Path, prefix: str) -> Any:
     try:
         return with_deployment_defaults(spec, raw if isinstance(raw, dict) else {}, file.parent)
     except SpecError as exc:
-        raise SpecError(f"{prefix}{exc.path}" if exc.path else None, exc.message, file=str(file)) \
-            from exc
+        raise SpecError(
+            f"{prefix}{exc.path}" if exc.path else None, exc.message, file=str(file)
+        ) from exc
 
 
 def _wait_ready(client: Client, name: str, timeout: float) -> None:
@@ -207,6 +212,7 @@ def update(
         {
             "spec": spec.spec_json(),
             "yaml": file.read_text(encoding="utf-8"),
+            "file": str(file.resolve()),
             "mode": mode,
             "dry_run": dry_run,
         },
@@ -253,7 +259,11 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float) -> None:
     result = client.call(
         "POST",
         "/api/v1/deploy",
-        {"services": [{"spec": s.spec_json(), "yaml": text} for s in specs], "dry_run": dry_run},
+        {
+            "services": [{"spec": s.spec_json(), "yaml": text} for s in specs],
+            "dry_run": dry_run,
+            "file": str(file.resolve()),
+        },
         timeout=600.0,
     )
     for item in result["services"]:

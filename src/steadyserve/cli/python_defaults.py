@@ -37,12 +37,17 @@ def describe(import_path: str, workdir: Path) -> dict[str, Any]:
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "steadyserve.replica", "--describe", import_path],
-            cwd=workdir, capture_output=True, text=True, timeout=DESCRIBE_TIMEOUT_S,
-            env=dict(os.environ), stdin=subprocess.DEVNULL,
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=DESCRIBE_TIMEOUT_S,
+            env=dict(os.environ),
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
-        raise SpecError("import_path", f"importing {import_path} took over "
-                        f"{DESCRIBE_TIMEOUT_S:.0f}s") from exc
+        raise SpecError(
+            "import_path", f"importing {import_path} took over {DESCRIBE_TIMEOUT_S:.0f}s"
+        ) from exc
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
         why = lines[-1] if lines else f"exit code {proc.returncode}"
@@ -51,9 +56,7 @@ def describe(import_path: str, workdir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def with_deployment_defaults(
-    spec: ServiceSpec, raw: dict[str, Any], base_dir: Path
-) -> ServiceSpec:
+def with_deployment_defaults(spec: ServiceSpec, raw: dict[str, Any], base_dir: Path) -> ServiceSpec:
     """The spec with decorator defaults for every field the file did not set."""
     if spec.import_path is None:
         return spec

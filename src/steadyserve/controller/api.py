@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from steadyserve.controller.errors import ApiError, BadInput
 
@@ -31,7 +32,13 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         return web.json_response({"error": str(exc), "kind": exc.kind}, status=exc.status)
 
 
-def token_required(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def _file(data: dict[str, Any]) -> str | None:
+    """The path of the file the spec came from: it is not part of the workdir's code."""
+    file = data.get("file")
+    return file if isinstance(file, str) else None
+
+
+def token_required(token: str) -> Middleware:
     """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``."""
     expected = f"Bearer {token}".encode()
 
@@ -48,7 +55,7 @@ def token_required(token: str) -> Callable[[web.Request, Handler], Awaitable[web
 
 
 def build_app(controller: Controller, token: str | None = None) -> web.Application:
-    middlewares = [token_required(token)] if token else []
+    middlewares: list[Middleware] = [token_required(token)] if token else []
     app = web.Application(
         middlewares=[*middlewares, errors_as_json], client_max_size=8 * 1024 * 1024
     )
@@ -83,7 +90,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         spec_json, spec_yaml = data.get("spec"), data.get("yaml", "")
         if not isinstance(spec_json, str) or not isinstance(spec_yaml, str):
             raise BadInput("'spec' must be the service spec as a JSON string")
-        created = await controller.create_service(spec_json, spec_yaml)
+        created = await controller.create_service(spec_json, spec_yaml, _file(data))
         return web.json_response(created, status=201)
 
     @routes.post("/api/v1/services/{name}/update")
@@ -101,6 +108,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             spec_yaml,
             mode=mode,
             dry_run=bool(data.get("dry_run")),
+            spec_file=_file(data),
         )
         return web.json_response(result)
 
@@ -124,7 +132,9 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         ):
             raise BadInput("'services' must be a list of {spec, yaml}")
         result = await controller.deploy(
-            [(i["spec"], str(i.get("yaml", ""))) for i in items], bool(data.get("dry_run"))
+            [(i["spec"], str(i.get("yaml", ""))) for i in items],
+            bool(data.get("dry_run")),
+            _file(data),
         )
         return web.json_response(result)
 

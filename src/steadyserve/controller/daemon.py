@@ -36,7 +36,7 @@ from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ServiceRow, Store, VersionRow
 from steadyserve.states import ServiceStatus
-from steadyserve.workdir import snapshot
+from steadyserve.workdir import relative_excludes, snapshot
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -100,7 +100,9 @@ class Controller:
                 raise BadInput("service.port: no free port from 30001 up")
         return port
 
-    async def create_service(self, spec_json: str, spec_yaml: str) -> dict[str, Any]:
+    async def create_service(
+        self, spec_json: str, spec_yaml: str, spec_file: str | None = None
+    ) -> dict[str, Any]:
         spec = self._parse(spec_json)
         name = spec.name
         if name is None:
@@ -114,7 +116,10 @@ class Controller:
         # A name that was taken down (not purged) keeps its history: continue after it.
         number = self.store.latest_version_number(name) + 1
         workdir_hash = await asyncio.to_thread(
-            snapshot, source, self.home.version_workdir(name, number)
+            snapshot,
+            source,
+            self.home.version_workdir(name, number),
+            relative_excludes(source, [spec_file] if spec_file else []),
         )
         now = time.time()
         row = ServiceRow(
@@ -152,6 +157,7 @@ class Controller:
         dry_run: bool,
         source_workdir: Path | None = None,
         rollback_to: int | None = None,
+        spec_file: str | None = None,
     ) -> dict[str, Any]:
         """Make a new version from a spec: in place when the classifier allows, else by mode."""
         runtime = self.runtime(name)
@@ -169,6 +175,7 @@ class Controller:
             dry_run=dry_run,
             source_workdir=source_workdir,
             rollback_to=rollback_to,
+            spec_file=spec_file,
         )
 
     async def rollback(self, name: str, to: int | None, dry_run: bool) -> dict[str, Any]:
@@ -186,7 +193,9 @@ class Controller:
             rollback_to=target.version,
         )
 
-    async def deploy(self, items: list[tuple[str, str]], dry_run: bool) -> dict[str, Any]:
+    async def deploy(
+        self, items: list[tuple[str, str]], dry_run: bool, spec_file: str | None = None
+    ) -> dict[str, Any]:
         """The file is the whole desired state: create, update, and take down the rest."""
         specs = [(self._parse(text), yaml_text) for text, yaml_text in items]
         names = [s.name for s, _ in specs]
@@ -199,18 +208,25 @@ class Controller:
             if spec.name not in self.services:
                 self._check_new(spec)
             else:
-                await self.update_service(spec.name, spec.spec_json(), "", mode=None, dry_run=True)
+                await self.update_service(
+                    spec.name, spec.spec_json(), "", mode=None, dry_run=True, spec_file=spec_file
+                )
         for spec, yaml_text in specs:
             assert spec.name is not None
             if spec.name not in self.services:
                 if dry_run:
                     results.append({"name": spec.name, "action": "create"})
                 else:
-                    created = await self.create_service(spec.spec_json(), yaml_text)
+                    created = await self.create_service(spec.spec_json(), yaml_text, spec_file)
                     results.append({**created, "action": "create"})
             else:
                 result = await self.update_service(
-                    spec.name, spec.spec_json(), yaml_text, mode=None, dry_run=dry_run
+                    spec.name,
+                    spec.spec_json(),
+                    yaml_text,
+                    mode=None,
+                    dry_run=dry_run,
+                    spec_file=spec_file,
                 )
                 results.append({**result, "action": "update" if result["changed"] else "none"})
         for name in [n for n in self.services if n not in names]:

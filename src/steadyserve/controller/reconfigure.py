@@ -21,7 +21,8 @@ async def post_user_config(
     path: str,
     user_config: object,
     timeout_s: float = RECONFIGURE_TIMEOUT_S,
-) -> tuple[bool, str]:
+) -> tuple[bool, bool, str]:
+    """(applied, answered, why): a replica that answered a refusal still runs its old config."""
     url = f"http://{host}:{port}{path}"
     try:
         async with session.post(
@@ -32,9 +33,9 @@ async def post_user_config(
         ) as response:
             text = (await response.read())[:200].decode(errors="replace").strip()
             if 200 <= response.status < 300:
-                return True, ""
-            return False, f"reconfigure answered {response.status}: {text}"
+                return True, True, ""
+            return False, True, f"reconfigure answered {response.status}: {text}"
     except asyncio.TimeoutError:
-        return False, f"reconfigure timed out after {timeout_s}s"
+        return False, False, f"reconfigure timed out after {timeout_s}s"
     except (aiohttp.ClientError, OSError) as exc:
-        return False, f"reconfigure failed: {type(exc).__name__}"
+        return False, False, f"reconfigure failed: {type(exc).__name__}"

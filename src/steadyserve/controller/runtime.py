@@ -134,8 +134,10 @@ class ServiceRuntime:
             old_spec = self._load_spec(self.update.from_version)
             relabelled = self._relabel(self.update.from_version, self.row.version)
             relabelled += [
-                r for r in self.replicas.values()
-                if ReplicaStatus(r.status).is_live and r.version == self.row.version
+                r
+                for r in self.replicas.values()
+                if ReplicaStatus(r.status).is_live
+                and r.version == self.row.version
                 and r not in relabelled
             ]
             self._spawn_update(
@@ -146,7 +148,8 @@ class ServiceRuntime:
     def adopted_pids(self) -> set[int]:
         """Pids this runtime manages (replicas and the LB), for the orphan sweep."""
         pids = {
-            rt.handle.pid for rt in self.runtime.values()
+            rt.handle.pid
+            for rt in self.runtime.values()
             if rt.handle is not None and rt.handle.pid is not None
         }
         if self.lb.handle is not None and self.lb.handle.pid is not None:
@@ -434,8 +437,15 @@ class ServiceRuntime:
     async def _redeliver(self, replica: ReplicaRow) -> None:
         await self._deliver_user_config(replica)
 
-    async def _deliver_user_config(self, replica: ReplicaRow) -> tuple[bool, str]:
-        """POST user_config to one replica; a replica that cannot take it is replaced."""
+    async def _deliver_user_config(
+        self, replica: ReplicaRow, *, replace_on_refusal: bool = False
+    ) -> tuple[bool, str]:
+        """Hand user_config to one replica.
+
+        A replica that cannot be reached is replaced. One that answers a refusal
+        keeps its old config and keeps serving (the update fails instead), unless
+        it is a new replica that must not serve without the config.
+        """
         spec = self._spec_for(replica.version)
         if replica.control_port is not None:  # a Python replica: its runner's control port
             port, path = replica.control_port, CONTROL_RECONFIGURE
@@ -443,10 +453,14 @@ class ServiceRuntime:
             port, path = replica.port, spec.service.reconfigure_path
         else:
             return True, ""
-        ok, why = await post_user_config(
+        ok, answered, why = await post_user_config(
             self.probe_session, replica.ip, port, path, spec.service.user_config
         )
-        if not ok and ReplicaStatus(replica.status).is_live:
+        if (
+            not ok
+            and (replace_on_refusal or not answered)
+            and ReplicaStatus(replica.status).is_live
+        ):
             self._mark_failed(replica, ReplicaStatus.FAILED, why)
         return ok, why
 
@@ -634,7 +648,7 @@ class ServiceRuntime:
                 and replica.control_port is None
                 and spec.service.user_config is not None
             ):
-                ok, why = await self._deliver_user_config(replica)
+                ok, why = await self._deliver_user_config(replica, replace_on_refusal=True)
                 if not ok:
                     self._judge_version(replica.version)
                     return
@@ -654,7 +668,9 @@ class ServiceRuntime:
         probe = ReadinessProbe(
             path=CONTROL_HEALTH,
             initial_delay_seconds=spec.service.readiness_probe.initial_delay_seconds,
-            timeout_seconds=spec.service.health_check_timeout_s,
+            # A little past the runner's own check_health() bound, so its clear
+            # "unhealthy" answer arrives before the probe gives up.
+            timeout_seconds=spec.service.health_check_timeout_s + 2.0,
         )
         return probe, replica.control_port
 

@@ -16,7 +16,7 @@ from steadyserve.controller.errors import BadInput
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import Store, VersionRow
 from steadyserve.states import ReplicaStatus
-from steadyserve.workdir import content_hash, snapshot
+from steadyserve.workdir import content_hash, relative_excludes, snapshot
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -43,6 +43,7 @@ async def apply(
     dry_run: bool,
     source_workdir: Path | None,
     rollback_to: int | None,
+    spec_file: str | None = None,
 ) -> dict[str, Any]:
     store, home, name = controller.store, controller.home, runtime.name
     if spec.service.port is not None and spec.service.port != runtime.row.port:
@@ -55,7 +56,10 @@ async def apply(
         raise BadInput(f"workdir: no such directory: {source}")
     current = store.version(name, runtime.row.version)
     assert current is not None
-    new_hash = await asyncio.to_thread(content_hash, source) if source is not None else None
+    exclude = relative_excludes(source, [spec_file] if spec_file else [])
+    new_hash = (
+        await asyncio.to_thread(content_hash, source, exclude) if source is not None else None
+    )
     changes = classify(
         runtime.spec, spec, old_workdir_hash=current.workdir_hash, new_workdir_hash=new_hash
     )
@@ -89,7 +93,7 @@ async def apply(
         return result
     number = store.latest_version_number(name) + 1
     dest = home.version_workdir(name, number)
-    workdir_hash = await asyncio.to_thread(snapshot, source, dest)
+    workdir_hash = await asyncio.to_thread(snapshot, source, dest, exclude)
     old_marker = home.version_dir(name, runtime.row.version) / SETUP_MARKER
     if in_place and old_marker.exists():  # setup is unchanged: it already ran for this code
         (home.version_dir(name, number) / SETUP_MARKER).touch()

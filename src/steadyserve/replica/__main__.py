@@ -3,8 +3,9 @@
 Run by the controller with the service's workdir as cwd and its settings in the
 environment (see ``settings``). Exit codes: 0 stopped by a signal (or
 ``--describe`` succeeded); 1 the replica cannot run (import failure, ``__init__``
-or the first ``reconfigure`` raised, a port cannot be bound); 2 bad arguments or
-environment, or ``--describe`` could not import the path.
+or the first ``reconfigure`` raised, a ``user_config`` with no ``reconfigure`` to
+take it, a port cannot be bound, an ASGI lifespan startup failed); 2 bad
+arguments or environment, or ``--describe`` could not import the path.
 """
 
 from __future__ import annotations

@@ -106,14 +106,14 @@ class ReplicaServer:
                 _say(f"cannot serve the control port {s.host}:{s.control_port}")
                 return 1
             self._install_signal_handlers()
-            return await self._run_user()
+            return await self._run_user(control_task)
         finally:
             control.should_exit = True
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(control_task, CONTROL_SHUTDOWN_S + 3)
             self.executor.shutdown(wait=False, cancel_futures=True)
 
-    async def _run_user(self) -> int:
+    async def _run_user(self, control_task: asyncio.Task[bool]) -> int:
         s = self.settings
         if self.user is not None and not await self._initialize(self.user):
             return 0 if self.stop.is_set() else 1
@@ -124,7 +124,7 @@ class ReplicaServer:
         if not await self._started(app, app_task):
             if self.stop.is_set():
                 return 0
-            _say(f"cannot serve the app port {s.host}:{s.port} (see the error above)")
+            _say(f"the app server on {s.host}:{s.port} did not start (see the error above)")
             return 1
         self.state.phase = Phase.READY
         log.info(
@@ -135,10 +135,11 @@ class ReplicaServer:
             s.control_port,
         )
         stop_task = asyncio.create_task(self.stop.wait())
-        await asyncio.wait({stop_task, app_task}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({stop_task, app_task, control_task}, return_when=asyncio.FIRST_COMPLETED)
         if not self.stop.is_set():
             stop_task.cancel()
-            _say("the app server stopped unexpectedly")
+            app.should_exit = True
+            _say("a server stopped unexpectedly; exiting")
             return 1
         self.state.phase = Phase.DRAINING
         app.should_exit = True
@@ -167,7 +168,7 @@ class ReplicaServer:
             if self.settings.user_config is not None:
                 step = f"{user.name}.reconfigure(user_config)"
                 await user.reconfigure(self.settings.user_config)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in __init__ is a failure too
             _say(f"{step} raised; the replica cannot start:")
             traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
             return False

@@ -1,0 +1,194 @@
+"""Two Python replicas in the style of the Ray Serve docs' text example, with no
+model weights: deterministic word-level stand-ins for a translator and a summarizer.
+
+    steady deploy examples/text_ml/fleet.yaml
+    curl -s 'http://127.0.0.1:PORT/?text=Hello+my+friend'
+    curl -s -X POST http://127.0.0.1:PORT/ -d '{"text": "the cat is in the house"}'
+    curl -sN 'http://127.0.0.1:PORT/?text=good+morning+my+friend&stream=1'   # token by token
+
+Change ``user_config: {language: german}`` in fleet.yaml and deploy again: the
+running replicas answer in German without restarting (same pids).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from steadyserve import deployment
+
+DICTIONARY: dict[str, dict[str, str]] = {
+    # english: (french, german, spanish)
+    word: dict(zip(("french", "german", "spanish"), translations, strict=True))
+    for word, translations in {
+        "hello": ("bonjour", "hallo", "hola"),
+        "goodbye": ("au revoir", "auf wiedersehen", "adiós"),
+        "good": ("bon", "gut", "bueno"),
+        "morning": ("matin", "morgen", "mañana"),
+        "night": ("nuit", "nacht", "noche"),
+        "day": ("jour", "tag", "día"),
+        "my": ("mon", "mein", "mi"),
+        "your": ("ton", "dein", "tu"),
+        "friend": ("ami", "freund", "amigo"),
+        "friends": ("amis", "freunde", "amigos"),
+        "the": ("le", "der", "el"),
+        "a": ("un", "ein", "un"),
+        "and": ("et", "und", "y"),
+        "or": ("ou", "oder", "o"),
+        "is": ("est", "ist", "es"),
+        "are": ("sont", "sind", "son"),
+        "in": ("dans", "in", "en"),
+        "on": ("sur", "auf", "sobre"),
+        "with": ("avec", "mit", "con"),
+        "i": ("je", "ich", "yo"),
+        "you": ("tu", "du", "tú"),
+        "we": ("nous", "wir", "nosotros"),
+        "they": ("ils", "sie", "ellos"),
+        "have": ("avoir", "haben", "tener"),
+        "like": ("aime", "mag", "gusta"),
+        "love": ("amour", "liebe", "amor"),
+        "cat": ("chat", "katze", "gato"),
+        "dog": ("chien", "hund", "perro"),
+        "house": ("maison", "haus", "casa"),
+        "city": ("ville", "stadt", "ciudad"),
+        "water": ("eau", "wasser", "agua"),
+        "bread": ("pain", "brot", "pan"),
+        "book": ("livre", "buch", "libro"),
+        "world": ("monde", "welt", "mundo"),
+        "time": ("temps", "zeit", "tiempo"),
+        "model": ("modèle", "modell", "modelo"),
+        "server": ("serveur", "server", "servidor"),
+        "fast": ("rapide", "schnell", "rápido"),
+        "slow": ("lent", "langsam", "lento"),
+        "big": ("grand", "groß", "grande"),
+        "small": ("petit", "klein", "pequeño"),
+        "new": ("nouveau", "neu", "nuevo"),
+        "old": ("vieux", "alt", "viejo"),
+        "yes": ("oui", "ja", "sí"),
+        "no": ("non", "nein", "no"),
+        "thank": ("merci", "danke", "gracias"),
+        "thanks": ("merci", "danke", "gracias"),
+        "please": ("s'il vous plaît", "bitte", "por favor"),
+        "today": ("aujourd'hui", "heute", "hoy"),
+        "tomorrow": ("demain", "morgen", "mañana"),
+        "very": ("très", "sehr", "muy"),
+        "beautiful": ("beau", "schön", "hermoso"),
+    }.items()
+}
+LANGUAGES = ("french", "german", "spanish")
+_TOKENS = re.compile(r"\w+|[^\w\s]+|\s+")
+
+
+def translate_words(text: str, language: str) -> list[str]:
+    """Word by word; unknown words unchanged; a capitalised word stays capitalised."""
+    out: list[str] = []
+    for token in _TOKENS.findall(text):
+        translated = DICTIONARY.get(token.lower(), {}).get(language)
+        if translated is None:
+            out.append(token)
+        else:
+            out.append(translated.capitalize() if token[:1].isupper() else translated)
+    return out
+
+
+async def text_of(request: Request) -> str | None:
+    """``?text=`` on any method, else a JSON body ``{"text": ...}``."""
+    text = request.query_params.get("text")
+    if text is not None:
+        return text
+    body = await request.body()
+    if not body:
+        return None
+    try:
+        payload = await request.json()
+    except ValueError:
+        return None
+    value = payload.get("text") if isinstance(payload, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _missing_text() -> JSONResponse:
+    return JSONResponse({"error": 'send ?text=... or a JSON body {"text": "..."}'}, 400)
+
+
+@deployment(user_config={"language": "french"}, health_check_period_s=1)
+class Translator:
+    """English to French, German or Spanish; the language is a ``user_config``,
+    so changing it reconfigures running replicas instead of restarting them."""
+
+    def __init__(self) -> None:
+        self.language = "french"
+
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        language = user_config.get("language", "french")
+        if language not in LANGUAGES:  # refuse before changing anything
+            raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, not {language!r}")
+        self.language = language
+
+    async def __call__(self, request: Request) -> Any:
+        text = await text_of(request)
+        if text is None:
+            return _missing_text()
+        language = self.language  # one request sees one language, even mid-reconfigure
+        if request.query_params.get("stream") in ("1", "true"):
+            return self._stream(text, language)
+        return {
+            "translation": "".join(translate_words(text, language)),
+            "language": language,
+            "pid": os.getpid(),
+        }
+
+    async def _stream(self, text: str, language: str) -> AsyncIterator[str]:
+        """Token by token, as a generative model would send them."""
+        for token in translate_words(text, language):
+            yield token
+            await asyncio.sleep(0.05)
+        yield "\n"
+
+
+STOPWORDS = frozenset(
+    {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have"}
+    | {"he", "her", "his", "i", "in", "is", "it", "its", "of", "on", "or", "our", "she", "so"}
+    | {"that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "will"}
+    | {"with", "you", "your"}
+)
+_SENTENCES = re.compile(r"(?<=[.!?])\s+")
+_WORDS = re.compile(r"[a-z0-9']+")
+
+
+def summarize(text: str, max_sentences: int = 1) -> str:
+    """Extractive: the sentences whose words are most frequent in the whole text
+    (stopwords ignored), in their original order."""
+    sentences = [s.strip() for s in _SENTENCES.split(text.strip()) if s.strip()]
+    if len(sentences) <= max_sentences:
+        return " ".join(sentences)
+    counts = Counter(w for w in _WORDS.findall(text.lower()) if w not in STOPWORDS)
+
+    def score(sentence: str) -> float:
+        words = [w for w in _WORDS.findall(sentence.lower()) if w not in STOPWORDS]
+        return sum(counts[w] for w in words) / len(words) if words else 0.0
+
+    best = sorted(range(len(sentences)), key=lambda i: (-score(sentences[i]), i))
+    return " ".join(sentences[i] for i in sorted(best[:max_sentences]))
+
+
+class Summarizer:
+    """A plain class (no decorator, no user_config): ``max_sentences`` may be
+    given per request as ``?sentences=N``."""
+
+    async def __call__(self, request: Request) -> Any:
+        text = await text_of(request)
+        if text is None:
+            return _missing_text()
+        try:
+            n = max(1, int(request.query_params.get("sentences", "1")))
+        except ValueError:
+            return JSONResponse({"error": "sentences must be an integer"}, 400)
+        return {"summary": summarize(text, n)}
