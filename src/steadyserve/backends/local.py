@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from steadyserve.backends.base import LaunchRequest, ProvisionError
+from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.paths import Home
 
 _SETUP_DONE = ".steady-setup-done"
@@ -160,7 +160,7 @@ class LocalBackend:
             return None
         return LocalProcess(pid, create_time, port)
 
-    async def stop(self, handle: LocalProcess, timeout_s: float) -> None:  # type: ignore[override]
+    async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         pid = handle.pid
         if pid is None:
             return

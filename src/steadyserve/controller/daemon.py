@@ -24,6 +24,8 @@ from typing import IO, Any
 import uvloop
 from aiohttp import web
 
+from steadyserve.backends.base import Backend
+from steadyserve.backends.fake import FakeBackend
 from steadyserve.backends.local import LocalBackend
 from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
@@ -57,7 +59,9 @@ class Controller:
     def __init__(self, home: Home) -> None:
         self.home = home
         self.store = Store(home.db_path)
-        self.backend = LocalBackend(home)
+        self.backend: Backend = (
+            FakeBackend(home) if os.environ.get("STEADY_BACKEND") == "fake" else LocalBackend(home)
+        )
         self.epoch = uuid.uuid4().hex[:12]
         self.services: dict[str, ServiceRuntime] = {}
         self.started_at = time.time()

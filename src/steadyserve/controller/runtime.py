@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from steadyserve.backends.base import LaunchRequest, ProvisionError
-from steadyserve.backends.local import LocalBackend, LocalProcess, free_port
+from steadyserve.backends.base import Backend, LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.backends.local import free_port
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.probes import probe_ready
 from steadyserve.controller.reconfigure import post_user_config
@@ -47,7 +47,7 @@ IN_PROGRESS, SUCCEEDED, FAILED, ROLLED_BACK = "IN_PROGRESS", "SUCCEEDED", "FAILE
 class ReplicaRuntime:
     """What the controller holds for a replica beyond its row."""
 
-    handle: LocalProcess | None = None
+    handle: ReplicaHandle | None = None
     started_at: float | None = None
     failed_probes: int = 0
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -58,7 +58,7 @@ class ServiceRuntime:
         self,
         home: Home,
         store: Store,
-        backend: LocalBackend,
+        backend: Backend,
         probe_session: aiohttp.ClientSession,
         epoch: str,
         row: ServiceRow,
@@ -621,10 +621,10 @@ class ServiceRuntime:
         self.store.set_replica_status(
             replica,
             ReplicaStatus.STARTING.value,
-            f"process started (pid {handle.pid}, port {port})",
+            f"process started (pid {handle.pid}, port {handle.port})",
             pid=handle.pid,
             pid_create_time=handle.create_time,
-            port=port,
+            port=handle.port,
             control_port=control_port,
         )
         await self._probe_loop(replica)
@@ -728,7 +728,7 @@ class ServiceRuntime:
             asyncio.get_running_loop().create_task(self._stop_failed(replica, handle))
         self.wake()
 
-    async def _stop_failed(self, replica: ReplicaRow, handle: LocalProcess) -> None:
+    async def _stop_failed(self, replica: ReplicaRow, handle: ReplicaHandle) -> None:
         await self.backend.stop(handle, self.spec.service.graceful_shutdown_timeout_s)
         if replica.id in self.replicas:
             self.store.update_replica(self.name, replica.id, pid=None)

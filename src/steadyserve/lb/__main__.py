@@ -65,10 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="host:port,host:port — fixed replicas; no controller is polled",
     )
     p.add_argument("--policy", default="least_load", choices=sorted(POLICIES))
-    p.add_argument("--max-ongoing", type=_positive_int, default=100,
-                   help="per-replica in-flight limit (until the controller says otherwise)")
-    p.add_argument("--max-queued", type=_queue_limit, default=-1,
-                   help="queued requests beyond which 503 is answered (-1: unbounded)")
+    p.add_argument(
+        "--max-ongoing",
+        type=_positive_int,
+        default=100,
+        help="per-replica in-flight limit (until the controller says otherwise)",
+    )
+    p.add_argument(
+        "--max-queued",
+        type=_queue_limit,
+        default=-1,
+        help="queued requests beyond which 503 is answered (-1: unbounded)",
+    )
     p.add_argument("--max-header-bytes", type=_positive_int, default=65536)
     p.add_argument("--max-body-bytes", type=_positive_int, default=104857600)
     p.add_argument("--report-interval", type=_interval, default=0.5)

@@ -24,8 +24,17 @@ EJECT_SECONDS = 1.0
 class ReplicaState:
     """One replica as the proxy tracks it; lives while routable or still busy."""
 
-    __slots__ = ("errors", "host", "id", "idle", "in_table", "inflight", "port", "requests",
-                 "version")
+    __slots__ = (
+        "errors",
+        "host",
+        "id",
+        "idle",
+        "in_table",
+        "inflight",
+        "port",
+        "requests",
+        "version",
+    )
 
     def __init__(self, route: ReplicaRoute) -> None:
         self.id = route.id

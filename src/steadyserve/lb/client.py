@@ -229,8 +229,8 @@ class ClientConnection(asyncio.Protocol):
         # HEAD: httptools would wait for the body the head announces; rebuild instead.
         ex.passthrough_ok = keep_alive and not http10 and not head_request
         chunked = self._chunked_te
-        ex.idempotent = chunked is None and self._content_length == 0 and (
-            method in IDEMPOTENT_METHODS
+        ex.idempotent = (
+            chunked is None and self._content_length == 0 and (method in IDEMPOTENT_METHODS)
         )
         lines = self._lines
         if self._conn_tokens:
@@ -400,4 +400,3 @@ class ClientConnection(asyncio.Protocol):
             self.closing = True
             if self.transport is not None:
                 self.transport.close()
-

@@ -32,9 +32,7 @@ class _Collector:
         self.done = True
 
 
-async def _exchange(
-    host: str, port: int, request: bytes, max_bytes: int
-) -> tuple[int, bytes]:
+async def _exchange(host: str, port: int, request: bytes, max_bytes: int) -> tuple[int, bytes]:
     reader, writer = await asyncio.open_connection(host, port)
     try:
         writer.write(request)

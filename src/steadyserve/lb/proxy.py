@@ -202,7 +202,11 @@ class Proxy:
         except (OSError, asyncio.TimeoutError) as exc:
             log.warning(
                 "replica %d (%s:%d) refused a connection: %r; ejected for %.1fs",
-                replica.id, replica.host, replica.port, exc, self.balancer.eject_seconds,
+                replica.id,
+                replica.host,
+                replica.port,
+                exc,
+                self.balancer.eject_seconds,
             )
             self.balancer.eject(replica)
             if ex.replica is replica and ex.state == CONNECTING:

@@ -210,7 +210,8 @@ class UpstreamConnection(asyncio.Protocol):
         if self.complete:
             self._begin()
         transport = self.transport
-        assert transport is not None
+        if transport is None:
+            raise RuntimeError("start() before connection_made()")
         if body:
             transport.writelines([head, *body])
         else:
