@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,6 +31,10 @@ class LoadBalancerProcess:
         self.port = port
         self.handle: LocalProcess | None = None
         self._last_start = 0.0
+        # The endpoint's listening socket, shared with the LB process: while a
+        # crashed LB restarts, new connections wait in its backlog instead of
+        # being refused.
+        self.listener: socket.socket | None = None
 
     @property
     def running(self) -> bool:
@@ -43,6 +48,25 @@ class LoadBalancerProcess:
 
     def detach(self) -> None:
         self.handle = None
+        self._close_listener()
+
+    def _close_listener(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+
+    def _listen(self) -> socket.socket:
+        if self.listener is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", self.port))
+                sock.listen(4096)
+            except OSError:
+                sock.close()
+                raise
+            self.listener = sock
+        return self.listener
 
     def supervise(self, store: Store, row: ServiceRow) -> None:
         """Start the LB if it is not running (first start, or it died)."""
@@ -51,6 +75,18 @@ class LoadBalancerProcess:
         if time.monotonic() - self._last_start < RESTART_BACKOFF_S:
             return
         code = self.handle.exit_code() if self.handle is not None else None
+        try:
+            listener = self._listen()
+        except OSError as exc:
+            store.add_event(
+                self.service,
+                None,
+                None,
+                "LB_PORT_BUSY",
+                f"cannot listen on port {self.port}: {exc.strerror}; retrying",
+            )
+            self._last_start = time.monotonic()
+            return
         if self.handle is not None:
             store.add_event(
                 self.service,
@@ -59,7 +95,7 @@ class LoadBalancerProcess:
                 "LB_RESTARTING",
                 f"load balancer exited with code {code}; restarting on port {self.port}",
             )
-        self.start()
+        self.start(listener)
         assert self.handle is not None
         store.update_service(
             self.service, lb_pid=self.handle.pid, lb_create_time=self.handle.create_time
@@ -67,7 +103,7 @@ class LoadBalancerProcess:
         row.lb_pid = self.handle.pid
         row.lb_create_time = self.handle.create_time
 
-    def start(self) -> None:
+    def start(self, listener: socket.socket) -> None:
         self._last_start = time.monotonic()
         log_path = self.home.lb_log(self.service)
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +121,10 @@ class LoadBalancerProcess:
                     str(self.port),
                     "--home",
                     str(self.home.root),
+                    "--listen-fd",
+                    str(listener.fileno()),
                 ],
+                pass_fds=(listener.fileno(),),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -101,6 +140,7 @@ class LoadBalancerProcess:
     async def stop(self) -> None:
         handle = self.handle
         if handle is None or handle.pid is None:
+            self._close_listener()
             return
         if handle.exit_code() is None:
             os.kill(handle.pid, signal.SIGTERM)
@@ -114,3 +154,4 @@ class LoadBalancerProcess:
                     break
                 await asyncio.sleep(0.02)
         self.handle = None
+        self._close_listener()

@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-header-bytes", type=_positive_int, default=65536)
     p.add_argument("--max-body-bytes", type=_positive_int, default=104857600)
     p.add_argument("--report-interval", type=_interval, default=0.5)
+    p.add_argument(
+        "--listen-fd",
+        type=int,
+        default=None,
+        help="serve on this inherited, already listening socket instead of binding",
+    )
     return p
 
 
@@ -97,6 +103,7 @@ def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
         max_header_bytes=args.max_header_bytes,
         max_body_bytes=args.max_body_bytes,
         report_interval=args.report_interval,
+        listen_fd=args.listen_fd,
     )
     if config.static_routes is not None:
         try:

@@ -9,6 +9,7 @@ client library would cost the load balancer more memory than its data path.
 from __future__ import annotations
 
 import asyncio
+import os
 from urllib.parse import urlsplit
 
 import httptools
@@ -69,6 +70,9 @@ async def request(
         target += "?" + parts.query
     host_header = parts.netloc
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host_header}", "Connection: close"]
+    token = os.environ.get("STEADY_TOKEN")
+    if token:  # the controller then refuses any call without it
+        lines.append(f"Authorization: Bearer {token}")
     if body is not None:
         lines.append("Content-Type: application/json")
         lines.append(f"Content-Length: {len(body)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ log = logging.getLogger("steadyserve.lb")
 
 DRAIN_SECONDS = 10.0
 SWEEP_SECONDS = 1.0
+FIRST_TABLE_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class LBConfig:
     report_interval: float = 0.5
     poll_wait: float = 25.0
     drain_seconds: float = DRAIN_SECONDS
+    listen_fd: int | None = None
 
 
 class LoadBalancer:
@@ -61,8 +64,9 @@ class LoadBalancer:
             max_body_bytes=config.max_body_bytes,
         )
         self.home = Home.from_env(config.home)
+        self._first_table = asyncio.Event()
         self.route_client = RouteClient(
-            self.home, config.service, self.proxy.apply_table, wait_s=config.poll_wait
+            self.home, config.service, self._apply_table, wait_s=config.poll_wait
         )
         self.reporter = LoadReporter(
             self.home, config.service, self.balancer.snapshot, config.report_interval
@@ -71,22 +75,39 @@ class LoadBalancer:
         self.port = config.port  # the bound port once started (useful with port 0)
         self._tasks: list[asyncio.Task[None]] = []
 
+    def _apply_table(self, table: RouteTable) -> None:
+        self.proxy.apply_table(table)
+        self._first_table.set()
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: ClientConnection(self.proxy),
-            self.config.host,
-            self.config.port,
-            reuse_address=True,
-            backlog=4096,
-        )
+        if self.config.static_routes is None:
+            self._tasks.append(loop.create_task(self.route_client.run()))
+            self._tasks.append(loop.create_task(self.reporter.run()))
+            if self.config.listen_fd is not None:
+                # A restarted LB would answer 503 until its first table: let clients
+                # wait in the shared socket's backlog for it instead (bounded).
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._first_table.wait(), FIRST_TABLE_WAIT_S)
+        if self.config.listen_fd is not None:
+            # A socket the controller bound and keeps open too: connections that
+            # arrive while this process restarts wait in its backlog, not refused.
+            sock = socket.socket(fileno=self.config.listen_fd)
+            self._server = await loop.create_server(
+                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096
+            )
+        else:
+            self._server = await loop.create_server(
+                lambda: ClientConnection(self.proxy),
+                self.config.host,
+                self.config.port,
+                reuse_address=True,
+                backlog=4096,
+            )
         # uvloop's Server has .sockets like asyncio's; typeshed only knows AbstractServer.
         sockets = getattr(self._server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
         self._tasks.append(loop.create_task(self._sweep()))
-        if self.config.static_routes is None:
-            self._tasks.append(loop.create_task(self.route_client.run()))
-            self._tasks.append(loop.create_task(self.reporter.run()))
 
     async def _sweep(self) -> None:
         while True:
