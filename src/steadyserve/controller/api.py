@@ -11,6 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import psutil
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
@@ -73,6 +74,21 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
     @routes.get("/api/v1/health")
     async def health(request: web.Request) -> web.Response:
         return web.json_response(controller.info())
+
+    @routes.get("/api/v1/metrics")
+    async def metrics(request: web.Request) -> web.Response:
+        """Reconcile tick times and memory: what the controller-scale benchmark reads."""
+        services = {}
+        for name, runtime in controller.services.items():
+            ticks = sorted(runtime.tick_seconds)
+            services[name] = {
+                "replicas": len(runtime.replicas),
+                "ticks": len(ticks),
+                "tick_p50_ms": ticks[len(ticks) // 2] * 1000 if ticks else None,
+                "tick_max_ms": ticks[-1] * 1000 if ticks else None,
+            }
+        rss = psutil.Process().memory_info().rss
+        return web.json_response({"rss_mb": rss / 2**20, "services": services})
 
     @routes.post("/api/v1/shutdown")
     async def shutdown(request: web.Request) -> web.Response:

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -84,6 +85,8 @@ class ServiceRuntime:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._update_tasks: set[asyncio.Task[None]] = set()
+        # Recent reconcile tick durations, for /api/v1/metrics and the benchmarks.
+        self.tick_seconds: deque[float] = deque(maxlen=200)
         self._stopping = False
         self.plan = Plan()
         latest = store.latest_update(self.name)
@@ -197,7 +200,9 @@ class ServiceRuntime:
     async def _loop(self) -> None:
         while True:
             try:
+                started = time.perf_counter()
                 self.tick()
+                self.tick_seconds.append(time.perf_counter() - started)
             except Exception:  # a bug in one tick must not kill the service's supervision
                 log.exception("reconcile tick of %s failed", self.name)
             with contextlib.suppress(asyncio.TimeoutError):
