@@ -6,6 +6,7 @@ requests it sent and how many failed; the contract is zero failed.
 
 from __future__ import annotations
 
+import http.client
 import json
 import textwrap
 import time
@@ -152,6 +153,14 @@ def test_user_config_is_delivered_in_place(steady: Steady, tmp_path: Path) -> No
     assert {m for t, m in messages(client) if t > marker} == {"german"}
     after = steady.service("web")
     assert pids(after) == before and after["version"] == 2
+
+    # The reconfigure path is a control endpoint: clients cannot reach it.
+    for path in ("/-/reconfigure", "/-/%72econfigure", "//-/reconfigure?x=1"):
+        conn = http.client.HTTPConnection("127.0.0.1", port_of(after), timeout=5)
+        conn.request("POST", path, body=b'{"message": "hijacked"}')
+        assert conn.getresponse().status == 404, path
+        conn.close()
+    assert json.loads(http_get(port_of(after))[1])["message"] == "german"
 
     # A config the replicas refuse fails the update and the old one stays.
     bad = write(tmp_path, spec_text(user_config="{message: 42}"), "bad.yaml")

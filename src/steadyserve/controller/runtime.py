@@ -503,6 +503,7 @@ class ServiceRuntime:
                 "max_ongoing_requests": svc.max_ongoing_requests,
                 "max_queued_requests": svc.max_queued_requests,
                 "replicas": replicas,
+                "blocked_paths": [svc.reconfigure_path] if svc.reconfigure_path else [],
             }
         )
 

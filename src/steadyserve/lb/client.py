@@ -18,6 +18,7 @@ import logging
 import socket
 from collections import deque
 from typing import cast
+from urllib.parse import unquote_to_bytes
 
 import httptools
 
@@ -221,6 +222,8 @@ class ClientConnection(asyncio.Protocol):
             raise RequestRejected(501, "protocol upgrades are not supported by the load balancer")
         if self._content_length > self.proxy.max_body_bytes:
             raise RequestRejected(413, "request body too large")
+        if self.proxy.blocked_paths and blocked(self._url, self.proxy.blocked_paths):
+            raise RequestRejected(404, "not found")
         keep_alive = parser.should_keep_alive()
         http10 = parser.get_http_version() == "1.0"
         ex.keep_alive = keep_alive
@@ -400,3 +403,12 @@ class ClientConnection(asyncio.Protocol):
             self.closing = True
             if self.transport is not None:
                 self.transport.close()
+
+
+def blocked(url: bytes, paths: frozenset[bytes]) -> bool:
+    """Is the request for a control path? Decoded and with duplicate slashes folded,
+    so ``/-/%72econfigure`` or ``//-/reconfigure`` do not slip through."""
+    path = unquote_to_bytes(url.split(b"?", 1)[0].split(b"#", 1)[0])
+    while b"//" in path:
+        path = path.replace(b"//", b"/")
+    return path.rstrip(b"/") in paths or path in paths

@@ -108,6 +108,7 @@ class Proxy:
         self.max_body_bytes = max_body_bytes
         self.connect_timeout = connect_timeout
         self.waiting: deque[Exchange] = deque()
+        self.blocked_paths: frozenset[bytes] = frozenset()
         self.clients: set[ClientConnection] = set()
         self.draining = False
         self._waking = False
@@ -120,6 +121,7 @@ class Proxy:
     def apply_table(self, table: RouteTable) -> None:
         """Switch routes; queued requests may now fit (or have nowhere left to go)."""
         self.balancer.apply(table)
+        self.blocked_paths = table.blocked_paths
         log.info(
             "routes %s: %s",
             table.key,

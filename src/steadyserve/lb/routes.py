@@ -51,6 +51,9 @@ class RouteTable:
     max_ongoing_requests: int
     max_queued_requests: int
     replicas: tuple[ReplicaRoute, ...]
+    # Paths the LB refuses (404): a command replica's reconfigure_path is a control
+    # endpoint on the user port, and clients must never reach it.
+    blocked_paths: frozenset[bytes] = frozenset()
 
     @property
     def key(self) -> str:
@@ -82,7 +85,18 @@ class RouteTable:
                     port=_int_field(item, "port", f"replicas[{i}]."),
                 )
             )
-        return cls(epoch, version, policy, max_ongoing, max_queued, tuple(replicas))
+        blocked = data.get("blocked_paths") or []
+        if not isinstance(blocked, list) or not all(isinstance(p, str) for p in blocked):
+            raise ValueError("route table: blocked_paths must be a list of paths")
+        return cls(
+            epoch,
+            version,
+            policy,
+            max_ongoing,
+            max_queued,
+            tuple(replicas),
+            frozenset(p.encode() for p in blocked),
+        )
 
     @classmethod
     def static(
