@@ -32,3 +32,12 @@ def steady() -> Iterator[Steady]:
             for proc in left:
                 proc.kill()
             assert not left, f"orphan processes left behind: {[p.cmdline() for p in left]}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.helpers.figures import FIGURES
+
+    if FIGURES:
+        terminalreporter.section("SteadyServe figures (requests sent / failed, faults)")
+        for line in FIGURES:
+            terminalreporter.write_line(line)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.test_updates import port_of, spec_text, write
+from tests.helpers.figures import report
 from tests.helpers.steady import LoadClient, Steady, processes_of_home
 
 SEED = int(os.environ.get("STEADY_CHAOS_SEED", "20261129"))
@@ -62,10 +63,10 @@ def test_controller_killed_during_updates(steady: Steady, tmp_path: Path) -> Non
             # The controller, the load balancer and one process per replica.
             assert len(procs) == TARGET + 2, [p.cmdline() for p in procs]
     client.stop()
-    print(
+    report(
         f"\nchaos seed={SEED} rounds={ROUNDS} faults injected={faults} "
         f"requests sent={client.sent} failed={client.failed} outcomes={outcomes}"
     )
-    print("  ", client.summary())
+    report(f"   {client.summary()}")
     assert client.sent > 100
     assert client.failed == 0, client.summary()

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
 
 SERVER = EXAMPLES / "http_server"
@@ -136,9 +137,9 @@ def test_sigkill_replica_under_load_costs_no_get(steady: Steady, tmp_path: Path)
         client.stop()
     sent = sum(c.sent for c in clients)
     failed = sum(c.failed for c in clients)
-    print(f"\nSIGKILL under load: requests sent={sent} failed={failed}")
+    report(f"SIGKILL under load: requests sent={sent} failed={failed}")
     for c in clients:
-        print("  ", c.summary())
+        report(f"   {c.summary()}")
     assert sent > 100
     assert failed == 0
     ids = {r["id"]: r["status"] for r in replaced["replicas"]}
@@ -179,7 +180,7 @@ def test_controller_crash_keeps_traffic_and_readopts(steady: Steady, tmp_path: P
     time.sleep(1.0)
     after = steady.wait_for("web", lambda s: s["ready_replicas"] == 2, what="re-adopted")
     client.stop()
-    print(f"\ncontroller SIGKILL: {client.summary()}")
+    report(f"controller SIGKILL: {client.summary()}")
     assert client.failed == 0 and client.sent > 50
     assert sorted(r["pid"] for r in after["replicas"]) == pids
     new_info = json.loads(steady.run("controller", "status", "--json").stdout)

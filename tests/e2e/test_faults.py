@@ -17,6 +17,7 @@ import pytest
 
 from steadyserve.state import Store
 from tests.e2e.test_updates import port_of, spec_text, write
+from tests.helpers.figures import report
 from tests.helpers.steady import LoadClient, Steady, http_get
 
 APPS = Path(__file__).parent / "apps"
@@ -43,9 +44,9 @@ def test_load_balancer_crash_is_restarted_on_the_same_port(steady: Steady, tmp_p
     for c in clients:
         c.stop()
     failed = sum(c.failed for c in clients)
-    print(f"\nLB SIGKILL: faults=1 sent={sum(c.sent for c in clients)} failed={failed}")
+    report(f"LB SIGKILL: faults=1 sent={sum(c.sent for c in clients)} failed={failed}")
     for c in clients:
-        print("  ", c.summary())
+        report(f"   {c.summary()}")
     assert port_of(restarted) == port
     assert http_get(port)[0] == 200
     # Each client loses at most the request in flight on its open connection: new
@@ -165,4 +166,4 @@ def test_sqlite_survives_controller_sigkill_mid_write(steady: Steady, tmp_path: 
         assert svc["version"] == versions[-1]
     finally:
         store.close()
-    print(f"\nSQLite under SIGKILL: updates made={made[0]} versions={len(versions)} integrity=ok")
+    report(f"SQLite under SIGKILL: updates made={made[0]} versions={len(versions)} integrity=ok")

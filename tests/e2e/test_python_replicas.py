@@ -9,6 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
+from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
 
 APPS = Path(__file__).parent / "apps"
@@ -44,7 +45,7 @@ def test_user_config_change_in_place_under_load(steady: Steady, tmp_path: Path) 
     marker = time.time()
     time.sleep(0.5)
     client.stop()
-    print(f"\nuser_config in place (Python replicas): {client.summary()}")
+    report(f"user_config in place (Python replicas): {client.summary()}")
     assert client.failed == 0 and client.sent > 50
     languages = [json.loads(b)["language"] for t, b in client.bodies if t > marker]
     assert set(languages) == {"german"}
@@ -54,9 +55,7 @@ def test_user_config_change_in_place_under_load(steady: Steady, tmp_path: Path) 
     assert steady.service("summarizer")["version"] == 1  # unchanged services stay put
 
 
-def test_broken_init_fails_the_update_and_old_keeps_serving(
-    steady: Steady, tmp_path: Path
-) -> None:
+def test_broken_init_fails_the_update_and_old_keeps_serving(steady: Steady, tmp_path: Path) -> None:
     def spec(import_path: str) -> str:
         return (
             f"name: py\nimport_path: {import_path}\nworkdir: {APPS}\n"
@@ -75,7 +74,7 @@ def test_broken_init_fails_the_update_and_old_keeps_serving(
     assert proc.returncode == 1 and "FAILED" in proc.stderr
     time.sleep(0.3)
     client.stop()
-    print(f"\nbroken __init__ update: {client.summary()}")
+    report(f"broken __init__ update: {client.summary()}")
     assert client.failed == 0 and client.sent > 20
     svc = steady.service("py")
     assert svc["version"] == 1 and svc["status"] == "READY"

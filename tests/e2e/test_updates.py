@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
 
 SERVER = EXAMPLES / "http_server"
@@ -86,7 +87,7 @@ def start(steady: Steady, tmp: Path, **kw: Any) -> tuple[dict[str, Any], LoadCli
 def finish(client: LoadClient, label: str) -> None:
     time.sleep(0.3)
     client.stop()
-    print(f"\n{label}: {client.summary()}")
+    report(f"{label}: {client.summary()}")
     assert client.sent > 50, "the load client barely ran"
     assert client.failed == 0, client.summary()
 

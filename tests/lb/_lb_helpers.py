@@ -227,8 +227,18 @@ class LBProcess:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "steadyserve.lb", "--service", service, "--port", "0",
-             "--home", str(home), *args],
+            [
+                sys.executable,
+                "-m",
+                "steadyserve.lb",
+                "--service",
+                service,
+                "--port",
+                "0",
+                "--home",
+                str(home),
+                *args,
+            ],
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=env,

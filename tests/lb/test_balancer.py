@@ -16,10 +16,15 @@ class FakeConn:
         self.closed = True
 
 
-def table(*ids: int, version: int = 1, policy: str = "least_load", max_ongoing: int = 2
-          ) -> RouteTable:
+def table(
+    *ids: int, version: int = 1, policy: str = "least_load", max_ongoing: int = 2
+) -> RouteTable:
     return RouteTable(
-        "e", version, policy, max_ongoing, -1,
+        "e",
+        version,
+        policy,
+        max_ongoing,
+        -1,
         tuple(ReplicaRoute(i, 1, "127.0.0.1", 9000 + i) for i in ids),
     )
 
@@ -54,8 +59,12 @@ def test_leaving_replica_keeps_inflight_and_loses_idle_connections() -> None:
     assert [r.id for r in b.replicas] == [2]
     assert b.snapshot()["inflight"] == {"1": 1, "2": 0}
     b.release(r1)
-    assert b.snapshot() == {"table": "e:2", "inflight": {"2": 0}, "requests": {"2": 0},
-                            "errors": {"2": 0}}
+    assert b.snapshot() == {
+        "table": "e:2",
+        "inflight": {"2": 0},
+        "requests": {"2": 0},
+        "errors": {"2": 0},
+    }
 
 
 def test_table_sets_policy_and_limits() -> None:

@@ -33,8 +33,13 @@ def eligible(rs: list[R], limit: int, exclude: set[int]) -> list[R]:
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
-@given(ls=loads, limit=limits, exclude=st.sets(st.integers(1, 8)), calls=st.integers(1, 5),
-       seed=st.integers(0, 2**32))
+@given(
+    ls=loads,
+    limit=limits,
+    exclude=st.sets(st.integers(1, 8)),
+    calls=st.integers(1, 5),
+    seed=st.integers(0, 2**32),
+)
 def test_never_picks_excluded_or_full_and_none_only_when_none_eligible(
     name: str, ls: list[int], limit: int, exclude: set[int], calls: int, seed: int
 ) -> None:

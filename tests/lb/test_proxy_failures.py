@@ -38,12 +38,14 @@ def test_no_replica_in_table_is_503_at_once(tmp_path: Path) -> None:
 
 def test_refused_connection_is_retried_elsewhere_and_replica_ejected(tmp_path: Path) -> None:
     dead = free_port()
-    with Upstream("good") as good, LBProcess(
-        tmp_path, "--static-routes", f"127.0.0.1:{dead},{good.address}"
-    ) as lb:
+    with (
+        Upstream("good") as good,
+        LBProcess(tmp_path, "--static-routes", f"127.0.0.1:{dead},{good.address}") as lb,
+    ):
         for method in ("GET", "POST", "GET", "POST", "GET", "GET"):
-            status, _, body = request(lb.port, method, "/echo", body=b"x" if method == "POST"
-                                      else None)
+            status, _, body = request(
+                lb.port, method, "/echo", body=b"x" if method == "POST" else None
+            )
             assert status == 200, body
         assert len(good.requests) == 6
         # Ejected after its first refusal: the sequential requests above (well
@@ -52,9 +54,11 @@ def test_refused_connection_is_retried_elsewhere_and_replica_ejected(tmp_path: P
 
 
 def test_sent_idempotent_request_is_retried_when_replica_dies(tmp_path: Path) -> None:
-    with Upstream("dying", die=True) as dying, Upstream("good") as good, LBProcess(
-        tmp_path, "--static-routes", f"{dying.address},{good.address}"
-    ) as lb:
+    with (
+        Upstream("dying", die=True) as dying,
+        Upstream("good") as good,
+        LBProcess(tmp_path, "--static-routes", f"{dying.address},{good.address}") as lb,
+    ):
         for method in ("GET", "HEAD", "OPTIONS", "GET"):
             status, _, _ = request(lb.port, method, "/echo")
             assert status == 200
@@ -79,9 +83,10 @@ def test_response_broken_mid_body_closes_the_client_connection(shared_lb: LBProc
 
 
 def test_replica_error_before_response_is_502_for_post(tmp_path: Path) -> None:
-    with Upstream("dying", die=True) as dying, LBProcess(
-        tmp_path, "--static-routes", dying.address
-    ) as lb:
+    with (
+        Upstream("dying", die=True) as dying,
+        LBProcess(tmp_path, "--static-routes", dying.address) as lb,
+    ):
         status, _, body = request(lb.port, "POST", "/x", body=b"data")
         assert status == 502
         assert b"failed" in body
@@ -90,9 +95,12 @@ def test_replica_error_before_response_is_502_for_post(tmp_path: Path) -> None:
 
 
 def test_full_replicas_queue_fifo_then_503(tmp_path: Path) -> None:
-    with Upstream("slow") as up, LBProcess(
-        tmp_path, "--static-routes", up.address, "--max-ongoing", "1", "--max-queued", "1"
-    ) as lb:
+    with (
+        Upstream("slow") as up,
+        LBProcess(
+            tmp_path, "--static-routes", up.address, "--max-ongoing", "1", "--max-queued", "1"
+        ) as lb,
+    ):
         results: dict[str, int] = {}
 
         def call(name: str) -> None:
@@ -115,10 +123,18 @@ def test_full_replicas_queue_fifo_then_503(tmp_path: Path) -> None:
 
 
 def test_limits_431_413_400(tmp_path: Path) -> None:
-    with Upstream() as up, LBProcess(
-        tmp_path, "--static-routes", up.address,
-        "--max-header-bytes", "2048", "--max-body-bytes", "1000",
-    ) as lb:
+    with (
+        Upstream() as up,
+        LBProcess(
+            tmp_path,
+            "--static-routes",
+            up.address,
+            "--max-header-bytes",
+            "2048",
+            "--max-body-bytes",
+            "1000",
+        ) as lb,
+    ):
         big = "v" * 4000
         data = raw_exchange(lb.port, f"GET / HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n".encode())
         assert data.startswith(b"HTTP/1.1 431")
@@ -146,9 +162,11 @@ def test_limits_431_413_400(tmp_path: Path) -> None:
 
 
 def test_client_disconnects_close_the_replica_connection_and_free_slots(tmp_path: Path) -> None:
-    with upstreams(1) as (up,), FakeController(tmp_path) as ctl, LBProcess(
-        tmp_path, "--report-interval", "0.1"
-    ) as lb:
+    with (
+        upstreams(1) as (up,),
+        FakeController(tmp_path) as ctl,
+        LBProcess(tmp_path, "--report-interval", "0.1") as lb,
+    ):
         ctl.set_table([(7, up.port)])
         wait_for(lambda: ctl.polls.count(f"{ctl.epoch}:{ctl.version}") >= 1, what="table acked")
         # Mid-response: the client leaves an SSE stream after its first event.
@@ -159,8 +177,10 @@ def test_client_disconnects_close_the_replica_connection_and_free_slots(tmp_path
                 piece = s.recv(4096)
                 assert piece
                 received += piece
-            wait_for(lambda: bool(ctl.reports) and ctl.reports[-1]["inflight"].get("7") == 1,
-                     what="in-flight 1 reported")
+            wait_for(
+                lambda: bool(ctl.reports) and ctl.reports[-1]["inflight"].get("7") == 1,
+                what="in-flight 1 reported",
+            )
         # Mid-request: a body that never finishes.
         with socket.create_connection(("127.0.0.1", lb.port), timeout=10) as s:
             s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
@@ -213,8 +233,9 @@ def test_replica_sigkilled_under_get_load_costs_no_failed_get(tmp_path: Path) ->
     try:
         for r in replicas:
             assert r.stdout is not None and b"listening" in r.stdout.readline()
-        with LBProcess(tmp_path, "--static-routes", ",".join(f"127.0.0.1:{p}" for p in ports)) \
-                as lb:
+        with LBProcess(
+            tmp_path, "--static-routes", ",".join(f"127.0.0.1:{p}" for p in ports)
+        ) as lb:
             done = [0]
             failures: list[str] = []
             lock = threading.Lock()

@@ -93,8 +93,9 @@ def test_large_response_streams_through(shared_lb: LBProcess) -> None:
     assert len(body) == n
 
 
-def test_keep_alive_on_both_sides(two_upstreams: tuple[Upstream, Upstream],
-                                  shared_lb: LBProcess) -> None:
+def test_keep_alive_on_both_sides(
+    two_upstreams: tuple[Upstream, Upstream], shared_lb: LBProcess
+) -> None:
     before = sum(u.connections for u in two_upstreams)
     conn = http.client.HTTPConnection("127.0.0.1", shared_lb.port, timeout=10)
     try:
@@ -155,8 +156,7 @@ def test_head_response_has_no_body_and_connection_stays_usable(shared_lb: LBProc
 def test_expect_100_continue_is_forwarded(shared_lb: LBProcess) -> None:
     with socket.create_connection(("127.0.0.1", shared_lb.port), timeout=10) as s:
         s.sendall(
-            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-            b"Expect: 100-continue\r\n\r\n"
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
         )
         interim = b""
         while b"\r\n\r\n" not in interim:
@@ -173,8 +173,14 @@ def test_expect_100_continue_is_forwarded(shared_lb: LBProcess) -> None:
 
 def test_hop_by_hop_headers_dropped_and_forwarded_for_added(shared_lb: LBProcess) -> None:
     echo = _echo(
-        shared_lb.port, "GET", **{"Connection": "keep-alive, X-Private", "X-Private": "secret",
-                                  "Keep-Alive": "timeout=5", "X-Custom": "kept"},
+        shared_lb.port,
+        "GET",
+        **{
+            "Connection": "keep-alive, X-Private",
+            "X-Private": "secret",
+            "Keep-Alive": "timeout=5",
+            "X-Custom": "kept",
+        },
     )
     headers = echo["headers"]
     assert isinstance(headers, dict)
@@ -262,10 +268,14 @@ def test_request_body_is_streamed_before_it_is_complete(tmp_path: Path) -> None:
     thread = threading.Thread(target=replica, daemon=True)
     thread.start()
     try:
-        with LBProcess(tmp_path, "--static-routes", f"127.0.0.1:{port}") as lb, \
-                socket.create_connection(("127.0.0.1", lb.port), timeout=10) as s:
-            s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                      b"a\r\nfirst-part\r\n")
+        with (
+            LBProcess(tmp_path, "--static-routes", f"127.0.0.1:{port}") as lb,
+            socket.create_connection(("127.0.0.1", lb.port), timeout=10) as s,
+        ):
+            s.sendall(
+                b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"a\r\nfirst-part\r\n"
+            )
             assert first_part_seen.wait(10), "the body was held back"
             s.sendall(b"b\r\nsecond-part\r\n0\r\n\r\n")
             resp = http.client.HTTPResponse(s)
@@ -278,9 +288,22 @@ def test_request_body_is_streamed_before_it_is_complete(tmp_path: Path) -> None:
 
 def test_bad_arguments_exit_2_with_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "steadyserve.lb", "--service", "s", "--port", "0",
-         "--home", str(tmp_path), "--static-routes", "nonsense"],
-        capture_output=True, text=True, timeout=30,
+        [
+            sys.executable,
+            "-m",
+            "steadyserve.lb",
+            "--service",
+            "s",
+            "--port",
+            "0",
+            "--home",
+            str(tmp_path),
+            "--static-routes",
+            "nonsense",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert proc.returncode == 2
     assert "--static-routes" in proc.stderr and "Traceback" not in proc.stderr

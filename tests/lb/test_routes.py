@@ -28,7 +28,9 @@ def test_table_from_json() -> None:
     assert table.key == "abc:3"
     assert table.replicas == (ReplicaRoute(4, 2, "127.0.0.1", 9001),)
     assert (table.policy, table.max_ongoing_requests, table.max_queued_requests) == (
-        "round_robin", 5, 10,
+        "round_robin",
+        5,
+        10,
     )
 
 
@@ -122,8 +124,7 @@ def test_route_client_survives_failures_and_follows_a_restarted_controller(
 
 def test_reporter_posts_counts(tmp_path: Path) -> None:
     with FakeController(tmp_path) as ctl:
-        snapshot = {"table": "e1:1", "inflight": {"1": 2}, "requests": {"1": 9},
-                    "errors": {"1": 1}}
+        snapshot = {"table": "e1:1", "inflight": {"1": 2}, "requests": {"1": 9}, "errors": {"1": 1}}
         reporter = LoadReporter(Home(tmp_path), "svc", lambda: snapshot, interval=0.05)
         assert asyncio.run(reporter.report_once())
         report = ctl.reports[-1]
@@ -137,9 +138,11 @@ def test_reporter_posts_counts(tmp_path: Path) -> None:
 
 
 def test_lb_follows_the_controller(tmp_path: Path) -> None:
-    with upstreams(2) as (a, b), FakeController(tmp_path) as ctl, LBProcess(
-        tmp_path, "--report-interval", "0.1"
-    ) as lb:
+    with (
+        upstreams(2) as (a, b),
+        FakeController(tmp_path) as ctl,
+        LBProcess(tmp_path, "--report-interval", "0.1") as lb,
+    ):
         key = ctl.set_table([(1, a.port)])
         wait_for(lambda: key in ctl.polls, what="table 1 acknowledged")
         assert request(lb.port, "GET", "/echo")[0] == 200
@@ -155,8 +158,12 @@ def test_lb_follows_the_controller(tmp_path: Path) -> None:
         for _ in range(4):
             assert request(lb.port, "GET", "/echo")[0] == 200
         assert len(a.requests) == 2 and len(b.requests) == 4
-        wait_for(lambda: ctl.reports[-1]["table"] == key and
-                 ctl.reports[-1]["inflight"] == {"1": 1, "2": 0}, what="report with leaver")
+        wait_for(
+            lambda: (
+                ctl.reports[-1]["table"] == key and ctl.reports[-1]["inflight"] == {"1": 1, "2": 0}
+            ),
+            what="report with leaver",
+        )
         a.gate.set()
         t.join(10)
         assert result == [200]
