@@ -234,3 +234,43 @@ def test_deploy_twice_changes_nothing_then_rollback(steady: Steady, tmp_path: Pa
     steady.run("deploy", str(write(tmp_path, only_beta, "beta.yaml")))
     assert [s["name"] for s in steady.status()["services"]] == ["beta"]
     assert not any(p.is_running() for p in alpha_procs)
+
+
+def test_scale_down_drains_in_flight_requests(steady: Steady, tmp_path: Path) -> None:
+    text = spec_text().replace("graceful_shutdown_timeout_s: 3", "graceful_shutdown_timeout_s: 15")
+    steady.run("up", str(write(tmp_path, text, "v1.yaml")), "--wait")
+    port = port_of(steady.service("web"))
+    gate = tmp_path / "gate"
+    # One held stream per replica (least-load sends the second to the idle one).
+    streams = []
+    for _ in range(2):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", f"/stream?n=3&interval=0.01&gate={gate}")
+        resp = conn.getresponse()
+        resp.fp.readline()
+        streams.append((conn, resp, resp.fp.readline()))
+    assert {line.split()[-1] for _, _, line in streams} == {b"replica-1", b"replica-2"}
+
+    smaller = text.replace("replicas: 2", "replicas: 1")
+    steady.run("update", "web", str(write(tmp_path, smaller, "v2.yaml")))
+    svc = steady.wait_for(
+        "web",
+        lambda s: any(r["status"] == "SHUTTING_DOWN" for r in s["replicas"]),
+        what="a replica draining",
+    )
+    time.sleep(1.0)  # draining waits for the held stream, well past the wait loop
+    svc = steady.service("web")
+    assert [r["status"] for r in svc["replicas"]].count("SHUTTING_DOWN") == 1
+    gate.touch()
+    for conn, resp, _ in streams:
+        rest = b""
+        while not rest.endswith(b"\r\n0\r\n\r\n"):  # raw chunked bytes to the last chunk
+            line = resp.fp.readline()
+            assert line, f"stream cut off after {rest!r}"
+            rest += line
+        assert rest.count(b"data: token-") == 2
+        conn.close()
+    svc = steady.wait_for("web", lambda s: len(s["replicas"]) == 1, what="drained and stopped")
+    assert svc["replicas"][0]["status"] == "READY"
+    events = steady.run("status", "web", "--events").stdout
+    assert "STOPPED" in events
