@@ -22,9 +22,10 @@ import aiohttp
 
 from steadyserve.backends.base import Backend, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.local import free_port
+from steadyserve.controller import rollout
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.probes import probe_ready
-from steadyserve.controller.reconfigure import post_user_config
+from steadyserve.controller.rollout import IN_PROGRESS, SUCCEEDED
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
 from steadyserve.planner import Plan, ReplicaView, plan_steady, plan_update, service_status
@@ -40,8 +41,6 @@ TICK_S = 0.2
 STARTING_PROBE_MIN_S = 0.1
 FAILED_PROBES_TO_REPLACE = 3
 CONTROL_HEALTH = "/-/healthz"
-CONTROL_RECONFIGURE = "/-/reconfigure"
-IN_PROGRESS, SUCCEEDED, FAILED, ROLLED_BACK = "IN_PROGRESS", "SUCCEEDED", "FAILED", "ROLLED_BACK"
 
 
 @dataclass
@@ -135,7 +134,7 @@ class ServiceRuntime:
             # The previous controller died mid-way: relabel what it had not, deliver again
             # (reconfigure is idempotent) and finish the update.
             old_spec = self._load_spec(self.update.from_version)
-            relabelled = self._relabel(self.update.from_version, self.row.version)
+            relabelled = rollout.relabel(self, self.update.from_version, self.row.version)
             relabelled += [
                 r
                 for r in self.replicas.values()
@@ -143,8 +142,11 @@ class ServiceRuntime:
                 and r.version == self.row.version
                 and r not in relabelled
             ]
-            self._spawn_update(
-                self._deliver_in_place(self.update, old_spec, self.update.from_version, relabelled)
+            rollout.spawn_update(
+                self,
+                rollout.deliver_in_place(
+                    self, self.update, old_spec, self.update.from_version, relabelled
+                ),
             )
         self._task = asyncio.create_task(self._loop(), name=f"reconcile-{self.name}")
 
@@ -225,9 +227,11 @@ class ServiceRuntime:
         self.lb.supervise(self.store, self.row)
         self._reap_exited()
         if self.updating:
-            failure = self._update_failure()
+            failure = rollout.update_failure(
+                self,
+            )
             if failure:
-                self._roll_back(failure)
+                rollout.roll_back(self, failure)
         plan = self._plan()
         self.plan = plan
         self._publish(plan.routable)
@@ -265,209 +269,14 @@ class ServiceRuntime:
             max_unavailable=svc.max_unavailable_count(target),
         )
         if step.done and self.updating:
-            self._finish_update(SUCCEEDED, f"version {version} serves with {target} replicas")
+            rollout.finish_update(
+                self, SUCCEEDED, f"version {version} serves with {target} replicas"
+            )
         return Plan(
             launch=0 if broken else step.launch,
             stop=step.drain,
             routable=step.routable,
         )
-
-    # updates -----------------------------------------------------------
-    def _update_failure(self) -> str | None:
-        """Why the update in flight has failed, or None while it may still succeed."""
-        assert self.update is not None
-        version = self.update.to_version
-        if version in self.broken_versions:
-            return f"version {version} failed before any replica was ready"
-        deadline = self.update.started_at + self.spec.service.update_deadline_s
-        if time.time() > deadline:
-            return f"not done within update_deadline_s={self.spec.service.update_deadline_s:g}"
-        limit = max(3, self.spec.service.target_replicas)
-        if self.update_failures >= limit:
-            return f"{self.update_failures} replicas of version {version} failed"
-        return None
-
-    def _finish_update(self, status: str, message: str) -> None:
-        assert self.update is not None
-        self.update.status = status
-        self.update.message = message
-        self.update.finished_at = time.time()
-        self.store.save_update(self.update)
-        self.store.add_event(self.name, None, IN_PROGRESS, f"UPDATE_{status}", message)
-        if status == SUCCEEDED:
-            if self.row.stable_version != self.row.version:
-                self.store.update_version(self.name, self.row.stable_version, outcome="retired")
-            self.row.stable_version = self.row.version
-            self.store.update_service(self.name, stable_version=self.row.version)
-            self.store.update_version(self.name, self.row.version, outcome="active")
-
-    def _roll_back(self, reason: str) -> None:
-        """Make the last good version the target again; new replicas drain by the planner."""
-        assert self.update is not None
-        failed_version = self.update.to_version
-        self.store.update_version(self.name, failed_version, outcome="failed")
-        self._finish_update(FAILED, f"{reason}; rolled back to version {self.update.from_version}")
-        self._set_version(self.update.from_version)
-
-    def _set_version(self, version: int) -> None:
-        self.row.version = version
-        self.spec = (
-            self._spec_for(version) if version in self._old_specs else self._load_spec(version)
-        )
-        self.store.update_service(self.name, version=version)
-        self.wake()
-
-    def begin_update(
-        self,
-        version: int,
-        spec: ServiceSpec,
-        mode: str,
-        in_place: bool,
-        message: str,
-        *,
-        rollback: bool = False,
-    ) -> UpdateRow:
-        """Start converging to ``version``: relabel in place, or launch by ``mode``."""
-        previous = self.update
-        old_version, old_spec = self.row.version, self.spec
-        self._old_specs[old_version] = old_spec
-        if (
-            in_place
-            and previous is not None
-            and previous.status == IN_PROGRESS
-            and previous.mode != "in_place"
-        ):
-            # A restart update is under way: its target takes the in-place change and it
-            # carries on in its own mode.
-            previous.to_version = version
-            previous.message = f"{previous.message}; then {message}"
-            self.store.save_update(previous)
-            update = previous
-        else:
-            if previous is not None and previous.status == IN_PROGRESS:
-                previous.status = ROLLED_BACK if rollback else FAILED
-                previous.message = f"superseded by version {version}"
-                previous.finished_at = time.time()
-                self.store.save_update(previous)
-                self.store.update_version(self.name, previous.to_version, outcome="superseded")
-            update = self.store.add_update(
-                UpdateRow(
-                    id=None,
-                    service=self.name,
-                    mode="in_place" if in_place else mode,
-                    from_version=self.row.stable_version if not in_place else old_version,
-                    to_version=version,
-                    status=IN_PROGRESS,
-                    message=message,
-                    started_at=time.time(),
-                )
-            )
-            self.update_failures = 0
-        self.update = update
-        self.store.add_event(self.name, None, None, "UPDATE_STARTED", f"{update.mode}: {message}")
-        self.row.version = version
-        self.spec = spec
-        self.store.update_service(self.name, version=version)
-        if in_place:
-            relabelled = self._relabel(old_version, version)
-            self._spawn_update(self._deliver_in_place(update, old_spec, old_version, relabelled))
-        self.wake()
-        return update
-
-    def _relabel(self, old_version: int, new_version: int) -> list[ReplicaRow]:
-        """In place: the running replicas of ``old_version`` now count as ``new_version``."""
-        moved = []
-        for replica in self.replicas.values():
-            if ReplicaStatus(replica.status).is_live and replica.version == old_version:
-                self.store.update_replica(self.name, replica.id, version=new_version)
-                self.store.add_event(
-                    self.name,
-                    replica.id,
-                    replica.status,
-                    replica.status,
-                    f"relabelled from version {old_version} to {new_version} (in place)",
-                )
-                replica.version = new_version
-                moved.append(replica)
-        self._publish(self._routable_now())
-        return moved
-
-    def _spawn_update(self, coro: object) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(coro)  # type: ignore[arg-type]
-        self._update_tasks.add(task)
-        task.add_done_callback(self._update_tasks.discard)
-
-    async def _deliver_in_place(
-        self,
-        update: UpdateRow,
-        old_spec: ServiceSpec,
-        old_version: int,
-        relabelled: list[ReplicaRow],
-    ) -> None:
-        """Hand the new user_config to every relabelled replica; any failure fails the update."""
-        failed: list[str] = []
-        if self.spec.service.user_config != old_spec.service.user_config:
-            results = await asyncio.gather(
-                *(
-                    self._deliver_user_config(r)
-                    for r in relabelled
-                    if r.status in (ReplicaStatus.READY.value, ReplicaStatus.NOT_READY.value)
-                )
-            )
-            failed = [why for ok, why in results if not ok]
-        if update is not self.update or update.status != IN_PROGRESS:
-            return
-        if failed:
-            self._revert_in_place(update, old_spec, old_version, failed[0])
-        elif update.mode == "in_place":
-            self._finish_update(SUCCEEDED, f"applied in place to {len(relabelled)} replicas")
-        self.wake()
-
-    def _revert_in_place(
-        self, update: UpdateRow, old_spec: ServiceSpec, back_to: int, why: str
-    ) -> None:
-        """A reconfigure failed: the update fails and the old config comes back, in place."""
-        self.store.update_version(self.name, update.to_version, outcome="failed")
-        self._finish_update(FAILED, f"{why}; reverted to version {back_to}")
-        self.spec = old_spec
-        self.row.version = back_to
-        self.store.update_service(self.name, version=back_to)
-        for replica in self.replicas.values():
-            if ReplicaStatus(replica.status).is_live and replica.version == update.to_version:
-                self.store.update_replica(self.name, replica.id, version=back_to)
-                replica.version = back_to
-                if replica.status == ReplicaStatus.READY.value:
-                    self._spawn(replica, self._redeliver(replica))
-
-    async def _redeliver(self, replica: ReplicaRow) -> None:
-        await self._deliver_user_config(replica)
-
-    async def _deliver_user_config(
-        self, replica: ReplicaRow, *, replace_on_refusal: bool = False
-    ) -> tuple[bool, str]:
-        """Hand user_config to one replica.
-
-        A replica that cannot be reached is replaced. One that answers a refusal
-        keeps its old config and keeps serving (the update fails instead), unless
-        it is a new replica that must not serve without the config.
-        """
-        spec = self._spec_for(replica.version)
-        if replica.control_port is not None:  # a Python replica: its runner's control port
-            port, path = replica.control_port, CONTROL_RECONFIGURE
-        elif spec.service.reconfigure_path is not None and replica.port is not None:
-            port, path = replica.port, spec.service.reconfigure_path
-        else:
-            return True, ""
-        ok, answered, why = await post_user_config(
-            self.probe_session, replica.ip, port, path, spec.service.user_config
-        )
-        if (
-            not ok
-            and (replace_on_refusal or not answered)
-            and ReplicaStatus(replica.status).is_live
-        ):
-            self._mark_failed(replica, ReplicaStatus.FAILED, why)
-        return ok, why
 
     def _update_status(self, plan: Plan) -> None:
         status = service_status(
@@ -654,7 +463,7 @@ class ServiceRuntime:
                 and replica.control_port is None
                 and spec.service.user_config is not None
             ):
-                ok, why = await self._deliver_user_config(replica, replace_on_refusal=True)
+                ok, why = await rollout.deliver_user_config(self, replica, replace_on_refusal=True)
                 if not ok:
                     self._judge_version(replica.version)
                     return

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.changes import classify
+from steadyserve.controller import rollout
 from steadyserve.controller.errors import BadInput
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import Store, VersionRow
@@ -113,7 +114,9 @@ async def apply(
             outcome="in progress",
         )
     )
-    runtime.begin_update(number, spec, chosen, in_place, message, rollback=rollback_to is not None)
+    rollout.begin_update(
+        runtime, number, spec, chosen, in_place, message, rollback=rollback_to is not None
+    )
     result["version"] = number
     return result
 
