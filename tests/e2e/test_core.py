@@ -10,6 +10,8 @@ import http.client
 import json
 import os
 import signal
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -107,6 +109,17 @@ def test_two_replicas_both_answer_status_and_down(steady: Steady, tmp_path: Path
     log = steady.run("logs", "web", "1", "--tail", "5").stdout
     assert "replica 1 (version 1) listening" in log
     assert steady.run("logs", "web", "--load-balancer").returncode == 0
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "steadyserve.cli", "logs", "web", "2", "--follow", "--tail", "1"],
+        env=steady.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "listening" in (follow.stdout.readline() if follow.stdout else "")
+    finally:
+        follow.terminate()
+        follow.wait(timeout=10)
 
     events = steady.run("status", "web", "--events").stdout
     assert "STARTING" in events and "readiness probe passed" in events
