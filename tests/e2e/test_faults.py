@@ -7,6 +7,8 @@ import json
 import os
 import signal
 import stat
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -167,3 +169,27 @@ def test_sqlite_survives_controller_sigkill_mid_write(steady: Steady, tmp_path: 
     finally:
         store.close()
     report(f"SQLite under SIGKILL: updates made={made[0]} versions={len(versions)} integrity=ok")
+
+
+def test_down_interrupted_by_a_controller_crash_finishes(steady: Steady, tmp_path: Path) -> None:
+    text = spec_text(replicas=2).replace(
+        "graceful_shutdown_timeout_s: 3", "graceful_shutdown_timeout_s: 8"
+    )
+    text = text.replace("run: python3 server.py", "run: trap '' TERM; exec python3 server.py")
+    steady.run("up", str(write(tmp_path, text, "v1.yaml")), "--wait")
+    info = json.loads(steady.run("controller", "status", "--json").stdout)
+    down = subprocess.Popen(
+        [sys.executable, "-m", "steadyserve.cli", "down", "web", "--purge"],
+        env=steady.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # the replicas ignore SIGTERM: the down is still waiting on them
+    os.kill(info["pid"], signal.SIGKILL)
+    down.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and steady.status()["services"]:
+        time.sleep(0.2)
+    assert steady.status()["services"] == []
+    assert not (steady.home / "services" / "web").exists()
+    report("controller SIGKILL during down: faults=1, the restarted controller finished it")

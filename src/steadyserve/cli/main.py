@@ -352,10 +352,6 @@ def down(names: tuple[str, ...], all_: bool, purge: bool) -> None:
         raise CommandError(f"unknown service: {', '.join(unknown)}", 2)
     for name in known if all_ else list(names):
         client.call("DELETE", f"/api/v1/services/{name}?purge={int(purge)}", timeout=600.0)
-        if purge:
-            import shutil
-
-            shutil.rmtree(home.service_dir(name), ignore_errors=True)
         console.print(f"Service {name} is down.")
 
 

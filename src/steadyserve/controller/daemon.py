@@ -13,6 +13,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -68,6 +69,7 @@ class Controller:
         self.url = ""
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
+        self._resumed_downs: list[asyncio.Task[None]] = []
 
     def info(self) -> dict[str, Any]:
         return {
@@ -269,6 +271,10 @@ class Controller:
     async def _take_down(self, name: str, runtime: ServiceRuntime, purge: bool) -> None:
         try:
             await runtime.take_down(purge)
+            if purge:  # logs and version workdirs go with the history
+                await asyncio.to_thread(
+                    shutil.rmtree, self.home.service_dir(name), ignore_errors=True
+                )
         finally:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)
@@ -300,6 +306,11 @@ class Controller:
             self._new_runtime(row).start()
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         reap_orphans(str(self.home.root), claimed)
+        for row in self.store.services():
+            if row.desired == "down":  # a down the previous controller did not finish
+                self._resumed_downs.append(
+                    asyncio.create_task(self.delete_service(row.name, bool(row.purge)))
+                )
         self._write_info()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -177,6 +177,8 @@ class ServiceRuntime:
         self._stopping = True
         old = self.row.status
         self.row.status = ServiceStatus.SHUTTING_DOWN.value
+        # Recorded first, so a controller that dies mid-way finishes the down on restart.
+        self.store.update_service(self.name, desired="down", purge=int(purge))
         self.store.set_service_status(self.name, old, self.row.status, "steady down")
         if self._task:
             self._task.cancel()
