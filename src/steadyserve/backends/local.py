@@ -47,6 +47,15 @@ class LocalProcess:
         self._popen = popen
         self._exit: int | None = None
 
+    @classmethod
+    def of(cls, popen: subprocess.Popen[bytes], port: int) -> LocalProcess:
+        """A process we just started (its create time guards against pid reuse later)."""
+        try:
+            create_time: float | None = psutil.Process(popen.pid).create_time()
+        except psutil.Error:
+            create_time = None
+        return cls(popen.pid, create_time, port, popen)
+
     @property
     def pid(self) -> int | None:
         return self._pid
@@ -148,12 +157,7 @@ class LocalBackend:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        try:
-            create_time: float | None = psutil.Process(popen.pid).create_time()
-        except psutil.Error:
-            create_time = None
-        port = int(request.env["PORT"])
-        return LocalProcess(popen.pid, create_time, port, popen)
+        return LocalProcess.of(popen, int(request.env["PORT"]))
 
     def adopt(self, pid: int, create_time: float | None, port: int) -> LocalProcess | None:
         if not same_process_alive(pid, create_time):
@@ -161,17 +165,22 @@ class LocalBackend:
         return LocalProcess(pid, create_time, port)
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
-        pid = handle.pid
-        if pid is None:
-            return
-        if handle.exit_code() is None:
-            _kill_group(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout_s
-            while handle.exit_code() is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-        # Whatever is left of the group (the leader or its children) goes now.
-        _kill_group(pid, signal.SIGKILL)
-        for _ in range(100):
-            if handle.exit_code() is not None:
-                break
-            await asyncio.sleep(0.02)
+        await stop_group(handle, timeout_s)
+
+
+async def stop_group(handle: ReplicaHandle, timeout_s: float) -> None:
+    """SIGTERM the process group, SIGKILL what is left after ``timeout_s``, wait for the end."""
+    pid = handle.pid
+    if pid is None:
+        return
+    if handle.exit_code() is None:
+        _kill_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while handle.exit_code() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    # Whatever is left of the group (the leader or its children) goes now.
+    _kill_group(pid, signal.SIGKILL)
+    for _ in range(100):
+        if handle.exit_code() is not None:
+            break
+        await asyncio.sleep(0.02)

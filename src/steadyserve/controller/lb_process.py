@@ -6,17 +6,13 @@ stops traffic; the controller only watches it and restarts it on the same port.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 
-import psutil
-
-from steadyserve.backends.local import LocalProcess, same_process_alive
+from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
 from steadyserve.paths import Home
 from steadyserve.state import ServiceRow, Store
 
@@ -131,27 +127,11 @@ class LoadBalancerProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        try:
-            create_time: float | None = psutil.Process(popen.pid).create_time()
-        except psutil.Error:
-            create_time = None
-        self.handle = LocalProcess(popen.pid, create_time, self.port, popen)
+        self.handle = LocalProcess.of(popen, self.port)
 
     async def stop(self) -> None:
-        handle = self.handle
-        if handle is None or handle.pid is None:
-            self._close_listener()
-            return
-        if handle.exit_code() is None:
-            os.kill(handle.pid, signal.SIGTERM)
-            deadline = time.monotonic() + STOP_TIMEOUT_S
-            while handle.exit_code() is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-        if handle.exit_code() is None:
-            os.killpg(handle.pid, signal.SIGKILL)
-            for _ in range(100):
-                if handle.exit_code() is not None:
-                    break
-                await asyncio.sleep(0.02)
+        """SIGTERM: the LB stops accepting and lets in-flight requests finish (bounded)."""
+        if self.handle is not None:
+            await stop_group(self.handle, STOP_TIMEOUT_S)
         self.handle = None
         self._close_listener()
