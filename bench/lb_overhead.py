@@ -1,192 +1,474 @@
-"""How much of a replica's direct throughput the load balancer keeps.
+"""How much of a replica's direct throughput the load balancer keeps, next to Ray Serve.
 
-Starts hello replicas (bench/hello_replica.py) and a load balancer with
-``--static-routes`` on 127.0.0.1, then runs wrk directly against one replica and
-through the load balancer at each connection count, in the same run, and prints:
+In one run, with wrk (-t1) at each connection count:
+  * direct to one hello replica (bench/hello_replica.py),
+  * through SteadyServe with 1 and 2 replicas, brought up with the real
+    ``steady up`` in a temporary STEADY_HOME (a service file running
+    ``hello_replica.py --port $PORT``),
+for each replica kind: ``uvloop`` (uvloop + httptools, the fastest Python
+replica), ``asyncio`` (the same protocol on the default asyncio loop: the
+"minimal asyncio hello replica" of the issue's targets) and ``aiohttp`` (an
+aiohttp web app: the speed of a typical framework replica). Then an SSE stream
+(a replica that writes N events): time to first byte and per-event delivery
+delay, direct and through the load balancer. Then, when ``ray[serve]`` is
+installed, the same wrk runs through Ray Serve's proxy (1 and 2 replicas of a
+trivial deployment), inside a loopback-only network namespace.
 
-    target  replicas  connections  req/s  p50  p99  share of direct
+    python bench/lb_overhead.py --duration 5
 
-    python bench/lb_overhead.py --duration 5 --replicas 1
-
-Everything it starts is stopped at the end (also on Ctrl-C).
+Prints the tables and writes bench/out/lb_overhead.png. Everything it starts
+is stopped at the end (also on Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import re
+import asyncio
+import json
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+import uvloop
+from benchlib import (
+    HERE,
+    SteadyHome,
+    WrkResult,
+    cpu_seconds,
+    fmt,
+    have_wrk,
+    machine_line,
+    percentile,
+    plot_path,
+    pyplot,
+    ray_problem,
+    rss_mb,
+    run_in_netns,
+    run_wrk,
+    service_yaml,
+    steady_home,
+    table,
+)
 
 
 @dataclass
-class Result:
-    target: str
+class Row:
+    kind: str  # replica kind: uvloop | asyncio | ray
+    target: str  # direct | steady | ray
+    replicas: int
     connections: int
-    rps: float
-    p50_ms: float
-    p99_ms: float
-    errors: str
+    result: WrkResult
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# SteadyServe -----------------------------------------------------------------
+# How each replica kind runs bench/hello_replica.py.
+KIND_ARGS = {
+    "uvloop": "--loop uvloop",
+    "asyncio": "--loop asyncio",
+    "aiohttp": "--server aiohttp --loop uvloop",
+}
 
 
-def wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+def up_hello_services(home: SteadyHome, kinds: list[str], counts: list[int]) -> None:
+    app = home.tmp / "app"
+    app.mkdir()
+    shutil.copy(HERE / "hello_replica.py", app / "hello_replica.py")
+    for kind in kinds:
+        for n in counts:
+            name = f"hello-{kind}-{n}"
+            spec = {
+                "name": name,
+                "service": {"readiness_probe": "/", "replicas": n, "health_check_period_s": 10},
+                "workdir": str(app),
+                "run": f"{sys.executable} hello_replica.py --port $PORT {KIND_ARGS[kind]}",
+            }
+            home.run("up", str(home.write(f"{name}.yaml", service_yaml(spec))), "--wait")
 
 
-def _ms(text: str) -> float:
-    m = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text)
-    if not m:
-        return float("nan")
-    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[m.group(2)]
-    return float(m.group(1)) * scale
+def endpoint_port(svc: dict[str, Any]) -> int:
+    return int(str(svc["endpoint"]).rsplit(":", 1)[1])
 
 
-def run_wrk(url: str, connections: int, duration: float, threads: int) -> Result:
-    out = subprocess.run(
-        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration:g}s", "--latency", url],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=duration + 30,
-    ).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    errors = []
-    m = re.search(r"Socket errors: (.*)", out)
-    if m:
-        errors.append(m.group(1).strip())
-    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if m:
-        errors.append(f"non-2xx {m.group(1)}")
-    return Result(url, connections, rps, p50, p99, "; ".join(errors))
-
-
-def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as f:
-        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
-    p.add_argument("--replicas", type=int, default=1, choices=(1, 2))
-    p.add_argument("--connections", default="1,16,64")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--rounds", type=int, default=1,
-                   help="alternate direct/LB runs this many times; report the medians")
-    p.add_argument("--policy", default="least_load")
-    p.add_argument("--replica-loop", default="uvloop", choices=("uvloop", "asyncio"),
-                   help="event loop of the hello replicas")
-    p.add_argument("--replica-server", default="protocol", choices=("protocol", "aiohttp"),
-                   help="protocol: the fastest Python replica; aiohttp: a typical one")
-    p.add_argument("--keep-logs", action="store_true")
-    args = p.parse_args()
-    if shutil.which("wrk") is None:
-        print("wrk not found on PATH", file=sys.stderr)
-        return 1
-
-    tmp = Path(tempfile.mkdtemp(prefix="steady-lb-bench-"))
-    procs: list[subprocess.Popen[bytes]] = []
-    env_python = sys.executable
-    try:
-        ports = [free_port() for _ in range(args.replicas)]
-        for i, port in enumerate(ports):
-            procs.append(start([env_python, str(HERE / "hello_replica.py"), "--port", str(port),
-                                "--loop", args.replica_loop, "--server", args.replica_server],
-                               tmp / f"replica{i}.log"))
-        lb_port = free_port()
-        routes = ",".join(f"127.0.0.1:{port}" for port in ports)
-        procs.append(start(
-            [env_python, "-m", "steadyserve.lb", "--service", "bench", "--port", str(lb_port),
-             "--home", str(tmp / "home"), "--static-routes", routes, "--policy", args.policy,
-             "--max-ongoing", "1000"],
-            tmp / "lb.log",
-        ))
-        for port in (*ports, lb_port):
-            wait_port(port)
-        direct = f"http://127.0.0.1:{ports[0]}/"
-        via_lb = f"http://127.0.0.1:{lb_port}/"
-        results: list[tuple[Result, Result]] = []
-        for c in (int(x) for x in args.connections.split(",")):
-            run_wrk(via_lb, c, 1, args.threads)  # warm the pool
-            ds, lbs = [], []
+def measure_steady(args: argparse.Namespace, home: SteadyHome) -> tuple[list[Row], dict[str, Any]]:
+    kinds, counts = args.kinds.split(","), [int(x) for x in args.replicas.split(",")]
+    conns = [int(x) for x in args.connections.split(",")]
+    up_hello_services(home, kinds, counts)
+    services = {s["name"]: s for s in home.status()}
+    rows: list[Row] = []
+    extra: dict[str, Any] = {"lb_rss_mb": {}}
+    for kind in kinds:
+        first = services[f"hello-{kind}-{counts[0]}"]
+        replica = first["replicas"][0]
+        targets: list[Target] = [
+            Target("direct", 1, f"http://127.0.0.1:{replica['port']}/", None, [replica["pid"]])
+        ]
+        for n in counts:
+            svc = services[f"hello-{kind}-{n}"]
+            url = f"http://127.0.0.1:{endpoint_port(svc)}/"
+            pids = [r["pid"] for r in svc["replicas"]]
+            targets.append(Target("steady", n, url, svc["load_balancer_pid"], pids))
+        for c in conns:
+            runs: dict[tuple[str, int], list[WrkResult]] = {}
+            for t in targets:
+                run_wrk(t.url, c, 1, args.threads)  # warm up (and fill the LB's pool)
             for _ in range(args.rounds):
-                ds.append(run_wrk(direct, c, args.duration, args.threads))
-                lbs.append(run_wrk(via_lb, c, args.duration, args.threads))
-            results.append((_median(ds), _median(lbs)))
-        lb_rss = _rss_mb(procs[-1].pid)
-    finally:
-        for proc in reversed(procs):
-            stop(proc)
-        if not args.keep_logs:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-    print(f"wrk -t{args.threads}, {args.duration:g}s per run, median of {args.rounds}, "
-          f"{args.replicas} hello replica(s) "
-          f"({args.replica_server} on {args.replica_loop}), LB policy {args.policy}, "
-          f"{os.cpu_count()} cores")
-    header = f"{'target':<8} {'conns':>5} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'share':>7}"
-    print(header + "  added p50 ms / errors")
-    print("-" * (len(header) + 24))
-    for d, lb in results:
-        print(f"{'direct':<8} {d.connections:>5} {d.rps:>10.0f} {d.p50_ms:>8.3f} {d.p99_ms:>8.3f}"
-              f" {'100%':>7}  {d.errors}")
-        share = lb.rps / d.rps * 100 if d.rps else float("nan")
-        print(f"{'lb':<8} {lb.connections:>5} {lb.rps:>10.0f} {lb.p50_ms:>8.3f} {lb.p99_ms:>8.3f}"
-              f" {share:>6.0f}%  +{lb.p50_ms - d.p50_ms:.3f} {lb.errors}")
-    if lb_rss is not None:
-        print(f"load balancer RSS after the runs: {lb_rss:.1f} MB")
-    return 0
+                for t in targets:
+                    runs.setdefault((t.target, t.replicas), []).append(
+                        wrk_with_cpu(t, c, args.duration, args.threads)
+                    )
+            for (target, n), results in runs.items():
+                rows.append(Row(kind, target, n, c, median(results)))
+        for n in counts:
+            svc = services[f"hello-{kind}-{n}"]
+            extra["lb_rss_mb"][f"{kind}-{n}"] = rss_mb(svc.get("load_balancer_pid"))
+    if args.sse:
+        kind = kinds[0]
+        svc = services[f"hello-{kind}-{counts[0]}"]
+        direct, via_lb = int(svc["replicas"][0]["port"]), endpoint_port(svc)
+        extra["sse"] = uvloop.run(measure_sse(args, direct, via_lb))
+        extra["sse_kind"] = kind
+    return rows, extra
 
 
-def _median(runs: list[Result]) -> Result:
+@dataclass
+class Target:
+    target: str  # direct | steady
+    replicas: int
+    url: str
+    lb_pid: int | None
+    replica_pids: list[int]
+
+
+def wrk_with_cpu(t: Target, connections: int, duration: float, threads: int) -> WrkResult:
+    """A wrk run, with the CPU time the LB and the replicas spent per request."""
+    lb_before = cpu_seconds([t.lb_pid]) if t.lb_pid else 0.0
+    replicas_before = cpu_seconds(t.replica_pids)
+    result = run_wrk(t.url, connections, duration, threads)
+    if result.requests:
+        if t.lb_pid:
+            result.lb_us = (cpu_seconds([t.lb_pid]) - lb_before) / result.requests * 1e6
+        result.replica_us = (cpu_seconds(t.replica_pids) - replicas_before) / result.requests * 1e6
+    return result
+
+
+def median(runs: list[WrkResult]) -> WrkResult:
     """The run with the median req/s (its latencies come with it)."""
     return sorted(runs, key=lambda r: r.rps)[len(runs) // 2]
 
 
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+# SSE -------------------------------------------------------------------------
+async def sse_stream(port: int, n: int, interval: float) -> tuple[float, list[float], float]:
+    """One stream on a fresh connection: (time to first event ms, per-event delays ms,
+    seconds from the first event to the last)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    started = time.monotonic_ns()
+    writer.write(
+        f"GET /sse?n={n}&interval={interval} HTTP/1.1\r\nHost: bench\r\n"
+        "Connection: close\r\n\r\n".encode()
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError(f"SSE answered {head[:40]!r}")
+    buffered = b""
+    arrivals: list[int] = []
+    delays: list[float] = []
+    while True:
+        size = int((await reader.readline()).strip() or b"0", 16)
+        if size == 0:
+            break
+        buffered += (await reader.readexactly(size + 2))[:-2]
+        now = time.monotonic_ns()
+        while b"\n\n" in buffered:
+            event, buffered = buffered.split(b"\n\n", 1)
+            _, _, stamp = event.decode().split(" ")
+            arrivals.append(now)
+            delays.append((now - int(stamp)) / 1e6)
+    writer.close()
+    return (arrivals[0] - started) / 1e6, delays, (arrivals[-1] - arrivals[0]) / 1e9
+
+
+async def measure_sse(args: argparse.Namespace, direct: int, via_lb: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    targets = (("direct", direct), ("steady", via_lb))
+    streams = max(3, int(args.duration * 10))
+    for _, port in targets:
+        await sse_stream(port, 2, 0)  # warm up
+    for target, port in targets:
+        ttfb, delays = [], []
+        for _ in range(streams):
+            first, per_event, _ = await sse_stream(port, args.sse_events, args.sse_interval)
+            ttfb.append(first)
+            delays.extend(per_event[1:])
+        _, _, burst_s = await sse_stream(port, args.sse_burst, 0)
+        out[target] = {
+            "streams": streams,
+            "ttfb_p50": percentile(ttfb, 50),
+            "ttfb_p99": percentile(ttfb, 99),
+            "delay_p50": percentile(delays, 50),
+            "delay_p99": percentile(delays, 99),
+            "burst_events_per_s": args.sse_burst / burst_s if burst_s > 0 else float("nan"),
+        }
+    return out
+
+
+# Ray Serve -------------------------------------------------------------------
+def measure_ray(args: argparse.Namespace) -> tuple[list[Row], str]:
+    problem = ray_problem()
+    if problem:
+        return [], f"Ray Serve skipped: {problem}"
+    with tempfile.TemporaryDirectory(prefix="steady-bench-ray-") as tmp:
+        out = Path(tmp) / "ray.json"
+        log = Path(tmp) / "ray.log"
+        argv = [
+            sys.executable,
+            str(HERE / "ray_side.py"),
+            "lb",
+            "--duration",
+            str(args.duration),
+            "--connections",
+            args.connections,
+            "--replicas",
+            args.replicas,
+            "--threads",
+            str(args.threads),
+            "--out",
+            str(out),
+        ]
+        proc = run_in_netns(argv, timeout=900, log=log)
+        if proc.returncode != 0 or not out.exists():
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            return [], f"Ray Serve failed (exit {proc.returncode}):\n{tail}"
+        data = json.loads(out.read_text())
+    rows = [
+        Row(
+            "ray",
+            "ray",
+            r["replicas"],
+            r["connections"],
+            WrkResult(r["rps"], r["p50_ms"], r["p99_ms"], r["errors"]),
+        )
+        for r in data["rows"]
+    ]
+    return rows, f"Ray Serve {data['ray_version']} (proxy on 127.0.0.1:8000, in a loopback netns)"
+
+
+# report ----------------------------------------------------------------------
+def report(rows: list[Row], extra: dict[str, Any], ray_note: str, args: argparse.Namespace) -> None:
+    direct = {(r.kind, r.connections): r.result for r in rows if r.target == "direct"}
+    fast = args.kinds.split(",")[0]
+    out = []
+    for r in rows:
+        base = direct.get((r.kind if r.kind != "ray" else fast, r.connections))
+        share = f"{r.result.rps / base.rps * 100:.0f}%" if base and base.rps else "-"
+        added = f"{r.result.p50_ms - base.p50_ms:+.3f}" if base and r.target != "direct" else ""
+        replica = "ray deployment" if r.kind == "ray" else f"{r.kind} hello"
+        names = {"direct": "direct", "steady": "SteadyServe LB", "ray": "Ray Serve proxy"}
+        out.append(
+            [
+                names[r.target],
+                replica,
+                str(r.replicas),
+                str(r.connections),
+                f"{r.result.rps:.0f}",
+                f"{r.result.p50_ms:.3f}",
+                f"{r.result.p99_ms:.3f}",
+                share,
+                added,
+                fmt(r.result.lb_us, 1),
+                fmt(r.result.replica_us, 1),
+                r.result.errors,
+            ]
+        )
+    print(
+        f"wrk -t{args.threads}, {max(1, round(args.duration))}s per run, median of "
+        f"{args.rounds}; {machine_line()}"
+    )
+    print(
+        table(
+            [
+                "target",
+                "replica",
+                "replicas",
+                "conns",
+                "req/s",
+                "p50 ms",
+                "p99 ms",
+                "of direct",
+                "+p50 ms",
+                "LB CPU us/req",
+                "replica CPU us/req",
+                "errors",
+            ],
+            out,
+        )
+    )
+    lb_rss = ", ".join(f"{k}: {fmt(v, 1)}" for k, v in extra["lb_rss_mb"].items())
+    print(f"load balancer RSS (MB) after the runs: {lb_rss}")
+    print(ray_note)
+    print()
+    print_targets(rows, extra)
+    sse = extra.get("sse")
+    if sse:
+        print()
+        print(
+            f"SSE through the load balancer ({extra['sse_kind']} replica, 1 replica): "
+            f"{sse['direct']['streams']} streams of {args.sse_events} events "
+            f"{args.sse_interval * 1000:g} ms apart, each on a new connection; "
+            f"burst: {args.sse_burst} events written at once"
+        )
+        sse_rows = []
+        for name in ("direct", "steady"):
+            s = sse[name]
+            sse_rows.append(
+                [
+                    "direct" if name == "direct" else "SteadyServe LB",
+                    f"{s['ttfb_p50']:.3f}",
+                    f"{s['ttfb_p99']:.3f}",
+                    f"{s['delay_p50']:.3f}",
+                    f"{s['delay_p99']:.3f}",
+                    f"{s['burst_events_per_s']:.0f}",
+                ]
+            )
+        d, s = sse["direct"], sse["steady"]
+        sse_rows.append(
+            [
+                "LB adds",
+                f"{s['ttfb_p50'] - d['ttfb_p50']:+.3f}",
+                f"{s['ttfb_p99'] - d['ttfb_p99']:+.3f}",
+                f"{s['delay_p50'] - d['delay_p50']:+.3f}",
+                f"{s['delay_p99'] - d['delay_p99']:+.3f}",
+                "",
+            ]
+        )
+        print(
+            table(
+                [
+                    "target",
+                    "TTFB p50 ms",
+                    "TTFB p99 ms",
+                    "per-event p50 ms",
+                    "per-event p99 ms",
+                    "burst events/s",
+                ],
+                sse_rows,
+            )
+        )
+
+
+def verdict(ok: bool) -> str:
+    return "holds" if ok else "MISSED"
+
+
+def print_targets(rows: list[Row], extra: dict[str, Any]) -> None:
+    """The issue's targets, per replica kind (1 replica behind the LB)."""
+    by = {(r.kind, r.target, r.replicas, r.connections): r.result for r in rows}
+    ray16 = by.get(("ray", "ray", 1, 16))
+    out = []
+    for kind in dict.fromkeys(r.kind for r in rows if r.kind != "ray"):
+        d1, lb1 = by.get((kind, "direct", 1, 1)), by.get((kind, "steady", 1, 1))
+        d16, lb16 = by.get((kind, "direct", 1, 16)), by.get((kind, "steady", 1, 16))
+        cells = [f"{kind} hello"]
+        if d16 and lb16 and d16.rps:
+            share = lb16.rps / d16.rps * 100
+            cells.append(f"{share:.0f}% ({verdict(share >= 50)})")
+        else:
+            cells.append("-")
+        if d1 and lb1:
+            added = lb1.p50_ms - d1.p50_ms
+            cells.append(f"{added:+.3f} ms ({verdict(added <= 0.3)})")
+        else:
+            cells.append("-")
+        if lb16 and ray16 and ray16.rps:
+            ratio = lb16.rps / ray16.rps
+            cells.append(f"{ratio:.0f}x ({verdict(ratio >= 20)})")
+        else:
+            cells.append("- (no Ray)")
+        out.append(cells)
+    print("targets (issue 6), 1 replica behind the LB:")
+    print(
+        table(
+            ["replica", "LB/direct c=16 >= 50%", "added p50 c=1 <= 0.3 ms", "vs Ray c=16 >= 20x"],
+            out,
+        )
+    )
+    sizes = [v for v in extra["lb_rss_mb"].values() if v is not None]
+    if sizes:
+        print(
+            f"load balancer RSS <= 60 MB: largest {max(sizes):.1f} MB ({verdict(max(sizes) <= 60)})"
+        )
+
+
+def plot(rows: list[Row], args: argparse.Namespace) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    conns = sorted({r.connections for r in rows})
+    series: dict[str, dict[int, WrkResult]] = {}
+    for r in rows:
+        if r.target == "direct":
+            label = f"direct ({r.kind})"
+        elif r.target == "steady":
+            label = f"SteadyServe x{r.replicas} ({r.kind})"
+        else:
+            label = f"Ray Serve x{r.replicas}"
+        series.setdefault(label, {})[r.connections] = r.result
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.8))
+    width = 0.8 / max(1, len(series))
+    colors = plt.get_cmap("tab20").colors
+    for i, (label, by_c) in enumerate(series.items()):
+        xs = [j + i * width for j in range(len(conns))]
+        color = colors[i % len(colors)]
+        rps = [by_c[c].rps if c in by_c else 0 for c in conns]
+        p50 = [by_c[c].p50_ms if c in by_c else 0 for c in conns]
+        axes[0].bar(xs, rps, width, label=label, color=color)
+        axes[1].bar(xs, p50, width, color=color)
+    for ax, title in zip(axes, ("requests/s (log)", "p50 latency, ms (log)"), strict=True):
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(conns))])
+        ax.set_xticklabels([f"{c} conn" for c in conns])
+        ax.set_yscale("log")
+        ax.set_title(title)
+    fig.legend(loc="lower center", ncol=4, fontsize=8)
+    fig.suptitle("Load-balancer overhead: wrk, trivial replica")
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    path = plot_path("lb_overhead.png")
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run (whole)")
+    p.add_argument("--connections", default="1,16,64")
+    p.add_argument("--replicas", default="1,2", help="SteadyServe/Ray replica counts")
+    p.add_argument(
+        "--kinds",
+        default="uvloop,asyncio,aiohttp",
+        help=f"hello replica kinds, of {','.join(KIND_ARGS)}",
+    )
+    p.add_argument("--threads", type=int, default=1, help="wrk threads")
+    p.add_argument("--rounds", type=int, default=1, help="runs per target; the median is shown")
+    p.add_argument("--no-sse", dest="sse", action="store_false", help="skip the SSE table")
+    p.add_argument("--sse-events", type=int, default=20)
+    p.add_argument("--sse-interval", type=float, default=0.005, help="seconds between events")
+    p.add_argument("--sse-burst", type=int, default=2000, help="events of the burst stream")
+    p.add_argument("--no-ray", dest="ray", action="store_false", help="skip Ray Serve")
+    args = p.parse_args()
+    if not have_wrk():
+        print("wrk not found on PATH (apt-get install wrk)", file=sys.stderr)
+        return 1
+    with steady_home("steady-bench-lb-") as home:
+        rows, extra = measure_steady(args, home)
+    ray_note = "Ray Serve skipped: --no-ray"
+    if args.ray:
+        ray_rows, ray_note = measure_ray(args)
+        rows += ray_rows
+    report(rows, extra, ray_note, args)
+    plot(rows, args)
+    return 0
 
 
 if __name__ == "__main__":
