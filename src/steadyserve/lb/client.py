@@ -13,9 +13,7 @@ malformed request 400; each then closes the connection.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
 from collections import deque
 from typing import cast
 from urllib.parse import unquote_to_bytes
@@ -28,6 +26,7 @@ from steadyserve.lb.http import (
     WATCHED_NAME_LENGTHS,
     connection_tokens,
     header_name,
+    set_nodelay,
     simple_response,
 )
 from steadyserve.lb.proxy import DONE, READY, SENT, Exchange, Proxy
@@ -106,10 +105,7 @@ class ClientConnection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_nodelay(transport)
         peer = transport.get_extra_info("peername")
         ip = peer[0] if isinstance(peer, tuple) and peer else ""
         self._xff = str(ip).encode()

@@ -5,6 +5,9 @@ Kept as precomputed bytes so the hot path does lookups instead of formatting.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
 from http import HTTPStatus
 
 # Headers that describe one connection, not the message (RFC 9110 7.6.1); the proxy
@@ -63,3 +66,11 @@ def connection_tokens(value: bytes) -> set[bytes]:
 def header_name(line: bytes) -> bytes:
     """The lowercased name of a ``name: value\\r\\n`` line."""
     return line.split(b":", 1)[0].strip().lower()
+
+
+def set_nodelay(transport: asyncio.BaseTransport) -> None:
+    """Small proxied writes must go out at once, not wait for Nagle's algorithm."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from typing import TYPE_CHECKING, cast
 
 import httptools
@@ -30,6 +29,7 @@ from steadyserve.lb.http import (
     WATCHED_NAME_LENGTHS,
     connection_tokens,
     header_name,
+    set_nodelay,
 )
 
 if TYPE_CHECKING:
@@ -115,10 +115,7 @@ class UpstreamConnection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_nodelay(transport)
 
     def data_received(self, data: bytes) -> None:
         exchange = self.exchange
