@@ -274,3 +274,41 @@ def test_scale_down_drains_in_flight_requests(steady: Steady, tmp_path: Path) ->
     assert svc["replicas"][0]["status"] == "READY"
     events = steady.run("status", "web", "--events").stdout
     assert "STOPPED" in events
+
+
+def test_rollback_after_old_replicas_drained_relaunches_the_old_spec(
+    steady: Steady, tmp_path: Path
+) -> None:
+    # One replica at a time (no surge): v2's first replica turns READY and a v1 replica
+    # is drained for it; v2's second never gets ready, so the update misses its deadline.
+    # The rollback must launch v1 again with v1's spec (message v1), not v2's.
+    policy = "rolling_update: {max_surge: 0, max_unavailable: 1}"
+    _, client = start(steady, tmp_path, extra=policy)
+    run = "bash -c 'if [ $STEADY_REPLICA_ID = 4 ]; then sleep 60; else exec python3 server.py; fi'"
+    stuck = spec_text(message="v2", run=run, extra=policy)
+    stuck = stuck.replace("update_deadline_s: 60", "update_deadline_s: 4")
+    proc = steady.run(
+        "update",
+        "web",
+        str(write(tmp_path, stuck, "v2.yaml")),
+        "--wait",
+        "--timeout",
+        "90",
+        check=False,
+    )
+    assert proc.returncode == 1 and "update_deadline_s" in proc.stderr, proc.stderr
+    svc = steady.wait_for(
+        "web",
+        lambda s: (
+            s["ready_replicas"] == 2
+            and s["total_replicas"] == 2
+            and all(r["version"] == 1 for r in s["replicas"] if r["status"] == "READY")
+        ),
+        timeout=60,
+        what="v1 back at full strength",
+    )
+    client.stop()
+    report(f"rollback after a drain (max_unavailable 1): {client.summary()}")
+    assert client.failed == 0, client.summary()
+    assert max(r["id"] for r in svc["replicas"]) >= 5  # v1 was launched again
+    assert {json.loads(http_get(port_of(svc))[1])["message"] for _ in range(6)} == {"v1"}

@@ -60,9 +60,15 @@ def roll_back(rt: ServiceRuntime, reason: str) -> None:
     set_version(rt, rt.update.from_version)
 
 
-def set_version(rt: ServiceRuntime, version: int) -> None:
+def set_version(rt: ServiceRuntime, version: int, spec: ServiceSpec | None = None) -> None:
+    """Make ``version`` the target: the spec new replicas get and probes use.
+
+    The spec being replaced stays cached under its own version, because replicas
+    of that version may still run and be probed.
+    """
+    rt._old_specs[rt.row.version] = rt.spec
+    rt.spec = spec or rt._old_specs.get(version) or rt._load_spec(version)
     rt.row.version = version
-    rt.spec = rt._spec_for(version) if version in rt._old_specs else rt._load_spec(version)
     rt.store.update_service(rt.name, version=version)
     rt.wake()
 
@@ -80,7 +86,6 @@ def begin_update(
     """Start converging to ``version``: relabel in place, or launch by ``mode``."""
     previous = rt.update
     old_version, old_spec = rt.row.version, rt.spec
-    rt._old_specs[old_version] = old_spec
     if (
         in_place
         and previous is not None
@@ -115,13 +120,10 @@ def begin_update(
         rt.update_failures = 0
     rt.update = update
     rt.store.add_event(rt.name, None, None, "UPDATE_STARTED", f"{update.mode}: {message}")
-    rt.row.version = version
-    rt.spec = spec
-    rt.store.update_service(rt.name, version=version)
+    set_version(rt, version, spec)
     if in_place:
         relabelled = relabel(rt, old_version, version)
         spawn_update(rt, deliver_in_place(rt, update, old_spec, old_version, relabelled))
-    rt.wake()
     return update
 
 
@@ -183,9 +185,7 @@ def revert_in_place(
     """A reconfigure failed: the update fails and the old config comes back, in place."""
     rt.store.update_version(rt.name, update.to_version, outcome="failed")
     finish_update(rt, FAILED, f"{why}; reverted to version {back_to}")
-    rt.spec = old_spec
-    rt.row.version = back_to
-    rt.store.update_service(rt.name, version=back_to)
+    set_version(rt, back_to, old_spec)
     for replica in rt.replicas.values():
         if ReplicaStatus(replica.status).is_live and replica.version == update.to_version:
             rt.store.update_replica(rt.name, replica.id, version=back_to)
