@@ -229,12 +229,17 @@ class ServiceRuntime:
         self.lb.supervise(self.store, self.row)
         self._reap_exited()
         if self.updating:
-            failure = rollout.update_failure(
-                self,
-            )
+            failure = rollout.update_failure(self)
             if failure:
                 rollout.roll_back(self, failure)
-        plan = self._plan()
+        plan, converged = self._plan()
+        if converged and self.updating:
+            rollout.finish_update(
+                self,
+                SUCCEEDED,
+                f"version {self.row.version} serves with {self.spec.service.target_replicas} "
+                "replicas",
+            )
         self.plan = plan
         self._publish(plan.routable)
         for replica_id, reason in plan.stop:
@@ -249,8 +254,9 @@ class ServiceRuntime:
             self._launch(self.row.version)
         self._update_status(plan)
 
-    def _plan(self) -> Plan:
-        """Steady state, or converging to ``row.version`` by the update's mode."""
+    def _plan(self) -> tuple[Plan, bool]:
+        """Steady state, or converging to ``row.version`` by the update's mode; and
+        whether a restart update has converged (pure: the caller records it)."""
         version = self.row.version
         views = self.views()
         broken = version in self.broken_versions
@@ -258,7 +264,7 @@ class ServiceRuntime:
         converging = any(v.status.is_live and v.version != version for v in views)
         in_place = self.updating and self.update is not None and self.update.mode == "in_place"
         if in_place or not (self.updating or converging):
-            return plan_steady(target, version, views, version_broken=broken)
+            return plan_steady(target, version, views, version_broken=broken), False
         assert self.update is not None
         mode = self.update.mode if self.updating else "rolling"
         svc = self.spec.service
@@ -270,15 +276,8 @@ class ServiceRuntime:
             max_surge=svc.max_surge_count(target),
             max_unavailable=svc.max_unavailable_count(target),
         )
-        if step.done and self.updating:
-            rollout.finish_update(
-                self, SUCCEEDED, f"version {version} serves with {target} replicas"
-            )
-        return Plan(
-            launch=0 if broken else step.launch,
-            stop=step.drain,
-            routable=step.routable,
-        )
+        plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
+        return plan, step.done
 
     def _update_status(self, plan: Plan) -> None:
         status = service_status(
