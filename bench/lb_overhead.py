@@ -8,13 +8,24 @@ In one run, with wrk (-t1) at each connection count:
 for each replica kind: ``uvloop`` (uvloop + httptools, the fastest Python
 replica), ``asyncio`` (the same protocol on the default asyncio loop: the
 "minimal asyncio hello replica" of the issue's targets) and ``aiohttp`` (an
-aiohttp web app: the speed of a typical framework replica). Then an SSE stream
+aiohttp web app: the speed of a typical framework replica), and, as the
+yardsticks, the best C proxies in front of the same replica: nginx (one worker,
+upstream keep-alive) and HAProxy (one thread, ``http-reuse always``), each run
+in the foreground from a config generated into a temp dir (see
+bench/README.md; ``bench/setup.sh`` installs them from Debian's packages; a
+proxy that is not installed gets a "not installed" row). Then an SSE stream
 (a replica that writes N events): time to first byte and per-event delivery
 delay, direct and through the load balancer. Then, when ``ray[serve]`` is
 installed, the same wrk runs through Ray Serve's proxy (1 and 2 replicas of a
 trivial deployment), inside a loopback-only network namespace.
 
     python bench/lb_overhead.py --duration 5
+    python bench/lb_overhead.py --duration 4 --rounds 3 --kinds asyncio --no-sse
+
+Besides the full table, "proxies side by side" compares, per replica kind, the
+p50 at 1 connection, req/s and the proxy's CPU per request at each connection
+count for direct, nginx, HAProxy, SteadyServe's LB (1 replica) and Ray Serve,
+with the ratios SteadyServe/nginx and SteadyServe/HAProxy.
 
 Prints the tables and writes bench/out/lb_overhead.png. Everything it starts
 is stopped at the end (also on Ctrl-C).
@@ -24,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import shutil
 import sys
 import tempfile
@@ -36,6 +49,8 @@ from typing import Any
 import uvloop
 from benchlib import (
     HERE,
+    PROXIES,
+    ProxyUnavailable,
     SteadyHome,
     WrkResult,
     cpu_seconds,
@@ -48,6 +63,7 @@ from benchlib import (
     ray_problem,
     rss_mb,
     run_in_netns,
+    run_proxy,
     run_wrk,
     service_yaml,
     steady_home,
@@ -57,8 +73,8 @@ from benchlib import (
 
 @dataclass
 class Row:
-    kind: str  # replica kind: uvloop | asyncio | ray
-    target: str  # direct | steady | ray
+    kind: str  # replica kind: uvloop | asyncio | aiohttp | ray
+    target: str  # direct | nginx | haproxy | steady | ray
     replicas: int
     connections: int
     result: WrkResult
@@ -99,29 +115,41 @@ def measure_steady(args: argparse.Namespace, home: SteadyHome) -> tuple[list[Row
     up_hello_services(home, kinds, counts)
     services = {s["name"]: s for s in home.status()}
     rows: list[Row] = []
-    extra: dict[str, Any] = {"lb_rss_mb": {}}
+    extra: dict[str, Any] = {"lb_rss_mb": {}, "proxy_labels": {}, "proxy_notes": {}}
     for kind in kinds:
         first = services[f"hello-{kind}-{counts[0]}"]
         replica = first["replicas"][0]
+        replica_pids = [replica["pid"]]
         targets: list[Target] = [
-            Target("direct", 1, f"http://127.0.0.1:{replica['port']}/", None, [replica["pid"]])
+            Target("direct", 1, f"http://127.0.0.1:{replica['port']}/", [], replica_pids)
         ]
-        for n in counts:
-            svc = services[f"hello-{kind}-{n}"]
-            url = f"http://127.0.0.1:{endpoint_port(svc)}/"
-            pids = [r["pid"] for r in svc["replicas"]]
-            targets.append(Target("steady", n, url, svc["load_balancer_pid"], pids))
-        for c in conns:
-            runs: dict[tuple[str, int], list[WrkResult]] = {}
-            for t in targets:
-                run_wrk(t.url, c, 1, args.threads)  # warm up (and fill the LB's pool)
-            for _ in range(args.rounds):
+        with contextlib.ExitStack() as proxies:
+            # nginx and HAProxy in front of the very replica "direct" measures.
+            for key in args.proxies:
+                try:
+                    proxy = proxies.enter_context(run_proxy(key, int(replica["port"])))
+                except ProxyUnavailable as e:
+                    extra["proxy_notes"][(kind, key)] = str(e)
+                    continue
+                extra["proxy_labels"][key] = proxy.label
+                url = f"http://127.0.0.1:{proxy.port}/"
+                targets.append(Target(key, 1, url, proxy.pids(), replica_pids))
+            for n in counts:
+                svc = services[f"hello-{kind}-{n}"]
+                url = f"http://127.0.0.1:{endpoint_port(svc)}/"
+                pids = [r["pid"] for r in svc["replicas"]]
+                targets.append(Target("steady", n, url, [svc["load_balancer_pid"]], pids))
+            for c in conns:
+                runs: dict[tuple[str, int], list[WrkResult]] = {}
                 for t in targets:
-                    runs.setdefault((t.target, t.replicas), []).append(
-                        wrk_with_cpu(t, c, args.duration, args.threads)
-                    )
-            for (target, n), results in runs.items():
-                rows.append(Row(kind, target, n, c, median(results)))
+                    run_wrk(t.url, c, 1, args.threads)  # warm up (and fill the proxy's pool)
+                for _ in range(args.rounds):
+                    for t in targets:
+                        runs.setdefault((t.target, t.replicas), []).append(
+                            wrk_with_cpu(t, c, args.duration, args.threads)
+                        )
+                for (target, n), results in runs.items():
+                    rows.append(Row(kind, target, n, c, median(results)))
         for n in counts:
             svc = services[f"hello-{kind}-{n}"]
             extra["lb_rss_mb"][f"{kind}-{n}"] = rss_mb(svc.get("load_balancer_pid"))
@@ -136,21 +164,21 @@ def measure_steady(args: argparse.Namespace, home: SteadyHome) -> tuple[list[Row
 
 @dataclass
 class Target:
-    target: str  # direct | steady
+    target: str  # direct | nginx | haproxy | steady
     replicas: int
     url: str
-    lb_pid: int | None
+    proxy_pids: list[int]  # the proxy's processes (with their children); none for direct
     replica_pids: list[int]
 
 
 def wrk_with_cpu(t: Target, connections: int, duration: float, threads: int) -> WrkResult:
-    """A wrk run, with the CPU time the LB and the replicas spent per request."""
-    lb_before = cpu_seconds([t.lb_pid]) if t.lb_pid else 0.0
+    """A wrk run, with the CPU time the proxy and the replicas spent per request."""
+    proxy_before = cpu_seconds(t.proxy_pids)
     replicas_before = cpu_seconds(t.replica_pids)
     result = run_wrk(t.url, connections, duration, threads)
     if result.requests:
-        if t.lb_pid:
-            result.lb_us = (cpu_seconds([t.lb_pid]) - lb_before) / result.requests * 1e6
+        if t.proxy_pids:
+            result.proxy_us = (cpu_seconds(t.proxy_pids) - proxy_before) / result.requests * 1e6
         result.replica_us = (cpu_seconds(t.replica_pids) - replicas_before) / result.requests * 1e6
     return result
 
@@ -266,10 +294,9 @@ def report(rows: list[Row], extra: dict[str, Any], ray_note: str, args: argparse
         share = f"{r.result.rps / base.rps * 100:.0f}%" if base and base.rps else "-"
         added = f"{r.result.p50_ms - base.p50_ms:+.3f}" if base and r.target != "direct" else ""
         replica = "ray deployment" if r.kind == "ray" else f"{r.kind} hello"
-        names = {"direct": "direct", "steady": "SteadyServe LB", "ray": "Ray Serve proxy"}
         out.append(
             [
-                names[r.target],
+                target_name(r.target, extra),
                 replica,
                 str(r.replicas),
                 str(r.connections),
@@ -278,7 +305,7 @@ def report(rows: list[Row], extra: dict[str, Any], ray_note: str, args: argparse
                 f"{r.result.p99_ms:.3f}",
                 share,
                 added,
-                fmt(r.result.lb_us, 1),
+                fmt(r.result.proxy_us, 1),
                 fmt(r.result.replica_us, 1),
                 r.result.errors,
             ]
@@ -299,16 +326,20 @@ def report(rows: list[Row], extra: dict[str, Any], ray_note: str, args: argparse
                 "p99 ms",
                 "of direct",
                 "+p50 ms",
-                "LB CPU us/req",
+                "proxy CPU us/req",
                 "replica CPU us/req",
                 "errors",
             ],
             out,
         )
     )
+    for (kind, key), note in extra["proxy_notes"].items():
+        print(f"{PROXIES[key].name} in front of the {kind} hello replica: {note}")
     lb_rss = ", ".join(f"{k}: {fmt(v, 1)}" for k, v in extra["lb_rss_mb"].items())
     print(f"load balancer RSS (MB) after the runs: {lb_rss}")
     print(ray_note)
+    print()
+    print_side_by_side(rows, extra, args)
     print()
     print_targets(rows, extra)
     sse = extra.get("sse")
@@ -357,6 +388,97 @@ def report(rows: list[Row], extra: dict[str, Any], ray_note: str, args: argparse
                 sse_rows,
             )
         )
+
+
+TARGET_NAMES = {"direct": "direct", "steady": "SteadyServe LB", "ray": "Ray Serve proxy"}
+
+
+def target_name(target: str, extra: dict[str, Any]) -> str:
+    """How a target is named in the tables; nginx and HAProxy with their versions."""
+    if target in PROXIES:
+        return str(extra["proxy_labels"].get(target, PROXIES[target].name))
+    return TARGET_NAMES[target]
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b and not math.isnan(a) and not math.isnan(b) else "-"
+
+
+def print_side_by_side(rows: list[Row], extra: dict[str, Any], args: argparse.Namespace) -> None:
+    """Per replica kind, each proxy in front of the same single replica (Ray: its own
+    deployment): p50 at 1 connection, req/s and the proxy's CPU per request at each
+    connection count, then SteadyServe's LB relative to nginx and to HAProxy."""
+    conns = [int(x) for x in args.connections.split(",")]
+    by = {(r.kind, r.target, r.replicas, r.connections): r.result for r in rows}
+    headers = [
+        "proxy",
+        "c1 p50 ms",
+        "+p50 ms",
+        *(f"c{c} req/s" for c in conns),
+        *(f"c{c} CPU us/req" for c in conns),
+    ]
+    kinds = list(dict.fromkeys(r.kind for r in rows if r.kind != "ray"))
+    for i, kind in enumerate(kinds):
+        results: dict[str, dict[int, WrkResult]] = {}
+        names = ["direct", *args.proxies, "steady"] + (["ray"] if i == 0 else [])
+        out: list[list[str]] = []
+        for target in names:
+            source = "ray" if target == "ray" else kind
+            got = {c: by[(source, target, 1, c)] for c in conns if (source, target, 1, c) in by}
+            note = extra["proxy_notes"].get((kind, target))
+            if note:
+                out.append([target_name(target, extra), note])
+                continue
+            if not got:
+                continue
+            results[target] = got
+            out.append(side_by_side_cells(target_name(target, extra), got, results, conns))
+        steady = results.get("steady", {})
+        for key in args.proxies:
+            other = results.get(key)
+            if not steady or not other:
+                continue
+            cells = [f"SteadyServe / {PROXIES[key].name}"]
+            cells.append(ratio(steady[1].p50_ms, other[1].p50_ms) if 1 in steady else "-")
+            cells.append("")
+            cells += [ratio(steady[c].rps, other[c].rps) if c in steady else "-" for c in conns]
+            cells += [
+                ratio(steady[c].proxy_us, other[c].proxy_us) if c in steady else "-" for c in conns
+            ]
+            out.append(cells)
+        print(
+            f"proxies side by side, {kind} hello replica (1 replica behind each proxy"
+            + ("; Ray Serve: its own deployment" if "ray" in results else "")
+            + "):"
+        )
+        print(table(headers, out))
+    print(
+        "CPU us/req: CPU time (user+system) of the proxy's processes during the run per request. "
+        "SteadyServe / X: req/s, p50 and CPU of SteadyServe's LB divided by X's "
+        "(req/s above 1x: faster; p50 and CPU below 1x: cheaper)."
+    )
+
+
+def side_by_side_cells(
+    name: str,
+    got: dict[int, WrkResult],
+    results: dict[str, dict[int, WrkResult]],
+    conns: list[int],
+) -> list[str]:
+    direct = results.get("direct", {})
+    c1 = got.get(1)
+    added = "-"
+    if c1 and 1 in direct and got is not direct:
+        added = f"{c1.p50_ms - direct[1].p50_ms:+.3f}"
+    elif got is direct:
+        added = ""
+    return [
+        name,
+        f"{c1.p50_ms:.3f}" if c1 else "-",
+        added,
+        *(f"{got[c].rps:.0f}" if c in got else "-" for c in conns),
+        *(fmt(got[c].proxy_us, 1) if c in got else "-" for c in conns),
+    ]
 
 
 def verdict(ok: bool) -> str:
@@ -413,6 +535,8 @@ def plot(rows: list[Row], args: argparse.Namespace) -> None:
             label = f"direct ({r.kind})"
         elif r.target == "steady":
             label = f"SteadyServe x{r.replicas} ({r.kind})"
+        elif r.target in PROXIES:
+            label = f"{PROXIES[r.target].name} ({r.kind})"
         else:
             label = f"Ray Serve x{r.replicas}"
         series.setdefault(label, {})[r.connections] = r.result
@@ -456,7 +580,16 @@ def main() -> int:
     p.add_argument("--sse-interval", type=float, default=0.005, help="seconds between events")
     p.add_argument("--sse-burst", type=int, default=2000, help="events of the burst stream")
     p.add_argument("--no-ray", dest="ray", action="store_false", help="skip Ray Serve")
+    p.add_argument(
+        "--proxies",
+        default="nginx,haproxy",
+        help="C proxies to run in front of each kind's replica, of nginx,haproxy; or none",
+    )
     args = p.parse_args()
+    args.proxies = [] if args.proxies == "none" else args.proxies.split(",")
+    unknown = [x for x in args.proxies if x not in PROXIES]
+    if unknown:
+        p.error(f"--proxies: unknown proxy {unknown[0]!r} (of nginx, haproxy, or none)")
     if not have_wrk():
         print("wrk not found on PATH (apt-get install wrk)", file=sys.stderr)
         return 1

@@ -4,8 +4,11 @@ Not timed tests: nothing here asserts on a figure. The load-balancer benchmark
 needs wrk (apt-get install wrk) and is skipped without it. The Ray Serve parts
 run in the same invocations when ray is installed (pip install -e '.[bench]')
 and a network namespace can be made (root); otherwise ``--no-ray`` skips them.
+So do the nginx and HAProxy rows when those are installed (bench/setup.sh;
+.ci/run installs them); without them the rows must say "not installed".
 Each run also checks that it left no process of its temporary STEADY_HOMEs
-behind, and, with matplotlib installed, that it wrote its plot.
+(or proxy config dirs) behind, and, with matplotlib installed, that it wrote
+its plot.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ import psutil
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", "/sbin"])
+HAVE_NGINX = shutil.which("nginx", path=SBIN) is not None
+HAVE_HAPROXY = shutil.which("haproxy", path=SBIN) is not None
 HAVE_WRK = shutil.which("wrk") is not None
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 BENCH_HOME_PREFIX = str(Path(tempfile.gettempdir()) / "steady-bench-")
+# bench/benchlib.py's run_proxy: the temp dir nginx and HAProxy run from
+PROXY_DIR_PREFIXES = [f"{BENCH_HOME_PREFIX}{proxy}-" for proxy in ("nginx", "haproxy")]
 
 needs_wrk = pytest.mark.skipif(not HAVE_WRK, reason="wrk is not installed (apt-get install wrk)")
 
@@ -47,32 +55,46 @@ WITH_RAY = HAVE_RAY and _netns_ok()
 RAY_FLAGS = [] if WITH_RAY else ["--no-ray"]
 
 
-def bench_processes() -> list[psutil.Process]:
-    """Live processes of any benchmark's temporary STEADY_HOME."""
+def bench_processes(marker: str, since: float) -> list[psutil.Process]:
+    """Live processes of this run's temporary STEADY_HOMEs (they inherit ``marker`` in
+    STEADY_BENCH_SMOKE_RUN: other engineers may run the same benchmarks meanwhile) or
+    proxy config dirs (nginx rewrites its environment: by command line and start time)."""
     found = []
     for proc in psutil.process_iter():
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if proc.environ().get("STEADY_HOME", "").startswith(BENCH_HOME_PREFIX):
+            env = proc.environ()
+            home = env.get("STEADY_BENCH_SMOKE_RUN") == marker and env.get(
+                "STEADY_HOME", ""
+            ).startswith(BENCH_HOME_PREFIX)
+            proxy = proc.create_time() >= since - 1 and any(
+                prefix in arg for arg in proc.cmdline() for prefix in PROXY_DIR_PREFIXES
+            )
+            if home or proxy:
                 found.append(proc)
         except psutil.Error:
             continue
     return found
 
 
-def run_bench(script: str, *args: str, out: Path, timeout: float = 120) -> str:
+def run_bench(
+    script: str, *args: str, out: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> str:
     started = time.time()
+    marker = f"{os.getpid()}-{time.monotonic_ns()}"
     proc = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
-        env=dict(os.environ, STEADY_BENCH_OUT=str(out)),
+        env=dict(
+            os.environ, STEADY_BENCH_OUT=str(out), STEADY_BENCH_SMOKE_RUN=marker, **(env or {})
+        ),
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=BENCH.parent,
     )
     assert proc.returncode == 0, f"{script} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    left = bench_processes()
+    left = bench_processes(marker, started)
     assert not left, f"{script} left processes behind: {[p.cmdline() for p in left]}"
     if HAVE_MATPLOTLIB:
         plots = list(out.glob("*.png"))
@@ -103,8 +125,50 @@ def test_lb_overhead_prints_its_tables(tmp_path: Path) -> None:
     )
     assert "of direct" in out and "SteadyServe LB" in out
     assert "TTFB p50 ms" in out
+    assert "proxies side by side, uvloop hello replica" in out, out
+    for name, installed in (("nginx", HAVE_NGINX), ("HAProxy", HAVE_HAPROXY)):
+        lines = [line for line in out.splitlines() if line.startswith(f"{name} ")]
+        if installed:
+            # measured: a row per table with req/s (a version, then numbers), and the ratio
+            assert any(line.split()[1][0].isdigit() and "req" not in line for line in lines), out
+            assert f"SteadyServe / {name}" in out, out
+            assert "failed to start" not in out and "not installed" not in out, out
+        else:
+            assert any("not installed (apt-get install nginx haproxy)" in line for line in lines)
     if WITH_RAY:
         assert "Ray Serve proxy" in out, out
+
+
+@needs_wrk
+def test_lb_overhead_reports_a_missing_or_broken_proxy_in_its_row(tmp_path: Path) -> None:
+    """No haproxy, and an nginx that exits at once: both rows say why; the run still
+    measures direct and SteadyServe and exits 0."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    nginx = fake / "nginx"
+    nginx.write_text("#!/bin/sh\necho 'nginx: [emerg] unknown directive (fake)' >&2; exit 1\n")
+    nginx.chmod(0o755)
+    out = run_bench(
+        "lb_overhead.py",
+        "--duration",
+        "1",
+        "--connections",
+        "16",
+        "--kinds",
+        "uvloop",
+        "--replicas",
+        "1",
+        "--no-sse",
+        "--no-ray",
+        out=tmp_path,
+        timeout=300,
+        env={"STEADY_BENCH_PROXY_PATH": str(fake)},
+    )
+    side = out.split("proxies side by side", 1)[1]
+    assert "HAProxy" in side and "not installed (apt-get install nginx haproxy)" in side, out
+    assert "failed to start (exited 1): nginx: [emerg] unknown directive (fake)" in side, out
+    assert "SteadyServe LB" in side and "SteadyServe / nginx" not in side, out
+    assert "SteadyServe / HAProxy" not in side, out
 
 
 def test_updates_under_load_prints_its_table(tmp_path: Path) -> None:
