@@ -20,7 +20,7 @@ installed, the same wrk runs through Ray Serve's proxy (1 and 2 replicas of a
 trivial deployment), inside a loopback-only network namespace.
 
     python bench/lb_overhead.py --duration 5
-    python bench/lb_overhead.py --duration 4 --rounds 3 --kinds asyncio --no-sse
+    python bench/lb_overhead.py --duration 4 --rounds 3 --kinds asyncio --replicas 1 --no-sse
 
 Besides the full table, "proxies side by side" compares, per replica kind, the
 p50 at 1 connection, req/s and the proxy's CPU per request at each connection
