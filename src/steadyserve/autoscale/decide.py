@@ -187,7 +187,9 @@ def decide(
         at_once = False
 
     if at_once or burst_target > previous:
-        if burst_target > wanted:
+        # From zero the policy's own count applies at once (burst may add to it);
+        # otherwise burst mode alone skips the delay, up to what the burst asks for.
+        if burst_target > previous and (not at_once or burst_target > wanted):
             target = burst_target
             note = _bounds_note(policy, burst_reading, target)
             reason = "burst: " + burst_reading.says(target) + note
