@@ -615,7 +615,8 @@ class ReplicaPolicy(_Model):
 
     @model_validator(mode="after")
     def _one_target(self) -> ReplicaPolicy:
-        _coherent_policy(self)
+        if self.target_qps_per_replica is not None and self.target_ongoing_requests is not None:
+            _coherent_policy(self)  # says that both targets cannot be
         target = self.autoscaling_target
         own = {"qps": _QPS_FIELDS, "ongoing_requests": _ONGOING_FIELDS, None: ()}[target]
         # Stored specs list every field with its default, so only a value that
@@ -626,6 +627,7 @@ class ReplicaPolicy(_Model):
             policy = "SkyServe's" if name in _QPS_FIELDS else "Ray Serve's"
             needs = _QPS_FIELDS[0] if name in _QPS_FIELDS else _ONGOING_FIELDS[0]
             raise _fail(f"{name} is {policy} autoscaling field and needs {needs}")
+        _coherent_policy(self)
         return self
 
     @property
