@@ -559,3 +559,28 @@ def test_policy_for_reads_the_service_section() -> None:
     assert policy_for(section({"autoscaling_config": ray})) == OngoingPolicy(
         min_replicas=1, max_replicas=6, initial_replicas=2, downscale_to_zero_delay_s=5.0
     )
+
+
+def test_the_worked_example_in_the_docs() -> None:
+    policy = OngoingPolicy(
+        min_replicas=0,
+        max_replicas=10,
+        target_ongoing_requests=2,
+        downscale_delay_s=300,
+        downscale_to_zero_delay_s=60,
+    )
+    first_request = request_waiting_at_zero(policy, initial_state(policy))
+    assert first_request.reason == "request waiting at zero -> 1 replica"
+
+    def traffic(t: float) -> LoadSample:
+        amount = 3.5 if t < 100 else 20.0 if t < 160 else 1.2 if t < 700 else 0.0
+        return load(t, ongoing=amount)
+
+    ticks = simulate(policy, traffic, start=1, until=1000, state=first_request.state)
+    assert changes(ticks) == [
+        (31.0, 2, "ongoing 3.5 over 30 s / target 2 -> 2 replicas"),
+        (100.0, 5, "burst: ongoing 9.0 over 3 s / target 2 -> 5 replicas"),
+        (141.0, 10, "ongoing 20.0 over 30 s / target 2 -> 10 replicas"),
+        (463.0, 1, "ongoing 1.2 over 30 s / target 2 -> 1 replica"),
+        (789.0, 0, "ongoing 0.0 over 30 s / target 2 -> 0 replicas"),
+    ]
