@@ -549,20 +549,8 @@ _ONGOING_FIELDS = (
 _TARGETS = (_QPS_FIELDS[0], _ONGOING_FIELDS[0])
 
 
-def _coherent_policy(policy: ReplicaPolicy | AutoscalingConfig) -> None:
-    """Cross-field rules shared by ``replica_policy`` and ``autoscaling_config``."""
-    qps = getattr(policy, "target_qps_per_replica", None)
-    if qps is not None and policy.target_ongoing_requests is not None:
-        raise _fail(
-            "target_qps_per_replica and target_ongoing_requests are mutually exclusive"
-            " (pick SkyServe's or Ray Serve's autoscaling policy)"
-        )
-    has_target = qps is not None or policy.target_ongoing_requests is not None
-    if policy.max_replicas > policy.min_replicas and not has_target:
-        raise _fail(
-            "max_replicas > min_replicas needs an autoscaling target:"
-            " target_qps_per_replica or target_ongoing_requests"
-        )
+def _initial_within_bounds(policy: ReplicaPolicy | AutoscalingConfig) -> None:
+    """A rule shared by ``replica_policy`` and ``autoscaling_config`` (after the fields)."""
     initial = policy.initial_replicas
     if initial is not None and not policy.min_replicas <= initial <= policy.max_replicas:
         raise _fail("initial_replicas must be between min_replicas and max_replicas")
@@ -616,7 +604,10 @@ class ReplicaPolicy(_Model):
     @model_validator(mode="after")
     def _one_target(self) -> ReplicaPolicy:
         if self.target_qps_per_replica is not None and self.target_ongoing_requests is not None:
-            _coherent_policy(self)  # says that both targets cannot be
+            raise _fail(
+                "target_qps_per_replica and target_ongoing_requests are mutually exclusive"
+                " (pick SkyServe's or Ray Serve's autoscaling policy)"
+            )
         target = self.autoscaling_target
         own = {"qps": _QPS_FIELDS, "ongoing_requests": _ONGOING_FIELDS, None: ()}[target]
         # Stored specs list every field with its default, so only a value that
@@ -627,7 +618,12 @@ class ReplicaPolicy(_Model):
             policy = "SkyServe's" if name in _QPS_FIELDS else "Ray Serve's"
             needs = _QPS_FIELDS[0] if name in _QPS_FIELDS else _ONGOING_FIELDS[0]
             raise _fail(f"{name} is {policy} autoscaling field and needs {needs}")
-        _coherent_policy(self)
+        if self.max_replicas > self.min_replicas and target is None:
+            raise _fail(
+                "max_replicas > min_replicas needs an autoscaling target:"
+                " target_qps_per_replica or target_ongoing_requests"
+            )
+        _initial_within_bounds(self)
         return self
 
     @property
@@ -681,7 +677,7 @@ class AutoscalingConfig(_Model):
 
     @model_validator(mode="after")
     def _coherent(self) -> AutoscalingConfig:
-        _coherent_policy(self)
+        _initial_within_bounds(self)
         return self
 
     def as_replica_policy(self) -> ReplicaPolicy:
