@@ -74,7 +74,7 @@ def simulate(
         decision = decide(policy, state, window, t, serving)
         assert policy.min_replicas <= decision.target <= policy.max_replicas
         ticks.append(Tick(t, serving, decision))
-        state = decision.state
+        state = decision.next_state
     return ticks
 
 
@@ -311,7 +311,7 @@ def test_a_request_waiting_at_zero_gets_a_replica_at_once() -> None:
     ray = OngoingPolicy(min_replicas=0, max_replicas=5)
     decision = request_waiting_at_zero(ray, ScaleState(0))
     assert (decision.target, decision.reason) == (1, "request waiting at zero -> 1 replica")
-    assert decision.state == ScaleState(1)
+    assert decision.next_state == ScaleState(1)
     boosted = OngoingPolicy(min_replicas=0, max_replicas=5, upscaling_factor=2.5)
     assert request_waiting_at_zero(boosted, ScaleState(0)).target == 3  # Ray: ceil(factor)
     sky = QpsPolicy(min_replicas=0, max_replicas=5, target_qps_per_replica=1)
@@ -462,7 +462,7 @@ def test_target_always_within_bounds(
         decision = decide(policy, state, window, t, serving[i % len(serving)])
         assert policy.min_replicas <= decision.target <= policy.max_replicas
         assert "\n" not in decision.reason
-        state = decision.state
+        state = decision.next_state
         waiting = request_waiting_at_zero(policy, state)
         assert policy.min_replicas <= waiting.target <= policy.max_replicas
 
@@ -576,7 +576,7 @@ def test_the_worked_example_in_the_docs() -> None:
         amount = 3.5 if t < 100 else 20.0 if t < 160 else 1.2 if t < 700 else 0.0
         return load(t, ongoing=amount)
 
-    ticks = simulate(policy, traffic, start=1, until=1000, state=first_request.state)
+    ticks = simulate(policy, traffic, start=1, until=1000, state=first_request.next_state)
     assert changes(ticks) == [
         (31.0, 2, "ongoing 3.5 over 30 s / target 2 -> 2 replicas"),
         (100.0, 5, "burst: ongoing 9.0 over 3 s / target 2 -> 5 replicas"),

@@ -10,7 +10,12 @@
 The controller owns the loop: it feeds samples into a :class:`LoadWindow`
 (``span=policy.window_s``), calls :func:`decide` each tick, stores the returned
 state, records ``decision.reason`` as an event when ``decision.changed``, and
-stops :func:`choose_victims` replicas when the target drops.
+stops :func:`choose_victims` replicas when the target drops. A request that
+arrives while nothing serves calls :func:`request_waiting_at_zero`.
+
+Times are plain floats from whatever clock the caller reads. A state that is
+stored and read back after a restart needs a clock that survives restarts
+(wall-clock seconds), not ``time.monotonic()``.
 """
 
 from steadyserve.autoscale.decide import (

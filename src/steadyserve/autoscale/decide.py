@@ -64,7 +64,8 @@ class Decision:
 
     target: int
     reason: str
-    state: ScaleState
+    next_state: ScaleState
+    """What to remember until the next step (pass it back as ``state``)."""
     previous: int
     """The target before this step."""
     qps: float | None = None
