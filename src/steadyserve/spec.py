@@ -560,7 +560,7 @@ class ReplicaPolicy(_Model):
     """Autoscaling bounds plus one target: SkyServe's request rate or Ray Serve's load.
 
     Only ``min_replicas`` means a fixed size (``max_replicas`` is filled in equal to
-    it), which is how DESIGN reads SkyServe's ``replica_policy``. A target needs an
+    it), as in SkyServe's ``replica_policy``. A target needs an
     explicit ``max_replicas``, and each policy's tuning fields go with its own
     target only: a field that would be ignored is an error instead.
     """
