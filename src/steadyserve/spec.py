@@ -45,6 +45,7 @@ from pydantic_core import PydanticCustomError
 __all__ = [
     "MAX_FILE_BYTES",
     "NAME_PATTERN",
+    "AutoscalingConfig",
     "CanaryAnalysis",
     "CanaryPolicy",
     "CanaryStep",
@@ -532,11 +533,36 @@ class ReadinessProbe(_Model):
     headers: dict[HeaderName, ScalarText] = Field(default_factory=dict)
 
 
+_QPS_FIELDS = ("target_qps_per_replica", "upscale_delay_seconds", "downscale_delay_seconds")
+"""SkyServe's policy: request rate per replica over a 60 s window."""
+_ONGOING_FIELDS = (
+    "target_ongoing_requests",
+    "look_back_period_s",
+    "upscale_delay_s",
+    "downscale_delay_s",
+    "downscale_to_zero_delay_s",
+    "upscaling_factor",
+    "downscaling_factor",
+    "initial_replicas",
+)
+"""Ray Serve's policy: ongoing requests per replica, averaged over a look-back period."""
+_TARGETS = (_QPS_FIELDS[0], _ONGOING_FIELDS[0])
+
+
+def _initial_within_bounds(policy: ReplicaPolicy | AutoscalingConfig) -> None:
+    """A rule shared by ``replica_policy`` and ``autoscaling_config`` (after the fields)."""
+    initial = policy.initial_replicas
+    if initial is not None and not policy.min_replicas <= initial <= policy.max_replicas:
+        raise _fail("initial_replicas must be between min_replicas and max_replicas")
+
+
 class ReplicaPolicy(_Model):
     """Autoscaling bounds plus one target: SkyServe's request rate or Ray Serve's load.
 
     Only ``min_replicas`` means a fixed size (``max_replicas`` is filled in equal to
-    it), which is how DESIGN reads SkyServe's ``replica_policy``.
+    it), as in SkyServe's ``replica_policy``. A target needs an
+    explicit ``max_replicas``, and each policy's tuning fields go with its own
+    target only: a field that would be ignored is an error instead.
     """
 
     min_replicas: NonNegativeInt
@@ -548,11 +574,22 @@ class ReplicaPolicy(_Model):
     look_back_period_s: PositiveSeconds = 30.0
     upscale_delay_s: Seconds = 30.0
     downscale_delay_s: Seconds = 600.0
+    downscale_to_zero_delay_s: Seconds | None = None
+    """The 1 -> 0 step of Ray's policy; None means ``downscale_delay_s``."""
+    upscaling_factor: PositiveNumber | None = None
+    """Ray's gain on upscaling steps; None means 1."""
+    downscaling_factor: PositiveNumber | None = None
+    initial_replicas: NonNegativeInt | None = None
+    """Ray's count at deploy time; None means ``min_replicas``."""
 
     @model_validator(mode="before")
     @classmethod
     def _max_defaults_to_min(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("max_replicas") is None and "min_replicas" in data:
+            # A bad target value, or both targets at once, is reported as such after.
+            given = [t for t in _TARGETS if t in data and (_finite(data[t]) or 0) > 0]
+            if len(given) == 1:
+                raise _fail(f"{given[0]} needs max_replicas (the most replicas to scale up to)")
             return {**data, "max_replicas": data["min_replicas"]}
         return data
 
@@ -571,11 +608,22 @@ class ReplicaPolicy(_Model):
                 "target_qps_per_replica and target_ongoing_requests are mutually exclusive"
                 " (pick SkyServe's or Ray Serve's autoscaling policy)"
             )
-        if self.max_replicas > self.min_replicas and self.autoscaling_target is None:
+        target = self.autoscaling_target
+        own = {"qps": _QPS_FIELDS, "ongoing_requests": _ONGOING_FIELDS, None: ()}[target]
+        # Stored specs list every field with its default, so only a value that
+        # differs from the default (one that would change something) is judged.
+        for name in (*_QPS_FIELDS, *_ONGOING_FIELDS):
+            if name in own or getattr(self, name) == type(self).model_fields[name].default:
+                continue
+            policy = "SkyServe's" if name in _QPS_FIELDS else "Ray Serve's"
+            needs = _QPS_FIELDS[0] if name in _QPS_FIELDS else _ONGOING_FIELDS[0]
+            raise _fail(f"{name} is {policy} autoscaling field and needs {needs}")
+        if self.max_replicas > self.min_replicas and target is None:
             raise _fail(
                 "max_replicas > min_replicas needs an autoscaling target:"
                 " target_qps_per_replica or target_ongoing_requests"
             )
+        _initial_within_bounds(self)
         return self
 
     @property
@@ -586,6 +634,54 @@ class ReplicaPolicy(_Model):
         if self.target_ongoing_requests is not None:
             return "ongoing_requests"
         return None
+
+
+class AutoscalingConfig(_Model):
+    """Ray Serve's ``autoscaling_config``, with Ray's field names and defaults.
+
+    Accepted under ``service:`` as a synonym of ``replica_policy`` and stored as
+    one (with ``target_ongoing_requests``), so the rest of SteadyServe sees one shape.
+    """
+
+    min_replicas: NonNegativeInt = 1
+    initial_replicas: NonNegativeInt | None = None
+    max_replicas: PositiveInt = 1
+    target_ongoing_requests: PositiveNumber = 2.0
+    look_back_period_s: PositiveSeconds = 30.0
+    upscale_delay_s: Seconds = 30.0
+    downscale_delay_s: Seconds = 600.0
+    downscale_to_zero_delay_s: Seconds | None = None
+    upscaling_factor: PositiveNumber | None = None
+    downscaling_factor: PositiveNumber | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _target_needs_max(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and (_finite(data.get("target_ongoing_requests")) or 0) > 0
+            and data.get("max_replicas") is None
+        ):
+            raise _fail(
+                "target_ongoing_requests needs max_replicas (the most replicas to scale up to)"
+            )
+        return data
+
+    @field_validator("max_replicas")
+    @classmethod
+    def _max_not_below_min(cls, value: int, info: ValidationInfo) -> int:
+        low = info.data.get("min_replicas")
+        if low is not None and value < low:
+            raise _fail("must be an integer >= min_replicas")
+        return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> AutoscalingConfig:
+        _initial_within_bounds(self)
+        return self
+
+    def as_replica_policy(self) -> ReplicaPolicy:
+        return ReplicaPolicy.model_validate(self.model_dump())
 
 
 class RollingUpdate(_Model):
@@ -667,6 +763,8 @@ class ServiceSection(_Model):
     replicas: NonNegativeInt | None = None
     """A fixed count; None exactly when ``replica_policy`` is given."""
     replica_policy: ReplicaPolicy | None = None
+    autoscaling_config: AutoscalingConfig | None = Field(default=None, exclude=True)
+    """Ray Serve's name for ``replica_policy``; always None once validated (it becomes one)."""
     update_mode: UpdateModeField = "rolling"
     update_deadline_s: PositiveSeconds = 600.0
     rolling_update: RollingUpdate = Field(default_factory=RollingUpdate)
@@ -702,6 +800,7 @@ class ServiceSection(_Model):
             isinstance(data, dict)
             and data.get("replicas") is None
             and data.get("replica_policy") is None
+            and data.get("autoscaling_config") is None
         ):
             return {**data, "replicas": 1}
         return data
@@ -713,7 +812,28 @@ class ServiceSection(_Model):
                 "replicas and replica_policy are mutually exclusive"
                 " (a fixed count, or autoscaling bounds)"
             )
+        if self.autoscaling_config is not None:
+            if self.replica_policy is not None:
+                raise _fail(
+                    "replica_policy and autoscaling_config are mutually exclusive"
+                    " (autoscaling_config is Ray Serve's name for replica_policy; use one)"
+                )
+            if self.replicas is not None:
+                raise _fail(
+                    "replicas and autoscaling_config are mutually exclusive"
+                    " (a fixed count, or autoscaling bounds)"
+                )
         return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _ray_synonym(cls, data: Any, handler: Callable[[Any], ServiceSection]) -> ServiceSection:
+        """Store ``autoscaling_config`` as the ``replica_policy`` it means."""
+        section = handler(data)
+        if section.autoscaling_config is None:
+            return section
+        policy = section.autoscaling_config.as_replica_policy()
+        return section.model_copy(update={"replica_policy": policy, "autoscaling_config": None})
 
     @property
     def target_replicas(self) -> int:
@@ -721,7 +841,8 @@ class ServiceSection(_Model):
         if self.replicas is not None:
             return self.replicas
         assert self.replica_policy is not None  # guaranteed by _count_or_policy
-        return self.replica_policy.min_replicas
+        initial = self.replica_policy.initial_replicas
+        return self.replica_policy.min_replicas if initial is None else initial
 
     def max_surge_count(self, target: int) -> int:
         """Replicas that may run above ``target`` during an update; a percent rounds up."""

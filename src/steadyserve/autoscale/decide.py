@@ -1,0 +1,261 @@
+"""One autoscaling step: (policy, state, load window, now) -> a decision and the next state.
+
+The controller keeps a :class:`ScaleState` per service and calls :func:`decide`
+on every tick with the time it read and the number of replicas serving; the
+function reads no clock and keeps nothing, so a test can drive hours of
+simulated traffic in microseconds. Every decision carries a one-line reason
+(``ongoing 5.8 over 3 s / target 1 -> 3 replicas``) that becomes the event.
+
+The delays are those of the anchors: a wish to scale up (or down) must hold
+without a break for ``upscale_delay`` (``downscale_delay``) before the target
+moves, and it then moves to what the load asks for at that moment. A wish that
+lapses, even for one tick, starts its delay again; that, and the downscale
+delay being the longer, is the hysteresis that keeps a load at a boundary from
+flapping the target.
+
+Burst mode (Knative calls it panic mode) is ours: when the load over a tenth of
+the policy's window exceeds twice what the serving replicas are meant to carry,
+the target jumps at once to what that short-window load asks for, skipping the
+upscale delay; and for one full window after the last such moment the target
+never goes down.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from steadyserve.autoscale.policies import (
+    BURST_FRACTION,
+    BURST_RATIO,
+    FixedPolicy,
+    OngoingPolicy,
+    Policy,
+    QpsPolicy,
+    clip,
+    ongoing_desired,
+    qps_desired,
+)
+from steadyserve.autoscale.signals import LoadWindow, mean_ongoing, qps
+
+__all__ = ["Decision", "ScaleState", "decide", "initial_state", "request_waiting_at_zero"]
+
+
+@dataclass(frozen=True)
+class ScaleState:
+    """What the autoscaler remembers between ticks (store it; it is plain data)."""
+
+    target: int
+    """The replica count the service should run now."""
+    up_since: float | None = None
+    """Since when the load has, without a break, asked for more than ``target``."""
+    down_since: float | None = None
+    """Since when the load has, without a break, asked for fewer than ``target``."""
+    burst_until: float | None = None
+    """Burst mode lasts until this time: no scaling down before it."""
+
+    def in_burst(self, now: float) -> bool:
+        return self.burst_until is not None and now < self.burst_until
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one step. ``changed`` decisions are the ones worth an event."""
+
+    target: int
+    reason: str
+    next_state: ScaleState
+    """What to remember until the next step (pass it back as ``state``)."""
+    previous: int
+    """The target before this step."""
+    qps: float | None = None
+    """Requests per second over the policy's window (None where not measured)."""
+    ongoing: float | None = None
+    """Ongoing requests (running plus queued) averaged over the policy's window."""
+    burst: bool = False
+    """Burst mode is on after this step."""
+
+    @property
+    def changed(self) -> bool:
+        return self.target != self.previous
+
+
+def initial_state(policy: Policy) -> ScaleState:
+    """The state of a freshly deployed service: Ray's ``initial_replicas``, else the minimum."""
+    return ScaleState(target=policy.initial)
+
+
+def _replicas(count: int) -> str:
+    return f"{count} replica" if count == 1 else f"{count} replicas"
+
+
+def _num(value: float) -> str:
+    if value == 0 or abs(value) >= 1:
+        return f"{value:.1f}"
+    return f"{value:.2g}"
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """The load as one policy sees it, and how to say it."""
+
+    metric: str
+    value: float
+    period: float
+    per_replica: float
+
+    def says(self, count: int) -> str:
+        return (
+            f"{self.metric} {_num(self.value)} over {self.period:g} s"
+            f" / target {self.per_replica:g} -> {_replicas(count)}"
+        )
+
+    def needs(self) -> int:
+        """Replicas that carry this load at the target, before bounds."""
+        return math.ceil(self.value / self.per_replica)
+
+
+def _bounds_note(policy: Policy, reading: _Reading, count: int) -> str:
+    if count == policy.max_replicas and reading.needs() > count:
+        return f" (max_replicas {policy.max_replicas})"
+    if count == policy.min_replicas and reading.needs() < count:
+        return f" (min_replicas {policy.min_replicas})"
+    return ""
+
+
+def decide(
+    policy: Policy, state: ScaleState, window: LoadWindow, now: float, current_replicas: int
+) -> Decision:
+    """The target for ``now``, given the samples in ``window`` and the number of
+    replicas serving (READY) now. Pure: same inputs, same decision."""
+    previous = state.target
+    if isinstance(policy, FixedPolicy):
+        reason = f"fixed size -> {_replicas(policy.replicas)}"
+        return Decision(policy.replicas, reason, ScaleState(policy.replicas), previous)
+
+    if not policy.min_replicas <= state.target <= policy.max_replicas:
+        target = clip(state.target, policy)
+        bound = "min_replicas" if target == policy.min_replicas else "max_replicas"
+        reason = f"{bound} is {target} -> {_replicas(target)}"
+        return Decision(target, reason, ScaleState(target), previous)
+
+    span = policy.window_s
+    samples = window.between(now - span, now)
+    if not samples:
+        reason = f"no load reports in the last {span:g} s; holding {_replicas(previous)}"
+        return Decision(previous, reason, replace(state, up_since=None, down_since=None), previous)
+
+    short_span = span * BURST_FRACTION
+    short = window.between(now - short_span, now)
+    ongoing = mean_ongoing(samples)
+    if isinstance(policy, QpsPolicy):
+        rate = qps(samples, span)
+        reading = _Reading("qps", rate, span, policy.target_qps_per_replica)
+        burst_reading = _Reading("qps", qps(short, short_span), short_span, reading.per_replica)
+        measured_qps: float | None = rate
+    else:
+        reading = _Reading("ongoing", ongoing, span, policy.target_ongoing_requests)
+        burst_reading = _Reading("ongoing", mean_ongoing(short), short_span, reading.per_replica)
+        measured_qps = None
+
+    def decision(target: int, reason: str, next_state: ScaleState) -> Decision:
+        return Decision(
+            target,
+            reason,
+            next_state,
+            previous,
+            qps=measured_qps,
+            ongoing=ongoing,
+            burst=next_state.in_burst(now),
+        )
+
+    # Burst: short-window load over twice what the serving replicas should carry.
+    capacity = current_replicas * reading.per_replica
+    bursting = bool(short) and burst_reading.value > BURST_RATIO * capacity
+    burst_until = now + span if bursting else state.burst_until
+    burst_target = clip(burst_reading.needs(), policy) if bursting else 0
+
+    # What the policy asks for, and whether it may have it at once (from zero).
+    if isinstance(policy, QpsPolicy):
+        wanted = qps_desired(policy, reading.value)
+        at_once = previous == 0 and wanted > 0
+    elif current_replicas == 0:
+        # Ray Serve: with none serving there is no ratio; any load means at least one.
+        wanted = clip(max(math.ceil(policy.up_gain), previous), policy) if ongoing > 0 else previous
+        at_once = wanted > previous
+    else:
+        wanted = ongoing_desired(policy, reading.value, current_replicas)
+        at_once = False
+
+    if at_once or burst_target > previous:
+        # From zero the policy's own count applies at once (burst may add to it);
+        # otherwise burst mode alone skips the delay, up to what the burst asks for.
+        if burst_target > previous and (not at_once or burst_target > wanted):
+            target = burst_target
+            note = _bounds_note(policy, burst_reading, target)
+            reason = "burst: " + burst_reading.says(target) + note
+        else:
+            target = wanted
+            reason = reading.says(target) + _bounds_note(policy, reading, target)
+            if previous == 0:
+                reason += " (from zero)"
+        return decision(target, reason, ScaleState(target, burst_until=burst_until))
+
+    calm = replace(state, up_since=None, down_since=None, burst_until=burst_until)
+    if wanted > previous:
+        since = now if state.up_since is None else state.up_since
+        delay = policy.upscale_delay
+        if now - since >= delay:
+            reason = reading.says(wanted) + _bounds_note(policy, reading, wanted)
+            return decision(wanted, reason, ScaleState(wanted, burst_until=burst_until))
+        reason = (
+            f"holding {_replicas(previous)}: {reading.says(wanted)} after"
+            f" {now - since:g} of {delay:g} s upscale delay"
+        )
+        return decision(previous, reason, replace(calm, up_since=since))
+
+    if wanted < previous:
+        if calm.in_burst(now):
+            reason = (
+                f"holding {_replicas(previous)}: {reading.says(wanted)}, but burst mode"
+                f" forbids scaling down for {burst_until - now:g} s"  # type: ignore[operator]
+            )
+            return decision(previous, reason, calm)
+        since = now if state.down_since is None else state.down_since
+        if isinstance(policy, QpsPolicy):
+            delay, what = policy.downscale_delay_seconds, "downscale delay"
+        elif previous == 1 and wanted == 0:
+            delay, what = policy.to_zero_delay_s, "downscale-to-zero delay"
+        else:
+            # Ray Serve goes to zero only from one replica, after its own delay.
+            wanted = max(1, wanted)
+            delay, what = policy.downscale_delay_s, "downscale delay"
+        if now - since >= delay:
+            reason = reading.says(wanted) + _bounds_note(policy, reading, wanted)
+            return decision(wanted, reason, ScaleState(wanted, burst_until=burst_until))
+        reason = (
+            f"holding {_replicas(previous)}: {reading.says(wanted)} after"
+            f" {now - since:g} of {delay:g} s {what}"
+        )
+        return decision(previous, reason, replace(calm, down_since=since))
+
+    return decision(previous, f"steady: {reading.says(previous)}", calm)
+
+
+def request_waiting_at_zero(policy: Policy, state: ScaleState) -> Decision:
+    """A request waits at a service scaled to zero: at least one replica, at once.
+
+    The load balancer asks this when a request arrives and nothing serves; no
+    delay applies (SkyServe and Ray Serve both scale up from zero at once).
+    Ray's ``upscaling_factor`` sets how many start (at least one).
+    """
+    previous = state.target
+    if previous >= 1:
+        reason = f"request waiting; {_replicas(previous)} already wanted"
+        return Decision(previous, reason, state, previous)
+    if policy.max_replicas == 0:
+        return Decision(0, "request waiting, but max_replicas is 0", state, previous)
+    first = math.ceil(policy.up_gain) if isinstance(policy, OngoingPolicy) else 1
+    target = clip(max(1, first), policy)
+    reason = f"request waiting at zero -> {_replicas(target)}"
+    return Decision(target, reason, ScaleState(target, burst_until=state.burst_until), previous)

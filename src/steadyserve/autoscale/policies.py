@@ -1,0 +1,186 @@
+"""The two autoscaling policies as plain values, and the replica count each wants.
+
+SkyServe's policy (``target_qps_per_replica``) counts requests started over a
+fixed 60 s window; Ray Serve's (``target_ongoing_requests``) averages ongoing
+requests over ``look_back_period_s``. Both clip to ``[min_replicas,
+max_replicas]``. Field names and defaults are the anchors' own, so a SkyServe
+``replica_policy`` or a Ray Serve ``autoscaling_config`` means here what it
+means there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from steadyserve.spec import ServiceSection
+
+__all__ = [
+    "QPS_WINDOW_S",
+    "FixedPolicy",
+    "OngoingPolicy",
+    "Policy",
+    "QpsPolicy",
+    "clip",
+    "ongoing_desired",
+    "policy_for",
+    "qps_desired",
+]
+
+QPS_WINDOW_S = 60.0
+"""SkyServe's request-rate window: requests started in the last 60 s, divided by 60."""
+
+BURST_FRACTION = 0.1
+"""Burst mode looks at this fraction of the policy's window (3 s of Ray's 30 s)."""
+
+BURST_RATIO = 2.0
+"""Burst mode starts when short-window load exceeds this multiple of current capacity."""
+
+
+@dataclass(frozen=True)
+class FixedPolicy:
+    """A fixed size: ``replicas: N``, or ``replica_policy`` with only ``min_replicas``."""
+
+    replicas: int
+
+    @property
+    def min_replicas(self) -> int:
+        return self.replicas
+
+    @property
+    def max_replicas(self) -> int:
+        return self.replicas
+
+    @property
+    def initial(self) -> int:
+        return self.replicas
+
+
+@dataclass(frozen=True)
+class QpsPolicy:
+    """SkyServe's request-rate policy (``sky/serve/autoscalers.py``)."""
+
+    min_replicas: int
+    max_replicas: int
+    target_qps_per_replica: float
+    upscale_delay_seconds: float = 300.0
+    downscale_delay_seconds: float = 1200.0
+
+    @property
+    def window_s(self) -> float:
+        return QPS_WINDOW_S
+
+    @property
+    def upscale_delay(self) -> float:
+        return self.upscale_delay_seconds
+
+    @property
+    def initial(self) -> int:
+        return self.min_replicas
+
+
+@dataclass(frozen=True)
+class OngoingPolicy:
+    """Ray Serve's default policy (``AutoscalingConfig`` and its queue-length policy)."""
+
+    min_replicas: int = 1
+    max_replicas: int = 1
+    target_ongoing_requests: float = 2.0
+    look_back_period_s: float = 30.0
+    upscale_delay_s: float = 30.0
+    downscale_delay_s: float = 600.0
+    downscale_to_zero_delay_s: float | None = None
+    """The 1 -> 0 step waits this long; None means ``downscale_delay_s``."""
+    upscaling_factor: float | None = None
+    """Gain on upscaling decisions; None means 1 (take the full step)."""
+    downscaling_factor: float | None = None
+    initial_replicas: int | None = None
+    """The count at deploy time; None means ``min_replicas``."""
+
+    @property
+    def window_s(self) -> float:
+        return self.look_back_period_s
+
+    @property
+    def upscale_delay(self) -> float:
+        return self.upscale_delay_s
+
+    @property
+    def initial(self) -> int:
+        return self.min_replicas if self.initial_replicas is None else self.initial_replicas
+
+    @property
+    def up_gain(self) -> float:
+        return 1.0 if self.upscaling_factor is None else self.upscaling_factor
+
+    @property
+    def down_gain(self) -> float:
+        return 1.0 if self.downscaling_factor is None else self.downscaling_factor
+
+    @property
+    def to_zero_delay_s(self) -> float:
+        if self.downscale_to_zero_delay_s is None:
+            return self.downscale_delay_s
+        return self.downscale_to_zero_delay_s
+
+
+Policy = FixedPolicy | QpsPolicy | OngoingPolicy
+
+
+def clip(count: int, policy: Policy) -> int:
+    return max(policy.min_replicas, min(policy.max_replicas, count))
+
+
+def qps_desired(policy: QpsPolicy, rate: float) -> int:
+    """SkyServe: ``ceil(qps / target_qps_per_replica)``, clipped; independent of the
+    current count, so a steady rate always asks for the same number."""
+    return clip(math.ceil(rate / policy.target_qps_per_replica), policy)
+
+
+def ongoing_desired(policy: OngoingPolicy, ongoing: float, running: int) -> int:
+    """Ray Serve's count for ``ongoing`` requests spread over ``running`` (> 0) replicas.
+
+    The error ratio (load over what ``running`` replicas should carry) is moved
+    toward 1 by the up- or down-scaling factor, applied to ``running``, rounded
+    up. When a factor below 1 would leave a count stuck where the plain ratio
+    says fewer suffice, it goes down by one, so low traffic always scales down.
+    """
+    if running <= 0:
+        raise ValueError("running must be > 0")
+    error_ratio = ongoing / (policy.target_ongoing_requests * running)
+    gain = policy.up_gain if error_ratio >= 1 else policy.down_gain
+    desired = math.ceil(running * (1 + (error_ratio - 1) * gain))
+    if math.ceil(running * error_ratio) < running and desired == running:
+        desired -= 1
+    return clip(desired, policy)
+
+
+def policy_for(service: ServiceSection) -> Policy:
+    """The policy a validated ``service:`` section asks for."""
+    spec = service.replica_policy
+    if spec is None:
+        return FixedPolicy(service.target_replicas)
+    if spec.target_qps_per_replica is not None:
+        return QpsPolicy(
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            target_qps_per_replica=spec.target_qps_per_replica,
+            upscale_delay_seconds=spec.upscale_delay_seconds,
+            downscale_delay_seconds=spec.downscale_delay_seconds,
+        )
+    if spec.target_ongoing_requests is not None:
+        return OngoingPolicy(
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            target_ongoing_requests=spec.target_ongoing_requests,
+            look_back_period_s=spec.look_back_period_s,
+            upscale_delay_s=spec.upscale_delay_s,
+            downscale_delay_s=spec.downscale_delay_s,
+            downscale_to_zero_delay_s=spec.downscale_to_zero_delay_s,
+            upscaling_factor=spec.upscaling_factor,
+            downscaling_factor=spec.downscaling_factor,
+            initial_replicas=spec.initial_replicas,
+        )
+    return FixedPolicy(spec.min_replicas)

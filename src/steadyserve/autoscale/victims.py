@@ -1,0 +1,32 @@
+"""Which replicas go when the target drops: those not serving first, then the newest.
+
+A replica that is not READY carries no traffic, so stopping it costs nothing
+(SkyServe orders scale-down by status the same way). Among READY ones the
+newest goes first: the oldest have warm caches and a record of working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["Candidate", "choose_victims"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    replica_id: int
+    ready: bool
+    launched_at: float
+
+
+def choose_victims(candidates: Iterable[Candidate], count: int) -> list[int]:
+    """Ids of ``count`` replicas to stop (fewer if there are fewer), in stopping order.
+
+    Not-ready before ready; within each, newest first (later launch, then the
+    higher id, which is newer because ids are never reused).
+    """
+    if count <= 0:
+        return []
+    ranked = sorted(candidates, key=lambda c: (c.ready, -c.launched_at, -c.replica_id))
+    return [c.replica_id for c in ranked[:count]]
