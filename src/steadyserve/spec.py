@@ -536,7 +536,7 @@ class ReplicaPolicy(_Model):
     """Autoscaling bounds plus one target: SkyServe's request rate or Ray Serve's load.
 
     Only ``min_replicas`` means a fixed size (``max_replicas`` is filled in equal to
-    it), which is how DESIGN reads SkyServe's ``replica_policy``.
+    it), as docs/design.md reads SkyServe's ``replica_policy``.
     """
 
     min_replicas: NonNegativeInt
@@ -642,7 +642,7 @@ def _default_canary_steps() -> list[CanaryStep]:
 
 class CanaryPolicy(_Model):
     """Steps for ``update_mode: canary``; always present so ``--mode canary`` works
-    on any service (the default is DESIGN's example: 10%, wait a minute, 100%)."""
+    on any service (the default in docs/design.md: 10%, wait a minute, 100%)."""
 
     steps: list[CanaryStep] = Field(default_factory=_default_canary_steps)
     analysis: CanaryAnalysis = Field(default_factory=CanaryAnalysis)
