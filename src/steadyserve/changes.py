@@ -1,4 +1,4 @@
-"""Classify a spec change, field by field: in place or restart (DESIGN "Which change does what").
+"""Classify a spec change field by field (docs/design.md, "Which change does what").
 
 An update compares the running spec with the new one. Fields that running
 replicas can take without a restart (counts, load-balancer and probe settings,

@@ -738,7 +738,7 @@ def _default_canary_steps() -> list[CanaryStep]:
 
 class CanaryPolicy(_Model):
     """Steps for ``update_mode: canary``; always present so ``--mode canary`` works
-    on any service (the default is DESIGN's example: 10%, wait a minute, 100%)."""
+    on any service (the default in docs/design.md: 10%, wait a minute, 100%)."""
 
     steps: list[CanaryStep] = Field(default_factory=_default_canary_steps)
     analysis: CanaryAnalysis = Field(default_factory=CanaryAnalysis)

@@ -30,7 +30,7 @@ from steadyserve.spec import (
 
 BASE = Path("/nonexistent/demo_app")
 
-DESIGN_EXAMPLE = """\
+FULL_EXAMPLE = """\
 name: http-server
 service:
   readiness_probe:
@@ -127,7 +127,7 @@ def error_of(data: object) -> str:
 
 def test_design_example_loads_in_normal_form(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
-    spec = load_service_file(write(tmp_path, DESIGN_EXAMPLE))
+    spec = load_service_file(write(tmp_path, FULL_EXAMPLE))
     svc = spec.service
     assert spec.name == "http-server"
     assert spec.workdir == str((tmp_path / "app").resolve())

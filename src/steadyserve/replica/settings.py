@@ -1,7 +1,7 @@
 """The runner's settings: the controller's environment over the decorator's defaults.
 
 The controller passes what the service file says (``STEADY_*``); a decorated
-class fills what the environment leaves out; fixed defaults (DESIGN's) fill the
+class fills what the environment leaves out; fixed defaults (docs/design.md's) fill the
 rest. A malformed value is a launcher bug, reported in one line naming the variable.
 """
 
