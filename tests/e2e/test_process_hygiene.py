@@ -8,6 +8,7 @@ import asyncio
 import http.client
 import json
 import os
+import shutil
 import textwrap
 import time
 from pathlib import Path
@@ -178,12 +179,27 @@ def control_request(
 
 
 def python_service(tmp: Path, language: str) -> Path:
+    """text_ml's Translator, whose module records the environment it was imported
+    in, and a setup that records its own."""
+    app = tmp / "text_ml"
+    if not app.exists():
+        shutil.copytree(TEXT_ML, app)
+        with open(app / "text_ml.py", "a") as module:
+            module.write(
+                "\nimport json as _json, os as _os\n"
+                "if 'IMPORT_ENV_DUMP' in _os.environ:  # not when `steady up` describes it\n"
+                "    with open(_os.environ['IMPORT_ENV_DUMP'], 'w') as _out:\n"
+                "        _json.dump(dict(_os.environ), _out)\n"
+            )
     path = tmp / "py.yaml"
     path.write_text(
         textwrap.dedent(f"""\
         name: py
         import_path: text_ml:Translator
-        workdir: {TEXT_ML}
+        workdir: {app}
+        setup: env > {tmp / "setup.env"}
+        envs:
+          IMPORT_ENV_DUMP: {tmp / "import.env"}
         service:
           replicas: 1
           health_check_period_s: 0.2
@@ -211,7 +227,10 @@ def test_control_port_needs_the_secret_and_gets_the_files_drain_settings(
     assert status == 401
     status, _ = control_request(control_port, "/-/healthz", "a-guess")
     assert status == 401
-    # The secret is the runner's alone: same-user /proc still shows its initial environment.
+    # Neither setup nor the user's module sees the secret (same-user /proc still
+    # shows the runner's initial environment, which is where the test reads it).
+    assert contract.CONTROL_SECRET not in (tmp_path / "setup.env").read_text()
+    assert contract.CONTROL_SECRET not in json.loads(wait_for_file(tmp_path / "import.env"))
     secret = runner.environ()[contract.CONTROL_SECRET]
     status, body = control_request(control_port, "/-/info", secret)
     assert status == 200

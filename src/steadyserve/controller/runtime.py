@@ -468,7 +468,9 @@ class ServiceRuntime:
         control_port = free_port() if spec.import_path is not None else None
         secret = self._control_secret(replica) if control_port is not None else None
         env = self._replica_env(replica, spec, port, control_port, secret)
-        workdir = await self.backend.prepare(self.name, replica.version, spec.setup, env)
+        # setup is user code too: it never sees the control secret.
+        setup_env = {k: v for k, v in env.items() if k != contract.CONTROL_SECRET}
+        workdir = await self.backend.prepare(self.name, replica.version, spec.setup, setup_env)
         if replica.status != ReplicaStatus.PROVISIONING.value:
             return None, None
         handle = await self.backend.launch(
