@@ -48,13 +48,16 @@ RAY_FLAGS = [] if WITH_RAY else ["--no-ray"]
 
 
 def bench_processes() -> list[psutil.Process]:
-    """Live processes of any benchmark's temporary STEADY_HOME."""
+    """Live processes of any benchmark's temporary STEADY_HOME: the controller and
+    LBs carry STEADY_HOME; replicas (which do not) run in a workdir under it."""
     found = []
     for proc in psutil.process_iter():
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if proc.environ().get("STEADY_HOME", "").startswith(BENCH_HOME_PREFIX):
+            if proc.environ().get("STEADY_HOME", "").startswith(BENCH_HOME_PREFIX) or (
+                proc.cwd().startswith(BENCH_HOME_PREFIX)
+            ):
                 found.append(proc)
         except psutil.Error:
             continue
