@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import textwrap
 import time
 from pathlib import Path
@@ -299,3 +300,42 @@ def test_any_launch_exception_fails_the_replica_with_an_event(tmp_path: Path) ->
         assert reasons == ["RuntimeError: no room for this replica"]
     finally:
         store.close()
+
+
+def test_a_failed_replica_whose_stop_was_cut_short_is_stopped_after_a_restart(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """The controller dies while stopping a FAILED replica (one that ignores SIGTERM):
+    the next controller finishes the stop instead of leaving the process running."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "ready").write_text("ok")
+    path = tmp_path / "stubborn.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        name: stubborn
+        service:
+          readiness_probe: /ready
+          replicas: 1
+          health_check_period_s: 0.2
+          graceful_shutdown_timeout_s: 10
+        run: "trap '' TERM; cd {site} && {HTTP_SERVER}"
+        """)
+    )
+    steady.run("up", str(path), "--wait", "--timeout", "60")
+    pid = steady.service("stubborn")["replicas"][0]["pid"]
+    (site / "ready").unlink()  # probes fail: FAILED_PROBING, then a stop SIGTERM cannot end
+    steady.wait_for(
+        "stubborn",
+        lambda s: any(r["id"] == 1 and r["status"] == "FAILED_PROBING" for r in s["replicas"]),
+        what="replica 1 to fail its probes",
+    )
+    info = json.loads(steady.run("controller", "status", "--json").stdout)
+    os.kill(info["pid"], signal.SIGKILL)
+    assert alive(pid), "the stop finished before the controller died: nothing left to test"
+    (site / "ready").write_text("ok")
+    steady.run("controller", "start")
+    deadline = time.monotonic() + 40
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), "the restarted controller left a FAILED replica's process running"

@@ -130,6 +130,9 @@ class ServiceRuntime:
                     )
                 else:
                     self._spawn(replica, self._probe_loop(replica))
+            elif rt.handle is not None:
+                # Failed, and the previous controller died before its stop finished.
+                self._spawn(replica, self._stop_failed(replica, rt.handle))
         self.lb.adopt(self.row.lb_pid, self.row.lb_create_time)
         if self.updating and self.update is not None and self.update.mode == "in_place":
             # The previous controller died mid-way: relabel what it had not, deliver again
