@@ -207,16 +207,29 @@ def _url_path(value: object) -> str:
     return value
 
 
+def _no_nul(value: str) -> str:
+    """Strings that become a process's argv, environment or paths cannot hold NUL."""
+    if "\x00" in value:
+        raise _fail("must not contain a NUL byte (\\0)")
+    return value
+
+
 def _command(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _fail("must be a non-empty command")
-    return value
+    return _no_nul(value)
 
 
 def _non_empty_text(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _fail("must be a non-empty string")
-    return value
+    return _no_nul(value)
+
+
+def _optional_text(value: object) -> str:
+    if not isinstance(value, str):
+        raise _fail("must be a string")
+    return _no_nul(value)
 
 
 _IMPORT_PATH = re.compile(
@@ -268,7 +281,7 @@ def _scalar_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return value
+        return _no_nul(value)
     if _is_number(value):
         return str(value)
     raise _fail('must be a string, number or boolean (null is not allowed; use "" for empty)')
@@ -446,6 +459,7 @@ Fraction = Annotated[float, BeforeValidator(_number(ge=0, le=1))]
 UrlPath = Annotated[str, BeforeValidator(_url_path)]
 Command = Annotated[str, BeforeValidator(_command)]
 NonEmptyText = Annotated[str, BeforeValidator(_non_empty_text)]
+Text = Annotated[str, BeforeValidator(_optional_text)]
 ImportPath = Annotated[str, BeforeValidator(_import_path)]
 ServiceName = Annotated[str, BeforeValidator(_service_name)]
 EnvName = Annotated[str, BeforeValidator(_env_name)]
@@ -926,7 +940,7 @@ class ServiceSpec(_Model):
     resources: Resources = Field(default_factory=Resources)
     envs: dict[EnvName, ScalarText] = Field(default_factory=dict)
     workdir: NonEmptyText | None = None
-    setup: StrictStr | None = None
+    setup: Text | None = None
     run: Command | None = None
     import_path: ImportPath | None = None
     num_nodes: NumNodes = 1
