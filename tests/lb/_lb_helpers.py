@@ -401,8 +401,12 @@ class FakeController:
         max_ongoing: int = 100,
         max_queued: int = -1,
         policy: str = "least_load",
+        blocked_paths: list[str] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> str:
-        """Replicas as (id, port); returns the new ``epoch:version``."""
+        """Replicas as (id, port); returns the new ``epoch:version``.
+
+        ``extra`` adds fields to the table (e.g. the load balancer's limits)."""
 
         def apply() -> None:
             self.version += 1
@@ -416,6 +420,8 @@ class FakeController:
                     {"id": rid, "version": 1, "host": "127.0.0.1", "port": port}
                     for rid, port in addresses
                 ],
+                **({"blocked_paths": blocked_paths} if blocked_paths is not None else {}),
+                **(extra or {}),
             }
             assert self._changed is not None
             self._changed.set()

@@ -16,20 +16,20 @@ import asyncio
 import logging
 from collections import deque
 from typing import cast
-from urllib.parse import unquote_to_bytes
 
 import httptools
 
 from steadyserve.lb.http import (
     HOP_BY_HOP,
     IDEMPOTENT_METHODS,
-    WATCHED_NAME_LENGTHS,
+    REQUEST_WATCHED_NAME_LENGTHS,
     connection_tokens,
     header_name,
     set_nodelay,
     simple_response,
 )
 from steadyserve.lb.proxy import DONE, READY, SENT, Exchange, Proxy
+from steadyserve.lb.target import BadTarget, is_blocked, is_plain, normalise
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -60,6 +60,8 @@ class ClientConnection(asyncio.Protocol):
         "_conn_tokens",
         "_content_length",
         "_head_fed",
+        "_host_at",
+        "_hosts",
         "_in_head",
         "_lines",
         "_upgrade",
@@ -100,6 +102,8 @@ class ClientConnection(asyncio.Protocol):
         self._conn_tokens: set[bytes] | None = None
         self._upgrade = False
         self._xff_seen = False
+        self._hosts = 0
+        self._host_at = -1
         self.body_bytes = 0
 
     # -- asyncio.Protocol ------------------------------------------------------
@@ -173,6 +177,7 @@ class ClientConnection(asyncio.Protocol):
         self._conn_tokens = None
         self._upgrade = False
         self._xff_seen = False
+        self._hosts = 0
         self.body_bytes = 0
         ex = Exchange(self)
         self.parsing = ex
@@ -185,7 +190,7 @@ class ClientConnection(asyncio.Protocol):
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) in WATCHED_NAME_LENGTHS:
+        if len(name) in REQUEST_WATCHED_NAME_LENGTHS:
             lname = name.lower()
             if lname in HOP_BY_HOP:
                 if lname == b"transfer-encoding":
@@ -206,6 +211,9 @@ class ClientConnection(asyncio.Protocol):
             elif lname == b"x-forwarded-for":
                 self._xff_seen = True
                 value = b"%s, %s" % (value, self._xff)
+            elif lname == b"host":
+                self._hosts += 1
+                self._host_at = len(self._lines) + 2
         self._lines += (name, b": ", value, b"\r\n")
 
     def on_headers_complete(self) -> None:
@@ -218,10 +226,22 @@ class ClientConnection(asyncio.Protocol):
             raise RequestRejected(501, "protocol upgrades are not supported by the load balancer")
         if self._content_length > self.proxy.max_body_bytes:
             raise RequestRejected(413, "request body too large")
-        if self.proxy.blocked_paths and blocked(self._url, self.proxy.blocked_paths):
-            raise RequestRejected(404, "not found")
         keep_alive = parser.should_keep_alive()
         http10 = parser.get_http_version() == "1.0"
+        if self._hosts != 1 and (self._hosts or not http10):
+            raise RequestRejected(400, "a request needs exactly one Host header")
+        url = self._url
+        if not is_plain(url):
+            try:
+                url, authority = normalise(url, method)
+            except BadTarget as exc:
+                raise RequestRejected(400, f"bad request target: {exc}") from None
+            if authority is not None and self._hosts:
+                # Absolute-form: its authority is the host (RFC 9112 3.2.2).
+                self._lines[self._host_at] = authority
+        blocked = self.proxy.blocked_paths
+        if blocked and is_blocked(url, blocked):
+            raise RequestRejected(404, "not found")
         ex.keep_alive = keep_alive
         ex.http10 = http10
         ex.method_head = head_request = method == b"HEAD"
@@ -242,7 +262,7 @@ class ClientConnection(asyncio.Protocol):
         end = b"\r\n" if self._xff_seen else self._xff_end
         if chunked is not None:
             end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
-        head = b"".join((method, b" ", self._url, b" HTTP/1.1\r\n", *lines, end))
+        head = b"".join((method, b" ", url, b" HTTP/1.1\r\n", *lines, end))
         if len(head) > self.proxy.max_header_bytes + 64:
             raise RequestRejected(431, "request header fields too large")
         ex.head = head
@@ -400,11 +420,3 @@ class ClientConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
 
-
-def blocked(url: bytes, paths: frozenset[bytes]) -> bool:
-    """Is the request for a control path? Decoded and with duplicate slashes folded,
-    so ``/-/%72econfigure`` or ``//-/reconfigure`` do not slip through."""
-    path = unquote_to_bytes(url.split(b"?", 1)[0].split(b"#", 1)[0])
-    while b"//" in path:
-        path = path.replace(b"//", b"/")
-    return path.rstrip(b"/") in paths or path in paths
