@@ -110,5 +110,3 @@ def test_http10_without_host_is_still_served(guarded: tuple[LBProcess, Upstream]
     lb, _ = guarded
     answer = raw_exchange(lb.port, b"GET /echo HTTP/1.0\r\n\r\n")
     assert status_of(answer) == 200
-
-

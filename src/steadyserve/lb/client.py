@@ -419,4 +419,3 @@ class ClientConnection(asyncio.Protocol):
             self.closing = True
             if self.transport is not None:
                 self.transport.close()
-
