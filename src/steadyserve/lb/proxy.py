@@ -272,13 +272,14 @@ class Proxy:
             return
         ex.upstream = None
         log.warning("replica %d: %s", replica.id, reason)
-        if conn.head_sent:
+        if conn.wrote:
             replica.errors += 1
             ex.replica = None
             ex.state = DONE
             self._release(replica)
             ex.client.abort_response(ex)
             return
+        ex.response_started = False  # nothing reached the client: a clean 502 is possible
         self._failed(ex, replica, retry=ex.idempotent)
 
     def _failed(self, ex: Exchange, replica: ReplicaState, retry: bool) -> None:
