@@ -199,10 +199,13 @@ class Upstream:
         head: bool,
         headers: dict[str, str] | None = None,
     ) -> None:
+        if status in (204, 304):
+            body = b""  # these never carry a body (RFC 9110 15.3.5, 15.4.5)
         h.send_response(status)
         for k, v in (headers or {}).items():
             h.send_header(k, v)
-        h.send_header("Content-Length", str(len(body)))
+        if status != 204:
+            h.send_header("Content-Length", str(len(body)))
         h.end_headers()
         if not head:
             h.wfile.write(body)

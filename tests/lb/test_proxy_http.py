@@ -242,7 +242,8 @@ def test_pipelined_requests_are_answered_in_order(shared_lb: LBProcess) -> None:
 
 
 def test_request_body_is_streamed_before_it_is_complete(tmp_path: Path) -> None:
-    """The replica sees the first part of a body while the client still holds the rest."""
+    """The replica sees the first part of a body larger than the LB buffers (64 KiB)
+    while the client still holds the rest."""
     first_part_seen = threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -272,9 +273,10 @@ def test_request_body_is_streamed_before_it_is_complete(tmp_path: Path) -> None:
             LBProcess(tmp_path, "--static-routes", f"127.0.0.1:{port}") as lb,
             socket.create_connection(("127.0.0.1", lb.port), timeout=10) as s,
         ):
+            first = b"x" * 70000 + b"first-part"
             s.sendall(
                 b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                b"a\r\nfirst-part\r\n"
+                b"%x\r\n%s\r\n" % (len(first), first)
             )
             assert first_part_seen.wait(10), "the body was held back"
             s.sendall(b"b\r\nsecond-part\r\n0\r\n\r\n")

@@ -34,6 +34,10 @@ from steadyserve.lb.target import BadTarget, is_blocked, is_plain, normalise
 log = logging.getLogger("steadyserve.lb")
 
 BODY_BUFFER_LIMIT = 256 * 1024  # request body held while no replica connection is ready
+# Request buffering: a body up to this size is read whole before a replica is
+# chosen, so a slow client never holds a replica slot; a larger one is streamed
+# from this point on (docs/load-balancer.md).
+REQUEST_BUFFER_BYTES = 64 * 1024
 PIPELINE_LIMIT = 16  # requests parsed ahead of the one being answered
 
 # Why the connection stopped reading (bits)
@@ -64,6 +68,8 @@ class ClientConnection(asyncio.Protocol):
         "_hosts",
         "_in_head",
         "_lines",
+        "_timer",
+        "_timer_mark",
         "_upgrade",
         "_url",
         "_xff",
@@ -105,6 +111,8 @@ class ClientConnection(asyncio.Protocol):
         self._hosts = 0
         self._host_at = -1
         self.body_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_mark = -1
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -114,12 +122,27 @@ class ClientConnection(asyncio.Protocol):
         ip = peer[0] if isinstance(peer, tuple) and peer else ""
         self._xff = str(ip).encode()
         self._xff_end = b"x-forwarded-for: %s\r\n\r\n" % self._xff
-        self.idle_since = self.proxy.now()
-        self.proxy.clients.add(self)
+        proxy = self.proxy
+        self.idle_since = proxy.now()
+        if len(proxy.clients) >= proxy.max_connections and not proxy.make_room():
+            # Every connection is busy with a request: refuse this one at once
+            # rather than run the process out of file descriptors.
+            self.closing = True
+            self.transport.write(
+                simple_response(503, "too many connections to the load balancer", close=True)
+            )
+            self.transport.close()
+            return
+        proxy.clients.add(self)
+        # A new connection must send its first request head within header_timeout_s.
+        self._timer = proxy.loop.call_later(proxy.limits.header_timeout_s, self._on_timer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.proxy.clients.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         exchanges = list(self.exchanges)
         self.exchanges.clear()
         self.parsing = None
@@ -146,11 +169,53 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._reject(400, f"malformed request: {exc}")
             return
-        if in_head and self._in_head:
-            # Bytes of a head still incomplete: bound what httptools buffers meanwhile.
-            self._head_fed += len(data)
-            if self._head_fed > self.proxy.max_header_bytes:
-                self._reject(431, "request header fields too large")
+        if self._in_head:
+            if in_head:
+                # Bytes of a head still incomplete: bound what httptools buffers meanwhile.
+                self._head_fed += len(data)
+                if self._head_fed > self.proxy.max_header_bytes:
+                    self._reject(431, "request header fields too large")
+                    return
+            if self._timer is None:
+                self._arm(self.proxy.limits.header_timeout_s)
+        elif self.parsing is not None and self._timer is None:
+            self._arm(self.proxy.limits.body_timeout_s)  # a body still on its way
+
+    # -- timeouts ---------------------------------------------------------------------
+    def _arm(self, seconds: float) -> None:
+        """One timer per phase (head, body), armed only when a phase spans reads."""
+        self._timer_mark = self.body_bytes
+        self._timer = self.proxy.loop.call_later(seconds, self._on_timer)
+
+    def _disarm(self) -> None:
+        timer = self._timer
+        if timer is not None:
+            self._timer = None
+            timer.cancel()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.closing:
+            return
+        limits = self.proxy.limits
+        if self.read_paused & ~PAUSE_BROKEN:
+            # Not reading because of the proxy (backpressure, pipelining): not the
+            # client's delay.
+            self._arm(limits.body_timeout_s if self.parsing else limits.header_timeout_s)
+            return
+        if self._in_head:
+            self._reject(408, "request header timeout")
+        elif self.parsing is not None:
+            if self.body_bytes > self._timer_mark:
+                self._arm(limits.body_timeout_s)  # progress since the last check
+            else:
+                self._reject(408, "request body timeout")
+        elif not self.exchanges:
+            self.close()  # connected, never sent a byte
+
+    def reading_first_head(self) -> bool:
+        """Is the only request on this connection a head still being read?"""
+        return len(self.exchanges) == 1 and self._in_head
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -220,6 +285,8 @@ class ClientConnection(asyncio.Protocol):
         ex = self.parsing
         assert ex is not None
         self._in_head = False
+        if self._timer is not None:
+            self._disarm()
         parser = self.parser
         method: bytes = parser.get_method()
         if self._upgrade or method == b"CONNECT":
@@ -252,6 +319,9 @@ class ClientConnection(asyncio.Protocol):
             chunked is None and self._content_length == 0 and (method in IDEMPOTENT_METHODS)
         )
         lines = self._lines
+        buffering = chunked is not None or self._content_length > 0
+        if buffering and not http10:
+            lines = self._expect_continue(ex, lines)
         if self._conn_tokens:
             tokens = self._conn_tokens
             lines = [
@@ -267,14 +337,27 @@ class ClientConnection(asyncio.Protocol):
             raise RequestRejected(431, "request header fields too large")
         ex.head = head
         ex.state = READY
-        if self.exchanges[0] is ex:
+        if buffering:
+            ex.buffering = True  # dispatched once the body is read (or large)
+        elif self.exchanges[0] is ex:
             self.proxy.dispatch(ex)
+
+    def _expect_continue(self, ex: Exchange, lines: list[bytes]) -> list[bytes]:
+        """The load balancer reads the body before choosing a replica, so it answers
+        ``Expect: 100-continue`` itself (as nginx does) and does not forward it."""
+        for i in range(0, len(lines), 4):
+            name = lines[i]
+            if len(name) == 6 and name.lower() == b"expect":
+                if lines[i + 2].strip().lower() == b"100-continue" and self.exchanges[0] is ex:
+                    self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                return lines[:i] + lines[i + 4 :]
+        return lines
 
     def on_body(self, body: bytes) -> None:
         ex = self.parsing
         assert ex is not None
+        self.body_bytes += len(body)
         if self._chunked_te is not None:
-            self.body_bytes += len(body)
             if self.body_bytes > self.proxy.max_body_bytes:
                 raise RequestRejected(413, "request body too large")
             if body:
@@ -286,10 +369,16 @@ class ClientConnection(asyncio.Protocol):
         ex = self.parsing
         assert ex is not None
         self.parsing = None
+        if self._timer is not None:
+            self._disarm()
         if self._chunked_te is not None:
             self._send_body(ex, b"0\r\n\r\n")
         ex.request_done = True
-        if ex.state == DONE:
+        if ex.buffering:
+            ex.buffering = False
+            if ex.state == READY and self.exchanges[0] is ex:
+                self.proxy.dispatch(ex)
+        elif ex.state == DONE:
             self._exchange_done(ex)  # answered before its body had all arrived
 
     # -- request body ------------------------------------------------------------
@@ -305,7 +394,13 @@ class ClientConnection(asyncio.Protocol):
             else:
                 ex.pending.append(data)
             ex.pending_size += len(data)
-            if ex.pending_size > BODY_BUFFER_LIMIT:
+            if ex.buffering:
+                if ex.pending_size >= REQUEST_BUFFER_BYTES:
+                    # Too large to hold whole: route it now and stream the rest.
+                    ex.buffering = False
+                    if self.exchanges[0] is ex:
+                        self.proxy.dispatch(ex)
+            elif ex.pending_size > BODY_BUFFER_LIMIT:
                 self.pause_reading(PAUSE_BODY)
 
     def body_flushed(self) -> None:
@@ -373,7 +468,7 @@ class ClientConnection(asyncio.Protocol):
             nxt = exchanges[0]
             if nxt.local is not None:
                 self._serve_local(nxt)
-            elif nxt.state == READY:
+            elif nxt.state == READY and not nxt.buffering:
                 self.proxy.dispatch(nxt)
         else:
             self.idle_since = self.proxy.now()
@@ -417,5 +512,6 @@ class ClientConnection(asyncio.Protocol):
     def close(self) -> None:
         if not self.closing:
             self.closing = True
+            self.proxy.clients.discard(self)  # no longer counts towards max_connections
             if self.transport is not None:
                 self.transport.close()
