@@ -309,3 +309,23 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "--static-routes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_expect_100_continue_is_answered_by_the_lb(shared_lb: LBProcess) -> None:
+    """The LB reads a body before choosing a replica, so it sends 100 Continue
+    itself; the replica never sees the Expect header."""
+    with socket.create_connection(("127.0.0.1", shared_lb.port), timeout=10) as s:
+        s.sendall(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+        )
+        interim = b""
+        while b"\r\n\r\n" not in interim and len(interim) < 1000:
+            piece = s.recv(1000)
+            assert piece
+            interim += piece
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(b"body")
+        (resp,) = read_responses(s, ["POST"])
+        assert resp.status == 200
+        echoed = json.loads(resp.body)  # type: ignore[attr-defined]
+        assert echoed["body_len"] == 4 and "expect" not in echoed["headers"]
