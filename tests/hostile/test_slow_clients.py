@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from _lb_helpers import LBProcess, Upstream, request, upstreams, wait_for
+from _lb_helpers import FakeController, LBProcess, Upstream, request, upstreams, wait_for
 
 SLOWLORIS = b"GET / HTTP/1.1\r\nHo"
 SLOW_BODY = b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n!"
@@ -163,3 +163,14 @@ def test_request_timeout_is_504_before_any_byte_and_a_close_after(tmp_path: Path
         assert b"second" not in answer
         up.gate.set()
         assert request(lb.port, "GET", "/echo")[0] == 200
+
+
+def test_limits_from_the_route_table_apply_without_a_restart(tmp_path: Path) -> None:
+    with Upstream() as up, FakeController(tmp_path) as ctl, LBProcess(tmp_path) as lb:
+        key = ctl.set_table([(1, up.port)])
+        wait_for(lambda: key in ctl.polls, what="first table acknowledged")
+        key = ctl.set_table([(1, up.port)], extra={"load_balancer": {"header_timeout_s": 0.5}})
+        wait_for(lambda: key in ctl.polls, what="limits acknowledged")
+        with open_sockets(lb.port, 1, SLOWLORIS) as (s,):
+            assert read_until_closed(s).startswith(b"HTTP/1.1 408 ")
+        assert lb.proc.poll() is None

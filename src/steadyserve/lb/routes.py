@@ -139,9 +139,8 @@ class RouteTable:
             raise ValueError("route table: blocked_paths must be a list of paths")
         limits = None
         if "load_balancer" in data or data.get("request_timeout_s") is not None:
-            limits = Limits.from_json(
-                data.get("load_balancer") or {}, data.get("request_timeout_s")
-            )
+            block = data.get("load_balancer")
+            limits = Limits.from_json({} if block is None else block, data.get("request_timeout_s"))
         return cls(
             epoch,
             version,
