@@ -120,12 +120,13 @@ def test_idle_keep_alive_connection_is_closed(tmp_path: Path) -> None:
 
 
 def test_connection_cap_sheds_the_oldest_idle_connections(tmp_path: Path) -> None:
-    """fd exhaustion scaled down: with max_connections 20, 40 idle connections do
-    not lock a normal client out; the oldest are the ones closed."""
+    """fd exhaustion scaled down: with max_connections 20, 20 silent connections and
+    20 that sent one byte do not lock a normal client out; the oldest are closed."""
     with (
         Upstream() as up,
         LBProcess(tmp_path, "--static-routes", up.address, "--max-connections", "20") as lb,
-        open_sockets(lb.port, 40, b"") as idle,
+        open_sockets(lb.port, 20, b"") as idle,
+        open_sockets(lb.port, 20, b"G"),
     ):
         for _ in range(10):
             assert request(lb.port, "GET", "/echo", timeout=5)[0] == 200

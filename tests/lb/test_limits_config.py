@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +98,15 @@ def test_route_table_carries_the_limits(tmp_path: Path) -> None:
 def test_bad_route_table_limits_are_refused(extra: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="route table"):
         RouteTable.from_json(table(**extra))
+
+
+def test_connection_cap_stays_below_the_file_descriptor_limit() -> None:
+    from steadyserve.lb.balancer import Balancer
+    from steadyserve.lb.proxy import FD_RESERVE, Proxy
+
+    async def caps() -> tuple[int, int]:
+        low = Proxy("s", Balancer(None), limits=Limits(max_connections=10000), fd_limit=1000)
+        high = Proxy("s", Balancer(None), limits=Limits(max_connections=50), fd_limit=1000)
+        return low.max_connections, high.max_connections
+
+    assert asyncio.run(caps()) == ((1000 - FD_RESERVE) // 2, 50)
