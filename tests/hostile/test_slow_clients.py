@@ -175,3 +175,15 @@ def test_limits_from_the_route_table_apply_without_a_restart(tmp_path: Path) -> 
         with open_sockets(lb.port, 1, SLOWLORIS) as (s,):
             assert read_until_closed(s).startswith(b"HTTP/1.1 408 ")
         assert lb.proc.poll() is None
+
+
+def test_one_byte_flood_cannot_exhaust_file_descriptors(tmp_path: Path) -> None:
+    """The issue's 2 x 10,100 one-byte sockets against 20,000 descriptors, scaled
+    down: 300 against an LB limited to 256 descriptors."""
+    with (
+        Upstream() as up,
+        LBProcess(tmp_path, "--static-routes", up.address, nofile=256) as lb,
+        open_sockets(lb.port, 300, b"G"),
+    ):
+        for _ in range(10):
+            assert request(lb.port, "GET", "/echo", timeout=5)[0] == 200

@@ -222,10 +222,19 @@ class Upstream:
         self.close()
 
 
+def _limit_files(n: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+
 class LBProcess:
     """``python -m steadyserve.lb`` as a subprocess; stopped (SIGTERM, then kill) on close."""
 
-    def __init__(self, home: Path, *args: str, service: str = "svc") -> None:
+    def __init__(
+        self, home: Path, *args: str, service: str = "svc", nofile: int | None = None
+    ) -> None:
+        """``nofile``: run the LB with that RLIMIT_NOFILE (soft and hard)."""
         self.log_path = home / f"lb-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -245,6 +254,7 @@ class LBProcess:
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=env,
+            preexec_fn=None if nofile is None else (lambda: _limit_files(nofile)),
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()
