@@ -187,3 +187,18 @@ def test_one_byte_flood_cannot_exhaust_file_descriptors(tmp_path: Path) -> None:
     ):
         for _ in range(10):
             assert request(lb.port, "GET", "/echo", timeout=5)[0] == 200
+
+
+def test_client_that_reads_nothing_is_disconnected_and_frees_its_slot(tmp_path: Path) -> None:
+    with (
+        Upstream() as up,
+        LBProcess(
+            tmp_path, "--static-routes", up.address, "--max-ongoing", "1", "--send-timeout", "0.5"
+        ) as lb,
+        socket.create_connection(("127.0.0.1", lb.port), timeout=10) as greedy,
+    ):
+        greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        greedy.sendall(b"GET /big?n=200000000 HTTP/1.1\r\nHost: x\r\n\r\n")  # never read
+        wait_for(lambda: "stopped reading" in lb.log(), what="greedy client disconnected")
+        # The only replica slot is free again.
+        assert request(lb.port, "GET", "/echo", timeout=5)[0] == 200

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from steadyserve.lb.policies import POLICIES
+from steadyserve.lb.proxy import SEND_TIMEOUT
 from steadyserve.lb.routes import Limits, RouteTable
 from steadyserve.lb.server import LBConfig, LoadBalancer
 
@@ -106,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="client connections held at once (also capped below the fd limit)",
     )
     p.add_argument(
+        "--send-timeout",
+        type=_interval,
+        default=SEND_TIMEOUT,
+        help="seconds a client may read nothing of its response before it is disconnected",
+    )
+    p.add_argument(
         "--request-timeout",
         type=_interval,
         default=None,
@@ -135,6 +142,7 @@ def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
         max_body_bytes=args.max_body_bytes,
         report_interval=args.report_interval,
         listen_fd=args.listen_fd,
+        send_timeout=args.send_timeout,
         limits=Limits(
             header_timeout_s=args.header_timeout,
             body_timeout_s=args.body_timeout,

@@ -68,6 +68,7 @@ class ClientConnection(asyncio.Protocol):
         "_hosts",
         "_in_head",
         "_lines",
+        "_send_timer",
         "_timer",
         "_timer_mark",
         "_upgrade",
@@ -113,6 +114,7 @@ class ClientConnection(asyncio.Protocol):
         self.body_bytes = 0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_mark = -1
+        self._send_timer: asyncio.TimerHandle | None = None  # armed while writing is paused
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -143,6 +145,9 @@ class ClientConnection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
         exchanges = list(self.exchanges)
         self.exchanges.clear()
         self.parsing = None
@@ -213,12 +218,26 @@ class ClientConnection(asyncio.Protocol):
         elif not self.exchanges:
             self.close()  # connected, never sent a byte
 
+    def _send_timed_out(self) -> None:
+        """The client read nothing of its response for send_timeout: let go of it
+        (and of the replica connection its backpressure was holding)."""
+        self._send_timer = None
+        if self.write_paused and not self.closing:
+            log.warning("client stopped reading its response; closing the connection")
+            self.close()
+            if self.transport is not None:
+                self.transport.abort()  # close() would wait for the unread bytes to drain
+
     def reading_first_head(self) -> bool:
         """Is the only request on this connection a head still being read?"""
         return len(self.exchanges) == 1 and self._in_head
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        if self._send_timer is None and not self.closing:
+            self._send_timer = self.proxy.loop.call_later(
+                self.proxy.send_timeout, self._send_timed_out
+            )
         if self.exchanges:
             conn = self.exchanges[0].upstream
             if conn is not None:
@@ -226,6 +245,9 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
         if self.exchanges:
             conn = self.exchanges[0].upstream
             if conn is not None:

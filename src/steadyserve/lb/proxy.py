@@ -38,6 +38,9 @@ CONNECT_TIMEOUT = 5.0
 UPSTREAM_IDLE_SECONDS = 3.0  # below common servers' keep-alive timeouts (uvicorn: 5 s)
 # Descriptors kept free for the listening socket, logs and the control plane.
 FD_RESERVE = 64
+# A client that reads none of its response for this long is disconnected, freeing
+# the replica slot it holds through backpressure (nginx's send_timeout: 60 s).
+SEND_TIMEOUT = 60.0
 
 # Exchange states
 PARSING = 0  # request head not complete yet
@@ -109,12 +112,14 @@ class Proxy:
         connect_timeout: float = CONNECT_TIMEOUT,
         limits: Limits | None = None,
         fd_limit: int | None = None,
+        send_timeout: float = SEND_TIMEOUT,
     ) -> None:
         self.service = service
         self.balancer = balancer
         self.max_header_bytes = max_header_bytes
         self.max_body_bytes = max_body_bytes
         self.connect_timeout = connect_timeout
+        self.send_timeout = send_timeout
         self.waiting: deque[Exchange] = deque()
         self.blocked_paths: frozenset[bytes] = frozenset()
         self.clients: set[ClientConnection] = set()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.client import ClientConnection
-from steadyserve.lb.proxy import Proxy
+from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.routes import Limits, LoadReporter, RouteClient, RouteTable
 from steadyserve.paths import Home
 
@@ -47,6 +47,7 @@ class LBConfig:
     listen_fd: int | None = None
     # Client-facing limits until the controller's table says otherwise.
     limits: Limits = field(default_factory=Limits)
+    send_timeout: float = SEND_TIMEOUT
 
 
 def open_file_limit() -> int:
@@ -77,6 +78,7 @@ class LoadBalancer:
             max_body_bytes=config.max_body_bytes,
             limits=config.limits,
             fd_limit=open_file_limit(),
+            send_timeout=config.send_timeout,
         )
         self.home = Home.from_env(config.home)
         self._first_table = asyncio.Event()
