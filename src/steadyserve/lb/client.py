@@ -8,6 +8,15 @@ the client chunked it. Pipelined requests are queued and answered one at a time.
 Limits are checked while parsing: a head over ``max_header_bytes`` gets 431, a body
 over ``max_body_bytes`` 413 (Content-Length up front, chunked as it flows), a
 malformed request 400; each then closes the connection.
+
+Hostile clients are bounded here too (docs/load-balancer.md): the target is
+normalised once (target.py) and the Host header must appear exactly once; a head
+must arrive within ``header_timeout_s`` and a body must keep moving within
+``body_timeout_s`` (one timer per phase, armed only when a phase spans reads, so a
+request that arrives in one read costs no timer); a body is read whole (up to
+REQUEST_BUFFER_BYTES) before a replica is chosen, so a slow upload never holds a
+replica slot; a client that reads nothing of its response for ``send_timeout`` is
+dropped.
 """
 
 from __future__ import annotations
