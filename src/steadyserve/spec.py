@@ -770,6 +770,16 @@ class CanaryPolicy(_Model):
         return steps
 
 
+class LoadBalancerLimits(_Model):
+    """``service.load_balancer:``: how long the load balancer waits for clients and
+    how many client connections it holds (docs/load-balancer.md)."""
+
+    header_timeout_s: PositiveSeconds = 20.0
+    body_timeout_s: PositiveSeconds = 30.0
+    idle_timeout_s: PositiveSeconds = 75.0
+    max_connections: PositiveInt = 10000
+
+
 class ServiceSection(_Model):
     """The ``service:`` section: replicas, probes, updates, load balancing."""
 
@@ -787,6 +797,9 @@ class ServiceSection(_Model):
     max_queued_requests: QueueLimit = -1
     """-1 is unbounded; beyond the limit the load balancer answers 503 at once."""
     load_balancing_policy: LoadBalancingPolicyField = "least_load"
+    load_balancer: LoadBalancerLimits = Field(default_factory=LoadBalancerLimits)
+    request_timeout_s: PositiveSeconds | None = None
+    """A replica's time to complete a response (504 after); None: no limit."""
     graceful_shutdown_wait_loop_s: PositiveSeconds = 2.0
     graceful_shutdown_timeout_s: Seconds = 20.0
     health_check_period_s: PositiveSeconds = 10.0

@@ -318,6 +318,8 @@ class ServiceRuntime:
                 "max_queued_requests": svc.max_queued_requests,
                 "replicas": replicas,
                 "blocked_paths": [svc.reconfigure_path] if svc.reconfigure_path else [],
+                "load_balancer": svc.load_balancer.model_dump(),
+                "request_timeout_s": svc.request_timeout_s,
             }
         )
 
