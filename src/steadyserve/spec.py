@@ -669,6 +669,8 @@ class ServiceSection(_Model):
     replica_policy: ReplicaPolicy | None = None
     update_mode: UpdateModeField = "rolling"
     update_deadline_s: PositiveSeconds = 600.0
+    history_limit: PositiveInt = 10
+    """How many versions keep their workdir snapshot (like revisionHistoryLimit)."""
     rolling_update: RollingUpdate = Field(default_factory=RollingUpdate)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
     max_ongoing_requests: PositiveInt = 100
