@@ -202,13 +202,17 @@ def protected_versions(store: Store, runtime: ServiceRuntime, keep: int | None) 
         found.add(keep)
     if runtime.update is not None and runtime.update.status == rollout.IN_PROGRESS:
         found |= {runtime.update.from_version, runtime.update.to_version}
-    found |= {r.version for r in runtime.replicas.values()}
     earlier = [
-        v for v in rows.values() if v.version < runtime.row.version and v.outcome != "failed"
+        v.version
+        for v in rows.values()
+        if v.version < runtime.row.version and v.outcome != "failed" and not v.pruned
     ]
     if earlier:
-        found.add(max(v.version for v in earlier))
-    for version in list(found):
+        found.add(max(earlier))
+    for version in {r.version for r in runtime.replicas.values()}:
+        # A replica relabelled in place still runs in the folder it was started in:
+        # its version's base, or that one's base, and so on.
+        found.add(version)
         row = rows.get(version)
         while row is not None and row.base_version is not None:
             found.add(row.base_version)
