@@ -208,9 +208,7 @@ def _hash_entries(root: Path, entries: list[Entry]) -> str:
     return digest.hexdigest()
 
 
-def content_hash(
-    root: Path, exclude: set[str] | None = None, max_bytes: int | None = None
-) -> str:
+def content_hash(root: Path, exclude: set[str] | None = None, max_bytes: int | None = None) -> str:
     """SHA-256 over every kept file's relative path, executable bit and bytes, and
     every symlink's stored target (empty directories do not count)."""
     return _hash_entries(root, scan(root, exclude, max_bytes))

@@ -138,9 +138,7 @@ def disk_bytes(root: Path) -> int:
     return total
 
 
-def test_in_place_updates_share_files_and_history_is_pruned(
-    steady: Steady, tmp_path: Path
-) -> None:
+def test_in_place_updates_share_files_and_history_is_pruned(steady: Steady, tmp_path: Path) -> None:
     src = workdir(tmp_path / "app", files=50, size=20_000)
     source_bytes = sum(p.stat().st_size for p in src.iterdir())
     steady.run("up", str(service(tmp_path, src, extra="history_limit: 3")))
