@@ -142,12 +142,16 @@ class Controller:
     ) -> dict[str, Any]:
         source = Path(spec.workdir) if spec.workdir else None
         exclude = relative_excludes(source, [spec_file] if spec_file else [])
-        if source is not None:  # refused roots, special files, size: before anything is taken
-            await updates.hash_workdir(source, exclude, self.home)
+        # Refused roots, special files, size: checked before anything is taken.
+        expected = (
+            await updates.hash_workdir(source, exclude, self.home) if source is not None else None
+        )
         port = self._endpoint_port(spec.service.port)
         # A name that was taken down (not purged) keeps its history: continue after it.
         number = self.store.latest_version_number(name) + 1
-        workdir_hash = await updates.take_snapshot(self.home, name, number, source, exclude, None)
+        workdir_hash = await updates.take_snapshot(
+            self.home, name, number, source, exclude, expected
+        )
         now = time.time()
         row = ServiceRow(
             name=name,
