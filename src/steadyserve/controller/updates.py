@@ -231,10 +231,15 @@ async def prune(
     spared = recent | protected_versions(store, runtime, keep)
     doomed = [v.version for v in rows if v.version not in spared and not v.pruned]
     for version in doomed:
+        # Marked first: a version whose files may be partly gone is never run again.
         store.update_version(name, version, pruned=1)
         await asyncio.to_thread(remove_snapshot, home.version_workdir(name, version))
     if doomed:
-        removed = await asyncio.to_thread(collect_garbage, home.service_dir(name) / "objects")
+        try:  # the command succeeded; unreclaimed space is not a reason to fail it
+            removed = await asyncio.to_thread(collect_garbage, home.service_dir(name) / "objects")
+        except OSError:
+            log.exception("%s: could not free stored files after pruning", name)
+            removed = 0
         log.info("%s: pruned the files of versions %s (%d stored files)", name, doomed, removed)
     return doomed
 
