@@ -161,10 +161,10 @@ def scan(root: Path, exclude: set[str] | None = None, max_bytes: int | None = No
             if _ignored(rel, patterns, exclude or set()):
                 continue
             try:
-                mode = os.lstat(path).st_mode
-                size = os.lstat(path).st_size
+                info = os.lstat(path)
             except OSError as exc:
                 raise WorkdirError(f"workdir: cannot read {path}: {exc.strerror}") from exc
+            mode, size = info.st_mode, info.st_size
             if stat.S_ISDIR(mode):
                 subdirs.append((rel, path))
             elif stat.S_ISLNK(mode):
