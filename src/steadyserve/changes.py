@@ -69,6 +69,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "readiness_probe": "applies to the next probe",
     "update_mode": "applies to the next update",
     "update_deadline_s": "applies to the next update",
+    "history_limit": "applies when the next version is recorded",
     "rolling_update": "applies to the next update",
     "canary": "applies to the next update",
 }

@@ -791,6 +791,8 @@ class ServiceSection(_Model):
     """Ray Serve's name for ``replica_policy``; always None once validated (it becomes one)."""
     update_mode: UpdateModeField = "rolling"
     update_deadline_s: PositiveSeconds = 600.0
+    history_limit: PositiveInt = 10
+    """How many versions keep their workdir snapshot (like revisionHistoryLimit)."""
     rolling_update: RollingUpdate = Field(default_factory=RollingUpdate)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
     max_ongoing_requests: PositiveInt = 100

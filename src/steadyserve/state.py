@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS versions (
     mode TEXT NOT NULL DEFAULT 'initial',
     changes TEXT NOT NULL DEFAULT '',
     outcome TEXT NOT NULL DEFAULT '',
+    base_version INTEGER,
+    pruned INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (service, version)
 );
 CREATE TABLE IF NOT EXISTS replicas (
@@ -106,6 +108,12 @@ class VersionRow:
     mode: str = "initial"
     changes: str = ""
     outcome: str = ""
+    base_version: int | None = None
+    """For an in-place version: the version it was applied onto, whose folder its
+    relabelled replicas still run in (so that folder is kept while they run)."""
+    pruned: int = 0
+    """1 once ``history_limit`` pruned this version's files: it stays in history,
+    but cannot be rolled back to."""
 
 
 @dataclass
@@ -164,6 +172,17 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add columns newer than a database written by an older release."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(versions)")}
+        for column, decl in (
+            ("base_version", "INTEGER"),
+            ("pruned", "INTEGER NOT NULL DEFAULT 0"),
+        ):
+            if column not in have:
+                self._db.execute(f"ALTER TABLE versions ADD COLUMN {column} {decl}")
 
     def close(self) -> None:
         self._db.close()
@@ -253,6 +272,12 @@ class Store:
                 self._db.execute("DELETE FROM versions WHERE service = ?", (name,))
                 self._db.execute("DELETE FROM events WHERE service = ?", (name,))
             else:
+                # An update cut short by the down must not stay "in progress" forever.
+                self._db.execute(
+                    "UPDATE versions SET outcome = 'cancelled' "
+                    "WHERE service = ? AND outcome = 'in progress'",
+                    (name,),
+                )
                 self._event(name, None, None, "DELETED", "service taken down")
 
     # versions

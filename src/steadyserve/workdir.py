@@ -6,18 +6,72 @@ of file are not part of the code: the service or fleet file being deployed
 (users keep it beside the code and edit it to change ``user_config``), and
 whatever ``.steadyignore`` lists (one glob a line, like ``.gitignore`` without
 negation; matched against the relative path and each path component).
+
+A snapshot holds directories, regular files and symlinks only (``rsync -a``
+without devices and specials): a device, FIFO or socket is refused by name, as
+are workdirs that are ``/``, the home directory or hold ``STEADY_HOME``, and any
+workdir over the size limit; the walk stops at the first of these, so a bad
+workdir is never read in full. Regular files are stored once per service in a
+content-addressed store (``objects/``) and hard-linked into each version, so
+versions share unchanged files and an in-place update writes no file bytes.
+Shared files are read-only: a replica that rewrote one would change every
+version holding it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import os
 import shutil
-from collections.abc import Iterable
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 IGNORE_FILE = ".steadyignore"
+MAX_BYTES_ENV = "STEADY_WORKDIR_MAX_BYTES"
+DEFAULT_MAX_BYTES = 1 << 30
+"""1 GiB: a workdir is code and small assets; models belong in file_mounts or a cache."""
+_BLOCK = 1 << 20
+
+
+class WorkdirError(ValueError):
+    """A workdir that cannot be snapshotted: one line naming the path (bad input)."""
+
+
+def max_bytes_from_env() -> int:
+    """The size limit: ``STEADY_WORKDIR_MAX_BYTES`` (bytes, > 0), else 1 GiB."""
+    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise WorkdirError(f"{MAX_BYTES_ENV}: must be a positive number of bytes, not {raw!r}")
+    return value
+
+
+def check_root(source: Path, steady_home: Path | None) -> None:
+    """Refuse workdirs that would copy a whole system, a home, or the snapshots themselves."""
+    resolved = source.resolve()
+    if resolved == Path(resolved.anchor):
+        raise WorkdirError(f"workdir: {source} is the filesystem root; point it at your code")
+    with contextlib.suppress(RuntimeError):
+        if resolved == Path.home().resolve():
+            raise WorkdirError(
+                f"workdir: {source} is the home directory; point it at your code's folder"
+            )
+    if steady_home is not None:
+        home = steady_home.resolve()
+        if resolved == home or resolved in home.parents:
+            raise WorkdirError(
+                f"workdir: {source} holds STEADY_HOME ({home}); a snapshot would copy itself"
+            )
 
 
 def _patterns(root: Path) -> list[str]:
@@ -51,56 +105,214 @@ def relative_excludes(root: Path | None, files: Iterable[str | Path]) -> set[str
     return found
 
 
-def _files(root: Path, exclude: set[str]) -> list[Path]:
+@dataclass(frozen=True)
+class Entry:
+    """One thing a snapshot holds, in hashing order (parents before children)."""
+
+    rel: str
+    kind: str
+    """``dir``, ``file`` or ``link``."""
+    executable: bool = False
+    link: str = ""
+    """For a link: its target as stored (see :func:`link_target`)."""
+
+
+_SPECIAL = (
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISSOCK, "socket"),
+)
+
+
+def link_target(root: Path, rel: str, target: str) -> str:
+    """Where a symlink points in a snapshot: it resolves where it did in the source.
+
+    Judged by the link's text (not by following it): a link to a path inside the
+    workdir is stored relative, so it points at the snapshot's own copy; a link
+    to a path outside is stored as that absolute path (a relative ``../x`` would
+    dangle once the snapshot lives elsewhere). What it points at outside is not
+    copied. The rule is idempotent, so a snapshot hashes like its source.
+    """
+    base = os.path.join(os.path.abspath(root), os.path.dirname(rel))
+    absolute = os.path.normpath(os.path.join(base, target))
+    for top in dict.fromkeys((os.path.abspath(root), os.path.realpath(root))):
+        if absolute == top or absolute.startswith(top.rstrip("/") + "/"):
+            return os.path.relpath(absolute, os.path.join(top, os.path.dirname(rel)))
+    return absolute
+
+
+def scan(root: Path, exclude: set[str] | None = None, max_bytes: int | None = None) -> list[Entry]:
+    """What a snapshot of ``root`` holds; raise WorkdirError on the first bad entry."""
     patterns = _patterns(root)
-    chosen = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        base = Path(dirpath)
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if not _ignored((base / d).relative_to(root).as_posix(), patterns, exclude)
-        )
-        for filename in sorted(filenames):
-            path = base / filename
-            if not _ignored(path.relative_to(root).as_posix(), patterns, exclude):
-                chosen.append(path)
-    return chosen
+    entries: list[Entry] = []
+    total = 0
+
+    def walk(directory: Path) -> Iterator[Entry]:
+        nonlocal total
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError as exc:
+            raise WorkdirError(f"workdir: cannot read {directory}: {exc.strerror}") from exc
+        subdirs: list[tuple[str, Path]] = []
+        for name in names:
+            path = directory / name
+            rel = path.relative_to(root).as_posix()
+            if _ignored(rel, patterns, exclude or set()):
+                continue
+            try:
+                info = os.lstat(path)
+            except OSError as exc:
+                raise WorkdirError(f"workdir: cannot read {path}: {exc.strerror}") from exc
+            mode, size = info.st_mode, info.st_size
+            if stat.S_ISDIR(mode):
+                subdirs.append((rel, path))
+            elif stat.S_ISLNK(mode):
+                yield Entry(rel, "link", link=link_target(root, rel, os.readlink(path)))
+            elif stat.S_ISREG(mode):
+                total += size
+                if max_bytes is not None and total > max_bytes:
+                    raise WorkdirError(
+                        f"workdir: {root} holds more than {max_bytes} bytes "
+                        f"({MAX_BYTES_ENV}); list large files in {IGNORE_FILE}"
+                    )
+                yield Entry(rel, "file", executable=bool(mode & 0o111))
+            else:
+                kind = next((k for test, k in _SPECIAL if test(mode)), "special file")
+                raise WorkdirError(
+                    f"workdir: {path} is a {kind}; a workdir holds only files, directories "
+                    f"and symlinks (list it in {IGNORE_FILE})"
+                )
+        for rel, path in subdirs:
+            yield Entry(rel, "dir")
+            yield from walk(path)
+
+    entries.extend(walk(root))
+    return entries
 
 
-def content_hash(root: Path, exclude: set[str] | None = None) -> str:
-    """SHA-256 over every kept file's relative path, executable bit and bytes."""
+def _hash_entries(root: Path, entries: list[Entry]) -> str:
     digest = hashlib.sha256()
-    for path in _files(root, exclude or set()):
-        rel = path.relative_to(root).as_posix()
-        digest.update(rel.encode() + b"\0")
-        if path.is_symlink():
-            digest.update(b"L" + os.readlink(path).encode())
+    for entry in entries:
+        if entry.kind == "dir":
             continue
-        digest.update(b"X" if os.access(path, os.X_OK) else b"F")
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(entry.rel.encode() + b"\0")
+        if entry.kind == "link":
+            digest.update(b"L" + entry.link.encode())
+            continue
+        digest.update(b"X" if entry.executable else b"F")
+        with open(root / entry.rel, "rb") as handle:
+            for block in iter(lambda: handle.read(_BLOCK), b""):
                 digest.update(block)
         digest.update(b"\0")
     return digest.hexdigest()
 
 
-def snapshot(source: Path | None, dest: Path, exclude: set[str] | None = None) -> str | None:
-    """Copy ``source`` (less what is excluded) to ``dest`` atomically; return its hash."""
+def content_hash(root: Path, exclude: set[str] | None = None, max_bytes: int | None = None) -> str:
+    """SHA-256 over every kept file's relative path, executable bit and bytes, and
+    every symlink's stored target (empty directories do not count)."""
+    return _hash_entries(root, scan(root, exclude, max_bytes))
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _store_object(objects: Path, source: Path, executable: bool) -> Path:
+    """The store's copy of ``source``: found by content, or copied in (named by what
+    was actually written, so a file changing mid-copy cannot poison the store)."""
+    suffix = ".x" if executable else ""
+    found = objects / (_file_digest(source) + suffix)
+    if found.exists():
+        return found
+    objects.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".in-", dir=objects)
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as handle:
+            for block in iter(lambda: handle.read(_BLOCK), b""):
+                digest.update(block)
+                out.write(block)
+        shutil.copystat(source, tmp_name)
+        os.chmod(tmp_name, 0o555 if executable else 0o444)
+        final = objects / (digest.hexdigest() + suffix)
+        if final.exists():
+            os.unlink(tmp_name)
+        else:
+            os.rename(tmp_name, final)
+        return final
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+
+
+def snapshot(
+    source: Path | None,
+    dest: Path,
+    exclude: set[str] | None = None,
+    *,
+    objects: Path,
+    max_bytes: int | None = None,
+    expected_hash: str | None = None,
+) -> str | None:
+    """Copy ``source`` (less what is excluded) to ``dest``; return the stored tree's hash.
+
+    The copy is built in a private temporary folder beside ``dest`` and renamed
+    into place only once complete and hashed; with ``expected_hash`` a stored
+    tree that differs (the source changed while being copied) is an error and
+    nothing is left behind. ``dest`` must not exist.
+    """
+    entries = scan(source, exclude, max_bytes) if source is not None else []
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    if source is not None:
-        for path in _files(source, exclude or set()):
-            target = tmp / path.relative_to(source)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_symlink():
-                os.symlink(os.readlink(path), target)
+    if dest.exists() or dest.is_symlink():
+        raise FileExistsError(f"snapshot destination already exists: {dest}")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        for entry in entries:
+            target = tmp / entry.rel
+            assert source is not None
+            if entry.kind == "dir":
+                target.mkdir()
+            elif entry.kind == "link":
+                os.symlink(entry.link, target)
             else:
-                shutil.copy2(path, target)
-    if dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
-    return content_hash(dest) if source is not None else None
+                os.link(_store_object(objects, source / entry.rel, entry.executable), target)
+        stored = _hash_entries(tmp, scan(tmp)) if source is not None else None
+        if expected_hash is not None and stored != expected_hash:
+            raise WorkdirError(
+                f"workdir: {source} changed while it was being copied; run the command again"
+            )
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return stored
+
+
+def remove_snapshot(path: Path) -> None:
+    """Delete one version's files (links into the store; see :func:`collect_garbage`)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def collect_garbage(objects: Path) -> int:
+    """Delete stored files no snapshot links to any more; return how many."""
+    removed = 0
+    try:
+        names = os.listdir(objects)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        path = objects / name
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_nlink <= 1:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed

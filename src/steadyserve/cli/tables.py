@@ -115,7 +115,7 @@ def history_table(versions: list[dict[str, Any]]) -> Table:
             str(version["version"]),
             stamp,
             version["mode"],
-            version["outcome"] or "-",
+            (version["outcome"] or "-") + (", files pruned" if version.get("pruned") else ""),
             version["changes"],
         )
     return table

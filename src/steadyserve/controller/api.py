@@ -168,6 +168,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
                         "mode": v.mode,
                         "changes": v.changes,
                         "outcome": v.outcome,
+                        "pruned": bool(v.pruned),
                     }
                     for v in rows
                 ]

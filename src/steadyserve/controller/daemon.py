@@ -3,6 +3,10 @@
 It holds an exclusive lock on ``controller.lock`` for its whole life, so two
 CLIs racing to start it end with one controller; it records its address in
 ``controller.json`` (pid, url) for the CLI and the load balancers.
+
+Commands that make a version (up, update, rollback) hold their service's lock
+from validation to the start of the rollout: a second one meanwhile answers 409
+at once rather than share a version number; a down waits for it.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ServiceRow, Store, VersionRow
 from steadyserve.states import ServiceStatus
-from steadyserve.workdir import relative_excludes, snapshot
+from steadyserve.workdir import relative_excludes
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -69,6 +73,7 @@ class Controller:
         self.url = ""
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
         self._resumed_downs: list[asyncio.Task[None]] = []
 
     def info(self) -> dict[str, Any]:
@@ -81,6 +86,18 @@ class Controller:
         }
 
     # service operations (called by the API) ---------------------------
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
+    def _claim(self, name: str) -> asyncio.Lock:
+        """The service's command lock, or 409 when another command holds it."""
+        lock = self._lock(name)
+        if lock.locked():
+            raise Conflict(
+                f"service {name!r} is busy with another command; run this one when it is done"
+            )
+        return lock
+
     def runtime(self, name: str) -> ServiceRuntime:
         runtime = self.services.get(name)
         if runtime is None:
@@ -115,17 +132,25 @@ class Controller:
             raise BadInput("name: a service needs a name")
         if name in self.services or self.store.service(name) is not None:
             raise Conflict(f"service {name!r} already exists (use 'steady update' to change it)")
-        if spec.workdir is not None and not Path(spec.workdir).is_dir():
-            raise BadInput(f"workdir: no such directory: {spec.workdir}")
-        port = self._endpoint_port(spec.service.port)
+        if self._lock(name).locked():
+            raise Conflict(f"service {name!r} already exists (another 'steady up' is creating it)")
+        async with self._claim(name):
+            return await self._create(name, spec, spec_yaml, spec_file)
+
+    async def _create(
+        self, name: str, spec: ServiceSpec, spec_yaml: str, spec_file: str | None
+    ) -> dict[str, Any]:
         source = Path(spec.workdir) if spec.workdir else None
+        exclude = relative_excludes(source, [spec_file] if spec_file else [])
+        # Refused roots, special files, size: checked before anything is taken.
+        expected = (
+            await updates.hash_workdir(source, exclude, self.home) if source is not None else None
+        )
+        port = self._endpoint_port(spec.service.port)
         # A name that was taken down (not purged) keeps its history: continue after it.
         number = self.store.latest_version_number(name) + 1
-        workdir_hash = await asyncio.to_thread(
-            snapshot,
-            source,
-            self.home.version_workdir(name, number),
-            relative_excludes(source, [spec_file] if spec_file else []),
+        workdir_hash = await updates.take_snapshot(
+            self.home, name, number, source, exclude, expected
         )
         now = time.time()
         row = ServiceRow(
@@ -148,9 +173,14 @@ class Controller:
             changes="initial version",
             outcome="active",
         )
-        self.store.add_service(row, version)
+        try:
+            self.store.add_service(row, version)
+        except BaseException:
+            await asyncio.to_thread(shutil.rmtree, self.home.version_dir(name, number), True)
+            raise
         runtime = self._new_runtime(row)
         runtime.start()
+        await updates.prune(self.store, self.home, runtime, spec.service.history_limit)
         return {"name": name, "endpoint": f"127.0.0.1:{port}"}
 
     async def update_service(
@@ -172,20 +202,49 @@ class Controller:
         spec = self._parse(spec_json)
         if spec.name != name:
             spec = spec.model_copy(update={"name": name})
-        return await updates.apply(
-            self,
-            runtime,
-            spec,
-            spec_yaml,
-            mode=mode,
-            dry_run=dry_run,
-            source_workdir=source_workdir,
-            rollback_to=rollback_to,
-            spec_file=spec_file,
-        )
+        if dry_run:  # writes nothing: no need to wait for, or refuse on, another command
+            return await updates.apply(
+                self,
+                runtime,
+                spec,
+                spec_yaml,
+                mode=mode,
+                dry_run=True,
+                source_workdir=source_workdir,
+                rollback_to=rollback_to,
+                spec_file=spec_file,
+            )
+        async with self._claim(name):
+            self._still_up(name, runtime)
+            return await updates.apply(
+                self,
+                runtime,
+                spec,
+                spec_yaml,
+                mode=mode,
+                dry_run=False,
+                source_workdir=source_workdir,
+                rollback_to=rollback_to,
+                spec_file=spec_file,
+            )
+
+    def _still_up(self, name: str, runtime: ServiceRuntime) -> None:
+        if name in self._down_tasks or self.services.get(name) is not runtime:
+            raise Conflict(f"service {name!r} is shutting down")
 
     async def rollback(self, name: str, to: int | None, dry_run: bool) -> dict[str, Any]:
         runtime = self.runtime(name)
+        if name in self._down_tasks:
+            raise Conflict(f"service {name!r} is shutting down")
+        if dry_run:
+            return await self._rollback(name, runtime, to, dry_run=True)
+        async with self._claim(name):
+            self._still_up(name, runtime)
+            return await self._rollback(name, runtime, to, dry_run=False)
+
+    async def _rollback(
+        self, name: str, runtime: ServiceRuntime, to: int | None, *, dry_run: bool
+    ) -> dict[str, Any]:
         target = updates.rollback_target(self.store, runtime, to)
         spec = ServiceSpec.from_json(target.spec_json)
         return await updates.apply(
@@ -212,7 +271,7 @@ class Controller:
         for spec, _ in specs:
             assert spec.name is not None
             if spec.name not in self.services:
-                self._check_new(spec)
+                await self._check_new(spec, spec_file)
             else:
                 await self.update_service(
                     spec.name, spec.spec_json(), "", mode=None, dry_run=True, spec_file=spec_file
@@ -247,9 +306,14 @@ class Controller:
         except ValueError as exc:
             raise BadInput(str(exc).splitlines()[0]) from exc
 
-    def _check_new(self, spec: ServiceSpec) -> None:
-        if spec.workdir is not None and not Path(spec.workdir).is_dir():
-            raise BadInput(f"{spec.name}: workdir: no such directory: {spec.workdir}")
+    async def _check_new(self, spec: ServiceSpec, spec_file: str | None) -> None:
+        if spec.workdir is not None:
+            source = Path(spec.workdir)
+            exclude = relative_excludes(source, [spec_file] if spec_file else [])
+            try:
+                await updates.hash_workdir(source, exclude, self.home)
+            except BadInput as exc:
+                raise BadInput(f"{spec.name}: {exc}") from exc
         if spec.service.port is not None:
             self._endpoint_port(spec.service.port)
 
@@ -270,11 +334,14 @@ class Controller:
 
     async def _take_down(self, name: str, runtime: ServiceRuntime, purge: bool) -> None:
         try:
-            await runtime.take_down(purge)
-            if purge:  # logs and version workdirs go with the history
-                await asyncio.to_thread(
-                    shutil.rmtree, self.home.service_dir(name), ignore_errors=True
-                )
+            # A command making a version finishes first, so its version ends "cancelled"
+            # (not "in progress" forever) and a purge does not delete files under it.
+            async with self._lock(name):
+                await runtime.take_down(purge)
+                if purge:  # logs and version workdirs go with the history
+                    await asyncio.to_thread(
+                        shutil.rmtree, self.home.service_dir(name), ignore_errors=True
+                    )
         finally:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)

@@ -167,10 +167,7 @@ class ServiceRuntime:
 
     async def detach(self) -> None:
         """Stop managing (controller shutdown): replicas and the LB keep running."""
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._stop_loop()
         for rt in self.runtime.values():
             for task in rt.tasks:
                 task.cancel()
@@ -184,10 +181,7 @@ class ServiceRuntime:
         # Recorded first, so a controller that dies mid-way finishes the down on restart.
         self.store.update_service(self.name, desired="down", purge=int(purge))
         self.store.set_service_status(self.name, old, self.row.status, "steady down")
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._stop_loop()
         stops = [self.lb.stop()]
         for replica in list(self.replicas.values()):
             rt = self.runtime.get(replica.id)
@@ -201,6 +195,16 @@ class ServiceRuntime:
                 )
         await asyncio.gather(*stops, return_exceptions=True)
         self.store.delete_service(self.name, purge=purge)
+
+    async def _stop_loop(self) -> None:
+        """Cancel the reconcile loop, again if need be: before Python 3.12,
+        ``asyncio.wait_for`` swallows a cancel that lands as the wake event fires
+        (an update's wake just before a down), and the loop would run on."""
+        for _ in range(100):
+            if self._task is None or self._task.done():
+                return
+            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=1.0)
 
     def wake(self) -> None:
         self._wake.set()

@@ -1,12 +1,16 @@
 """Turn a new spec into a version: classify the change, plan it, hand it to the runtime.
 
 The classifier decides in place versus restart; the runtime carries it out. A
-dry run computes the same answer and writes nothing.
+dry run computes the same answer and writes nothing. The caller (the
+controller) holds the service's command lock around :func:`apply`, so version
+numbers and snapshot folders are never shared by two commands.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,17 +18,29 @@ from typing import TYPE_CHECKING, Any
 from steadyserve.changes import classify
 from steadyserve.controller import rollout
 from steadyserve.controller.errors import BadInput
+from steadyserve.paths import Home
 from steadyserve.replica_contract import SETUP_MARKER
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import Store, VersionRow
 from steadyserve.states import ReplicaStatus
-from steadyserve.workdir import content_hash, relative_excludes, snapshot
+from steadyserve.workdir import (
+    WorkdirError,
+    check_root,
+    collect_garbage,
+    content_hash,
+    max_bytes_from_env,
+    relative_excludes,
+    remove_snapshot,
+    snapshot,
+)
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
     from steadyserve.controller.runtime import ServiceRuntime
 
 MODES = ("rolling", "blue_green")
+
+log = logging.getLogger("steadyserve.controller")
 
 
 def _mode(spec: ServiceSpec, requested: str | None) -> str:
@@ -53,14 +69,10 @@ async def apply(
             f"(it is {runtime.row.port}; take the service down and up again)"
         )
     source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
-    if source is not None and not source.is_dir():
-        raise BadInput(f"workdir: no such directory: {source}")
     current = store.version(name, runtime.row.version)
     assert current is not None
     exclude = relative_excludes(source, [spec_file] if spec_file else [])
-    new_hash = (
-        await asyncio.to_thread(content_hash, source, exclude) if source is not None else None
-    )
+    new_hash = await hash_workdir(source, exclude, home) if source is not None else None
     changes = classify(
         runtime.spec, spec, old_workdir_hash=current.workdir_hash, new_workdir_hash=new_hash
     )
@@ -93,32 +105,143 @@ async def apply(
     if dry_run:
         return result
     number = store.latest_version_number(name) + 1
-    dest = home.version_workdir(name, number)
-    workdir_hash = await asyncio.to_thread(snapshot, source, dest, exclude)
+    workdir_hash = await take_snapshot(home, name, number, source, exclude, new_hash)
     old_marker = home.version_dir(name, runtime.row.version) / SETUP_MARKER
     if in_place and old_marker.exists():  # setup is unchanged: it already ran for this code
         (home.version_dir(name, number) / SETUP_MARKER).touch()
     message = changes.describe()
     if rollback_to is not None:
         message = f"rollback to version {rollback_to}: {message}"
-    store.add_version(
-        VersionRow(
-            service=name,
-            version=number,
-            created_at=time.time(),
-            spec_json=spec.spec_json(),
-            spec_yaml=spec_yaml,
-            workdir_hash=workdir_hash,
-            mode=chosen,
-            changes=message,
-            outcome="in progress",
+    try:
+        store.add_version(
+            VersionRow(
+                service=name,
+                version=number,
+                created_at=time.time(),
+                spec_json=spec.spec_json(),
+                spec_yaml=spec_yaml,
+                workdir_hash=workdir_hash,
+                mode=chosen,
+                changes=message,
+                outcome="in progress",
+                base_version=runtime.row.version if in_place else None,
+            )
         )
-    )
+    except BaseException:  # never leave files of a version that was not recorded
+        await asyncio.to_thread(shutil.rmtree, home.version_dir(name, number), True)
+        raise
     rollout.begin_update(
         runtime, number, spec, chosen, in_place, message, rollback=rollback_to is not None
     )
     result["version"] = number
+    await prune(store, home, runtime, spec.service.history_limit, keep=rollback_to)
     return result
+
+
+def _max_bytes() -> int:
+    try:
+        return max_bytes_from_env()
+    except WorkdirError as exc:
+        raise BadInput(str(exc)) from exc
+
+
+async def hash_workdir(source: Path, exclude: set[str], home: Home) -> str:
+    """Check a workdir (refused roots, special files, size limit) and hash it."""
+    if not source.is_dir():
+        raise BadInput(f"workdir: no such directory: {source}")
+    try:
+        check_root(source, home.root)
+        return await asyncio.to_thread(content_hash, source, exclude, _max_bytes())
+    except WorkdirError as exc:
+        raise BadInput(str(exc)) from exc
+
+
+async def take_snapshot(
+    home: Home,
+    name: str,
+    number: int,
+    source: Path | None,
+    exclude: set[str],
+    expected_hash: str | None,
+) -> str | None:
+    """Store version ``number``'s files: complete and verified, or not at all.
+
+    A folder for a version number with no row is what a controller killed mid-
+    snapshot leaves; the number is free again (the caller holds the lock), so
+    the leftover goes.
+    """
+    if source is not None and not source.is_dir():
+        raise BadInput(f"workdir: no such directory: {source}")
+    stale = home.version_dir(name, number)
+    if stale.exists():
+        await asyncio.to_thread(shutil.rmtree, stale, True)
+    try:
+        if source is not None:
+            check_root(source, home.root)
+        return await asyncio.to_thread(
+            snapshot,
+            source,
+            home.version_workdir(name, number),
+            exclude,
+            objects=home.service_dir(name) / "objects",
+            max_bytes=_max_bytes(),
+            expected_hash=expected_hash,
+        )
+    except WorkdirError as exc:
+        raise BadInput(str(exc)) from exc
+
+
+def protected_versions(store: Store, runtime: ServiceRuntime, keep: int | None) -> set[int]:
+    """Versions whose files must stay whatever the limit: the current and stable
+    versions, both ends of an update in flight, the default rollback target, any
+    version a replica runs (and, for in-place versions, the folders their
+    relabelled replicas were started in), and ``keep``."""
+    rows = {v.version: v for v in store.versions(runtime.name)}
+    found = {runtime.row.version, runtime.row.stable_version}
+    if keep is not None:
+        found.add(keep)
+    if runtime.update is not None and runtime.update.status == rollout.IN_PROGRESS:
+        found |= {runtime.update.from_version, runtime.update.to_version}
+    earlier = [
+        v.version
+        for v in rows.values()
+        if v.version < runtime.row.version and v.outcome != "failed" and not v.pruned
+    ]
+    if earlier:
+        found.add(max(earlier))
+    for version in {r.version for r in runtime.replicas.values()}:
+        # A replica relabelled in place still runs in the folder it was started in:
+        # its version's base, or that one's base, and so on.
+        found.add(version)
+        row = rows.get(version)
+        while row is not None and row.base_version is not None:
+            found.add(row.base_version)
+            row = rows.get(row.base_version)
+    return found
+
+
+async def prune(
+    store: Store, home: Home, runtime: ServiceRuntime, limit: int, keep: int | None = None
+) -> list[int]:
+    """Delete the files of versions older than the newest ``limit``, except protected
+    ones; they stay in history, marked pruned. Returns the versions pruned."""
+    name = runtime.name
+    rows = store.versions(name)
+    recent = {v.version for v in rows[-limit:]}
+    spared = recent | protected_versions(store, runtime, keep)
+    doomed = [v.version for v in rows if v.version not in spared and not v.pruned]
+    for version in doomed:
+        # Marked first: a version whose files may be partly gone is never run again.
+        store.update_version(name, version, pruned=1)
+        await asyncio.to_thread(remove_snapshot, home.version_workdir(name, version))
+    if doomed:
+        try:  # the command succeeded; unreclaimed space is not a reason to fail it
+            removed = await asyncio.to_thread(collect_garbage, home.service_dir(name) / "objects")
+        except OSError:
+            log.exception("%s: could not free stored files after pruning", name)
+            removed = 0
+        log.info("%s: pruned the files of versions %s (%d stored files)", name, doomed, removed)
+    return doomed
 
 
 def _shown(path: str, value: object) -> object:
@@ -138,8 +261,15 @@ def rollback_target(store: Store, runtime: ServiceRuntime, to: int | None) -> Ve
             raise BadInput(f"--to: service {runtime.name} has no version {to}")
         if to == current:
             raise BadInput(f"--to: version {to} is already the current version")
+        if found.pruned:
+            raise BadInput(
+                f"--to: the files of version {to} were pruned (service.history_limit keeps "
+                f"the newest versions' files); it cannot be rolled back to"
+            )
         return found
-    earlier = [v for v in versions if v.version < current and v.outcome != "failed"]
+    earlier = [
+        v for v in versions if v.version < current and v.outcome != "failed" and not v.pruned
+    ]
     if not earlier:
         raise BadInput(f"service {runtime.name} has no earlier version to roll back to")
     return earlier[-1]
