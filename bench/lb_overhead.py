@@ -7,7 +7,8 @@ In one run, with wrk (-t1) at each connection count:
     ``hello_replica.py --port $PORT``),
 for each replica kind: ``uvloop`` (uvloop + httptools, the fastest Python
 replica), ``asyncio`` (the same protocol on the default asyncio loop: the
-"minimal asyncio hello replica" of the issue's targets) and ``aiohttp`` (an
+"minimal asyncio hello replica" of docs/design.md's performance
+targets) and ``aiohttp`` (an
 aiohttp web app: the speed of a typical framework replica), and, as the
 yardsticks, the best C proxies in front of the same replica: nginx (one worker,
 upstream keep-alive) and HAProxy (one thread, ``http-reuse always``), each run
@@ -486,7 +487,7 @@ def verdict(ok: bool) -> str:
 
 
 def print_targets(rows: list[Row], extra: dict[str, Any]) -> None:
-    """The issue's targets, per replica kind (1 replica behind the LB)."""
+    """The performance targets of docs/design.md, per replica kind (1 replica behind the LB)."""
     by = {(r.kind, r.target, r.replicas, r.connections): r.result for r in rows}
     ray16 = by.get(("ray", "ray", 1, 16))
     out = []
@@ -510,7 +511,7 @@ def print_targets(rows: list[Row], extra: dict[str, Any]) -> None:
         else:
             cells.append("- (no Ray)")
         out.append(cells)
-    print("targets (issue 6), 1 replica behind the LB:")
+    print("targets (docs/design.md), 1 replica behind the LB:")
     print(
         table(
             ["replica", "LB/direct c=16 >= 50%", "added p50 c=1 <= 0.3 ms", "vs Ray c=16 >= 20x"],

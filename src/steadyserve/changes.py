@@ -1,4 +1,4 @@
-"""Classify a spec change, field by field: in place or restart (DESIGN "Which change does what").
+"""Classify a spec change field by field (docs/design.md, "Which change does what").
 
 An update compares the running spec with the new one. Fields that running
 replicas can take without a restart (counts, load-balancer and probe settings,
@@ -60,6 +60,8 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "max_ongoing_requests": "enforced by the load balancer",
     "max_queued_requests": "enforced by the load balancer",
     "load_balancing_policy": "enforced by the load balancer",
+    "load_balancer": "enforced by the load balancer",
+    "request_timeout_s": "enforced by the load balancer",
     "graceful_shutdown_wait_loop_s": "applies to the next drain",
     "graceful_shutdown_timeout_s": "applies to the next drain",
     "health_check_period_s": "applies to the next probe",

@@ -174,7 +174,7 @@ def plan_update(
     # Rolling. Old replicas that are not READY give no capacity: they go first.
     drain.extend((r.id, f"{replaced} (not ready)") for r in old_unready)
     # READY old ones drain while READY capacity stays >= target - max_unavailable;
-    # that includes DESIGN's rule: ready old + new beyond the target drain.
+    # that is the rule of docs/design.md, "Update modes": ready old + new beyond the target drain.
     min_ready = max(0, target - max_unavailable)
     ready_total = len(old_ready) + len(new_ready)
     ready_drains = min(len(old_ready), max(0, ready_total - min_ready))

@@ -207,16 +207,29 @@ def _url_path(value: object) -> str:
     return value
 
 
+def _no_nul(value: str) -> str:
+    """Strings that become a process's argv, environment or paths cannot hold NUL."""
+    if "\x00" in value:
+        raise _fail("must not contain a NUL byte (\\0)")
+    return value
+
+
 def _command(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _fail("must be a non-empty command")
-    return value
+    return _no_nul(value)
 
 
 def _non_empty_text(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _fail("must be a non-empty string")
-    return value
+    return _no_nul(value)
+
+
+def _optional_text(value: object) -> str:
+    if not isinstance(value, str):
+        raise _fail("must be a string")
+    return _no_nul(value)
 
 
 _IMPORT_PATH = re.compile(
@@ -268,7 +281,7 @@ def _scalar_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return value
+        return _no_nul(value)
     if _is_number(value):
         return str(value)
     raise _fail('must be a string, number or boolean (null is not allowed; use "" for empty)')
@@ -446,6 +459,7 @@ Fraction = Annotated[float, BeforeValidator(_number(ge=0, le=1))]
 UrlPath = Annotated[str, BeforeValidator(_url_path)]
 Command = Annotated[str, BeforeValidator(_command)]
 NonEmptyText = Annotated[str, BeforeValidator(_non_empty_text)]
+Text = Annotated[str, BeforeValidator(_optional_text)]
 ImportPath = Annotated[str, BeforeValidator(_import_path)]
 ServiceName = Annotated[str, BeforeValidator(_service_name)]
 EnvName = Annotated[str, BeforeValidator(_env_name)]
@@ -738,7 +752,7 @@ def _default_canary_steps() -> list[CanaryStep]:
 
 class CanaryPolicy(_Model):
     """Steps for ``update_mode: canary``; always present so ``--mode canary`` works
-    on any service (the default is DESIGN's example: 10%, wait a minute, 100%)."""
+    on any service (the default in docs/design.md: 10%, wait a minute, 100%)."""
 
     steps: list[CanaryStep] = Field(default_factory=_default_canary_steps)
     analysis: CanaryAnalysis = Field(default_factory=CanaryAnalysis)
@@ -754,6 +768,16 @@ class CanaryPolicy(_Model):
                 "the last weight must be 100 (a canary ends with all traffic on the new version)"
             )
         return steps
+
+
+class LoadBalancerLimits(_Model):
+    """``service.load_balancer:``: how long the load balancer waits for clients and
+    how many client connections it holds (docs/load-balancer.md)."""
+
+    header_timeout_s: PositiveSeconds = 20.0
+    body_timeout_s: PositiveSeconds = 30.0
+    idle_timeout_s: PositiveSeconds = 75.0
+    max_connections: PositiveInt = 10000
 
 
 class ServiceSection(_Model):
@@ -773,6 +797,9 @@ class ServiceSection(_Model):
     max_queued_requests: QueueLimit = -1
     """-1 is unbounded; beyond the limit the load balancer answers 503 at once."""
     load_balancing_policy: LoadBalancingPolicyField = "least_load"
+    load_balancer: LoadBalancerLimits = Field(default_factory=LoadBalancerLimits)
+    request_timeout_s: PositiveSeconds | None = None
+    """A replica's time to complete a response (504 after); None: no limit."""
     graceful_shutdown_wait_loop_s: PositiveSeconds = 2.0
     graceful_shutdown_timeout_s: Seconds = 20.0
     health_check_period_s: PositiveSeconds = 10.0
@@ -926,7 +953,7 @@ class ServiceSpec(_Model):
     resources: Resources = Field(default_factory=Resources)
     envs: dict[EnvName, ScalarText] = Field(default_factory=dict)
     workdir: NonEmptyText | None = None
-    setup: StrictStr | None = None
+    setup: Text | None = None
     run: Command | None = None
     import_path: ImportPath | None = None
     num_nodes: NumNodes = 1

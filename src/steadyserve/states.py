@@ -1,4 +1,4 @@
-"""Replica and service states, named as SkyServe names them (DESIGN "States")."""
+"""Replica and service states, named as SkyServe names them (docs/design.md, "States")."""
 
 from __future__ import annotations
 

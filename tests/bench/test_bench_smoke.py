@@ -56,9 +56,11 @@ RAY_FLAGS = [] if WITH_RAY else ["--no-ray"]
 
 
 def bench_processes(marker: str, since: float) -> list[psutil.Process]:
-    """Live processes of this run's temporary STEADY_HOMEs (they inherit ``marker`` in
-    STEADY_BENCH_SMOKE_RUN: other engineers may run the same benchmarks meanwhile) or
-    proxy config dirs (nginx rewrites its environment: by command line and start time)."""
+    """Live processes of this run's temporary STEADY_HOMEs (the controller and LBs
+    inherit ``marker`` in STEADY_BENCH_SMOKE_RUN: other engineers may run the same
+    benchmarks meanwhile), replicas started since (they get a clean environment but run
+    in a workdir under the home), or proxy config dirs (nginx rewrites its environment:
+    by command line and start time)."""
     found = []
     for proc in psutil.process_iter():
         try:
@@ -68,10 +70,12 @@ def bench_processes(marker: str, since: float) -> list[psutil.Process]:
             home = env.get("STEADY_BENCH_SMOKE_RUN") == marker and env.get(
                 "STEADY_HOME", ""
             ).startswith(BENCH_HOME_PREFIX)
-            proxy = proc.create_time() >= since - 1 and any(
+            recent = proc.create_time() >= since - 1
+            replica = recent and proc.cwd().startswith(BENCH_HOME_PREFIX)
+            proxy = recent and any(
                 prefix in arg for arg in proc.cmdline() for prefix in PROXY_DIR_PREFIXES
             )
-            if home or proxy:
+            if home or replica or proxy:
                 found.append(proc)
         except psutil.Error:
             continue

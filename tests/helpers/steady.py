@@ -16,6 +16,8 @@ from typing import Any
 
 import psutil
 
+from steadyserve import replica_contract as contract
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
@@ -72,14 +74,20 @@ class Steady:
 
 
 def processes_of_home(home: Path) -> list[psutil.Process]:
-    """Every live process started with STEADY_HOME=home (controller, LBs, replicas)."""
+    """Every live process of ``home``: started with STEADY_HOME=home (controller,
+    LBs) or carrying a replica tag of this home (replicas and all they started)."""
     marker = f"{home}"
+    resolved = home.expanduser().resolve()  # what the controller names its home by
     found = []
     for proc in psutil.process_iter():
         try:
             if proc.pid == os.getpid() or proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if proc.environ().get("STEADY_HOME") == marker:
+            env = proc.environ()
+            tag = env.get(contract.REPLICA_TAG)
+            if env.get("STEADY_HOME") in (marker, str(resolved)) or (
+                tag is not None and contract.tag_of_home(tag, resolved)
+            ):
                 found.append(proc)
         except psutil.Error:
             continue

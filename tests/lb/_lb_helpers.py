@@ -199,10 +199,13 @@ class Upstream:
         head: bool,
         headers: dict[str, str] | None = None,
     ) -> None:
+        if status in (204, 304):
+            body = b""  # these never carry a body (RFC 9110 15.3.5, 15.4.5)
         h.send_response(status)
         for k, v in (headers or {}).items():
             h.send_header(k, v)
-        h.send_header("Content-Length", str(len(body)))
+        if status != 204:
+            h.send_header("Content-Length", str(len(body)))
         h.end_headers()
         if not head:
             h.wfile.write(body)
@@ -219,10 +222,19 @@ class Upstream:
         self.close()
 
 
+def _limit_files(n: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+
 class LBProcess:
     """``python -m steadyserve.lb`` as a subprocess; stopped (SIGTERM, then kill) on close."""
 
-    def __init__(self, home: Path, *args: str, service: str = "svc") -> None:
+    def __init__(
+        self, home: Path, *args: str, service: str = "svc", nofile: int | None = None
+    ) -> None:
+        """``nofile``: run the LB with that RLIMIT_NOFILE (soft and hard)."""
         self.log_path = home / f"lb-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -242,6 +254,7 @@ class LBProcess:
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=env,
+            preexec_fn=None if nofile is None else (lambda: _limit_files(nofile)),
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()
@@ -401,8 +414,12 @@ class FakeController:
         max_ongoing: int = 100,
         max_queued: int = -1,
         policy: str = "least_load",
+        blocked_paths: list[str] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> str:
-        """Replicas as (id, port); returns the new ``epoch:version``."""
+        """Replicas as (id, port); returns the new ``epoch:version``.
+
+        ``extra`` adds fields to the table (e.g. the load balancer's limits)."""
 
         def apply() -> None:
             self.version += 1
@@ -416,6 +433,8 @@ class FakeController:
                     {"id": rid, "version": 1, "host": "127.0.0.1", "port": port}
                     for rid, port in addresses
                 ],
+                **({"blocked_paths": blocked_paths} if blocked_paths is not None else {}),
+                **(extra or {}),
             }
             assert self._changed is not None
             self._changed.set()

@@ -181,16 +181,20 @@ def test_client_disconnects_close_the_replica_connection_and_free_slots(tmp_path
                 lambda: bool(ctl.reports) and ctl.reports[-1]["inflight"].get("7") == 1,
                 what="in-flight 1 reported",
             )
-        # Mid-request: a body that never finishes.
+        wait_for(lambda: ctl.reports[-1]["inflight"].get("7") == 0, what="in-flight back to 0")
+        # Mid-request: a body that never finishes is buffered by the LB, never sent
+        # to the replica, so it never holds a replica slot.
         with socket.create_connection(("127.0.0.1", lb.port), timeout=10) as s:
             s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
-            wait_for(lambda: ctl.reports[-1]["inflight"].get("7") == 1, what="in-flight 1")
-        wait_for(lambda: ctl.reports[-1]["inflight"].get("7") == 0, what="in-flight back to 0")
+            sent_at = len(ctl.reports)
+            wait_for(lambda: len(ctl.reports) > sent_at + 2, what="reports while the body waits")
+            assert ctl.reports[-1]["inflight"].get("7") == 0
         up.gate.set()  # the SSE handler writes again, then finds its connection closed
-        # Both replica connections were closed by the LB, not pooled: their handlers end.
-        wait_for(lambda: up.closed_connections >= 2, what="replica connections closed")
+        # The SSE replica connection was closed by the LB, not pooled: its handler ends.
+        wait_for(lambda: up.closed_connections >= 1, what="replica connection closed")
         report = ctl.reports[-1]
-        assert report["requests"]["7"] == 2
+        assert report["requests"]["7"] == 1
+        assert [r["path"] for r in up.requests] == ["/sse"]
         assert report["table"] == f"{ctl.epoch}:{ctl.version}"
         assert report["lb_pid"] == lb.proc.pid
         # The LB still answers on fresh connections.

@@ -242,7 +242,8 @@ def test_pipelined_requests_are_answered_in_order(shared_lb: LBProcess) -> None:
 
 
 def test_request_body_is_streamed_before_it_is_complete(tmp_path: Path) -> None:
-    """The replica sees the first part of a body while the client still holds the rest."""
+    """The replica sees the first part of a body larger than the LB buffers (64 KiB)
+    while the client still holds the rest."""
     first_part_seen = threading.Event()
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -272,9 +273,10 @@ def test_request_body_is_streamed_before_it_is_complete(tmp_path: Path) -> None:
             LBProcess(tmp_path, "--static-routes", f"127.0.0.1:{port}") as lb,
             socket.create_connection(("127.0.0.1", lb.port), timeout=10) as s,
         ):
+            first = b"x" * 70000 + b"first-part"
             s.sendall(
                 b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                b"a\r\nfirst-part\r\n"
+                b"%x\r\n%s\r\n" % (len(first), first)
             )
             assert first_part_seen.wait(10), "the body was held back"
             s.sendall(b"b\r\nsecond-part\r\n0\r\n\r\n")
@@ -307,3 +309,23 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "--static-routes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_expect_100_continue_is_answered_by_the_lb(shared_lb: LBProcess) -> None:
+    """The LB reads a body before choosing a replica, so it sends 100 Continue
+    itself; the replica never sees the Expect header."""
+    with socket.create_connection(("127.0.0.1", shared_lb.port), timeout=10) as s:
+        s.sendall(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+        )
+        interim = b""
+        while b"\r\n\r\n" not in interim and len(interim) < 1000:
+            piece = s.recv(1000)
+            assert piece
+            interim += piece
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(b"body")
+        (resp,) = read_responses(s, ["POST"])
+        assert resp.status == 200
+        echoed = json.loads(resp.body)  # type: ignore[attr-defined]
+        assert echoed["body_len"] == 4 and "expect" not in echoed["headers"]

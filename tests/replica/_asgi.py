@@ -34,6 +34,7 @@ async def call(
     path: str = "/",
     query: str = "",
     body: bytes = b"",
+    headers: dict[str, str] | None = None,
 ) -> Reply:
     scope = {
         "type": "http",
@@ -45,7 +46,11 @@ async def call(
         "raw_path": path.encode(),
         "query_string": query.encode(),
         "root_path": "",
-        "headers": [(b"host", b"test"), (b"content-length", str(len(body)).encode())],
+        "headers": [
+            (b"host", b"test"),
+            (b"content-length", str(len(body)).encode()),
+            *((k.lower().encode(), v.encode()) for k, v in (headers or {}).items()),
+        ],
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),
     }

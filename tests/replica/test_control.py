@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from steadyserve import replica_contract as contract
 from steadyserve.replica.control import Phase, ReplicaState, control_app
 from steadyserve.replica.loader import Target
 from steadyserve.replica.user import UserClass
@@ -212,3 +213,24 @@ def test_info_describes_the_replica() -> None:
         "ongoing_requests": 0,
         "max_ongoing_requests": None,
     }
+
+
+def test_with_a_secret_every_control_request_must_carry_it() -> None:
+    header = contract.CONTROL_SECRET_HEADER
+
+    async def scenario() -> list[Reply]:
+        state = ReplicaState(
+            Target("m:app", "asgi", object()), 5.0, phase=Phase.READY, control_secret="s3cret"
+        )
+        app = control_app(state)
+        return [
+            await call(app, path="/-/healthz"),
+            await call(app, path="/-/healthz", headers={header: "s3cre"}),
+            await call(app, "POST", "/-/reconfigure", body=b"{}"),
+            await call(app, path="/-/info"),
+            await call(app, path="/-/healthz", headers={header: "s3cret"}),
+        ]
+
+    replies = asyncio.run(scenario())
+    assert [r.status for r in replies] == [401, 401, 401, 401, 200]
+    assert replies[0].json() == {"error": f"missing or wrong {header}"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -55,12 +56,23 @@ MODEL = (
         async def __call__(self, request):
             if request.url.path == "/stream":
                 return self.stream()
+            if request.url.path == "/endless":
+                return self.endless()
             return {"word": self.word, "pid": os.getpid()}
 
         def stream(self):
             yield "one\\n"
             wait_for("two")
             yield "two\\n"
+
+        def endless(self):
+            try:
+                yield "first\\n"
+                for i in range(3000):  # 30 s at most, longer than the test waits
+                    time.sleep(0.01)
+                    yield f"{i}\\n"
+            finally:
+                (GATES / "endless-closed").touch()
 """
 )
 
@@ -239,6 +251,21 @@ def test_a_generator_arrives_chunk_by_chunk(model: Started) -> None:
         assert response.read() == b""
     finally:
         conn.close()
+
+
+def test_a_sync_generator_is_closed_when_its_client_goes_away(model: Started) -> None:
+    closed = model.gates / "endless-closed"
+    with socket.create_connection((HOST, model.replica.port), timeout=10) as sock:
+        sock.sendall(b"GET /endless HTTP/1.1\r\nHost: test\r\n\r\n")
+        received = b""
+        for _ in range(100):
+            received += sock.recv(4096)
+            if b"first" in received:
+                break
+        assert b"first" in received
+        assert not closed.exists()
+    # Its finally runs once the client is gone, not at garbage collection much later.
+    wait_until(closed.exists, timeout=10, what="the generator's finally to run")
 
 
 def test_sigterm_finishes_the_in_flight_request_then_exits_0(tmp_path: Path) -> None:

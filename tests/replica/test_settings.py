@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from steadyserve import replica_contract as contract
 from steadyserve.replica.settings import SettingsError, from_env
 
 PORTS = {"PORT": "8001", "STEADY_CONTROL_PORT": "8002"}
@@ -69,3 +70,22 @@ def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None
     with pytest.raises(SettingsError) as info:
         from_env(env, {})
     assert str(info.value).startswith(message)
+
+
+def test_drain_settings_and_secret_come_from_the_contract_names() -> None:
+    options = {"graceful_shutdown_timeout_s": 7, "graceful_shutdown_wait_loop_s": 0.5}
+    assert from_env(PORTS, options).graceful_shutdown_wait_loop_s == 0.5
+    assert from_env(PORTS, {}).graceful_shutdown_wait_loop_s == 2.0
+    env = {
+        **PORTS,
+        contract.GRACEFUL_SHUTDOWN_TIMEOUT_S: "3.5",
+        contract.GRACEFUL_SHUTDOWN_WAIT_LOOP_S: "0.7",
+        contract.CONTROL_SECRET: "s3cret",
+    }
+    settings = from_env(env, options)
+    assert settings.graceful_shutdown_timeout_s == 3.5
+    assert settings.graceful_shutdown_wait_loop_s == 0.7
+    assert settings.control_secret == "s3cret"
+    assert from_env(PORTS, {}).control_secret is None
+    with pytest.raises(SettingsError, match=contract.GRACEFUL_SHUTDOWN_WAIT_LOOP_S):
+        from_env({**PORTS, contract.GRACEFUL_SHUTDOWN_WAIT_LOOP_S: "0"}, {})

@@ -1,4 +1,4 @@
-"""The change classifier: every field lands on the side DESIGN puts it."""
+"""The change classifier: every field lands on the side docs/design.md puts it."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ RESTART_TOP: list[tuple[str, Any]] = [
     ("setup", "pip install -r requirements.txt"),
     ("resources", {"cpus": 2}),
     ("envs", {"MODEL": "small"}),
-    ("file_mounts", {"/data": "s3://bucket"}),  # not named by DESIGN: "anything else"
+    ("file_mounts", {"/data": "s3://bucket"}),  # not named in docs/design.md: "anything else"
 ]
 
 

@@ -30,7 +30,7 @@ from steadyserve.spec import (
 
 BASE = Path("/nonexistent/demo_app")
 
-DESIGN_EXAMPLE = """\
+FULL_EXAMPLE = """\
 name: http-server
 service:
   readiness_probe:
@@ -127,7 +127,7 @@ def error_of(data: object) -> str:
 
 def test_design_example_loads_in_normal_form(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
-    spec = load_service_file(write(tmp_path, DESIGN_EXAMPLE))
+    spec = load_service_file(write(tmp_path, FULL_EXAMPLE))
     svc = spec.service
     assert spec.name == "http-server"
     assert spec.workdir == str((tmp_path / "app").resolve())
@@ -279,6 +279,9 @@ TOP_CASES: list[tuple[dict[Any, Any], str]] = [
     ({"envs": [1]}, "envs: must be a mapping"),
     ({"envs": {"A": None}}, f"envs.A: {SCALAR}"),
     ({"envs": {"A": [1]}}, f"envs.A: {SCALAR}"),
+    ({"envs": {"A": "x\x00y"}}, "envs.A: must not contain a NUL byte (\\0)"),
+    ({"run": "echo\x00"}, "run: must not contain a NUL byte (\\0)"),
+    ({"run": "x", "setup": "a\x00"}, "setup: must not contain a NUL byte (\\0)"),
     (
         {"envs": {"1A": "x"}},
         "envs.1A: not a valid environment variable name (letters, digits and _, no leading digit)",
@@ -755,6 +758,9 @@ JSON = st.recursive(
 TIMES = st.integers(min_value=1, max_value=3600) | st.floats(min_value=0.1, max_value=3600)
 
 
+NO_NUL = st.characters(blacklist_characters="\x00")  # NUL cannot reach argv or env
+
+
 @st.composite
 def valid_documents(draw: st.DrawFn) -> dict[str, Any]:
     service: dict[str, Any] = {}
@@ -797,13 +803,13 @@ def valid_documents(draw: st.DrawFn) -> dict[str, Any]:
         "envs": draw(
             st.dictionaries(
                 st.from_regex(r"[A-Z_][A-Z0-9_]{0,5}", fullmatch=True),
-                st.text(max_size=5) | st.integers() | st.booleans(),
+                st.text(NO_NUL, max_size=5) | st.integers() | st.booleans(),
                 max_size=3,
             )
         ),
     }
     if draw(st.booleans()):
-        doc["run"] = draw(st.text(min_size=1, max_size=10).filter(str.strip))
+        doc["run"] = draw(st.text(NO_NUL, min_size=1, max_size=10).filter(str.strip))
     else:
         doc["import_path"] = "pkg.mod:App"
     return doc

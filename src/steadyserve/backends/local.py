@@ -2,7 +2,10 @@
 
 A process group per replica lets SIGTERM/SIGKILL reach everything ``run``
 started (a shell's children included) and keeps replicas alive when the
-controller dies, so a restarted controller can re-adopt them.
+controller dies, so a restarted controller can re-adopt them. A child that
+leaves the group (``setsid``, a daemonizing double fork) still carries the
+replica's tag (``STEADY_REPLICA_TAG``) in its environment, so stopping a replica
+signals every process with its tag too.
 """
 
 from __future__ import annotations
@@ -18,10 +21,9 @@ from pathlib import Path
 
 import psutil
 
+from steadyserve import replica_contract as contract
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.paths import Home
-
-_SETUP_DONE = ".steady-setup-done"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -40,21 +42,23 @@ class LocalProcess:
         create_time: float | None,
         port: int,
         popen: subprocess.Popen[bytes] | None = None,
+        tag: str | None = None,
     ) -> None:
         self._pid = pid
         self._create_time = create_time
         self._port = port
         self._popen = popen
         self._exit: int | None = None
+        self.tag = tag  # the replica's STEADY_REPLICA_TAG; None for the LB
 
     @classmethod
-    def of(cls, popen: subprocess.Popen[bytes], port: int) -> LocalProcess:
+    def of(cls, popen: subprocess.Popen[bytes], port: int, tag: str | None = None) -> LocalProcess:
         """A process we just started (its create time guards against pid reuse later)."""
         try:
             create_time: float | None = psutil.Process(popen.pid).create_time()
         except psutil.Error:
             create_time = None
-        return cls(popen.pid, create_time, port, popen)
+        return cls(popen.pid, create_time, port, popen, tag)
 
     @property
     def pid(self) -> int | None:
@@ -112,7 +116,7 @@ class LocalBackend:
             return workdir
         lock = self._setup_locks.setdefault((service, version), asyncio.Lock())
         async with lock:
-            marker = self.home.version_dir(service, version) / _SETUP_DONE
+            marker = self.home.version_dir(service, version) / contract.SETUP_MARKER
             if marker.exists():
                 return workdir
             log_path = self.home.version_dir(service, version) / "setup.log"
@@ -157,29 +161,87 @@ class LocalBackend:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        return LocalProcess.of(popen, int(request.env["PORT"]))
+        return LocalProcess.of(
+            popen, int(request.env[contract.PORT]), request.env.get(contract.REPLICA_TAG)
+        )
 
     def adopt(self, pid: int, create_time: float | None, port: int) -> LocalProcess | None:
         if not same_process_alive(pid, create_time):
             return None
-        return LocalProcess(pid, create_time, port)
+        return LocalProcess(pid, create_time, port, tag=tag_of(pid))
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         await stop_group(handle, timeout_s)
 
 
+def tag_of(pid: int) -> str | None:
+    """The replica tag in a process's environment, if it has one we may read."""
+    try:
+        return psutil.Process(pid).environ().get(contract.REPLICA_TAG)
+    except psutil.Error:
+        return None
+
+
+def tagged_processes(tag: str) -> list[psutil.Process]:
+    """Every live process carrying ``tag``: a replica's whole tree, wherever it went."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == me or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(contract.REPLICA_TAG) == tag:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _pgid(proc: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(proc.pid)
+    except OSError:
+        return None
+
+
+def _signal_all(procs: list[psutil.Process], sig: signal.Signals) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)  # psutil checks the pid still names the same process
+
+
+def _all_gone(procs: list[psutil.Process]) -> bool:
+    alive = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+    return not alive
+
+
 async def stop_group(handle: ReplicaHandle, timeout_s: float) -> None:
-    """SIGTERM the process group, SIGKILL what is left after ``timeout_s``, wait for the end."""
+    """SIGTERM the process group and every process with the replica's tag, SIGKILL
+    what is left after ``timeout_s``, wait for the end."""
     pid = handle.pid
     if pid is None:
         return
-    if handle.exit_code() is None:
+    tag = getattr(handle, "tag", None)
+    # Only those outside the group: the group gets one signal, as a second SIGTERM
+    # would tell a Python runner to stop waiting for in-flight requests.
+    escaped = [p for p in tagged_processes(tag) if _pgid(p) != pid] if tag else []
+    if handle.exit_code() is None or not _all_gone(escaped):
         _kill_group(pid, signal.SIGTERM)
+        _signal_all(escaped, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while handle.exit_code() is None and time.monotonic() < deadline:
+        while (handle.exit_code() is None or not _all_gone(escaped)) and (
+            time.monotonic() < deadline
+        ):
             await asyncio.sleep(0.05)
-    # Whatever is left of the group (the leader or its children) goes now.
+    # Whatever is left of the group (the leader or its children) goes now, and any
+    # tagged process started since the first look.
     _kill_group(pid, signal.SIGKILL)
+    if tag:
+        _signal_all(tagged_processes(tag), signal.SIGKILL)
     for _ in range(100):
         if handle.exit_code() is not None:
             break

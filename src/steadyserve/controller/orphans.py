@@ -1,8 +1,12 @@
 """Find processes of this home that no service claims, and end them.
 
 A controller killed between starting a process and recording its pid leaves a
-process nobody manages. Every process SteadyServe starts carries STEADY_HOME in
-its environment, so a restarted controller can find and stop such orphans.
+process nobody manages. Load balancers carry STEADY_HOME in their environment;
+every process of a replica, its children included (even those that left its
+process group with ``setsid``), carries the replica's tag
+(``STEADY_REPLICA_TAG``, whose first part names the home). A restarted
+controller stops the processes whose tag names no live replica, and never a
+live replica's descendant, wherever its process group is.
 """
 
 from __future__ import annotations
@@ -14,11 +18,19 @@ import signal
 
 import psutil
 
+from steadyserve import replica_contract as contract
+from steadyserve.backends.local import tag_of
+
 log = logging.getLogger("steadyserve.controller")
 
 
 def find_orphans(home: str, claimed: set[int]) -> list[psutil.Process]:
-    """Replica and LB processes of ``home`` whose process group no one claims."""
+    """Replica and LB processes of ``home`` that no live replica or LB claims.
+
+    ``claimed`` are the pids the controller manages (replica leaders and LBs);
+    a replica process is claimed when it carries the tag of a claimed leader.
+    """
+    live_tags = {tag for tag in map(tag_of, claimed) if tag is not None}
     found = []
     me = os.getpid()
     for proc in psutil.process_iter():
@@ -26,9 +38,15 @@ def find_orphans(home: str, claimed: set[int]) -> list[psutil.Process]:
             if proc.pid == me or proc.status() == psutil.STATUS_ZOMBIE:
                 continue
             env = proc.environ()
+            tag = env.get(contract.REPLICA_TAG)
+            if tag is not None and contract.tag_of_home(tag, home):
+                if tag not in live_tags:
+                    found.append(proc)
+                continue
             if env.get("STEADY_HOME") != home:
                 continue
-            is_replica = "STEADY_REPLICA_ID" in env
+            # A replica from before tags, or a load balancer: judged by its group.
+            is_replica = contract.REPLICA_ID in env
             is_lb = "steadyserve.lb" in proc.cmdline()
             if not (is_replica or is_lb):
                 continue
@@ -41,10 +59,16 @@ def find_orphans(home: str, claimed: set[int]) -> list[psutil.Process]:
 
 
 def reap_orphans(home: str, claimed: set[int]) -> int:
-    """SIGKILL every orphan's process group; return how many processes were found."""
+    """SIGKILL every orphan (and its process group when no one claims that);
+    return how many processes were found."""
     orphans = find_orphans(home, claimed)
     for proc in orphans:
-        log.warning("stopping orphan process %s: %s", proc.pid, " ".join(proc.cmdline())[:200])
+        with contextlib.suppress(psutil.Error):
+            log.warning("stopping orphan process %s: %s", proc.pid, " ".join(proc.cmdline())[:200])
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+            pgid = os.getpgid(proc.pid)
+            if pgid not in claimed:
+                os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
     return len(orphans)

@@ -21,6 +21,7 @@ async def post_user_config(
     path: str,
     user_config: object,
     timeout_s: float = RECONFIGURE_TIMEOUT_S,
+    headers: dict[str, str] | None = None,
 ) -> tuple[bool, bool, str]:
     """(applied, answered, why): a replica that answered a refusal still runs its old config."""
     url = f"http://{host}:{port}{path}"
@@ -28,7 +29,7 @@ async def post_user_config(
         async with session.post(
             url,
             data=json.dumps(user_config).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **(headers or {})},
             timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as response:
             text = (await response.read())[:200].decode(errors="replace").strip()

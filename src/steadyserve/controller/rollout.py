@@ -208,14 +208,16 @@ async def deliver_user_config(
     it is a new replica that must not serve without the config.
     """
     spec = rt._spec_for(replica.version)
+    headers: dict[str, str] = {}
     if replica.control_port is not None:  # a Python replica: its runner's control port
         port, path = replica.control_port, CONTROL_RECONFIGURE
+        headers = rt.control_headers(replica)
     elif spec.service.reconfigure_path is not None and replica.port is not None:
         port, path = replica.port, spec.service.reconfigure_path
     else:
         return True, ""
     ok, answered, why = await post_user_config(
-        rt.probe_session, replica.ip, port, path, spec.service.user_config
+        rt.probe_session, replica.ip, port, path, spec.service.user_config, headers=headers
     )
     if not ok and (replace_on_refusal or not answered) and ReplicaStatus(replica.status).is_live:
         rt._mark_failed(replica, ReplicaStatus.FAILED, why)

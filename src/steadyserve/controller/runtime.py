@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from steadyserve import replica_contract as contract
 from steadyserve.backends.base import Backend, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.local import free_port
 from steadyserve.controller import rollout
@@ -129,6 +130,9 @@ class ServiceRuntime:
                     )
                 else:
                     self._spawn(replica, self._probe_loop(replica))
+            elif rt.handle is not None:
+                # Failed, and the previous controller died before its stop finished.
+                self._spawn(replica, self._stop_failed(replica, rt.handle))
         self.lb.adopt(self.row.lb_pid, self.row.lb_create_time)
         if self.updating and self.update is not None and self.update.mode == "in_place":
             # The previous controller died mid-way: relabel what it had not, deliver again
@@ -314,6 +318,8 @@ class ServiceRuntime:
                 "max_queued_requests": svc.max_queued_requests,
                 "replicas": replicas,
                 "blocked_paths": [svc.reconfigure_path] if svc.reconfigure_path else [],
+                "load_balancer": svc.load_balancer.model_dump(),
+                "request_timeout_s": svc.request_timeout_s,
             }
         )
 
@@ -375,27 +381,47 @@ class ServiceRuntime:
         self._spawn(replica, self._provision_and_start(replica))
 
     def _replica_env(
-        self, replica: ReplicaRow, spec: ServiceSpec, port: int, control_port: int | None
+        self,
+        replica: ReplicaRow,
+        spec: ServiceSpec,
+        port: int,
+        control_port: int | None,
+        control_secret: str | None = None,
     ) -> dict[str, str]:
-        env = dict(os.environ)
+        """A clean environment: the contract's base variables, the file's ``envs``,
+        then the documented variables (so ``envs`` cannot fake a replica's identity).
+        Nothing else of the controller's environment, its token above all."""
+        env = contract.base_env(os.environ)
         env.update(spec.envs)
         env.update(
             {
-                "PORT": str(port),
-                "STEADY_HOME": str(self.home.root),
-                "STEADY_REPLICA_ID": str(replica.id),
-                "SKYPILOT_SERVE_REPLICA_ID": str(replica.id),
-                "STEADY_SERVICE_NAME": self.name,
-                "STEADY_SERVICE_VERSION": str(replica.version),
+                contract.PORT: str(port),
+                contract.REPLICA_ID: str(replica.id),
+                contract.SKYPILOT_REPLICA_ID: str(replica.id),
+                contract.SERVICE_NAME: self.name,
+                contract.SERVICE_VERSION: str(replica.version),
+                contract.REPLICA_TAG: contract.replica_tag(self.home.root, self.name, replica.id),
             }
         )
         if control_port is not None:  # a Python replica: the runner's own settings
-            env["STEADY_CONTROL_PORT"] = str(control_port)
-            env["STEADY_MAX_ONGOING_REQUESTS"] = str(spec.service.max_ongoing_requests)
-            env["STEADY_HEALTH_CHECK_TIMEOUT_S"] = str(spec.service.health_check_timeout_s)
-            if spec.service.user_config is not None:
-                env["STEADY_USER_CONFIG"] = json.dumps(spec.service.user_config)
+            svc = spec.service
+            env[contract.CONTROL_PORT] = str(control_port)
+            env[contract.MAX_ONGOING_REQUESTS] = str(svc.max_ongoing_requests)
+            env[contract.HEALTH_CHECK_TIMEOUT_S] = str(svc.health_check_timeout_s)
+            env[contract.GRACEFUL_SHUTDOWN_TIMEOUT_S] = str(svc.graceful_shutdown_timeout_s)
+            env[contract.GRACEFUL_SHUTDOWN_WAIT_LOOP_S] = str(svc.graceful_shutdown_wait_loop_s)
+            if svc.user_config is not None:
+                env[contract.USER_CONFIG] = json.dumps(svc.user_config)
+            if control_secret is not None:
+                env[contract.CONTROL_SECRET] = control_secret
         return env
+
+    def control_headers(self, replica: ReplicaRow) -> dict[str, str]:
+        """What every request to a Python replica's control port carries."""
+        return {contract.CONTROL_SECRET_HEADER: self._control_secret(replica)}
+
+    def _control_secret(self, replica: ReplicaRow) -> str:
+        return contract.control_secret(self.home.root, self.name, replica.id, replica.launched_at)
 
     def _command(self, spec: ServiceSpec) -> list[str]:
         if spec.run is not None:
@@ -404,32 +430,23 @@ class ServiceRuntime:
         return [sys.executable, "-m", "steadyserve.replica", spec.import_path]
 
     async def _provision_and_start(self, replica: ReplicaRow) -> None:
-        spec = self._spec_for(replica.version)
-        self.store.set_replica_status(
-            replica, ReplicaStatus.PROVISIONING.value, "preparing workdir"
-        )
-        port = free_port()
-        control_port = free_port() if spec.import_path is not None else None
-        env = self._replica_env(replica, spec, port, control_port)
         try:
-            workdir = await self.backend.prepare(self.name, replica.version, spec.setup, env)
-            if replica.status != ReplicaStatus.PROVISIONING.value:
-                return
-            handle = await self.backend.launch(
-                LaunchRequest(
-                    service=self.name,
-                    version=replica.version,
-                    replica_id=replica.id,
-                    command=self._command(spec),
-                    env=env,
-                    workdir=workdir,
-                    log_path=self.home.replica_log(self.name, replica.id),
-                )
-            )
-        except (ProvisionError, OSError) as exc:
-            self._mark_failed(replica, ReplicaStatus.FAILED_PROVISION, str(exc))
+            handle, control_port = await self._provision(replica)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # whatever it is, the replica fails visibly, never stuck
+            if ReplicaStatus(replica.status) not in (
+                ReplicaStatus.PENDING,
+                ReplicaStatus.PROVISIONING,
+            ):
+                return  # stopped or failed meanwhile: that outcome stands
+            log.warning("launching replica %s/%s failed", self.name, replica.id, exc_info=True)
+            message = str(exc) if isinstance(exc, ProvisionError) else _one_line(exc)
+            self._mark_failed(replica, ReplicaStatus.FAILED_PROVISION, message)
             self._judge_version(replica.version)
             self.wake()
+            return
+        if handle is None:
             return
         rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
         rt.handle = handle
@@ -444,6 +461,35 @@ class ServiceRuntime:
             control_port=control_port,
         )
         await self._probe_loop(replica)
+
+    async def _provision(self, replica: ReplicaRow) -> tuple[ReplicaHandle | None, int | None]:
+        """Prepare the version and start the process; None if the replica was
+        stopped meanwhile. Any exception is the caller's to turn into FAILED_PROVISION."""
+        spec = self._spec_for(replica.version)
+        self.store.set_replica_status(
+            replica, ReplicaStatus.PROVISIONING.value, "preparing workdir"
+        )
+        port = free_port()
+        control_port = free_port() if spec.import_path is not None else None
+        secret = self._control_secret(replica) if control_port is not None else None
+        env = self._replica_env(replica, spec, port, control_port, secret)
+        # setup is user code too: it never sees the control secret.
+        setup_env = {k: v for k, v in env.items() if k != contract.CONTROL_SECRET}
+        workdir = await self.backend.prepare(self.name, replica.version, spec.setup, setup_env)
+        if replica.status != ReplicaStatus.PROVISIONING.value:
+            return None, None
+        handle = await self.backend.launch(
+            LaunchRequest(
+                service=self.name,
+                version=replica.version,
+                replica_id=replica.id,
+                command=self._command(spec),
+                env=env,
+                workdir=workdir,
+                log_path=self.home.replica_log(self.name, replica.id),
+            )
+        )
+        return handle, control_port
 
     async def _probe_loop(self, replica: ReplicaRow) -> None:
         svc = self.spec.service
@@ -487,6 +533,7 @@ class ServiceRuntime:
             # A little past the runner's own check_health() bound, so its clear
             # "unhealthy" answer arrives before the probe gives up.
             timeout_seconds=spec.service.health_check_timeout_s + 2.0,
+            headers=self.control_headers(replica),
         )
         return probe, replica.control_port
 
@@ -568,3 +615,9 @@ class ServiceRuntime:
         self.runtime.pop(replica.id, None)
         self.store.remove_replica(replica, reason)
         self.wake()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line[:500]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from steadyserve.changes import classify
 from steadyserve.controller import rollout
 from steadyserve.controller.errors import BadInput
+from steadyserve.replica_contract import SETUP_MARKER
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import Store, VersionRow
 from steadyserve.states import ReplicaStatus
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime
 
 MODES = ("rolling", "blue_green")
-SETUP_MARKER = ".steady-setup-done"
 
 
 def _mode(spec: ServiceSpec, requested: str | None) -> str:

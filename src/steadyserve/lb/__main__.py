@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from steadyserve.lb.policies import POLICIES
-from steadyserve.lb.routes import RouteTable
+from steadyserve.lb.proxy import SEND_TIMEOUT
+from steadyserve.lb.routes import Limits, RouteTable
 from steadyserve.lb.server import LBConfig, LoadBalancer
 
 log = logging.getLogger("steadyserve.lb")
@@ -80,6 +81,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-header-bytes", type=_positive_int, default=65536)
     p.add_argument("--max-body-bytes", type=_positive_int, default=104857600)
     p.add_argument("--report-interval", type=_interval, default=0.5)
+    defaults = Limits()
+    p.add_argument(
+        "--header-timeout",
+        type=_interval,
+        default=defaults.header_timeout_s,
+        help="seconds a client has to send a request head",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=_interval,
+        default=defaults.body_timeout_s,
+        help="seconds a request body may go without a byte",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=_interval,
+        default=defaults.idle_timeout_s,
+        help="seconds an idle keep-alive client connection is kept",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=defaults.max_connections,
+        help="client connections held at once (also capped below the fd limit)",
+    )
+    p.add_argument(
+        "--send-timeout",
+        type=_interval,
+        default=SEND_TIMEOUT,
+        help="seconds a client may read nothing of its response before it is disconnected",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=_interval,
+        default=None,
+        help="seconds a replica has to complete a response (default: no limit)",
+    )
     p.add_argument(
         "--listen-fd",
         type=int,
@@ -104,6 +142,14 @@ def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
         max_body_bytes=args.max_body_bytes,
         report_interval=args.report_interval,
         listen_fd=args.listen_fd,
+        send_timeout=args.send_timeout,
+        limits=Limits(
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
+            idle_timeout_s=args.idle_timeout,
+            max_connections=args.max_connections,
+            request_timeout_s=args.request_timeout,
+        ),
     )
     if config.static_routes is not None:
         try:

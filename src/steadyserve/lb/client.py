@@ -8,6 +8,15 @@ the client chunked it. Pipelined requests are queued and answered one at a time.
 Limits are checked while parsing: a head over ``max_header_bytes`` gets 431, a body
 over ``max_body_bytes`` 413 (Content-Length up front, chunked as it flows), a
 malformed request 400; each then closes the connection.
+
+Hostile clients are bounded here too (docs/load-balancer.md): the target is
+normalised once (target.py) and the Host header must appear exactly once; a head
+must arrive within ``header_timeout_s`` and a body must keep moving within
+``body_timeout_s`` (one timer per phase, armed only when a phase spans reads, so a
+request that arrives in one read costs no timer); a body is read whole (up to
+REQUEST_BUFFER_BYTES) before a replica is chosen, so a slow upload never holds a
+replica slot; a client that reads nothing of its response for ``send_timeout`` is
+dropped.
 """
 
 from __future__ import annotations
@@ -16,24 +25,28 @@ import asyncio
 import logging
 from collections import deque
 from typing import cast
-from urllib.parse import unquote_to_bytes
 
 import httptools
 
 from steadyserve.lb.http import (
     HOP_BY_HOP,
     IDEMPOTENT_METHODS,
-    WATCHED_NAME_LENGTHS,
+    REQUEST_WATCHED_NAME_LENGTHS,
     connection_tokens,
     header_name,
     set_nodelay,
     simple_response,
 )
 from steadyserve.lb.proxy import DONE, READY, SENT, Exchange, Proxy
+from steadyserve.lb.target import BadTarget, is_blocked, is_plain, normalise
 
 log = logging.getLogger("steadyserve.lb")
 
 BODY_BUFFER_LIMIT = 256 * 1024  # request body held while no replica connection is ready
+# Request buffering: a body up to this size is read whole before a replica is
+# chosen, so a slow client never holds a replica slot; a larger one is streamed
+# from this point on (docs/load-balancer.md).
+REQUEST_BUFFER_BYTES = 64 * 1024
 PIPELINE_LIMIT = 16  # requests parsed ahead of the one being answered
 
 # Why the connection stopped reading (bits)
@@ -60,8 +73,13 @@ class ClientConnection(asyncio.Protocol):
         "_conn_tokens",
         "_content_length",
         "_head_fed",
+        "_host_at",
+        "_hosts",
         "_in_head",
         "_lines",
+        "_send_timer",
+        "_timer",
+        "_timer_mark",
         "_upgrade",
         "_url",
         "_xff",
@@ -100,7 +118,12 @@ class ClientConnection(asyncio.Protocol):
         self._conn_tokens: set[bytes] | None = None
         self._upgrade = False
         self._xff_seen = False
+        self._hosts = 0
+        self._host_at = -1
         self.body_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_mark = -1
+        self._send_timer: asyncio.TimerHandle | None = None  # armed while writing is paused
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -110,12 +133,30 @@ class ClientConnection(asyncio.Protocol):
         ip = peer[0] if isinstance(peer, tuple) and peer else ""
         self._xff = str(ip).encode()
         self._xff_end = b"x-forwarded-for: %s\r\n\r\n" % self._xff
-        self.idle_since = self.proxy.now()
-        self.proxy.clients.add(self)
+        proxy = self.proxy
+        self.idle_since = proxy.now()
+        if len(proxy.clients) >= proxy.max_connections and not proxy.make_room():
+            # Every connection is busy with a request: refuse this one at once
+            # rather than run the process out of file descriptors.
+            self.closing = True
+            self.transport.write(
+                simple_response(503, "too many connections to the load balancer", close=True)
+            )
+            self.transport.close()
+            return
+        proxy.clients.add(self)
+        # A new connection must send its first request head within header_timeout_s.
+        self._timer = proxy.loop.call_later(proxy.limits.header_timeout_s, self._on_timer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.proxy.clients.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
         exchanges = list(self.exchanges)
         self.exchanges.clear()
         self.parsing = None
@@ -142,14 +183,70 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._reject(400, f"malformed request: {exc}")
             return
-        if in_head and self._in_head:
-            # Bytes of a head still incomplete: bound what httptools buffers meanwhile.
-            self._head_fed += len(data)
-            if self._head_fed > self.proxy.max_header_bytes:
-                self._reject(431, "request header fields too large")
+        if self._in_head:
+            if in_head:
+                # Bytes of a head still incomplete: bound what httptools buffers meanwhile.
+                self._head_fed += len(data)
+                if self._head_fed > self.proxy.max_header_bytes:
+                    self._reject(431, "request header fields too large")
+                    return
+            if self._timer is None:
+                self._arm(self.proxy.limits.header_timeout_s)
+        elif self.parsing is not None and self._timer is None:
+            self._arm(self.proxy.limits.body_timeout_s)  # a body still on its way
+
+    # -- timeouts ---------------------------------------------------------------------
+    def _arm(self, seconds: float) -> None:
+        """One timer per phase (head, body), armed only when a phase spans reads."""
+        self._timer_mark = self.body_bytes
+        self._timer = self.proxy.loop.call_later(seconds, self._on_timer)
+
+    def _disarm(self) -> None:
+        timer = self._timer
+        if timer is not None:
+            self._timer = None
+            timer.cancel()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.closing:
+            return
+        limits = self.proxy.limits
+        if self.read_paused & ~PAUSE_BROKEN:
+            # Not reading because of the proxy (backpressure, pipelining): not the
+            # client's delay.
+            self._arm(limits.body_timeout_s if self.parsing else limits.header_timeout_s)
+            return
+        if self._in_head:
+            self._reject(408, "request header timeout")
+        elif self.parsing is not None:
+            if self.body_bytes > self._timer_mark:
+                self._arm(limits.body_timeout_s)  # progress since the last check
+            else:
+                self._reject(408, "request body timeout")
+        elif not self.exchanges:
+            self.close()  # connected, never sent a byte
+
+    def _send_timed_out(self) -> None:
+        """The client read nothing of its response for send_timeout: let go of it
+        (and of the replica connection its backpressure was holding)."""
+        self._send_timer = None
+        if self.write_paused and not self.closing:
+            log.warning("client stopped reading its response; closing the connection")
+            self.close()
+            if self.transport is not None:
+                self.transport.abort()  # close() would wait for the unread bytes to drain
+
+    def reading_first_head(self) -> bool:
+        """Is the only request on this connection a head still being read?"""
+        return len(self.exchanges) == 1 and self._in_head
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        if self._send_timer is None and not self.closing:
+            self._send_timer = self.proxy.loop.call_later(
+                self.proxy.send_timeout, self._send_timed_out
+            )
         if self.exchanges:
             conn = self.exchanges[0].upstream
             if conn is not None:
@@ -157,6 +254,9 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
         if self.exchanges:
             conn = self.exchanges[0].upstream
             if conn is not None:
@@ -173,6 +273,7 @@ class ClientConnection(asyncio.Protocol):
         self._conn_tokens = None
         self._upgrade = False
         self._xff_seen = False
+        self._hosts = 0
         self.body_bytes = 0
         ex = Exchange(self)
         self.parsing = ex
@@ -185,7 +286,7 @@ class ClientConnection(asyncio.Protocol):
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) in WATCHED_NAME_LENGTHS:
+        if len(name) in REQUEST_WATCHED_NAME_LENGTHS:
             lname = name.lower()
             if lname in HOP_BY_HOP:
                 if lname == b"transfer-encoding":
@@ -206,22 +307,39 @@ class ClientConnection(asyncio.Protocol):
             elif lname == b"x-forwarded-for":
                 self._xff_seen = True
                 value = b"%s, %s" % (value, self._xff)
+            elif lname == b"host":
+                self._hosts += 1
+                self._host_at = len(self._lines) + 2
         self._lines += (name, b": ", value, b"\r\n")
 
     def on_headers_complete(self) -> None:
         ex = self.parsing
         assert ex is not None
         self._in_head = False
+        if self._timer is not None:
+            self._disarm()
         parser = self.parser
         method: bytes = parser.get_method()
         if self._upgrade or method == b"CONNECT":
             raise RequestRejected(501, "protocol upgrades are not supported by the load balancer")
         if self._content_length > self.proxy.max_body_bytes:
             raise RequestRejected(413, "request body too large")
-        if self.proxy.blocked_paths and blocked(self._url, self.proxy.blocked_paths):
-            raise RequestRejected(404, "not found")
         keep_alive = parser.should_keep_alive()
         http10 = parser.get_http_version() == "1.0"
+        if self._hosts != 1 and (self._hosts or not http10):
+            raise RequestRejected(400, "a request needs exactly one Host header")
+        url = self._url
+        if not is_plain(url):
+            try:
+                url, authority = normalise(url, method)
+            except BadTarget as exc:
+                raise RequestRejected(400, f"bad request target: {exc}") from None
+            if authority is not None and self._hosts:
+                # Absolute-form: its authority is the host (RFC 9112 3.2.2).
+                self._lines[self._host_at] = authority
+        blocked = self.proxy.blocked_paths
+        if blocked and is_blocked(url, blocked):
+            raise RequestRejected(404, "not found")
         ex.keep_alive = keep_alive
         ex.http10 = http10
         ex.method_head = head_request = method == b"HEAD"
@@ -232,6 +350,9 @@ class ClientConnection(asyncio.Protocol):
             chunked is None and self._content_length == 0 and (method in IDEMPOTENT_METHODS)
         )
         lines = self._lines
+        buffering = chunked is not None or self._content_length > 0
+        if buffering and not http10:
+            lines = self._expect_continue(ex, lines)
         if self._conn_tokens:
             tokens = self._conn_tokens
             lines = [
@@ -242,19 +363,32 @@ class ClientConnection(asyncio.Protocol):
         end = b"\r\n" if self._xff_seen else self._xff_end
         if chunked is not None:
             end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
-        head = b"".join((method, b" ", self._url, b" HTTP/1.1\r\n", *lines, end))
+        head = b"".join((method, b" ", url, b" HTTP/1.1\r\n", *lines, end))
         if len(head) > self.proxy.max_header_bytes + 64:
             raise RequestRejected(431, "request header fields too large")
         ex.head = head
         ex.state = READY
-        if self.exchanges[0] is ex:
+        if buffering:
+            ex.buffering = True  # dispatched once the body is read (or large)
+        elif self.exchanges[0] is ex:
             self.proxy.dispatch(ex)
+
+    def _expect_continue(self, ex: Exchange, lines: list[bytes]) -> list[bytes]:
+        """The load balancer reads the body before choosing a replica, so it answers
+        ``Expect: 100-continue`` itself (as nginx does) and does not forward it."""
+        for i in range(0, len(lines), 4):
+            name = lines[i]
+            if len(name) == 6 and name.lower() == b"expect":
+                if lines[i + 2].strip().lower() == b"100-continue" and self.exchanges[0] is ex:
+                    self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                return lines[:i] + lines[i + 4 :]
+        return lines
 
     def on_body(self, body: bytes) -> None:
         ex = self.parsing
         assert ex is not None
+        self.body_bytes += len(body)
         if self._chunked_te is not None:
-            self.body_bytes += len(body)
             if self.body_bytes > self.proxy.max_body_bytes:
                 raise RequestRejected(413, "request body too large")
             if body:
@@ -266,10 +400,16 @@ class ClientConnection(asyncio.Protocol):
         ex = self.parsing
         assert ex is not None
         self.parsing = None
+        if self._timer is not None:
+            self._disarm()
         if self._chunked_te is not None:
             self._send_body(ex, b"0\r\n\r\n")
         ex.request_done = True
-        if ex.state == DONE:
+        if ex.buffering:
+            ex.buffering = False
+            if ex.state == READY and self.exchanges[0] is ex:
+                self.proxy.dispatch(ex)
+        elif ex.state == DONE:
             self._exchange_done(ex)  # answered before its body had all arrived
 
     # -- request body ------------------------------------------------------------
@@ -285,7 +425,13 @@ class ClientConnection(asyncio.Protocol):
             else:
                 ex.pending.append(data)
             ex.pending_size += len(data)
-            if ex.pending_size > BODY_BUFFER_LIMIT:
+            if ex.buffering:
+                if ex.pending_size >= REQUEST_BUFFER_BYTES:
+                    # Too large to hold whole: route it now and stream the rest.
+                    ex.buffering = False
+                    if self.exchanges[0] is ex:
+                        self.proxy.dispatch(ex)
+            elif ex.pending_size > BODY_BUFFER_LIMIT:
                 self.pause_reading(PAUSE_BODY)
 
     def body_flushed(self) -> None:
@@ -353,7 +499,7 @@ class ClientConnection(asyncio.Protocol):
             nxt = exchanges[0]
             if nxt.local is not None:
                 self._serve_local(nxt)
-            elif nxt.state == READY:
+            elif nxt.state == READY and not nxt.buffering:
                 self.proxy.dispatch(nxt)
         else:
             self.idle_since = self.proxy.now()
@@ -397,14 +543,6 @@ class ClientConnection(asyncio.Protocol):
     def close(self) -> None:
         if not self.closing:
             self.closing = True
+            self.proxy.clients.discard(self)  # no longer counts towards max_connections
             if self.transport is not None:
                 self.transport.close()
-
-
-def blocked(url: bytes, paths: frozenset[bytes]) -> bool:
-    """Is the request for a control path? Decoded and with duplicate slashes folded,
-    so ``/-/%72econfigure`` or ``//-/reconfigure`` do not slip through."""
-    path = unquote_to_bytes(url.split(b"?", 1)[0].split(b"#", 1)[0])
-    while b"//" in path:
-        path = path.replace(b"//", b"/")
-    return path.rstrip(b"/") in paths or path in paths

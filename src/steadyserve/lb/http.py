@@ -30,6 +30,9 @@ WATCHED_NAME_LENGTHS = frozenset(
     len(n) for n in (*HOP_BY_HOP, b"content-length", b"x-forwarded-for")
 )
 
+# The request side also watches Host (exactly one is required, RFC 9112 3.2).
+REQUEST_WATCHED_NAME_LENGTHS = WATCHED_NAME_LENGTHS | {len(b"host")}
+
 # Requests that may be sent twice: replayed on another replica when the first one
 # died before answering. Only when they carry no body (see Exchange.idempotent).
 IDEMPOTENT_METHODS = frozenset({b"GET", b"HEAD", b"OPTIONS"})

@@ -25,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer, ReplicaState
-from steadyserve.lb.routes import RouteTable
+from steadyserve.lb.routes import Limits, RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
 
 if TYPE_CHECKING:
@@ -36,7 +36,11 @@ log = logging.getLogger("steadyserve.lb")
 MAX_RETRIES = 3
 CONNECT_TIMEOUT = 5.0
 UPSTREAM_IDLE_SECONDS = 3.0  # below common servers' keep-alive timeouts (uvicorn: 5 s)
-CLIENT_IDLE_SECONDS = 75.0
+# Descriptors kept free for the listening socket, logs and the control plane.
+FD_RESERVE = 64
+# A client that reads none of its response for this long is disconnected, freeing
+# the replica slot it holds through backpressure (nginx's send_timeout: 60 s).
+SEND_TIMEOUT = 60.0
 
 # Exchange states
 PARSING = 0  # request head not complete yet
@@ -52,6 +56,7 @@ class Exchange:
 
     __slots__ = (
         "attempts",
+        "buffering",
         "client",
         "head",
         "http10",
@@ -66,6 +71,7 @@ class Exchange:
         "request_done",
         "response_started",
         "state",
+        "timer",
         "tried",
         "upstream",
     )
@@ -88,6 +94,9 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         self.tried: set[int] | None = None
         self.attempts = 0
+        # Body still being read into ``pending``: not dispatched yet (request buffering).
+        self.buffering = False
+        self.timer: asyncio.TimerHandle | None = None  # request_timeout_s, while sent
 
 
 class Proxy:
@@ -101,12 +110,16 @@ class Proxy:
         max_header_bytes: int = 65536,
         max_body_bytes: int = 100 * 1024 * 1024,
         connect_timeout: float = CONNECT_TIMEOUT,
+        limits: Limits | None = None,
+        fd_limit: int | None = None,
+        send_timeout: float = SEND_TIMEOUT,
     ) -> None:
         self.service = service
         self.balancer = balancer
         self.max_header_bytes = max_header_bytes
         self.max_body_bytes = max_body_bytes
         self.connect_timeout = connect_timeout
+        self.send_timeout = send_timeout
         self.waiting: deque[Exchange] = deque()
         self.blocked_paths: frozenset[bytes] = frozenset()
         self.clients: set[ClientConnection] = set()
@@ -116,12 +129,33 @@ class Proxy:
         # Bound once: asyncio.get_running_loop() costs a getpid() syscall per call.
         self.loop = asyncio.get_running_loop()
         self.now = self.loop.time
+        self.default_limits = limits or Limits()
+        self.limits = self.default_limits
+        # Each client connection may hold one replica connection: two descriptors.
+        self.fd_cap = max(1, (fd_limit - FD_RESERVE) // 2) if fd_limit else None
+        self.max_connections = self._connection_cap()
+
+    def _connection_cap(self) -> int:
+        cap = self.limits.max_connections
+        if self.fd_cap is not None and cap > self.fd_cap:
+            log.warning(
+                "max_connections %d lowered to %d: the file-descriptor limit allows no more",
+                cap,
+                self.fd_cap,
+            )
+            cap = self.fd_cap
+        return cap
 
     # -- table -----------------------------------------------------------------
     def apply_table(self, table: RouteTable) -> None:
         """Switch routes; queued requests may now fit (or have nowhere left to go)."""
         self.balancer.apply(table)
         self.blocked_paths = table.blocked_paths
+        limits = table.limits or self.default_limits
+        if limits != self.limits:
+            self.limits = limits
+            self.max_connections = self._connection_cap()
+            log.info("limits: %s", limits)
         log.info(
             "routes %s: %s",
             table.key,
@@ -222,6 +256,9 @@ class Proxy:
     def _attach(self, ex: Exchange, conn: UpstreamConnection) -> None:
         ex.state = SENT
         ex.upstream = conn
+        timeout = self.limits.request_timeout_s
+        if timeout is not None:
+            ex.timer = self.loop.call_later(timeout, self._timed_out, ex, conn)
         pending = ex.pending
         if pending:
             ex.pending = None
@@ -246,8 +283,36 @@ class Proxy:
             self._wake()
 
     # -- outcomes (called by the connections) -------------------------------------
+    def _timed_out(self, ex: Exchange, conn: UpstreamConnection) -> None:
+        """``request_timeout_s`` passed without a complete response: 504, or close
+        the client when part of the response already went out."""
+        ex.timer = None
+        replica = ex.replica
+        if ex.upstream is not conn or ex.state != SENT or replica is None:
+            return
+        log.warning(
+            "replica %d: no complete response within request_timeout_s %.1fs",
+            replica.id,
+            self.limits.request_timeout_s,
+        )
+        ex.upstream = None
+        ex.replica = None
+        conn.close()
+        replica.errors += 1
+        if conn.wrote:
+            ex.state = DONE
+            self._release(replica)
+            ex.client.abort_response(ex)
+            return
+        self._respond(ex, 504, f"service {self.service!r} did not answer in time")
+        self._release(replica)
+
     def response_complete(self, ex: Exchange, conn: UpstreamConnection, reusable: bool) -> None:
         """The replica finished its response: pool the connection, free the slot."""
+        timer = ex.timer
+        if timer is not None:
+            ex.timer = None
+            timer.cancel()
         replica = ex.replica
         ex.replica = None
         ex.upstream = None
@@ -271,14 +336,19 @@ class Proxy:
         if ex.upstream is not conn or replica is None:
             return
         ex.upstream = None
+        timer = ex.timer
+        if timer is not None:
+            ex.timer = None
+            timer.cancel()
         log.warning("replica %d: %s", replica.id, reason)
-        if conn.head_sent:
+        if conn.wrote:
             replica.errors += 1
             ex.replica = None
             ex.state = DONE
             self._release(replica)
             ex.client.abort_response(ex)
             return
+        ex.response_started = False  # nothing reached the client: a clean 502 is possible
         self._failed(ex, replica, retry=ex.idempotent)
 
     def _failed(self, ex: Exchange, replica: ReplicaState, retry: bool) -> None:
@@ -301,6 +371,10 @@ class Proxy:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(ex)
         ex.state = DONE
+        timer = ex.timer
+        if timer is not None:
+            ex.timer = None
+            timer.cancel()
         conn = ex.upstream
         if conn is not None:
             ex.upstream = None
@@ -323,11 +397,38 @@ class Proxy:
             if not client.exchanges:
                 client.close()
 
+    def make_room(self) -> bool:
+        """At ``max_connections``: close the connections that hold no request, idle
+        ones first, oldest first (a batch, so a flood of connects costs one scan per
+        batch); False when every connection is busy with a request."""
+        idle: list[tuple[float, ClientConnection]] = []
+        reading: list[tuple[float, ClientConnection]] = []
+        for client in self.clients:
+            if not client.exchanges:
+                idle.append((client.idle_since, client))
+            elif client.reading_first_head():
+                reading.append((client.idle_since, client))
+        if not idle and not reading:
+            return False
+        batch = max(1, self.max_connections // 100)
+        idle.sort(key=_first)
+        reading.sort(key=_first)
+        victims = (idle + reading)[:batch]
+        log.warning(
+            "%d client connections (max_connections): closing the %d oldest without a request",
+            len(self.clients),
+            len(victims),
+        )
+        for _, client in victims:
+            client.close()
+        return True
+
     def sweep(self) -> None:
         """Close idle client connections and pooled replica connections gone cold."""
         now = self.now()
+        idle_timeout = self.limits.idle_timeout_s
         for client in list(self.clients):
-            if not client.exchanges and now - client.idle_since > CLIENT_IDLE_SECONDS:
+            if not client.exchanges and now - client.idle_since > idle_timeout:
                 client.close()
         for replica in list(self.balancer.known.values()):
             idle = replica.idle
@@ -343,3 +444,7 @@ class Proxy:
             replica.close_idle()
         for task in list(self._tasks):
             task.cancel()
+
+
+def _first(item: tuple[float, ClientConnection]) -> float:
+    return item[0]

@@ -42,6 +42,53 @@ class ReplicaRoute:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """How long the load balancer waits for clients and replicas, and how many
+    client connections it holds (``service.load_balancer`` and
+    ``service.request_timeout_s``; docs/load-balancer.md explains the defaults)."""
+
+    header_timeout_s: float = 20.0
+    body_timeout_s: float = 30.0
+    idle_timeout_s: float = 75.0
+    max_connections: int = 10000
+    request_timeout_s: float | None = None
+
+    @classmethod
+    def from_json(cls, block: Any, request_timeout: Any) -> Limits:
+        if not isinstance(block, dict):
+            raise ValueError("route table: load_balancer must be an object")
+        unknown = set(block) - {
+            "header_timeout_s",
+            "body_timeout_s",
+            "idle_timeout_s",
+            "max_connections",
+        }
+        if unknown:
+            raise ValueError(f"route table: unknown load_balancer field {sorted(unknown)[0]!r}")
+        defaults = cls()
+        values: dict[str, Any] = {}
+        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s"):
+            value = block.get(name, getattr(defaults, name))
+            if not _positive_number(value):
+                raise ValueError(f"route table: load_balancer.{name} must be a number > 0")
+            values[name] = float(value)
+        connections = block.get("max_connections", defaults.max_connections)
+        if not isinstance(connections, int) or isinstance(connections, bool) or connections < 1:
+            raise ValueError("route table: load_balancer.max_connections must be an int > 0")
+        if request_timeout is not None and not _positive_number(request_timeout):
+            raise ValueError("route table: request_timeout_s must be a number > 0 or null")
+        return cls(
+            max_connections=connections,
+            request_timeout_s=None if request_timeout is None else float(request_timeout),
+            **values,
+        )
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+@dataclass(frozen=True)
 class RouteTable:
     """Everything the controller tells a load balancer, as one versioned value."""
 
@@ -54,6 +101,8 @@ class RouteTable:
     # Paths the LB refuses (404): a command replica's reconfigure_path is a control
     # endpoint on the user port, and clients must never reach it.
     blocked_paths: frozenset[bytes] = frozenset()
+    # The client-facing limits; None keeps the load balancer's own (command line).
+    limits: Limits | None = None
 
     @property
     def key(self) -> str:
@@ -88,6 +137,10 @@ class RouteTable:
         blocked = data.get("blocked_paths") or []
         if not isinstance(blocked, list) or not all(isinstance(p, str) for p in blocked):
             raise ValueError("route table: blocked_paths must be a list of paths")
+        limits = None
+        if "load_balancer" in data or data.get("request_timeout_s") is not None:
+            block = data.get("load_balancer")
+            limits = Limits.from_json({} if block is None else block, data.get("request_timeout_s"))
         return cls(
             epoch,
             version,
@@ -96,6 +149,7 @@ class RouteTable:
             max_queued,
             tuple(replicas),
             frozenset(p.encode() for p in blocked),
+            limits,
         )
 
     @classmethod

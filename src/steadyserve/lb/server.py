@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.client import ClientConnection
-from steadyserve.lb.proxy import Proxy
-from steadyserve.lb.routes import LoadReporter, RouteClient, RouteTable
+from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
+from steadyserve.lb.routes import Limits, LoadReporter, RouteClient, RouteTable
 from steadyserve.paths import Home
 
 log = logging.getLogger("steadyserve.lb")
@@ -44,6 +45,19 @@ class LBConfig:
     poll_wait: float = 25.0
     drain_seconds: float = DRAIN_SECONDS
     listen_fd: int | None = None
+    # Client-facing limits until the controller's table says otherwise.
+    limits: Limits = field(default_factory=Limits)
+    send_timeout: float = SEND_TIMEOUT
+
+
+def open_file_limit() -> int:
+    """RLIMIT_NOFILE, raised to the hard limit first: it bounds max_connections."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
 class LoadBalancer:
@@ -62,6 +76,9 @@ class LoadBalancer:
             self.balancer,
             max_header_bytes=config.max_header_bytes,
             max_body_bytes=config.max_body_bytes,
+            limits=config.limits,
+            fd_limit=open_file_limit(),
+            send_timeout=config.send_timeout,
         )
         self.home = Home.from_env(config.home)
         self._first_table = asyncio.Event()

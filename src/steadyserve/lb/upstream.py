@@ -42,6 +42,9 @@ BODY_RAW = 1  # body bytes as they come (Content-Length, or until-close to HTTP/
 BODY_CHUNKED = 2  # re-chunked
 
 MAX_HELD_BYTES = 1024 * 1024  # a response head larger than this is refused
+# A response's bytes kept (while smaller than this) so that, should the replica send
+# bytes past its end, the end can be found and only the response forwarded.
+MAX_SEEN_BYTES = 64 * 1024
 
 
 class UpstreamProtocolError(Exception):
@@ -54,12 +57,15 @@ class UpstreamConnection(asyncio.Protocol):
     __slots__ = (
         "_clean",
         "_conn_tokens",
+        "_extra",
         "_has_length",
         "_held",
         "_held_size",
         "_interim",
         "_lines",
         "_out",
+        "_seen",
+        "_seen_size",
         "_te",
         "closed",
         "complete",
@@ -78,6 +84,7 @@ class UpstreamConnection(asyncio.Protocol):
         "status",
         "transport",
         "until_close",
+        "wrote",
     )
 
     def __init__(self, proxy: Proxy, replica: ReplicaState) -> None:
@@ -111,6 +118,10 @@ class UpstreamConnection(asyncio.Protocol):
         self.keep_alive = False
         self.reset_parser = False
         self.status = 0
+        self.wrote = False  # has any byte of this response gone to the client?
+        self._extra = False  # bytes arrived past the end of the response
+        self._seen: list[bytes] | None = []
+        self._seen_size = 0
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -123,12 +134,22 @@ class UpstreamConnection(asyncio.Protocol):
             # Nothing was asked: a replica talking out of turn cannot be trusted.
             self.close()
             return
+        seen = self._seen
+        if seen is not None:
+            seen.append(data)
+            self._seen_size += len(data)
+            if self._seen_size > MAX_SEEN_BYTES:
+                self._seen = None
         if self.passthrough:
             try:
                 self.parser.feed_data(data)
             except httptools.HttpParserError as exc:
-                self._broken(exchange, exc)
+                self._broken(exchange, exc, data)
                 return
+            if self._extra:
+                self._overrun(exchange, data)
+                return
+            self.wrote = True
             exchange.client.write(data)
             if self.complete:
                 self._finish(exchange)
@@ -137,9 +158,13 @@ class UpstreamConnection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._broken(exchange, exc)
+            self._broken(exchange, exc, data)
             return
         if self.passthrough:
+            if self._extra:
+                self._overrun(exchange, data)
+                return
+            self.wrote = True
             held = self._held
             if held:
                 held.append(data)
@@ -149,6 +174,7 @@ class UpstreamConnection(asyncio.Protocol):
                 exchange.client.write(data)
         else:
             if out:
+                self.wrote = True
                 exchange.client.write_many(out)
             if not self.head_sent:
                 # Head incomplete: keep the bytes in case it turns out passthrough.
@@ -158,18 +184,63 @@ class UpstreamConnection(asyncio.Protocol):
                     self.proxy.upstream_failed(exchange, self, "response head too large")
                     return
         if self.complete:
+            if self._extra:
+                self.keep_alive = False  # never reuse a connection with leftover bytes
             self._finish(exchange)
 
-    def _broken(self, exchange: Exchange, exc: httptools.HttpParserError) -> None:
+    def _overrun(self, exchange: Exchange, data: bytes) -> None:
+        """A passthrough response complete, and more bytes after it in ``data``:
+        forward the response only, and never use this connection again."""
+        end = self._response_end(data)
+        if end is None:
+            # Cannot tell where it ended (a large response): closing the client is
+            # the only answer that delivers no foreign byte.
+            self.proxy.upstream_failed(exchange, self, "bytes past the end of a response")
+            return
+        self.wrote = True
+        held = self._held
+        if held:
+            self._held = []
+            exchange.client.write_many([*held, data[:end]])
+        else:
+            exchange.client.write(data[:end])
+        self.keep_alive = False
+        self._finish(exchange)
+
+    def _response_end(self, data: bytes) -> int | None:
+        """Where in ``data`` (the last read) the current response ends, found by
+        re-parsing the response's bytes; None when they were not all kept."""
+        seen = self._seen
+        if seen is None or not seen or seen[-1] is not data:
+            return None
+        probe = _EndProbe()
+        parser = httptools.HttpResponseParser(probe)
+        try:
+            for piece in seen[:-1]:
+                parser.feed_data(piece)
+            for i in range(len(data)):
+                parser.feed_data(data[i : i + 1])
+                if probe.done:
+                    return i + 1
+        except httptools.HttpParserError:
+            return None
+        return None
+
+    def _broken(
+        self, exchange: Exchange, exc: httptools.HttpParserError, data: bytes = b""
+    ) -> None:
         reason = exc.__context__ if exc.__context__ is not None else exc
-        if self.complete and not self.passthrough:
+        if self.complete:
             # A whole response followed by garbage: deliver it, drop the connection.
+            if self.passthrough:
+                self._overrun(exchange, data)
+                return
             if self._out:
                 exchange.client.write_many(self._out)
             self.keep_alive = False
             self._finish(exchange)
             return
-        if not self.passthrough and self._out and self.head_sent:
+        if self.wrote and not self.passthrough and self._out:
             exchange.client.write_many(self._out)
         self.proxy.upstream_failed(exchange, self, f"bad response from replica: {reason}")
 
@@ -250,6 +321,10 @@ class UpstreamConnection(asyncio.Protocol):
         self.proxy.response_complete(exchange, self, self.keep_alive and not self.until_close)
 
     # -- httptools callbacks ----------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if self.complete:
+            self._extra = True  # a second message where one response was asked for
+
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) in WATCHED_NAME_LENGTHS:
             lname = name.lower()
@@ -360,3 +435,15 @@ class UpstreamConnection(asyncio.Protocol):
             self._out.append(b"0\r\n\r\n")
         self.keep_alive = self.parser.should_keep_alive()
         self.complete = True
+
+
+class _EndProbe:
+    """Parser callbacks that only notice where a final (non-1xx) response ends."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def on_message_complete(self) -> None:
+        self.done = True

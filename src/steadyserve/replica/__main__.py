@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from steadyserve import replica_contract as contract
 from steadyserve.replica.loader import LoadError, Target, load
 from steadyserve.replica.settings import SettingsError, from_env
 
@@ -38,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("import_path", help="module.sub:attr, imported from the current directory")
     args = parser.parse_args(argv)
 
+    # Taken out before any user code is imported: neither it nor its children see it.
+    secret = os.environ.pop(contract.CONTROL_SECRET, None)
     _put_cwd_first()
     try:
         if args.describe:  # stdout carries only the JSON, whatever the module prints
@@ -51,12 +54,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.describe:
         print(json.dumps(target.describe()), flush=True)
         return 0
-    return _run(target)
+    return _run(target, secret)
 
 
-def _run(target: Target) -> int:
+def _run(target: Target, secret: str | None) -> int:
+    env = dict(os.environ)
+    if secret:
+        env[contract.CONTROL_SECRET] = secret
     try:
-        settings = from_env(os.environ, target.options)
+        settings = from_env(env, target.options)
     except SettingsError as exc:
         _say(str(exc))
         return 2

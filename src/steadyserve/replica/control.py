@@ -2,6 +2,9 @@
 
 It listens on loopback on its own port, which the load balancer never routes
 to, so users cannot reach ``/-/reconfigure`` and probes never call ``__call__``.
+Other local users can reach loopback, so when the controller hands the runner a
+secret, every request must carry it (``X-Steady-Control-Secret``); without it
+the answer is 401.
 It starts before the user's ``__init__`` so a long model load shows as
 "initializing" rather than as a replica that does not answer.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import hmac
 import json
 import logging
 import os
@@ -20,7 +24,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from steadyserve import replica_contract as contract
 from steadyserve.replica.app import OngoingLimit
 from steadyserve.replica.loader import Target
 from steadyserve.replica.user import UserClass
@@ -43,6 +49,8 @@ class ReplicaState:
     user: UserClass | None = None  # None for an ASGI app
     limit: OngoingLimit | None = None
     phase: Phase = Phase.INITIALIZING
+    control_secret: str | None = None  # None: requests need no secret (a runner started by hand)
+    shutdown: dict[str, float] | None = None  # the drain settings in effect, shown by /-/info
 
 
 def one_line(exc: BaseException) -> str:
@@ -51,7 +59,7 @@ def one_line(exc: BaseException) -> str:
     return line[:500]
 
 
-def control_app(state: ReplicaState) -> Starlette:
+def control_app(state: ReplicaState) -> ASGIApp:
     async def healthz(request: Request) -> JSONResponse:
         if state.phase is not Phase.READY:
             return JSONResponse({"status": state.phase.value}, status_code=503)
@@ -97,16 +105,41 @@ def control_app(state: ReplicaState) -> Starlette:
                 "status": state.phase.value,
                 "ongoing_requests": limit.ongoing if limit is not None else 0,
                 "max_ongoing_requests": limit.limit if limit is not None else None,
+                **(state.shutdown or {}),
             }
         )
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/-/healthz", healthz, methods=["GET"]),
             Route("/-/reconfigure", reconfigure, methods=["POST"]),
             Route("/-/info", info, methods=["GET"]),
         ]
     )
+    if state.control_secret is None:
+        return app
+    return _RequireSecret(app, state.control_secret)
+
+
+class _RequireSecret:
+    """Refuse (401) any request without the controller's secret; constant-time compare."""
+
+    def __init__(self, app: ASGIApp, secret: str) -> None:
+        self.app = app
+        self.secret = secret.encode()
+        self.header = contract.CONTROL_SECRET_HEADER.lower().encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = b""
+            for name, value in scope.get("headers", []):
+                if name == self.header:
+                    given = value
+            if not hmac.compare_digest(given, self.secret):
+                response = _error(401, f"missing or wrong {contract.CONTROL_SECRET_HEADER}")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _error(status: int, message: str) -> JSONResponse:

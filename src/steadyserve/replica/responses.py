@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -100,18 +100,34 @@ async def _from_async(source: AsyncIterator[Any]) -> Chunks:
 
 
 async def _from_sync(source: Iterator[Any], executor: Executor) -> Chunks:
-    """Each ``next()`` in the thread pool: a sync generator may block between chunks."""
-    loop = asyncio.get_running_loop()
+    """Each ``next()`` in the thread pool: a sync generator may block between chunks.
+
+    When the stream ends early (client gone, error), the generator is closed in
+    the pool right after its current ``next()`` returns, so its ``finally`` runs
+    then rather than at garbage collection.
+    """
+    pending: Future[Any] | None = None
+    exhausted = False
     try:
         while True:
-            chunk = await loop.run_in_executor(executor, next, source, _DONE)
+            pending = executor.submit(next, source, _DONE)
+            chunk = await asyncio.wrap_future(pending)
+            pending = None
             if chunk is _DONE:
+                exhausted = True
                 return
             yield _encode(chunk)
     finally:
         close = getattr(source, "close", None)
-        if close is not None:
-            # ValueError: the generator is still running in its thread (we were
-            # cancelled mid-next); it is collected once that next() returns.
-            with contextlib.suppress(Exception):
-                close()
+        if close is not None and not exhausted:
+            # RuntimeError: the pool is shut down (the replica exits); nothing to run it.
+            with contextlib.suppress(RuntimeError):
+                executor.submit(_close_after, pending, close)
+
+
+def _close_after(pending: Future[Any] | None, close: Any) -> None:
+    """In a pool thread: wait for the generator's running ``next()``, then close it."""
+    if pending is not None:
+        wait([pending])
+    with contextlib.suppress(Exception):
+        close()

@@ -89,7 +89,17 @@ class ReplicaServer:
         self.user = UserClass(target.obj, self.executor) if target.is_class else None
         inner = ClassApp(self.user) if self.user is not None else target.obj
         self.limit = OngoingLimit(inner, settings.max_ongoing_requests)
-        self.state = ReplicaState(target, settings.health_check_timeout_s, self.user, self.limit)
+        self.state = ReplicaState(
+            target,
+            settings.health_check_timeout_s,
+            self.user,
+            self.limit,
+            control_secret=settings.control_secret,
+            shutdown={
+                "graceful_shutdown_timeout_s": settings.graceful_shutdown_timeout_s,
+                "graceful_shutdown_wait_loop_s": settings.graceful_shutdown_wait_loop_s,
+            },
+        )
         self.stop = asyncio.Event()
         self.servers: list[_Server] = []
 
@@ -143,9 +153,14 @@ class ReplicaServer:
             return 1
         self.state.phase = Phase.DRAINING
         app.should_exit = True
-        try:
-            await asyncio.wait_for(app_task, s.graceful_shutdown_timeout_s + 5)
-        except asyncio.TimeoutError:
+        # In-flight requests finish; checked every graceful_shutdown_wait_loop_s,
+        # for at most graceful_shutdown_timeout_s (uvicorn cuts them off then).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + s.graceful_shutdown_timeout_s + 5
+        while not app_task.done() and loop.time() < deadline:
+            left = deadline - loop.time()
+            await asyncio.wait({app_task}, timeout=min(s.graceful_shutdown_wait_loop_s, left))
+        if not app_task.done():
             log.warning("in-flight requests still running after the graceful timeout")
         return 0
 

@@ -1,8 +1,9 @@
 """The runner's settings: the controller's environment over the decorator's defaults.
 
-The controller passes what the service file says (``STEADY_*``); a decorated
-class fills what the environment leaves out; fixed defaults (DESIGN's) fill the
-rest. A malformed value is a launcher bug, reported in one line naming the variable.
+The controller passes what the service file says (``STEADY_*``, named in
+``steadyserve.replica_contract``); a decorated class fills what the environment
+leaves out; the contract's defaults fill the rest. A malformed value is a
+launcher bug, reported in one line naming the variable.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_MAX_ONGOING_REQUESTS = 100
-DEFAULT_HEALTH_CHECK_TIMEOUT_S = 30.0
-DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT_S = 20.0
+from steadyserve import replica_contract as contract
 
 
 class SettingsError(Exception):
@@ -30,41 +29,54 @@ class Settings:
     max_ongoing_requests: int
     health_check_timeout_s: float
     graceful_shutdown_timeout_s: float
+    graceful_shutdown_wait_loop_s: float = contract.DEFAULT_GRACEFUL_SHUTDOWN_WAIT_LOOP_S
+    control_secret: str | None = None  # None: control requests need no secret
     host: str = "127.0.0.1"
 
 
 def from_env(env: Mapping[str, str], options: Mapping[str, Any]) -> Settings:
     """Settings for one replica; ``options`` are the decorator's (``{}`` if none)."""
     user_config = options.get("user_config")
-    raw = env.get("STEADY_USER_CONFIG")
+    raw = env.get(contract.USER_CONFIG)
     if raw is not None:
         try:
             given = json.loads(raw)
         except ValueError as exc:
-            raise SettingsError(f"STEADY_USER_CONFIG is not valid JSON ({exc})") from None
+            raise SettingsError(f"{contract.USER_CONFIG} is not valid JSON ({exc})") from None
         if given is not None:
             user_config = given
     return Settings(
-        port=_port(env, "PORT"),
-        control_port=_port(env, "STEADY_CONTROL_PORT"),
+        port=_port(env, contract.PORT),
+        control_port=_port(env, contract.CONTROL_PORT),
         user_config=user_config,
         max_ongoing_requests=_int(
             env,
-            "STEADY_MAX_ONGOING_REQUESTS",
-            options.get("max_ongoing_requests", DEFAULT_MAX_ONGOING_REQUESTS),
+            contract.MAX_ONGOING_REQUESTS,
+            options.get("max_ongoing_requests", contract.DEFAULT_MAX_ONGOING_REQUESTS),
         ),
         health_check_timeout_s=_seconds(
             env,
-            "STEADY_HEALTH_CHECK_TIMEOUT_S",
-            options.get("health_check_timeout_s", DEFAULT_HEALTH_CHECK_TIMEOUT_S),
+            contract.HEALTH_CHECK_TIMEOUT_S,
+            options.get("health_check_timeout_s", contract.DEFAULT_HEALTH_CHECK_TIMEOUT_S),
             allow_zero=False,
         ),
         graceful_shutdown_timeout_s=_seconds(
             env,
-            "STEADY_GRACEFUL_SHUTDOWN_TIMEOUT_S",
-            options.get("graceful_shutdown_timeout_s", DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT_S),
+            contract.GRACEFUL_SHUTDOWN_TIMEOUT_S,
+            options.get(
+                "graceful_shutdown_timeout_s", contract.DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT_S
+            ),
             allow_zero=True,
         ),
+        graceful_shutdown_wait_loop_s=_seconds(
+            env,
+            contract.GRACEFUL_SHUTDOWN_WAIT_LOOP_S,
+            options.get(
+                "graceful_shutdown_wait_loop_s", contract.DEFAULT_GRACEFUL_SHUTDOWN_WAIT_LOOP_S
+            ),
+            allow_zero=False,
+        ),
+        control_secret=env.get(contract.CONTROL_SECRET) or None,
     )
 
 

@@ -1,0 +1,111 @@
+"""Request-target normalisation: one canonical path, checked and forwarded.
+
+A control path (a command replica's ``reconfigure_path``) must be unreachable
+however the client spells it: absolute-form (``POST http://x/-/reconfigure``),
+percent-encodings (``/-/%72econfigure``, ``/%2e%2e/-/reconfigure``), dot segments,
+duplicate slashes or backslashes. So the target is normalised once, the block is
+checked on the normalised path, and the replica receives that same origin-form,
+never the client's spelling (a replica that resolves ``..`` or ``%2F`` itself
+cannot be steered past the check).
+
+Most targets are plain origin-form paths: ``normalise`` returns those unchanged
+after a few byte scans (the load balancer's hot path).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote_to_bytes
+
+# RFC 3986 unreserved characters: decoding them never changes a URI's meaning.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
+_ABSOLUTE = re.compile(rb"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)(.*)$", re.DOTALL)
+
+
+class BadTarget(ValueError):
+    """The request target cannot be forwarded (answered 400)."""
+
+
+def is_plain(target: bytes) -> bool:
+    """Origin-form with nothing to normalise: the fast path."""
+    return (
+        target[:1] == b"/"
+        and b"%" not in target
+        and b"/." not in target
+        and b"//" not in target
+        and b"\\" not in target
+    )
+
+
+def normalise(target: bytes, method: bytes) -> tuple[bytes, bytes | None]:
+    """(origin-form target to forward, authority of an absolute-form target or None).
+
+    Raises BadTarget for authority-form (only CONNECT uses it, and CONNECT is
+    refused), unknown schemes, and anything that is not a path.
+    """
+    if is_plain(target):
+        return target, None
+    if target == b"*":
+        if method != b"OPTIONS":
+            raise BadTarget("'*' is only a target for OPTIONS")
+        return target, None
+    authority: bytes | None = None
+    if target[:1] != b"/":
+        match = _ABSOLUTE.match(target)
+        if match is None:
+            raise BadTarget("request target is neither a path nor an absolute URL")
+        scheme = target.split(b":", 1)[0].lower()
+        if scheme not in (b"http", b"https"):
+            raise BadTarget(f"unsupported scheme {scheme.decode(errors='replace')!r}")
+        authority = match.group(1).rsplit(b"@", 1)[-1]  # userinfo is never forwarded
+        target = match.group(2)
+        if target[:1] != b"/":
+            target = b"/" + target  # "http://x" or "http://x?q" means "/" (RFC 9112 3.2.2)
+    path, sep, query = target.partition(b"?")
+    path = path.split(b"#", 1)[0]
+    if sep:
+        query = query.split(b"#", 1)[0]
+    path = _ESCAPE.sub(_decode_unreserved, path)
+    path = _clean_path(path.replace(b"\\", b"/"))
+    return (path + b"?" + query if sep else path), authority
+
+
+def check_path(target: bytes) -> bytes:
+    """The path a replica could possibly understand ``target`` as: fully decoded,
+    slashes merged, dot segments resolved, no trailing slash. For the block check."""
+    path = target.split(b"?", 1)[0]
+    for _ in range(3):  # double encodings (%252e) as well, bounded
+        decoded = unquote_to_bytes(path)
+        if decoded == path:
+            break
+        path = decoded
+    path = _clean_path(path.replace(b"\\", b"/"))
+    return path.rstrip(b"/") or b"/"
+
+
+def is_blocked(target: bytes, blocked: frozenset[bytes]) -> bool:
+    """Does the (already normalised) target name one of the ``blocked`` paths?"""
+    path = check_path(target)
+    return path in blocked or path + b"/" in blocked
+
+
+def _decode_unreserved(match: re.Match[bytes]) -> bytes:
+    value = int(match.group(1), 16)
+    if value in _UNRESERVED:
+        return bytes((value,))
+    return b"%" + match.group(1).upper()
+
+
+def _clean_path(path: bytes) -> bytes:
+    """Merge duplicate slashes and resolve ``.``/``..`` (RFC 3986 5.2.4); never above ``/``."""
+    out: list[bytes] = []
+    segments = path.split(b"/")
+    for segment in segments[1:]:
+        if segment == b"..":
+            if out:
+                out.pop()
+        elif segment and segment != b".":
+            out.append(segment)
+    trailing = segments[-1] in (b"", b".", b"..") and len(segments) > 1 and bool(out)
+    return b"/" + b"/".join(out) + (b"/" if trailing else b"")

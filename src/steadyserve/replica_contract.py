@@ -1,0 +1,121 @@
+"""The contract between the controller and a replica process, in one place.
+
+The controller builds a replica's environment from these names; the Python
+runner (``steadyserve.replica.settings``) reads them with these defaults; the
+orphan sweep and ``steady down`` find a replica's processes by its tag. Keeping
+the names here means a variable the controller sets is one the runner reads.
+
+A replica's environment is clean: the base variables below (copied from the
+controller's environment when set), then the documented ``STEADY_*`` variables
+and ``PORT``, then the service file's ``envs``. Nothing else of the controller's
+environment (``STEADY_TOKEN`` above all) reaches a replica.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+
+# Set for every replica (command or Python).
+PORT = "PORT"
+REPLICA_ID = "STEADY_REPLICA_ID"
+SKYPILOT_REPLICA_ID = "SKYPILOT_SERVE_REPLICA_ID"
+SERVICE_NAME = "STEADY_SERVICE_NAME"
+SERVICE_VERSION = "STEADY_SERVICE_VERSION"
+REPLICA_TAG = "STEADY_REPLICA_TAG"
+"""``<home-id>/<service>/<replica-id>``: inherited by everything a replica starts,
+``setsid`` and double forks included, so its whole tree can be found and stopped."""
+
+# Set for Python replicas only: the runner's settings.
+CONTROL_PORT = "STEADY_CONTROL_PORT"
+CONTROL_SECRET = "STEADY_CONTROL_SECRET"
+"""Read and removed from the environment by the runner before user code is
+imported, so the user's code and its children never see it."""
+MAX_ONGOING_REQUESTS = "STEADY_MAX_ONGOING_REQUESTS"
+HEALTH_CHECK_TIMEOUT_S = "STEADY_HEALTH_CHECK_TIMEOUT_S"
+GRACEFUL_SHUTDOWN_TIMEOUT_S = "STEADY_GRACEFUL_SHUTDOWN_TIMEOUT_S"
+GRACEFUL_SHUTDOWN_WAIT_LOOP_S = "STEADY_GRACEFUL_SHUTDOWN_WAIT_LOOP_S"
+USER_CONFIG = "STEADY_USER_CONFIG"
+
+# The runner's defaults where neither the environment nor the decorator says.
+DEFAULT_MAX_ONGOING_REQUESTS = 100
+DEFAULT_HEALTH_CHECK_TIMEOUT_S = 30.0
+DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT_S = 20.0
+DEFAULT_GRACEFUL_SHUTDOWN_WAIT_LOOP_S = 2.0
+
+CONTROL_SECRET_HEADER = "X-Steady-Control-Secret"
+
+SETUP_MARKER = ".steady-setup-done"
+"""In a version's directory once its ``setup`` succeeded (setup runs once per version)."""
+
+BASE_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+)
+"""Copied from the controller's environment when set: what programs need to run."""
+BASE_ENV_PREFIXES = ("LC_",)
+
+_KEY_FILE = "control.key"
+
+
+def base_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed part of ``environ`` that every replica starts from."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in BASE_ENV or name.startswith(BASE_ENV_PREFIXES)
+    }
+
+
+def home_id(home_root: Path | str) -> str:
+    """A short, slash-free name for a STEADY_HOME, the first part of every tag."""
+    return hashlib.sha256(str(home_root).encode()).hexdigest()[:16]
+
+
+def replica_tag(home_root: Path | str, service: str, replica_id: int) -> str:
+    return f"{home_id(home_root)}/{service}/{replica_id}"
+
+
+def tag_of_home(tag: str, home_root: Path | str) -> bool:
+    return tag.startswith(home_id(home_root) + "/")
+
+
+def control_secret(home_root: Path, service: str, replica_id: int, launched_at: float) -> str:
+    """The secret a Python replica's control port requires.
+
+    Derived from a key only the controller reads (``control.key`` in the home,
+    mode 0600) and the replica's identity, so a restarted controller recomputes
+    it for the replicas it re-adopts without storing one secret per replica.
+    """
+    key = _home_key(home_root)
+    message = f"{service}/{replica_id}/{launched_at!r}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+@lru_cache(maxsize=64)
+def _home_key(home_root: Path) -> bytes:
+    path = home_root / _KEY_FILE
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(32))
+    return bytes.fromhex(path.read_text().strip())

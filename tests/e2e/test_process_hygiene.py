@@ -1,0 +1,341 @@
+"""What a replica's processes get and what becomes of them: a clean environment,
+a control port only the controller can use, and a process tree that ``down``
+stops entirely and a restarted controller's orphan sweep leaves alone."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import shutil
+import signal
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from steadyserve import replica_contract as contract
+from steadyserve.backends.base import LaunchRequest
+from steadyserve.backends.local import LocalBackend, LocalProcess
+from steadyserve.controller.probes import new_probe_session
+from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.paths import Home
+from steadyserve.spec import parse_service
+from steadyserve.state import ServiceRow, Store, VersionRow
+from steadyserve.states import ReplicaStatus
+from tests.helpers.steady import EXAMPLES, Steady, processes_of_home
+
+TEXT_ML = EXAMPLES / "text_ml"
+HTTP_SERVER = "exec python3 -m http.server $PORT --bind 127.0.0.1"
+
+
+def command_service(tmp: Path, name: str, run: str, envs: dict[str, str]) -> Path:
+    path = tmp / f"{name}.yaml"
+    env_lines = "".join(f"\n  {k}: {json.dumps(v)}" for k, v in envs.items())
+    path.write_text(
+        textwrap.dedent(f"""\
+        name: {name}
+        service:
+          readiness_probe:
+            path: /
+            initial_delay_seconds: 20
+            timeout_seconds: 2
+          replicas: 1
+          health_check_period_s: 0.2
+          graceful_shutdown_wait_loop_s: 0.05
+          graceful_shutdown_timeout_s: 3
+        run: {json.dumps(run)}
+        """)
+        + (f"envs:{env_lines}\n" if envs else "")
+    )
+    return path
+
+
+def wait_for_file(path: Path, timeout: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never written")
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_setsid_child_stopped_by_down_and_spared_by_the_reaper(
+    steady: Steady, tmp_path: Path
+) -> None:
+    child_pid_file = tmp_path / "child.pid"
+    run = "setsid sh -c 'echo $$ > \"$CHILD_PID_FILE\"; exec sleep 300' & " + HTTP_SERVER
+    spec = command_service(tmp_path, "leaver", run, {"CHILD_PID_FILE": str(child_pid_file)})
+    steady.run("up", str(spec), "--wait", "--timeout", "60")
+    child = int(wait_for_file(child_pid_file))
+    replica = steady.service("leaver")["replicas"][0]
+    assert os.getsid(child) != os.getsid(replica["pid"])  # it really left the session
+
+    # A restarted controller sweeps orphans: the live replica's child is not one.
+    steady.run("controller", "stop")
+    steady.run("controller", "start")
+    svc = steady.wait_for("leaver", lambda s: s["status"] == "READY", what="re-adopted")
+    assert alive(child), "the orphan sweep killed a live replica's child"
+    assert [r["pid"] for r in svc["replicas"]] == [replica["pid"]]
+
+    steady.run("down", "leaver")
+    deadline = time.monotonic() + 20
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child), "steady down left the replica's setsid child running"
+
+
+def test_reaper_stops_the_tree_of_a_replica_that_is_not_live(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """A tagged process whose replica the controller does not manage is an orphan."""
+    spec = command_service(tmp_path, "keeper", HTTP_SERVER, {})
+    steady.run("up", str(spec), "--wait", "--timeout", "60")
+    steady.run("controller", "stop")
+    home = steady.home.resolve()
+    tag = contract.replica_tag(home, "keeper", 999)  # no such replica
+    stray = psutil.Popen(
+        ["sleep", "300"],
+        env={"PATH": os.environ["PATH"], contract.REPLICA_TAG: tag},
+        start_new_session=True,
+    )
+    try:
+        assert stray.pid in [
+            p.pid for p in processes_of_home(steady.home)
+        ]  # the leak check sees it
+        steady.run("controller", "start")
+        deadline = time.monotonic() + 20
+        while stray.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stray.poll() is not None, "the orphan sweep left a stray tagged process"
+        steady.wait_for("keeper", lambda s: s["status"] == "READY", what="re-adopted")
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait()
+
+
+def test_replica_environment_is_clean(
+    monkeypatch: pytest.MonkeyPatch, steady: Steady, tmp_path: Path
+) -> None:
+    # monkeypatch first: its undo runs after ``steady``'s teardown, which needs the token.
+    monkeypatch.setenv("STEADY_TOKEN", "controller-only-token")
+    monkeypatch.setenv("PROCHYG_CONTROLLER_ONLY", "1")
+    dump = tmp_path / "env.json"
+    run = (
+        "python3 -c 'import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], \"w\"))'"
+        ' "$ENV_DUMP"; ' + HTTP_SERVER
+    )
+    spec = command_service(tmp_path, "clean", run, {"ENV_DUMP": str(dump), "MY_SETTING": "x"})
+    steady.run("up", str(spec), "--wait", "--timeout", "60")
+    env = json.loads(wait_for_file(dump))
+    replica = steady.service("clean")["replicas"][0]
+    assert "STEADY_TOKEN" not in env
+    assert "PROCHYG_CONTROLLER_ONLY" not in env
+    assert "STEADY_HOME" not in env
+    assert env["MY_SETTING"] == "x" and env["PATH"] == os.environ["PATH"]
+    assert env["PORT"] == str(replica["port"]) and env["STEADY_REPLICA_ID"] == str(replica["id"])
+    documented = {
+        "PORT",
+        "STEADY_REPLICA_ID",
+        "SKYPILOT_SERVE_REPLICA_ID",
+        "STEADY_SERVICE_NAME",
+        "STEADY_SERVICE_VERSION",
+        "STEADY_REPLICA_TAG",
+        "ENV_DUMP",
+        "MY_SETTING",
+    }
+    extra = {
+        k
+        for k in env
+        if k not in documented and k not in contract.BASE_ENV and not k.startswith("LC_")
+    }
+    # bash itself adds a few (PWD, SHLVL, _, OLDPWD).
+    assert extra <= {"PWD", "SHLVL", "_", "OLDPWD"}, extra
+    steady.run("down", "clean")
+
+
+def control_request(
+    port: int, path: str, secret: str | None, body: object = None
+) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {contract.CONTROL_SECRET_HEADER: secret} if secret else {}
+        data = None if body is None else json.dumps(body).encode()
+        conn.request("GET" if data is None else "POST", path, body=data, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def python_service(tmp: Path, language: str) -> Path:
+    """text_ml's Translator, whose module records the environment it was imported
+    in, and a setup that records its own."""
+    app = tmp / "text_ml"
+    if not app.exists():
+        shutil.copytree(TEXT_ML, app)
+        with open(app / "text_ml.py", "a") as module:
+            module.write(
+                "\nimport json as _json, os as _os\n"
+                "if 'IMPORT_ENV_DUMP' in _os.environ:  # not when `steady up` describes it\n"
+                "    with open(_os.environ['IMPORT_ENV_DUMP'], 'w') as _out:\n"
+                "        _json.dump(dict(_os.environ), _out)\n"
+            )
+    path = tmp / "py.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        name: py
+        import_path: text_ml:Translator
+        workdir: {app}
+        setup: env > {tmp / "setup.env"}
+        envs:
+          IMPORT_ENV_DUMP: {tmp / "import.env"}
+        service:
+          replicas: 1
+          health_check_period_s: 0.2
+          graceful_shutdown_timeout_s: 3.5
+          graceful_shutdown_wait_loop_s: 0.7
+          user_config:
+            language: {language}
+        """)
+    )
+    return path
+
+
+def test_control_port_needs_the_secret_and_gets_the_files_drain_settings(
+    steady: Steady, tmp_path: Path
+) -> None:
+    steady.run("up", str(python_service(tmp_path, "french")), "--wait", "--timeout", "60")
+    replica = steady.service("py")["replicas"][0]
+    runner = psutil.Process(replica["pid"])
+    control_port = next(
+        c.laddr.port
+        for c in runner.net_connections("tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port != replica["port"]
+    )
+    status, _ = control_request(control_port, "/-/healthz", None)
+    assert status == 401
+    status, _ = control_request(control_port, "/-/healthz", "a-guess")
+    assert status == 401
+    # Neither setup nor the user's module sees the secret (same-user /proc still
+    # shows the runner's initial environment, which is where the test reads it).
+    assert contract.CONTROL_SECRET not in (tmp_path / "setup.env").read_text()
+    assert contract.CONTROL_SECRET not in json.loads(wait_for_file(tmp_path / "import.env"))
+    secret = runner.environ()[contract.CONTROL_SECRET]
+    status, body = control_request(control_port, "/-/info", secret)
+    assert status == 200
+    info = json.loads(body)
+    assert info["graceful_shutdown_timeout_s"] == 3.5
+    assert info["graceful_shutdown_wait_loop_s"] == 0.7
+
+    # After a controller restart, health checks and reconfigure still carry the secret.
+    steady.run("controller", "stop")
+    steady.run("controller", "start")
+    steady.wait_for("py", lambda s: s["status"] == "READY", what="re-adopted")
+    path = python_service(tmp_path, "german")
+    out = steady.run("update", "py", str(path), "--wait", "--timeout", "60")
+    assert "in place" in out.stdout, out.stdout
+    svc = steady.service("py")
+    assert svc["version"] == 2 and svc["status"] == "READY"
+    assert [r["pid"] for r in svc["replicas"]] == [replica["pid"]]
+    port = int(str(svc["endpoint"]).rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/?text=hello")
+    assert json.loads(conn.getresponse().read())["language"] == "german"
+    conn.close()
+    steady.run("down", "py")
+
+
+def test_nul_byte_in_an_env_value_is_refused(steady: Steady, tmp_path: Path) -> None:
+    path = tmp_path / "nul.yaml"
+    path.write_text(f'name: nul\nrun: "{HTTP_SERVER}"\nenvs:\n  GREETING: "hi\\0there"\n')
+    proc = steady.run("up", str(path), check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "envs.GREETING" in lines[0] and "NUL" in lines[0], lines
+
+
+class _NoRoomBackend(LocalBackend):
+    """The local backend with a launch that fails in a way nothing validates (a
+    stand-in for any unforeseen error between preparing and starting)."""
+
+    async def launch(self, request: LaunchRequest) -> LocalProcess:
+        raise RuntimeError("no room for\nthis replica")
+
+
+def test_any_launch_exception_fails_the_replica_with_an_event(tmp_path: Path) -> None:
+    home = Home(tmp_path / "home").ensure()
+    spec = parse_service({"name": "boom", "run": "true"}, base_dir=tmp_path)
+    home.version_workdir("boom", 1).mkdir(parents=True)
+    store = Store(home.db_path)
+    now = time.time()
+    row = ServiceRow(name="boom", status="CONTROLLER_INIT", version=1, created_at=now, port=1)
+    store.add_service(row, VersionRow("boom", 1, now, spec.spec_json(), "run: true\n"))
+
+    async def scenario() -> str:
+        async with new_probe_session() as session:
+            runtime = ServiceRuntime(home, store, _NoRoomBackend(home), session, "e", row)
+            runtime._launch(1)
+            (replica,) = runtime.replicas.values()
+            for _ in range(200):
+                if replica.status not in ("PENDING", "PROVISIONING"):
+                    break
+                await asyncio.sleep(0.02)
+            return replica.status
+
+    try:
+        assert asyncio.run(scenario()) == ReplicaStatus.FAILED_PROVISION.value
+        reasons = [e.reason for e in store.events("boom") if e.to_status == "FAILED_PROVISION"]
+        assert reasons == ["RuntimeError: no room for this replica"]
+    finally:
+        store.close()
+
+
+def test_a_failed_replica_whose_stop_was_cut_short_is_stopped_after_a_restart(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """The controller dies while stopping a FAILED replica (one that ignores SIGTERM):
+    the next controller finishes the stop instead of leaving the process running."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "ready").write_text("ok")
+    path = tmp_path / "stubborn.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        name: stubborn
+        service:
+          readiness_probe: /ready
+          replicas: 1
+          health_check_period_s: 0.2
+          graceful_shutdown_timeout_s: 10
+        run: "trap '' TERM; cd {site} && {HTTP_SERVER}"
+        """)
+    )
+    steady.run("up", str(path), "--wait", "--timeout", "60")
+    pid = steady.service("stubborn")["replicas"][0]["pid"]
+    (site / "ready").unlink()  # probes fail: FAILED_PROBING, then a stop SIGTERM cannot end
+    steady.wait_for(
+        "stubborn",
+        lambda s: any(r["id"] == 1 and r["status"] == "FAILED_PROBING" for r in s["replicas"]),
+        what="replica 1 to fail its probes",
+    )
+    info = json.loads(steady.run("controller", "status", "--json").stdout)
+    os.kill(info["pid"], signal.SIGKILL)
+    assert alive(pid), "the stop finished before the controller died: nothing left to test"
+    (site / "ready").write_text("ok")
+    steady.run("controller", "start")
+    deadline = time.monotonic() + 40
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), "the restarted controller left a FAILED replica's process running"

@@ -1,0 +1,76 @@
+"""A replica scripted at the byte level, for answers no real HTTP server would send."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+
+Script = Callable[[socket.socket, int], None]
+
+
+def read_head(sock: socket.socket, limit: int = 65536) -> bytes:
+    """Read up to the end of a request head (bounded); b"" when the peer closed."""
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < limit:
+        piece = sock.recv(4096)
+        if not piece:
+            return b""
+        data += piece
+    return data
+
+
+class RawReplica:
+    """Accepts connections on 127.0.0.1 and runs ``script(sock, n)`` for the n-th one."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.heads: list[bytes] = []
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.2)
+        self.port = int(self._sock.getsockname()[1])
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._accept = threading.Thread(target=self._run, daemon=True)
+        self._accept.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            with self._lock:
+                self.connections += 1
+                n = self.connections
+            t = threading.Thread(target=self._serve, args=(conn, n), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _serve(self, conn: socket.socket, n: int) -> None:
+        conn.settimeout(5.0)
+        try:
+            self.script(conn, n)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._accept.join(5)
+        self._sock.close()
+        for t in self._threads:
+            t.join(6)
+
+    def __enter__(self) -> RawReplica:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
