@@ -63,9 +63,7 @@ def _span(policy: Policy) -> float:
 class Autoscaler:
     """The target replica count of one service, and why."""
 
-    def __init__(
-        self, policy: Policy, running: int | None, record: Callable[[str], None]
-    ) -> None:
+    def __init__(self, policy: Policy, running: int | None, record: Callable[[str], None]) -> None:
         """``running``: live replicas of the current version found at start (None or
         0 for a new service, which starts at the policy's initial count)."""
         self.policy = policy
@@ -83,6 +81,10 @@ class Autoscaler:
     def scales(self) -> bool:
         """Whether a policy drives the count (rather than a fixed size)."""
         return not isinstance(self.policy, FixedPolicy)
+
+    @property
+    def policy_name(self) -> str:
+        return policy_name(self.policy)
 
     @property
     def allows_zero(self) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 
@@ -102,15 +102,17 @@ class CountTarget:
     replica_id: int
     host: str
     control_port: int
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 async def read_own_count(
-    session: aiohttp.ClientSession, host: str, control_port: int, timeout: float = 1.0
+    session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
 ) -> float | None:
     """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
-    url = f"http://{host}:{control_port}{CONTROL_INFO}"
+    url = f"http://{target.host}:{target.control_port}{CONTROL_INFO}"
+    limit = aiohttp.ClientTimeout(total=timeout)
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+        async with session.get(url, headers=dict(target.headers), timeout=limit) as response:
             if response.status != 200:
                 return None
             data = await response.json()
@@ -133,9 +135,7 @@ async def poll_own_counts(
     while True:
         listed = targets()
         if listed:
-            counts = await asyncio.gather(
-                *(read_own_count(session, t.host, t.control_port) for t in listed)
-            )
+            counts = await asyncio.gather(*(read_own_count(session, t) for t in listed))
             now = clock()
             for target, count in zip(listed, counts, strict=True):
                 if count is not None:
