@@ -117,6 +117,9 @@ def _wait_ready(client: Client, name: str, timeout: float) -> None:
             if svc["status"] == "READY" and ready >= target:
                 console.print(f"{name}: READY, {ready}/{target} replicas")
                 return
+            if svc["status"] == "NO_REPLICA" and target == 0:  # scaled to zero: nothing to wait for
+                console.print(f"{name}: at zero replicas; the first request starts one")
+                return
             if svc["status"] == "FAILED":
                 raise CommandError(f"{name} FAILED; see 'steady status {name} --events'")
             if time.monotonic() > deadline:
