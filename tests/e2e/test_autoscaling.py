@@ -124,6 +124,10 @@ def test_ongoing_requests_scale_1_to_3_and_back_without_a_failed_request(
         )
         assert up["target_replicas"] == 3
         assert up["autoscaling"]["current_ongoing"] > 1
+        table = steady.run("status", "slow", "-v").stdout
+        assert "AUTOSCALING_POLICY" in table and "LOAD_BALANCING_POLICY" in table
+        assert "ongoing 1/replica [1..3]" in table and "least_load" in table
+        assert "slow: target 3 replicas (ongoing 1/replica [1..3]);" in table
         time.sleep(2.0)  # all three serve for a while
     finally:
         for client in clients:
