@@ -243,3 +243,35 @@ def test_requests_held_at_zero_get_503_after_cold_start_timeout(
     assert b"scaled to zero" in body and b"cold_start_timeout_s=1.5" in body
     # It asked for a replica at once, and one is starting.
     assert steady.service("never")["target_replicas"] == 1
+
+
+def test_qps_policy_scales_on_request_rate(steady: Steady, tmp_path: Path) -> None:
+    """SkyServe's policy: fast requests (no ongoing load to speak of) still scale by rate."""
+    path = service_file(
+        tmp_path,
+        "rate",
+        """\
+        min_replicas: 1
+        max_replicas: 2
+        target_qps_per_replica: 0.5
+        upscale_delay_seconds: 1
+        downscale_delay_seconds: 600
+        """,
+    )
+    steady.run("up", str(path), "--wait", "--timeout", "90")
+    svc = steady.service("rate")
+    assert svc["autoscaling"]["policy"] == "qps" and svc["target_replicas"] == 1
+    timeline = Timeline()
+    client = LoadClient(port_of(svc), path="/?s=0", max_seconds=60).start()
+    try:
+        up = timeline.wait_for(
+            steady, "rate", lambda s: s["ready_replicas"] == 2, "2 READY replicas by rate"
+        )
+    finally:
+        client.stop()
+    report(f"autoscale by qps 1->2: {client.summary()}; {timeline.changes()}")
+    assert client.failed == 0 and client.sent > 0
+    assert up["autoscaling"]["current_qps"] > 0.5
+    assert any(
+        r.startswith(("qps", "burst: qps")) and "-> 2 replicas" in r for r in events(steady, "rate")
+    )
