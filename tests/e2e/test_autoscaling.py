@@ -275,3 +275,50 @@ def test_qps_policy_scales_on_request_rate(steady: Steady, tmp_path: Path) -> No
     assert any(
         r.startswith(("qps", "burst: qps")) and "-> 2 replicas" in r for r in events(steady, "rate")
     )
+
+
+def test_rolling_update_under_changing_load_follows_the_autoscaler(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """An update sizes the new version to the autoscaler's target, and the load
+    changes mid-update: no failed request, no launch/stop ping-pong."""
+    policy = """\
+        min_replicas: 1
+        max_replicas: 3
+        target_ongoing_requests: 1
+        look_back_period_s: 2
+        upscale_delay_s: 1
+        downscale_delay_s: 3
+        """
+    path = service_file(tmp_path, "upd", policy)
+    steady.run("up", str(path), "--wait", "--timeout", "90")
+    port = port_of(steady.service("upd"))
+    timeline = Timeline()
+    clients = [LoadClient(port, path="/?s=0.3", max_seconds=120).start() for _ in range(6)]
+    try:
+        timeline.wait_for(steady, "upd", lambda s: s["ready_replicas"] == 3, "3 READY under load")
+        path.write_text(path.read_text().replace("service:\n", "envs:\n  WAVE: '2'\nservice:\n", 1))
+        steady.run("update", "upd", str(path))
+        time.sleep(1.0)
+    finally:
+        for client in clients:
+            client.stop()  # the load stops while the update runs
+    timeline.wait_for(
+        steady,
+        "upd",
+        lambda s: (
+            s["version"] == 2 and s["update"]["status"] == "SUCCEEDED" and s["total_replicas"] == 1
+        ),
+        "update done and back to 1 replica",
+        timeout=90,
+    )
+    sent = sum(c.sent for c in clients)
+    failed = sum(c.failed for c in clients)
+    report(f"rolling update under changing load: sent={sent} failed={failed}; {timeline.changes()}")
+    assert failed == 0, [c.summary() for c in clients]
+    # Never more live replicas than the target allows with the update's surge (100%).
+    assert max(total for _, _, total, _ in timeline.points) <= 6, timeline.changes()
+    # No ping-pong: once the load stopped, the target only went down.
+    targets = [target for _, _, _, target in timeline.points]
+    peak = max(i for i, t in enumerate(targets) if t == 3)
+    assert targets[peak:] == sorted(targets[peak:], reverse=True), timeline.changes()
