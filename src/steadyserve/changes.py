@@ -62,6 +62,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "load_balancing_policy": "enforced by the load balancer",
     "load_balancer": "enforced by the load balancer",
     "request_timeout_s": "enforced by the load balancer",
+    "cold_start_timeout_s": "enforced by the load balancer",
     "graceful_shutdown_wait_loop_s": "applies to the next drain",
     "graceful_shutdown_timeout_s": "applies to the next drain",
     "health_check_period_s": "applies to the next probe",

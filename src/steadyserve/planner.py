@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from steadyserve.autoscale.victims import Candidate, choose_victims
 from steadyserve.states import ReplicaStatus, ServiceStatus
 
 # A failed replica stays listed for debugging; only the most recent few, so a
@@ -58,8 +59,11 @@ def plan_steady(
     ]
     surplus = len(current) - target
     if surplus > 0:
-        order = sorted(current, key=lambda r: (_STOP_ORDER[r.status], -r.id))
-        stop.extend((r.id, f"scaled down to {target}") for r in order[:surplus])
+        # Not-ready first, then the newest (ids are never reused: a higher id is newer).
+        candidates = [Candidate(r.id, r.status is ReplicaStatus.READY, r.id) for r in current]
+        stop.extend(
+            (rid, f"scaled down to {target}") for rid in choose_victims(candidates, surplus)
+        )
     launch = 0 if version_broken else max(0, target - len(current))
     stopping = {rid for rid, _ in stop}
     routable = frozenset(

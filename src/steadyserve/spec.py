@@ -802,6 +802,9 @@ class ServiceSection(_Model):
     load_balancer: LoadBalancerLimits = Field(default_factory=LoadBalancerLimits)
     request_timeout_s: PositiveSeconds | None = None
     """A replica's time to complete a response (504 after); None: no limit."""
+    cold_start_timeout_s: PositiveSeconds = 60.0
+    """With ``min_replicas: 0``: how long the load balancer holds a request that
+    arrives while no replica serves, waiting for the first to become ready (503 after)."""
     graceful_shutdown_wait_loop_s: PositiveSeconds = 2.0
     graceful_shutdown_timeout_s: Seconds = 20.0
     health_check_period_s: PositiveSeconds = 10.0

@@ -375,6 +375,7 @@ class FakeController:
         self.table: dict[str, Any] = {}
         self.polls: list[str] = []
         self.reports: list[dict[str, Any]] = []
+        self.wakes = 0  # POSTs to .../wake (a request held at zero replicas)
         self.fail = False  # answer 500 to polls
         self._loop = asyncio.new_event_loop()
         self._changed: asyncio.Event | None = None
@@ -395,6 +396,7 @@ class FakeController:
         app = web.Application()
         app.router.add_get("/api/v1/lb/{service}/routes", self._routes)
         app.router.add_post("/api/v1/lb/{service}/report", self._report)
+        app.router.add_post("/api/v1/lb/{service}/wake", self._wake)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -465,6 +467,12 @@ class FakeController:
         assert self._changed is not None
         self._changed.set()  # release held polls so the server can stop at once
         await self._runner.cleanup()
+
+    async def _wake(self, request: Any) -> Any:
+        from aiohttp import web
+
+        self.wakes += 1
+        return web.json_response({"target_replicas": 1})
 
     async def _report(self, request: Any) -> Any:
         from aiohttp import web

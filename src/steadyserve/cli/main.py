@@ -29,6 +29,7 @@ from steadyserve.cli.client import (
 )
 from steadyserve.cli.python_defaults import raw_document, with_deployment_defaults
 from steadyserve.cli.tables import (
+    autoscaling_lines,
     changes_table,
     events_table,
     history_table,
@@ -117,6 +118,9 @@ def _wait_ready(client: Client, name: str, timeout: float) -> None:
             if svc["status"] == "READY" and ready >= target:
                 console.print(f"{name}: READY, {ready}/{target} replicas")
                 return
+            if svc["status"] == "NO_REPLICA" and target == 0:  # scaled to zero: nothing to wait for
+                console.print(f"{name}: at zero replicas; the first request starts one")
+                return
             if svc["status"] == "FAILED":
                 raise CommandError(f"{name} FAILED; see 'steady status {name} --events'")
             if time.monotonic() > deadline:
@@ -128,8 +132,11 @@ def _wait_ready(client: Client, name: str, timeout: float) -> None:
 @click.argument("names", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--events", is_flag=True, help="Also show each service's state transitions.")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Add AUTOSCALING_POLICY and LOAD_BALANCING_POLICY."
+)
 @reports_errors
-def status(names: tuple[str, ...], as_json: bool, events: bool) -> None:
+def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool) -> None:
     """Show services and their replicas."""
     client = Client(_home())
     query = "&".join(f"name={n}" for n in names)
@@ -141,7 +148,9 @@ def status(names: tuple[str, ...], as_json: bool, events: bool) -> None:
         click.echo(json.dumps({"services": services}, indent=2))
         return
     console.print("Services", style="bold")
-    console.print(services_table(services))
+    console.print(services_table(services, verbose))
+    for line in autoscaling_lines(services):
+        console.print(line, highlight=False)
     console.print()
     console.print("Service Replicas", style="bold")
     console.print(replicas_table(services))

@@ -53,19 +53,43 @@ def _table(columns: tuple[str, ...]) -> Table:
     return table
 
 
-def services_table(services: list[dict[str, Any]]) -> Table:
-    table = _table(SERVICE_COLUMNS)
+VERBOSE_COLUMNS = ("AUTOSCALING_POLICY", "LOAD_BALANCING_POLICY")
+
+
+def services_table(services: list[dict[str, Any]], verbose: bool = False) -> Table:
+    table = _table(SERVICE_COLUMNS + (VERBOSE_COLUMNS if verbose else ()))
     for svc in services:
         versions = ",".join(str(v) for v in svc["active_versions"]) or str(svc["version"])
-        table.add_row(
+        row = [
             svc["name"],
             versions,
             format_uptime(svc["uptime_s"]),
             svc["status"],
             f"{svc['ready_replicas']}/{svc['total_replicas']}",
             svc["endpoint"],
-        )
+        ]
+        if verbose:
+            autoscaling = svc.get("autoscaling") or {}
+            row += [
+                str(autoscaling.get("label", "-")),
+                str(svc.get("load_balancing_policy", "-")),
+            ]
+        table.add_row(*row)
     return table
+
+
+def autoscaling_lines(services: list[dict[str, Any]]) -> list[str]:
+    """One line per autoscaled service: its target, its policy and the latest judgement."""
+    lines = []
+    for svc in services:
+        autoscaling = svc.get("autoscaling") or {}
+        if autoscaling.get("policy") in (None, "fixed"):
+            continue
+        lines.append(
+            f"{svc['name']}: target {svc['target_replicas']} replicas"
+            f" ({autoscaling['label']}); {autoscaling.get('last_decision') or 'no decision yet'}"
+        )
+    return lines
 
 
 def replicas_table(services: list[dict[str, Any]]) -> Table:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -207,10 +208,20 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         try:
             inflight = {int(k): int(v) for k, v in (data.get("inflight") or {}).items()}
             requests = {int(k): int(v) for k, v in (data.get("requests") or {}).items()}
+            queued = int(data.get("queued") or 0)
+            lb_pid = data.get("lb_pid") if isinstance(data.get("lb_pid"), int) else None
         except (TypeError, ValueError, AttributeError) as exc:
             raise BadInput("report counts must map replica ids to integers") from exc
         runtime.routes.report(str(data.get("table", "")), inflight, requests)
+        # Autoscaling hook: the load window (controller/load.py).
+        runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
         return web.json_response({"ok": True})
+
+    @routes.post("/api/v1/lb/{name}/wake")
+    async def lb_wake(request: web.Request) -> web.Response:
+        """The load balancer holds a request at zero replicas: scale up at once."""
+        runtime = controller.runtime(request.match_info["name"])
+        return web.json_response({"target_replicas": runtime.scale_from_zero()})
 
     app.add_routes(routes)
     return app

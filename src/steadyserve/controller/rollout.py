@@ -30,7 +30,7 @@ def update_failure(rt: ServiceRuntime) -> str | None:
     deadline = rt.update.started_at + rt.spec.service.update_deadline_s
     if time.time() > deadline:
         return f"not done within update_deadline_s={rt.spec.service.update_deadline_s:g}"
-    limit = max(3, rt.spec.service.target_replicas)
+    limit = max(3, rt.target_replicas())
     if rt.update_failures >= limit:
         return f"{rt.update_failures} replicas of version {version} failed"
     return None

@@ -21,10 +21,14 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from steadyserve import replica_contract as contract
+from steadyserve.autoscale import policy_for
 from steadyserve.backends.base import Backend, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.local import free_port
 from steadyserve.controller import rollout
+from steadyserve.controller.autoscaler import EVENT as AUTOSCALE_EVENT
+from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.lb_process import LoadBalancerProcess
+from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.probes import probe_ready
 from steadyserve.controller.rollout import IN_PROGRESS, SUCCEEDED
 from steadyserve.controller.routes import RoutePublisher
@@ -92,6 +96,11 @@ class ServiceRuntime:
         latest = store.latest_update(self.name)
         self.update: UpdateRow | None = latest
         self.update_failures = 0
+        # Autoscaling hook: the target every plan sizes to (controller/autoscaler.py).
+        self.autoscaler = Autoscaler(
+            policy_for(self.spec.service), self._live_current(), self._record_scaling
+        )
+        self._own_counts: asyncio.Task[None] | None = None
 
     def _load_spec(self, version: int) -> ServiceSpec:
         row = self.store.version(self.name, version)
@@ -153,6 +162,15 @@ class ServiceRuntime:
                 ),
             )
         self._task = asyncio.create_task(self._loop(), name=f"reconcile-{self.name}")
+        self._own_counts = asyncio.create_task(
+            poll_own_counts(
+                self.probe_session,
+                self._count_targets,
+                lambda: self.autoscaler.load,
+                time.monotonic,
+            ),
+            name=f"own-counts-{self.name}",
+        )
 
     def adopted_pids(self) -> set[int]:
         """Pids this runtime manages (replicas and the LB), for the orphan sweep."""
@@ -167,6 +185,8 @@ class ServiceRuntime:
 
     async def detach(self) -> None:
         """Stop managing (controller shutdown): replicas and the LB keep running."""
+        if self._own_counts:
+            self._own_counts.cancel()
         await self._stop_loop()
         for rt in self.runtime.values():
             for task in rt.tasks:
@@ -181,6 +201,8 @@ class ServiceRuntime:
         # Recorded first, so a controller that dies mid-way finishes the down on restart.
         self.store.update_service(self.name, desired="down", purge=int(purge))
         self.store.set_service_status(self.name, old, self.row.status, "steady down")
+        if self._own_counts:
+            self._own_counts.cancel()
         await self._stop_loop()
         stops = [self.lb.stop()]
         for replica in list(self.replicas.values()):
@@ -240,13 +262,13 @@ class ServiceRuntime:
             failure = rollout.update_failure(self)
             if failure:
                 rollout.roll_back(self, failure)
+        self._autoscale()
         plan, converged = self._plan()
         if converged and self.updating:
             rollout.finish_update(
                 self,
                 SUCCEEDED,
-                f"version {self.row.version} serves with {self.spec.service.target_replicas} "
-                "replicas",
+                f"version {self.row.version} serves with {self.target_replicas()} replicas",
             )
         self.plan = plan
         self._publish(plan.routable)
@@ -268,7 +290,7 @@ class ServiceRuntime:
         version = self.row.version
         views = self.views()
         broken = version in self.broken_versions
-        target = self.spec.service.target_replicas
+        target = self.target_replicas()
         converging = any(v.status.is_live and v.version != version for v in views)
         in_place = self.updating and self.update is not None and self.update.mode == "in_place"
         if in_place or not (self.updating or converging):
@@ -287,11 +309,48 @@ class ServiceRuntime:
         plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
         return plan, step.done
 
+    # autoscaling hooks (the logic is in controller/autoscaler.py) -----
+    def target_replicas(self) -> int:
+        """The number of replicas the service aims for now: the autoscaler's target
+        (a fixed ``replicas: N`` is a policy too). Steady plans and updates size to it."""
+        return self.autoscaler.target()
+
+    def _autoscale(self) -> None:
+        self.autoscaler.set_policy(policy_for(self.spec.service))
+        self.autoscaler.step(time.monotonic(), len(self.plan.routable))
+
+    def scale_from_zero(self) -> int:
+        """The load balancer holds a request and nothing serves: launch at once."""
+        decision = self.autoscaler.request_waiting(time.monotonic())
+        if decision.changed:
+            self.wake()
+        return decision.target
+
+    def _record_scaling(self, reason: str) -> None:
+        self.store.add_event(self.name, None, None, AUTOSCALE_EVENT, reason)
+
+    def _live_current(self) -> int:
+        return sum(
+            1
+            for r in self.replicas.values()
+            if ReplicaStatus(r.status).is_live and r.version == self.row.version
+        )
+
+    def _count_targets(self) -> list[CountTarget]:
+        """Python replicas whose own ongoing count the ongoing-requests policy reads."""
+        if self.autoscaler.policy_name != "ongoing_requests":
+            return []
+        return [
+            CountTarget(r.id, r.ip, r.control_port, self.control_headers(r))
+            for r in self.replicas.values()
+            if r.control_port is not None and r.status == ReplicaStatus.READY.value
+        ]
+
     def _update_status(self, plan: Plan) -> None:
         status = service_status(
             shutting_down=self._stopping,
             lb_ready=self.lb.running and self.routes.polls_since_start > 0,
-            target=self.spec.service.target_replicas,
+            target=self.target_replicas(),
             replicas=self.views(),
             routable=plan.routable,
             version_broken=self.row.version in self.broken_versions,
@@ -306,7 +365,7 @@ class ServiceRuntime:
         ready = len(self.plan.routable)
         if status is ServiceStatus.FAILED:
             return f"version {self.row.version} failed before any replica was ready"
-        return f"{ready} ready of {self.spec.service.target_replicas} wanted"
+        return f"{ready} ready of {self.target_replicas()} wanted"
 
     def _publish(self, routable: frozenset[int]) -> None:
         svc = self.spec.service
@@ -324,6 +383,8 @@ class ServiceRuntime:
                 "blocked_paths": [svc.reconfigure_path] if svc.reconfigure_path else [],
                 "load_balancer": svc.load_balancer.model_dump(),
                 "request_timeout_s": svc.request_timeout_s,
+                # Scale to zero: the LB holds requests that arrive at zero this long.
+                "hold_at_zero_s": svc.cold_start_timeout_s if self.autoscaler.allows_zero else 0,
             }
         )
 
@@ -377,9 +438,7 @@ class ServiceRuntime:
             status=ReplicaStatus.PENDING.value,
             launched_at=time.time(),
         )
-        self.store.add_replica(
-            replica, f"launching to reach {self.spec.service.target_replicas} replicas"
-        )
+        self.store.add_replica(replica, f"launching to reach {self.target_replicas()} replicas")
         self.replicas[replica_id] = replica
         self.runtime[replica_id] = ReplicaRuntime()
         self._spawn(replica, self._provision_and_start(replica))

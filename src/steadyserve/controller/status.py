@@ -61,7 +61,9 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "endpoint": f"127.0.0.1:{row.port}",
         "ready_replicas": ready,
         "total_replicas": total,
-        "target_replicas": runtime.spec.service.target_replicas,
+        "target_replicas": runtime.target_replicas(),
+        "autoscaling": runtime.autoscaler.status_json(time.monotonic()),
+        "load_balancing_policy": runtime.spec.service.load_balancing_policy,
         "update": _update_json(runtime),
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
         "replicas": [

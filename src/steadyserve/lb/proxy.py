@@ -30,6 +30,7 @@ from steadyserve.lb.upstream import UpstreamConnection
 
 if TYPE_CHECKING:
     from steadyserve.lb.client import ClientConnection
+    from steadyserve.lb.zero import ZeroHold
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -130,6 +131,8 @@ class Proxy:
         self.loop = asyncio.get_running_loop()
         self.now = self.loop.time
         self.default_limits = limits or Limits()
+        # Scale to zero (lb/zero.py): holds requests while the table lists no replica.
+        self.zero: ZeroHold | None = None
         self.limits = self.default_limits
         # Each client connection may hold one replica connection: two descriptors.
         self.fd_cap = max(1, (fd_limit - FD_RESERVE) // 2) if fd_limit else None
@@ -156,6 +159,8 @@ class Proxy:
             self.limits = limits
             self.max_connections = self._connection_cap()
             log.info("limits: %s", limits)
+        if self.zero is not None:
+            self.zero.on_table()
         log.info(
             "routes %s: %s",
             table.key,
@@ -179,6 +184,8 @@ class Proxy:
             else:
                 self._respond(ex, 503, f"service {self.service!r} is at capacity, queue full")
             return
+        if self.zero is not None and self.zero.hold(ex):
+            return
         self._no_route(ex)
 
     def _no_route(self, ex: Exchange) -> None:
@@ -201,7 +208,7 @@ class Proxy:
                 ex = waiting[0]
                 replica = balancer.choose(ex.tried)
                 if replica is None:
-                    if balancer.has_candidate(ex.tried):
+                    if balancer.has_candidate(ex.tried) or (self.zero and self.zero.keep()):
                         break
                     waiting.popleft()
                     self._no_route(ex)
@@ -444,6 +451,8 @@ class Proxy:
             replica.close_idle()
         for task in list(self._tasks):
             task.cancel()
+        if self.zero is not None:
+            self.zero.close()
 
 
 def _first(item: tuple[float, ClientConnection]) -> float:

@@ -84,6 +84,12 @@ class Limits:
         )
 
 
+def _hold_at_zero(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError("route table: hold_at_zero_s must be a number >= 0")
+    return float(value)
+
+
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
@@ -103,6 +109,8 @@ class RouteTable:
     blocked_paths: frozenset[bytes] = frozenset()
     # The client-facing limits; None keeps the load balancer's own (command line).
     limits: Limits | None = None
+    # Scale to zero (lb/zero.py): hold requests this long while no replica is listed.
+    hold_at_zero_s: float = 0.0
 
     @property
     def key(self) -> str:
@@ -150,6 +158,7 @@ class RouteTable:
             tuple(replicas),
             frozenset(p.encode() for p in blocked),
             limits,
+            _hold_at_zero(data.get("hold_at_zero_s", 0)),
         )
 
     @classmethod

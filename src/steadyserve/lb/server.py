@@ -13,11 +13,13 @@ import resource
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.client import ClientConnection
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.routes import Limits, LoadReporter, RouteClient, RouteTable
+from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
 
 log = logging.getLogger("steadyserve.lb")
@@ -85,12 +87,19 @@ class LoadBalancer:
         self.route_client = RouteClient(
             self.home, config.service, self._apply_table, wait_s=config.poll_wait
         )
+        # Autoscaling hooks: the queue length goes with the per-replica counts, and
+        # requests that arrive at zero replicas are held (lb/zero.py).
         self.reporter = LoadReporter(
-            self.home, config.service, self.balancer.snapshot, config.report_interval
+            self.home, config.service, self._load_snapshot, config.report_interval
         )
+        if config.static_routes is None:
+            self.proxy.zero = ZeroHold(self.proxy, controller_asker(self.home, config.service))
         self._server: asyncio.AbstractServer | None = None
         self.port = config.port  # the bound port once started (useful with port 0)
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _load_snapshot(self) -> dict[str, Any]:
+        return {**self.balancer.snapshot(), "queued": len(self.proxy.waiting)}
 
     def _apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)

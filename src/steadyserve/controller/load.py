@@ -1,0 +1,144 @@
+"""One service's load as the controller sees it: a time-stamped window of reports.
+
+Two sources feed it. The load balancer POSTs, twice a second, per replica the
+cumulative count of requests it started and the count in flight, plus the
+requests waiting in its queue; this module turns the cumulative counts into
+"started since the previous report". Python replicas also count their own
+ongoing requests (the runner's ``/-/info``); the controller reads that about
+once a second and, where a fresh one exists, it replaces the balancer's
+in-flight count for that replica, as Ray Serve prefers the replica's number.
+
+Nothing here reads a clock: every call takes ``now``, so tests drive it with
+simulated time. The window is the pure :class:`LoadWindow`, sized to the
+policy's look-back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from steadyserve.autoscale import LoadSample, LoadWindow, ReplicaLoad
+
+log = logging.getLogger("steadyserve.controller")
+
+OWN_COUNT_FRESH_S = 3.0
+"""A replica's own ongoing count older than this is not used (the replica may hang)."""
+
+OWN_COUNT_PERIOD_S = 1.0
+"""How often the controller reads each Python replica's own ongoing count."""
+
+CONTROL_INFO = "/-/info"
+
+
+class ServiceLoad:
+    """The recent load reports of one service, as :class:`LoadSample` values."""
+
+    def __init__(self, span: float) -> None:
+        self.window = LoadWindow(span=span)
+        self.latest: LoadSample | None = None
+        self._lb_pid: int | None = None
+        self._requests: dict[int, int] = {}
+        self._own: dict[int, tuple[float, float]] = {}
+
+    def resize(self, span: float) -> None:
+        self.window.resize(span)
+
+    def lb_report(
+        self,
+        now: float,
+        inflight: Mapping[int, int],
+        requests: Mapping[int, int],
+        queued: int = 0,
+        lb_pid: int | None = None,
+    ) -> LoadSample:
+        """Add one load balancer report; ``requests`` are cumulative per replica.
+
+        The first report of a load balancer process (a new ``lb_pid``: the LB or
+        the controller restarted) only sets the baseline, so counts accumulated
+        before it are not mistaken for a burst. A replica that first appears in a
+        known LB's report started its requests since that LB's previous report.
+        """
+        first_of_lb = lb_pid is None or lb_pid != self._lb_pid
+        self._lb_pid = lb_pid
+        loads = []
+        for rid in sorted(set(inflight) | set(requests)):
+            total = requests.get(rid, 0)
+            before = self._requests.get(rid)
+            if first_of_lb:
+                started = 0
+            elif before is None or total < before:
+                started = total
+            else:
+                started = total - before
+            own = self._own.get(rid)
+            ongoing = own[1] if own is not None and now - own[0] <= OWN_COUNT_FRESH_S else None
+            loads.append(ReplicaLoad(rid, started, inflight.get(rid, 0), ongoing))
+        self._requests = {rid: requests.get(rid, 0) for rid in set(inflight) | set(requests)}
+        sample = LoadSample(now, tuple(loads), max(0, queued))
+        self.window.add(sample)
+        self.latest = sample
+        return sample
+
+    def own_count(self, replica_id: int, now: float, ongoing: float) -> None:
+        """A Python replica's own ongoing count, read at ``now``."""
+        self._own[replica_id] = (now, ongoing)
+
+    def forget(self, keep: set[int]) -> None:
+        """Drop the own counts of replicas no longer listed."""
+        for rid in list(self._own):
+            if rid not in keep:
+                del self._own[rid]
+
+
+@dataclass(frozen=True)
+class CountTarget:
+    """A Python replica whose own ongoing count is read: its id and control port."""
+
+    replica_id: int
+    host: str
+    control_port: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+async def read_own_count(
+    session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
+) -> float | None:
+    """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
+    url = f"http://{target.host}:{target.control_port}{CONTROL_INFO}"
+    limit = aiohttp.ClientTimeout(total=timeout)
+    try:
+        async with session.get(url, headers=dict(target.headers), timeout=limit) as response:
+            if response.status != 200:
+                return None
+            data = await response.json()
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+        return None
+    value = data.get("ongoing_requests") if isinstance(data, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+async def poll_own_counts(
+    session: aiohttp.ClientSession,
+    targets: Callable[[], list[CountTarget]],
+    load: Callable[[], ServiceLoad],
+    clock: Callable[[], float],
+    period: float = OWN_COUNT_PERIOD_S,
+) -> None:
+    """Forever: read every Python replica's own count once per ``period``."""
+    while True:
+        listed = targets()
+        if listed:
+            counts = await asyncio.gather(*(read_own_count(session, t) for t in listed))
+            now = clock()
+            for target, count in zip(listed, counts, strict=True):
+                if count is not None:
+                    load().own_count(target.replica_id, now, count)
+        load().forget({t.replica_id for t in listed})
+        await asyncio.sleep(period)
