@@ -3,6 +3,7 @@ dropped, every header is whole, and every long value is there in full."""
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -124,7 +125,7 @@ TABLES: dict[str, tuple[tuple[str, ...], Callable[[], Table], list[tuple[str, st
 
 
 def render(table: Table, width: int) -> str:
-    console = Console(width=width, record=True, file=open(os.devnull, "w"), color_system=None)
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(table)
     return console.export_text()
 
