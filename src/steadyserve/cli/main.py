@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from steadyserve.cli import logs as logs_mod
 from steadyserve.cli.client import (
@@ -81,6 +82,16 @@ def reports_errors(func: F) -> F:
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _print_table(table: Table) -> None:
+    """A table; piped, without the padding rich leaves at the end of each line."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
 def _echo_json(data: Any) -> None:
@@ -235,16 +246,16 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, utc: bool) -> No
         _echo_json({"services": services})
         return
     console.print("Services", style="bold")
-    console.print(services_table(services))
+    _print_table(services_table(services))
     for note in update_notes(services):
         console.print(note, style="red", markup=False)
     console.print()
     console.print("Service Replicas", style="bold")
-    console.print(replicas_table(services))
+    _print_table(replicas_table(services))
     for svc in services if events else []:
         console.print()
         console.print(f"Events of {svc['name']}", style="bold")
-        console.print(events_table(svc["events"], Clock(utc=utc)))
+        _print_table(events_table(svc["events"], Clock(utc=utc)))
 
 
 def _print_plan(result: dict[str, Any]) -> None:
@@ -255,7 +266,7 @@ def _print_plan(result: dict[str, Any]) -> None:
     verb = "would change" if result["dry_run"] else f"-> version {result['version']}"
     how = "in place (no restart)" if result["mode"] == "in_place" else f"restart, {result['mode']}"
     console.print(f"{name}: {verb}, {how}; launch {result['launch']}, stop {result['stop']}")
-    console.print(changes_table(result["changes"]))
+    _print_table(changes_table(result["changes"]))
 
 
 def _wait_update(
@@ -453,7 +464,7 @@ def history(name: str, as_json: bool, utc: bool) -> None:
     if as_json:
         _echo_json({"name": name, "versions": versions})
         return
-    console.print(history_table(versions, Clock(utc=utc)))
+    _print_table(history_table(versions, Clock(utc=utc)))
 
 
 @main.command()

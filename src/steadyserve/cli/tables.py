@@ -70,7 +70,7 @@ def format_ago(timestamp: float, now: float | None = None) -> str:
 class Clock:
     """How tables show a moment: local time with its offset, or UTC (``--utc``).
 
-    ISO-8601 always carries the zone (``21:43:05+09:00``, ``21:43:05Z``); the
+    ISO-8601 always carries the zone (``21:43:05+09:00``; ``Z`` for UTC); the
     date is left out only for moments of today, in the zone shown.
     """
 
@@ -84,9 +84,7 @@ class Clock:
     def format(self, timestamp: float) -> str:
         moment = self._at(timestamp)
         today = self._at(self.now if self.now is not None else time.time()).date()
-        text = moment.isoformat(timespec="seconds")
-        if self.utc:
-            text = text.replace("+00:00", "Z")
+        text = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
         return text.split("T", 1)[1] if moment.date() == today else text
 
 
