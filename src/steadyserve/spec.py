@@ -8,7 +8,9 @@ are validated now too, so a file that loads today does not start failing when
 the feature behind a field lands.
 
 Bad input becomes one :class:`SpecError` whose text is a single line
-``"{file}: {field.path}: {message}"``: the CLI prints it as is and exits 2.
+``"{file}: {field.path}: {message}"``; it also carries every further mistake
+pydantic found in the same file (:meth:`SpecError.lines`, one line each), so the
+CLI prints them all at once and exits 2.
 Pydantic does the structural work, but its messages ("Input should be ...",
 URLs, several lines) never reach the user: our own validators raise plain
 messages, and :func:`_convert` maps what pydantic itself reports.

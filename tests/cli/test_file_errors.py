@@ -52,3 +52,18 @@ def test_every_mistake_of_a_fleet_file_at_once(steady: Steady, tmp_path: Path) -
     assert lines[0].startswith(f"error: {fleet}: services[0].service.replicas: ")
     assert lines[1].startswith(f"error: {fleet}: services[1].name: required")
     assert lines[2].startswith(f"error: {fleet}: services[2].envz: unknown field")
+
+
+def test_all_mistakes_survive_nesting_and_pickling() -> None:
+    """The controller and the CLI pass SpecErrors across processes and prefixes."""
+    import pickle
+
+    from steadyserve.spec import SpecError
+
+    error = SpecError("run", "required", more=[("service.replicas", "must be an integer")])
+    nested = pickle.loads(pickle.dumps(error.under("services[2]").in_file("fleet.yaml")))
+    assert str(nested) == "fleet.yaml: services[2].run: required"
+    assert nested.lines() == [
+        "fleet.yaml: services[2].run: required",
+        "fleet.yaml: services[2].service.replicas: must be an integer",
+    ]
