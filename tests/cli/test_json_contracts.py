@@ -42,7 +42,7 @@ def assert_shape(value: Any, shape: Shape, where: str) -> None:
     missing = set(shape.keys) - set(value)
     assert not missing, f"{where}: missing {sorted(missing)} in {sorted(value)}"
     for key, inner in shape.nested:
-        item = value.get(key.split(" ")[0])
+        item = value.get(key.removesuffix("[]"))
         for index, element in enumerate(item if isinstance(item, list) else [item]):
             if element is not None:
                 assert_shape(element, inner, f"{where}.{key}[{index}]")

@@ -34,17 +34,18 @@ def with_iso(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Shape:
-    """The keys of one JSON object, and the nested objects under some of them."""
+    """The keys of one JSON object, and the nested objects under some of them
+    (``name[]`` for a list of objects, ``name`` for one object or null)."""
 
     keys: tuple[str, ...]
     nested: tuple[tuple[str, Shape], ...] = ()
 
-    def describe(self, indent: int = 0) -> list[str]:
-        pad = "  " * indent
-        lines = [f"{pad}- `{key}`" for key in self.keys]
+    def describe(self, where: str = "") -> list[str]:
+        """Markdown bullets: each object's path and its keys."""
+        keys = ", ".join(f"`{key}`" for key in self.keys)
+        lines = [f"- {f'`{where}`' if where else 'the object'}: {keys}"]
         for key, shape in self.nested:
-            lines.append(f"{pad}- each `{key}`:")
-            lines.extend(shape.describe(indent + 1))
+            lines.extend(shape.describe(f"{where}.{key}" if where else key))
         return lines
 
 
@@ -93,12 +94,12 @@ SERVICE = Shape(
         "load_balancer_pid",
         "replicas",
     ),
-    (("update (null when none yet)", UPDATE), ("replicas", REPLICA)),
+    (("update", UPDATE), ("replicas[]", REPLICA)),
 )
 CHANGE = Shape(("path", "old", "new", "kind", "why"))
 PLAN = Shape(
     ("name", "changed", "version", "mode", "changes", "launch", "stop", "dry_run"),
-    (("changes", CHANGE),),
+    (("changes[]", CHANGE),),
 )
 HISTORY_VERSION = Shape(("version", "created_at", "created_at_iso", "mode", "changes", "outcome"))
 DEPLOY_ITEM = Shape(("name", "action"))
@@ -120,16 +121,15 @@ CONTRACTS: dict[str, Contract] = {
     ),
     "status": Contract(
         "One object, `services`: a list (every service, or the ones named).",
-        Shape(("services",), (("services", SERVICE),)),
-        "With `--events`, each service also has `events`, a list of objects with the "
-        "keys of `history`'s events: "
-        + ", ".join(f"`{k}`" for k in EVENT.keys)
-        + ". `update` is the last update, kept until the next one; its `status` is "
-        "`IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`.",
+        Shape(("services",), (("services[]", SERVICE),)),
+        "With `--events`, each service also has `events[]`, its state transitions "
+        "(newest last): " + ", ".join(f"`{k}`" for k in EVENT.keys) + ". `update` is the "
+        "last update (null before the first), kept until the next one; its `status` "
+        "is `IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`.",
     ),
     "history": Contract(
         "One object: the service's `name` and its `versions`, oldest first.",
-        Shape(("name", "versions"), (("versions", HISTORY_VERSION),)),
+        Shape(("name", "versions"), (("versions[]", HISTORY_VERSION),)),
         "`outcome` is null while a version is being rolled out.",
     ),
     "update": Contract(
@@ -143,7 +143,7 @@ CONTRACTS: dict[str, Contract] = {
     "rollback": Contract("The same object as `update --json`.", PLAN),
     "deploy": Contract(
         "One object: `dry_run` and `services`, one item per service of the file or taken down.",
-        Shape(("dry_run", "services"), (("services", DEPLOY_ITEM),)),
+        Shape(("dry_run", "services"), (("services[]", DEPLOY_ITEM),)),
         "`action` is `create`, `update`, `none` or `down`; an `update` or `none` item "
         "also has every key of `update --json`, a `create` item those of `up --json`.",
     ),

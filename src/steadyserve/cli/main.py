@@ -139,7 +139,7 @@ def up(file: Path, name: str | None, wait: bool, timeout: float, as_json: bool) 
     )
     _print_created(created, as_json)
     if wait:
-        _wait_ready(client, created["name"], timeout, quiet=as_json)
+        _wait_ready(client, created["name"], timeout, to_stderr=as_json)
     if as_json:
         _echo_json({"notice": None, **created})
 
@@ -174,10 +174,9 @@ class Progress:
     spinner, rewritten in place, gone at the end); piped, one plain line per
     change of state, each printed once."""
 
-    def __init__(self, out: Console, label: str, quiet: bool = False) -> None:
+    def __init__(self, out: Console, label: str) -> None:
         self.out = out
-        self.live = out.is_terminal and not quiet
-        self.quiet = quiet
+        self.live = out.is_terminal
         self.label = label
         self._last = ""
         self._status: Any = None
@@ -198,13 +197,15 @@ class Progress:
         self._last = line
         if self._status is not None:
             self._status.update(line)
-        elif not self.quiet:
+        else:
             self.out.print(line, markup=False, soft_wrap=True)
 
 
-def _wait_ready(client: Client, name: str, timeout: float, quiet: bool = False) -> None:
+def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = False) -> None:
+    """Progress until every replica is READY (on stderr when stdout carries JSON)."""
     deadline = time.monotonic() + timeout
-    with Progress(err_console if quiet else console, f"waiting for {name}", quiet) as progress:
+    out = err_console if to_stderr else console
+    with Progress(out, f"waiting for {name}") as progress:
         while True:
             svc = client.call("GET", f"/api/v1/services?name={name}")["services"][0]
             ready, target = svc["ready_replicas"], svc["target_replicas"]
@@ -216,8 +217,7 @@ def _wait_ready(client: Client, name: str, timeout: float, quiet: bool = False) 
             if time.monotonic() > deadline:
                 raise CommandError(f"{name} not ready after {timeout:.0f}s ({svc['status']})")
             time.sleep(WAIT_POLL_S)
-    if not quiet:
-        console.print(f"{name}: READY, {ready}/{target} replicas")
+    out.print(f"{name}: READY, {ready}/{target} replicas")
 
 
 @main.command()
@@ -270,12 +270,12 @@ def _print_plan(result: dict[str, Any]) -> None:
 
 
 def _wait_update(
-    client: Client, name: str, version: int, timeout: float, quiet: bool = False
+    client: Client, name: str, version: int, timeout: float, to_stderr: bool = False
 ) -> dict[str, Any]:
     """Show old/new ready counts until the update ends; fail (exit 1) if it failed."""
     deadline = time.monotonic() + timeout
-    out = err_console if quiet else console
-    with Progress(out, f"updating {name}", quiet) as progress:
+    out = err_console if to_stderr else console
+    with Progress(out, f"updating {name}") as progress:
         while True:
             svc = client.call("GET", f"/api/v1/services?name={name}")["services"][0]
             update = svc.get("update") or {}
@@ -295,8 +295,7 @@ def _wait_update(
             time.sleep(WAIT_POLL_S)
     if update["status"] != "SUCCEEDED":
         raise CommandError(f"{name}: update {update['status']}: {update['message']}")
-    if not quiet:
-        console.print(f"{name}: update to version {version} SUCCEEDED")
+    out.print(f"{name}: update to version {version} SUCCEEDED")
     return dict(update)
 
 
@@ -307,7 +306,7 @@ def _after_plan(
         _print_plan(result)
     if wait and result["changed"] and not result["dry_run"]:
         result["update"] = _wait_update(
-            client, result["name"], result["version"], timeout, quiet=as_json
+            client, result["name"], result["version"], timeout, to_stderr=as_json
         )
     if as_json:
         _echo_json(result)
@@ -438,10 +437,10 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool)
     if wait and not dry_run:
         for item in result["services"]:
             if item["action"] == "create":
-                _wait_ready(client, item["name"], timeout, quiet=as_json)
+                _wait_ready(client, item["name"], timeout, to_stderr=as_json)
             elif item["action"] == "update":
                 item["update"] = _wait_update(
-                    client, item["name"], item["version"], timeout, quiet=as_json
+                    client, item["name"], item["version"], timeout, to_stderr=as_json
                 )
     if as_json:
         _echo_json(result)
