@@ -8,7 +8,9 @@ are validated now too, so a file that loads today does not start failing when
 the feature behind a field lands.
 
 Bad input becomes one :class:`SpecError` whose text is a single line
-``"{file}: {field.path}: {message}"``: the CLI prints it as is and exits 2.
+``"{file}: {field.path}: {message}"``; it also carries every further mistake
+pydantic found in the same file (:meth:`SpecError.lines`, one line each), so the
+CLI prints them all at once and exits 2.
 Pydantic does the structural work, but its messages ("Input should be ...",
 URLs, several lines) never reach the user: our own validators raise plain
 messages, and :func:`_convert` maps what pydantic itself reports.
@@ -23,7 +25,7 @@ import re
 import stat
 import types
 import typing
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -91,11 +93,38 @@ class SpecError(ValueError):
     for the whole document, or None for problems with the file itself.
     """
 
-    def __init__(self, path: str | None, message: str, *, file: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        message: str,
+        *,
+        file: str | None = None,
+        more: Sequence[tuple[str | None, str]] = (),
+    ) -> None:
         self.path = path
         self.message = message
         self.file = file
+        self.more = tuple(more)
+        """Further mistakes of the same file, (path, message) each: ``str()`` stays
+        the first one, :meth:`lines` has them all."""
         super().__init__(str(self))
+
+    def lines(self) -> list[str]:
+        """Every mistake found, one line each, ``"{file}: {path}: {message}"``."""
+        rest = [str(SpecError(path, message, file=self.file)) for path, message in self.more]
+        return [str(self), *rest]
+
+    def all(self) -> list[tuple[str | None, str]]:
+        return [(self.path, self.message), *self.more]
+
+    @staticmethod
+    def combine(errors: Sequence[SpecError], file: str | None = None) -> SpecError:
+        """One error carrying every mistake of ``errors`` (in order, duplicates once)."""
+        found: list[tuple[str | None, str]] = []
+        for error in errors:
+            found.extend(item for item in error.all() if item not in found)
+        (path, message), *more = found
+        return SpecError(path, message, file=file, more=more)
 
     def __str__(self) -> str:
         parts = [p for p in (self.file, self.path) if p]
@@ -103,16 +132,24 @@ class SpecError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exceptions pickle through self.args by default, which does not match __init__.
-        return (SpecError, (self.path, self.message), {"file": self.file})
+        return (
+            SpecError,
+            (self.path, self.message),
+            {"file": self.file, "more": self.more},
+        )
 
     def in_file(self, file: str) -> SpecError:
         """The same error, prefixed with the file it came from."""
-        return SpecError(self.path, self.message, file=file)
+        return SpecError(self.path, self.message, file=file, more=self.more)
 
     def under(self, prefix: str) -> SpecError:
         """The same error for a document nested at ``prefix`` (a fleet file's item)."""
-        path = prefix if self.path in (None, TOP_LEVEL) else f"{prefix}.{self.path}"
-        return SpecError(path, self.message, file=self.file)
+
+        def nested(path: str | None) -> str:
+            return prefix if path in (None, TOP_LEVEL) else f"{prefix}.{path}"
+
+        more = [(nested(path), message) for path, message in self.more]
+        return SpecError(nested(self.path), self.message, file=self.file, more=more)
 
 
 def _fail(message: str, **context: object) -> PydanticCustomError:
@@ -1051,20 +1088,36 @@ def _validate(model: type[ServiceSpec], data: object) -> ServiceSpec:
 
 
 def _convert(exc: ValidationError, root: type[BaseModel]) -> SpecError:
-    """The first error, as one plain line. Unknown fields go first: a misspelt field
-    also shows up as a missing or defaulted one, and the typo is the real cause."""
+    """Every error, each as one plain line. Unknown fields go first: a misspelt field
+    also shows up as a missing one, and the typo is the real cause, so a "required"
+    for the very field a typo's hint names is left out."""
     errors = exc.errors(include_url=False, include_input=False)
-    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = list(error["loc"])
-    if loc and loc[-1] == "[key]":  # a bad mapping key: report it at the key
-        loc.pop()
-    if error["type"] == "extra_forbidden":
-        message = _unknown_field_message(root, loc)
-    elif error["type"] in _TYPE_MESSAGES:
-        message = _TYPE_MESSAGES[error["type"]]
-    else:
-        message = _plain(error["msg"])
-    return SpecError(_format_loc(loc), message)
+    ordered = sorted(errors, key=lambda e: e["type"] != "extra_forbidden")
+    found: list[tuple[str | None, str]] = []
+    hinted: set[str] = set()
+    for error in ordered:
+        loc = list(error["loc"])
+        if loc and loc[-1] == "[key]":  # a bad mapping key: report it at the key
+            loc.pop()
+        if error["type"] == "extra_forbidden":
+            message = _unknown_field_message(root, loc)
+            hint = _HINT.search(message)
+            if hint:
+                hinted.add(_format_loc([*loc[:-1], *hint.group(1).split(".")]))
+        elif error["type"] in _TYPE_MESSAGES:
+            message = _TYPE_MESSAGES[error["type"]]
+        else:
+            message = _plain(error["msg"])
+        path = _format_loc(loc)
+        if error["type"] == "missing" and path in hinted:
+            continue
+        if (path, message) not in found:
+            found.append((path, message))
+    (first_path, first_message), *more = found
+    return SpecError(first_path, first_message, more=more)
+
+
+_HINT = re.compile(r"did you mean ([\w.-]+)\?")
 
 
 def _plain(msg: str) -> str:
@@ -1320,27 +1373,35 @@ def load_fleet_file(path: str | Path) -> list[ServiceSpec]:
     base_dir = Path(path).absolute().parent
     specs: list[ServiceSpec] = []
     first_index: dict[str, int] = {}
+    mistakes: list[SpecError] = []  # every item is checked: all mistakes in one report
     for index, item in enumerate(items):
         where = f"services[{index}]"
         if not isinstance(item, dict):
-            raise SpecError(
-                where, f"must be a mapping of service fields, not {_kind(item)}", file=label
+            mistakes.append(
+                SpecError(where, f"must be a mapping of service fields, not {_kind(item)}")
             )
+            continue
         if item.get("name") is None:
-            raise SpecError(
-                f"{where}.name", "required (every service in a fleet file needs a name)", file=label
+            mistakes.append(
+                SpecError(f"{where}.name", "required (every service in a fleet file needs a name)")
             )
         try:
             spec = parse_service(item, base_dir=base_dir)
         except SpecError as exc:
-            raise exc.under(where).in_file(label) from None
-        assert spec.name is not None
+            mistakes.append(exc.under(where))
+            continue
+        if spec.name is None:
+            continue
         if spec.name in first_index:
-            raise SpecError(
-                f"{where}.name",
-                f"duplicate service name {spec.name!r} (also services[{first_index[spec.name]}])",
-                file=label,
+            mistakes.append(
+                SpecError(
+                    f"{where}.name",
+                    f"duplicate service name {spec.name!r} "
+                    f"(also services[{first_index[spec.name]}])",
+                )
             )
         first_index[spec.name] = index
         specs.append(spec)
+    if mistakes:
+        raise SpecError.combine(mistakes, file=label)
     return specs

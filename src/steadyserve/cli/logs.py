@@ -1,14 +1,28 @@
-"""``steady logs``: read (and follow) the log files under STEADY_HOME."""
+"""``steady logs``: read (and follow) the log files under STEADY_HOME.
+
+A replica's output goes straight from the process into its log file (the replica
+keeps running while the controller restarts, so nothing sits in between), so the
+file does not record when a line was written. ``--timestamps`` therefore stamps
+what it can honestly date: lines that arrive while following, with the time they
+were read. Lines already in the file are shown unstamped (``-`` in place of the
+time; ``null`` in ``--json``).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
+
+from steadyserve.cli.tables import Clock, iso_utc
 
 FOLLOW_POLL_S = 0.2
+UNKNOWN_TIME = "-"
 
 
 def tail_lines(path: Path, count: int | None) -> bytes:
@@ -19,19 +33,84 @@ def tail_lines(path: Path, count: int | None) -> bytes:
         return b"".join(deque(handle, maxlen=count)) if count > 0 else b""
 
 
-def show(path: Path, tail: int | None, follow: bool, stop_when: float | None = None) -> None:
+class LineWriter:
+    """Writes log lines as they are (the default), stamped, or as JSON lines."""
+
+    def __init__(
+        self,
+        out: BinaryIO,
+        source: str,
+        *,
+        timestamps: bool = False,
+        as_json: bool = False,
+        clock: Clock | None = None,
+    ) -> None:
+        self.out = out
+        self.source = source
+        self.timestamps = timestamps
+        self.as_json = as_json
+        self.clock = clock or Clock()
+
+    @property
+    def raw(self) -> bool:
+        return not (self.timestamps or self.as_json)
+
+    def write(self, data: bytes, arrived: float | None) -> None:
+        if self.raw:
+            self.out.write(data)
+        else:
+            for line in data.splitlines(keepends=True):
+                self.out.write(self._line(line, arrived))
+        self.out.flush()
+
+    def _line(self, line: bytes, arrived: float | None) -> bytes:
+        text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
+        if self.as_json:
+            record = {
+                "source": self.source,
+                "time": arrived,
+                "time_iso": iso_utc(arrived) if arrived is not None else None,
+                "line": text,
+            }
+            return json.dumps(record).encode() + b"\n"
+        stamp = self.clock.format(arrived) if arrived is not None else UNKNOWN_TIME
+        return f"{stamp} {text}\n".encode()
+
+
+def _complete_lines(handle: BinaryIO, pending: bytearray, whole: bool) -> bytes:
+    """What was appended since the last read; with ``whole``, complete lines only
+    (a partial last line waits for its end, so a stamp never splits a line)."""
+    pending.extend(handle.read(65536))
+    end = pending.rfind(b"\n") + 1 if whole else len(pending)
+    block = bytes(pending[:end])
+    del pending[:end]
+    return block
+
+
+def show(
+    path: Path,
+    tail: int | None,
+    follow: bool,
+    stop_when: float | None = None,
+    writer: LineWriter | None = None,
+    now: Callable[[], float] = time.time,
+) -> None:
     """Print the file's tail; with ``follow``, keep printing what is appended."""
-    out = sys.stdout.buffer
-    out.write(tail_lines(path, tail))
-    out.flush()
-    if not follow:
-        return
+    writer = writer or LineWriter(sys.stdout.buffer, str(path))
     with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
+        if tail is None:
+            past = handle.read()
+        else:
+            past = b"".join(deque(handle, maxlen=tail)) if tail > 0 else b""
+            handle.seek(0, os.SEEK_END)
+        if past:
+            writer.write(past, None)
+        if not follow:
+            return
+        pending = bytearray()
         while stop_when is None or time.monotonic() < stop_when:
-            chunk = handle.read(65536)
-            if chunk:
-                out.write(chunk)
-                out.flush()
+            block = _complete_lines(handle, pending, whole=not writer.raw)
+            if block:
+                writer.write(block, now())
             else:
                 time.sleep(FOLLOW_POLL_S)

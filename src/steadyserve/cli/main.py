@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from steadyserve.cli import logs as logs_mod
 from steadyserve.cli.client import (
@@ -27,22 +29,37 @@ from steadyserve.cli.client import (
     start_controller,
     stop_controller,
 )
+from steadyserve.cli.contracts import with_iso
 from steadyserve.cli.python_defaults import raw_document, with_deployment_defaults
 from steadyserve.cli.tables import (
+    Clock,
     autoscaling_lines,
     changes_table,
     events_table,
     history_table,
     replicas_table,
     services_table,
+    update_notes,
 )
 from steadyserve.paths import Home
 from steadyserve.spec import SpecError, load_fleet_file, load_service_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(width=200, highlight=False, soft_wrap=True)
+PIPED_WIDTH = 200
+"""Width of tables written to a pipe or file (COLUMNS overrides): wide enough that
+the usual table is one line per row, and a long cell folds instead of hiding."""
 WAIT_POLL_S = 0.2
+
+
+def _console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH
+    return Console(file=stream, width=width, highlight=False)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 def _home() -> Home:
@@ -50,14 +67,16 @@ def _home() -> Home:
 
 
 def reports_errors(func: F) -> F:
-    """Turn CommandError/SpecError into one line on stderr and the right exit code."""
+    """Turn CommandError/SpecError into lines on stderr and the right exit code:
+    one line per mistake of a file, one line for anything else."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except SpecError as exc:
-            click.echo(f"error: {exc}", err=True)
+            for line in exc.lines():
+                click.echo(f"error: {line}", err=True)
             sys.exit(2)
         except CommandError as exc:
             click.echo(f"error: {exc}", err=True)
@@ -66,10 +85,35 @@ def reports_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _print_table(table: Table) -> None:
+    """A table; piped, without the padding rich leaves at the end of each line."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(with_iso(data), indent=2))
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON for scripts (see docs/cli.md)."
+)
+utc_option = click.option("--utc", is_flag=True, help="Show times in UTC, not local time.")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="steadyserve")
 def main() -> None:
-    """SteadyServe: replicas behind one endpoint, updated without dropping a request."""
+    """SteadyServe: replicas behind one endpoint, updated without dropping a request.
+
+    \b
+    Example:
+      steady up examples/http_server/service.yaml --wait
+    """
 
 
 @main.command()
@@ -77,9 +121,15 @@ def main() -> None:
 @click.option("-n", "--name", help="Service name (default: the file's name:, else its folder).")
 @click.option("--wait", is_flag=True, help="Wait until every replica is READY.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
+@json_option
 @reports_errors
-def up(file: Path, name: str | None, wait: bool, timeout: float) -> None:
-    """Start a service from FILE."""
+def up(file: Path, name: str | None, wait: bool, timeout: float, as_json: bool) -> None:
+    """Start a service from FILE.
+
+    \b
+    Example:
+      steady up examples/http_server/service.yaml --wait
+    """
     spec = _load_one(file, name)
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
@@ -88,9 +138,21 @@ def up(file: Path, name: str | None, wait: bool, timeout: float) -> None:
         "/api/v1/services",
         {"spec": spec.spec_json(), "yaml": text, "file": str(file.resolve())},
     )
-    console.print(f"Service [bold]{created['name']}[/] is starting at http://{created['endpoint']}")
+    _print_created(created, as_json)
     if wait:
-        _wait_ready(client, created["name"], timeout)
+        _wait_ready(client, created["name"], timeout, to_stderr=as_json)
+    if as_json:
+        _echo_json({"notice": None, **created})
+
+
+def _print_created(created: dict[str, Any], as_json: bool) -> None:
+    """The real endpoint first; then, on stderr, why it is not the usual port."""
+    if not as_json:
+        console.print(
+            f"Service [bold]{created['name']}[/] is starting at http://{created['endpoint']}"
+        )
+    if created.get("notice"):
+        click.echo(f"warning: {created['notice']}", err=True)
 
 
 def _load_one(file: Path, name: str | None) -> Any:
@@ -108,36 +170,81 @@ def _with_defaults(spec: Any, raw: Any, file: Path, prefix: str) -> Any:
         ) from exc
 
 
-def _wait_ready(client: Client, name: str, timeout: float) -> None:
+class Progress:
+    """What ``--wait`` shows while it waits: on a terminal, one live line (a
+    spinner, rewritten in place, gone at the end); piped, one plain line per
+    change of state, each printed once."""
+
+    def __init__(self, out: Console, label: str) -> None:
+        self.out = out
+        self.live = out.is_terminal
+        self.label = label
+        self._last = ""
+        self._status: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.live:
+            self._status = self.out.status(self.label)
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+
+    def show(self, line: str) -> None:
+        if line == self._last:
+            return
+        self._last = line
+        if self._status is not None:
+            self._status.update(line)
+        else:
+            self.out.print(line, markup=False, soft_wrap=True)
+
+
+def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = False) -> None:
+    """Progress until every replica is READY (on stderr when stdout carries JSON)."""
     deadline = time.monotonic() + timeout
-    with console.status(f"waiting for {name}") as status:
+    out = err_console if to_stderr else console
+    with Progress(out, f"waiting for {name}") as progress:
         while True:
             svc = client.call("GET", f"/api/v1/services?name={name}")["services"][0]
             ready, target = svc["ready_replicas"], svc["target_replicas"]
-            status.update(f"{name}: {svc['status']} {ready}/{target} ready")
             if svc["status"] == "READY" and ready >= target:
-                console.print(f"{name}: READY, {ready}/{target} replicas")
-                return
+                break
             if svc["status"] == "NO_REPLICA" and target == 0:  # scaled to zero: nothing to wait for
-                console.print(f"{name}: at zero replicas; the first request starts one")
-                return
+                break
+            progress.show(f"{name}: {svc['status']}, {ready}/{target} ready")
             if svc["status"] == "FAILED":
                 raise CommandError(f"{name} FAILED; see 'steady status {name} --events'")
             if time.monotonic() > deadline:
                 raise CommandError(f"{name} not ready after {timeout:.0f}s ({svc['status']})")
             time.sleep(WAIT_POLL_S)
+    if target == 0:
+        out.print(f"{name}: at zero replicas; the first request starts one")
+    else:
+        out.print(f"{name}: READY, {ready}/{target} replicas")
 
 
 @main.command()
 @click.argument("names", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@json_option
 @click.option("--events", is_flag=True, help="Also show each service's state transitions.")
 @click.option(
     "-v", "--verbose", is_flag=True, help="Add AUTOSCALING_POLICY and LOAD_BALANCING_POLICY."
 )
+@utc_option
 @reports_errors
-def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool) -> None:
-    """Show services and their replicas."""
+def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, utc: bool) -> None:
+    """Show services and their replicas (all services, or the NAMES given).
+
+    A service whose last update failed or was rolled back has a line under the
+    table saying why, until its next update.
+
+    \b
+    Example:
+      steady status http-server --events
+    """
     client = Client(_home())
     query = "&".join(f"name={n}" for n in names)
     services = client.call("GET", f"/api/v1/services?{query}")["services"]
@@ -145,19 +252,21 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool) -
         for svc in services:
             svc["events"] = client.call("GET", f"/api/v1/services/{svc['name']}/events")["events"]
     if as_json:
-        click.echo(json.dumps({"services": services}, indent=2))
+        _echo_json({"services": services})
         return
     console.print("Services", style="bold")
-    console.print(services_table(services, verbose))
+    _print_table(services_table(services, verbose))
     for line in autoscaling_lines(services):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
+    for note in update_notes(services):
+        console.print(note, style="red", markup=False)
     console.print()
     console.print("Service Replicas", style="bold")
-    console.print(replicas_table(services))
+    _print_table(replicas_table(services))
     for svc in services if events else []:
         console.print()
         console.print(f"Events of {svc['name']}", style="bold")
-        console.print(events_table(svc["events"]))
+        _print_table(events_table(svc["events"], Clock(utc=utc)))
 
 
 def _print_plan(result: dict[str, Any]) -> None:
@@ -168,32 +277,50 @@ def _print_plan(result: dict[str, Any]) -> None:
     verb = "would change" if result["dry_run"] else f"-> version {result['version']}"
     how = "in place (no restart)" if result["mode"] == "in_place" else f"restart, {result['mode']}"
     console.print(f"{name}: {verb}, {how}; launch {result['launch']}, stop {result['stop']}")
-    console.print(changes_table(result["changes"]))
+    _print_table(changes_table(result["changes"]))
 
 
-def _wait_update(client: Client, name: str, version: int, timeout: float) -> None:
+def _wait_update(
+    client: Client, name: str, version: int, timeout: float, to_stderr: bool = False
+) -> dict[str, Any]:
     """Show old/new ready counts until the update ends; fail (exit 1) if it failed."""
     deadline = time.monotonic() + timeout
-    with console.status(f"updating {name}") as status:
+    out = err_console if to_stderr else console
+    with Progress(out, f"updating {name}") as progress:
         while True:
             svc = client.call("GET", f"/api/v1/services?name={name}")["services"][0]
             update = svc.get("update") or {}
-            ready = [r for r in svc["replicas"] if r["status"] == "READY"]
-            new = sum(1 for r in ready if r["version"] == version)
-            status.update(
-                f"{name}: version {version} {new}/{svc['target_replicas']} ready, "
-                f"older {len(ready) - new} ready, routing to {svc['active_versions']}"
-            )
             if update.get("to_version") == version and update.get("status") != "IN_PROGRESS":
-                if update["status"] == "SUCCEEDED":
-                    console.print(f"{name}: update to version {version} SUCCEEDED")
-                    return
-                raise CommandError(f"{name}: update {update['status']}: {update['message']}")
+                break
             if update.get("to_version", version) != version:
                 raise CommandError(f"{name}: update to version {version} was superseded")
+            ready = [r for r in svc["replicas"] if r["status"] == "READY"]
+            new = sum(1 for r in ready if r["version"] == version)
+            routing = ",".join(str(v) for v in svc["active_versions"]) or "-"
+            progress.show(
+                f"{name}: version {version} {new}/{svc['target_replicas']} ready, "
+                f"older {len(ready) - new} ready, routing to version {routing}"
+            )
             if time.monotonic() > deadline:
                 raise CommandError(f"{name}: update not done after {timeout:.0f}s")
             time.sleep(WAIT_POLL_S)
+    if update["status"] != "SUCCEEDED":
+        raise CommandError(f"{name}: update {update['status']}: {update['message']}")
+    out.print(f"{name}: update to version {version} SUCCEEDED")
+    return dict(update)
+
+
+def _after_plan(
+    client: Client, result: dict[str, Any], wait: bool, timeout: float, as_json: bool
+) -> None:
+    if not as_json:
+        _print_plan(result)
+    if wait and result["changed"] and not result["dry_run"]:
+        result["update"] = _wait_update(
+            client, result["name"], result["version"], timeout, to_stderr=as_json
+        )
+    if as_json:
+        _echo_json(result)
 
 
 @main.command()
@@ -208,11 +335,26 @@ def _wait_update(client: Client, name: str, version: int, timeout: float) -> Non
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--wait", is_flag=True, help="Show progress; exit 1 if the update fails.")
 @click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
+@json_option
 @reports_errors
 def update(
-    name: str, file: Path, mode: str | None, dry_run: bool, wait: bool, timeout: float
+    name: str,
+    file: Path,
+    mode: str | None,
+    dry_run: bool,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
 ) -> None:
-    """Update service NAME to the spec in FILE (a new version)."""
+    """Update service NAME to the spec in FILE (a new version).
+
+    The plan lists every changed field with its whole old and new value, and
+    whether it applies in place or restarts replicas.
+
+    \b
+    Example:
+      steady update http-server examples/http_server/service.yaml --dry-run
+    """
     spec = _load_one(file, name)
     client = Client(_home())
     result = client.call(
@@ -226,9 +368,7 @@ def update(
             "dry_run": dry_run,
         },
     )
-    _print_plan(result)
-    if wait and result["changed"] and not dry_run:
-        _wait_update(client, name, result["version"], timeout)
+    _after_plan(client, result, wait, timeout, as_json)
 
 
 @main.command()
@@ -236,27 +376,42 @@ def update(
 @click.option("--to", "to", type=int, default=None, help="The version to go back to.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--wait", is_flag=True, help="Show progress; exit 1 if it fails.")
-@click.option("--timeout", default=900.0, show_default=True)
+@click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
+@json_option
 @reports_errors
-def rollback(name: str, to: int | None, dry_run: bool, wait: bool, timeout: float) -> None:
-    """Go back to an earlier version's spec, as a new version."""
+def rollback(
+    name: str, to: int | None, dry_run: bool, wait: bool, timeout: float, as_json: bool
+) -> None:
+    """Go back to an earlier version's spec (default: the one before), as a new version.
+
+    \b
+    Example:
+      steady rollback http-server --to 1 --wait
+    """
     client = Client(_home())
     result = client.call(
         "POST", f"/api/v1/services/{name}/rollback", {"to": to, "dry_run": dry_run}
     )
-    _print_plan(result)
-    if wait and result["changed"] and not dry_run:
-        _wait_update(client, name, result["version"], timeout)
+    _after_plan(client, result, wait, timeout, as_json)
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
 @click.option("--wait", is_flag=True, help="Wait until every service has converged.")
-@click.option("--timeout", default=900.0, show_default=True)
+@click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
+@json_option
 @reports_errors
-def deploy(file: Path, dry_run: bool, wait: bool, timeout: float) -> None:
-    """Make the services in FILE (services: [...]) the whole desired state."""
+def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool) -> None:
+    """Make the services in FILE (services: [...]) the whole desired state.
+
+    Services in FILE are created or updated; running services missing from it
+    are taken down.
+
+    \b
+    Example:
+      steady deploy fleet.yaml --dry-run
+    """
     specs = load_fleet_file(file)
     items = (raw_document(file) or {}).get("services") or []
     specs = [
@@ -277,7 +432,15 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float) -> None:
     )
     for item in result["services"]:
         if item["action"] == "create":
-            console.print(f"{item['name']}: {'would be created' if dry_run else 'created'}")
+            if item.get("notice"):
+                click.echo(f"warning: {item['name']}: {item['notice']}", err=True)
+            if not as_json:
+                where = f" at http://{item['endpoint']}" if item.get("endpoint") else ""
+                console.print(
+                    f"{item['name']}: {'would be created' if dry_run else 'created'}{where}"
+                )
+        elif as_json:
+            continue
         elif item["action"] == "down":
             console.print(f"{item['name']}: {'would be taken down' if dry_run else 'taken down'}")
         else:
@@ -285,19 +448,33 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float) -> None:
     if wait and not dry_run:
         for item in result["services"]:
             if item["action"] == "create":
-                _wait_ready(client, item["name"], timeout)
+                _wait_ready(client, item["name"], timeout, to_stderr=as_json)
             elif item["action"] == "update":
-                _wait_update(client, item["name"], item["version"], timeout)
+                item["update"] = _wait_update(
+                    client, item["name"], item["version"], timeout, to_stderr=as_json
+                )
+    if as_json:
+        _echo_json(result)
 
 
 @main.command()
 @click.argument("name")
+@json_option
+@utc_option
 @reports_errors
-def history(name: str) -> None:
-    """List a service's versions: when, how, what changed, and how it ended."""
+def history(name: str, as_json: bool, utc: bool) -> None:
+    """List a service's versions: when, how, what changed, and how it ended.
+
+    \b
+    Example:
+      steady history http-server
+    """
     client = Client(_home())
     versions = client.call("GET", f"/api/v1/services/{name}/history")["versions"]
-    console.print(history_table(versions))
+    if as_json:
+        _echo_json({"name": name, "versions": versions})
+        return
+    _print_table(history_table(versions, Clock(utc=utc)))
 
 
 @main.command()
@@ -307,6 +484,13 @@ def history(name: str) -> None:
 @click.option("--load-balancer", "lb_log", is_flag=True, help="The service's load balancer log.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
+@click.option(
+    "--timestamps",
+    is_flag=True,
+    help="Prefix lines read while following with the time they arrived.",
+)
+@utc_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (docs/cli.md).")
 @reports_errors
 def logs(
     name: str,
@@ -315,8 +499,20 @@ def logs(
     lb_log: bool,
     follow: bool,
     tail: int | None,
+    timestamps: bool,
+    utc: bool,
+    as_json: bool,
 ) -> None:
-    """Print a replica's log (the newest replica's when no REPLICA_ID is given)."""
+    """Print a replica's log (the newest replica's when no REPLICA_ID is given).
+
+    A replica writes its output straight to its log file, which does not record
+    when each line was written: --timestamps stamps the lines that arrive while
+    --follow reads, and shows "-" for lines already in the file.
+
+    \b
+    Example:
+      steady logs http-server 2 --tail 20 --follow --timestamps
+    """
     home = _home()
     if controller_log and lb_log:
         raise CommandError("--controller and --load-balancer are exclusive", 2)
@@ -340,17 +536,26 @@ def logs(
             path = found[-1]
     if not path.exists():
         raise CommandError(f"no log yet at {path}", 1)
-    with contextlib.suppress(KeyboardInterrupt):
-        logs_mod.show(path, tail, follow)
+    writer = logs_mod.LineWriter(
+        sys.stdout.buffer, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)
+    )
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
+        logs_mod.show(path, tail, follow, writer=writer)
 
 
 @main.command()
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Take down every service.")
 @click.option("--purge", is_flag=True, help="Also forget versions, events and logs.")
+@json_option
 @reports_errors
-def down(names: tuple[str, ...], all_: bool, purge: bool) -> None:
-    """Stop services: their load balancers and every replica."""
+def down(names: tuple[str, ...], all_: bool, purge: bool, as_json: bool) -> None:
+    """Stop services: their load balancers and every replica.
+
+    \b
+    Example:
+      steady down http-server
+    """
     if bool(names) == all_:
         raise CommandError("name services to take down, or pass --all (not both)", 2)
     home = _home()
@@ -359,19 +564,37 @@ def down(names: tuple[str, ...], all_: bool, purge: bool) -> None:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise CommandError(f"unknown service: {', '.join(unknown)}", 2)
-    for name in known if all_ else list(names):
+    taken = known if all_ else list(names)
+    for name in taken:
         client.call("DELETE", f"/api/v1/services/{name}?purge={int(purge)}", timeout=600.0)
-        console.print(f"Service {name} is down.")
+        if not as_json:
+            console.print(f"Service {name} is down.")
+    if as_json:
+        _echo_json({"down": taken, "purged": purge})
 
 
 @main.group()
 def controller() -> None:
-    """Start, stop or inspect the controller of this STEADY_HOME."""
+    """Start, stop or inspect the controller of this STEADY_HOME.
+
+    Any other command starts the controller when none runs; these are for
+    scripts and for stopping it.
+
+    \b
+    Example:
+      steady controller status
+    """
 
 
 @controller.command("start")
 @reports_errors
 def controller_start() -> None:
+    """Start the controller (if none runs) and print its pid and address.
+
+    \b
+    Example:
+      steady controller start
+    """
     info = start_controller(_home())
     console.print(f"controller running: pid {info['pid']} at {info['url']}")
 
@@ -379,7 +602,12 @@ def controller_start() -> None:
 @controller.command("stop")
 @reports_errors
 def controller_stop() -> None:
-    """Stop the controller; services keep serving and are re-adopted on its next start."""
+    """Stop the controller; services keep serving and are re-adopted on its next start.
+
+    \b
+    Example:
+      steady controller stop
+    """
     if stop_controller(_home()):
         console.print("controller stopped")
     else:
@@ -387,12 +615,20 @@ def controller_stop() -> None:
 
 
 @controller.command("status")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 @reports_errors
 def controller_status(as_json: bool) -> None:
+    """Say whether the controller runs, with its pid and address; exit 1 if not.
+
+    \b
+    Example:
+      steady controller status --json
+    """
     info = controller_alive(_home())
     if as_json:
-        click.echo(json.dumps(info or {"pid": None, "url": None, "running": False}))
+        _echo_json(
+            {"running": True, **info} if info else {"running": False, "pid": None, "url": None}
+        )
     elif info:
         console.print(f"controller running: pid {info['pid']} at {info['url']}")
     else:

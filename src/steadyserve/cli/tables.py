@@ -1,12 +1,27 @@
-"""The two ``steady status`` tables, column for column as SkyServe prints them."""
+"""The ``steady`` tables: ``status`` column for column as SkyServe prints them,
+plus events, history and update plans.
+
+A table never drops or truncates a column to fit the screen. Left alone, rich
+measures a cell's narrowest width as its longest word, and when the words do not
+fit it cuts columns off; here every cell can fold (``overflow="fold"``) down to
+its header's width, so rich narrows the widest columns first (the reasons, the
+changes) and the rest keep their width: nothing wraps when the screen is wide
+enough, and no header is ever cut.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import difflib
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 SERVICE_COLUMNS = ("NAME", "VERSION", "UPTIME", "STATUS", "REPLICAS", "ENDPOINT")
 REPLICA_COLUMNS = (
@@ -19,6 +34,11 @@ REPLICA_COLUMNS = (
     "STATUS",
     "REGION",
 )
+EVENT_COLUMNS = ("TIME", "REPLICA", "FROM", "TO", "WHY")
+HISTORY_COLUMNS = ("VERSION", "CREATED", "MODE", "OUTCOME", "CHANGES")
+CHANGE_COLUMNS = ("FIELD", "CHANGE", "OLD", "NEW")
+
+FAILED_UPDATES = ("FAILED", "ROLLED_BACK")
 
 
 def format_uptime(seconds: float) -> str:
@@ -46,11 +66,59 @@ def format_ago(timestamp: float, now: float | None = None) -> str:
     raise AssertionError("unreachable")
 
 
+@dataclass(frozen=True)
+class Clock:
+    """How tables show a moment: local time with its offset, or UTC (``--utc``).
+
+    ISO-8601 always carries the zone (``21:43:05+09:00``; ``Z`` for UTC); the
+    date is left out only for moments of today, in the zone shown.
+    """
+
+    utc: bool = False
+    now: float | None = None
+
+    def _at(self, timestamp: float) -> dt.datetime:
+        moment = dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
+        return moment if self.utc else moment.astimezone()
+
+    def format(self, timestamp: float) -> str:
+        moment = self._at(timestamp)
+        today = self._at(self.now if self.now is not None else time.time()).date()
+        text = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return text.split("T", 1)[1] if moment.date() == today else text
+
+
+def iso_utc(timestamp: float) -> str:
+    """The ISO-8601 UTC string JSON output adds next to each epoch-seconds field."""
+    moment = dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Folding:
+    """A cell that may be folded to any width: its narrowest is 1 column, so the
+    table's ``min_width`` (the header's width) is what bounds its column."""
+
+    def __init__(self, text: str | Text) -> None:
+        self.text = text if isinstance(text, Text) else Text(text)
+        self.text.overflow = "fold"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.text
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = Measurement.get(console, options, self.text).maximum
+        return Measurement(1, widest)
+
+
 def _table(columns: tuple[str, ...]) -> Table:
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
     for column in columns:
-        table.add_column(column, no_wrap=True)
+        table.add_column(column, min_width=len(column), overflow="fold")
     return table
+
+
+def _row(table: Table, *cells: str | Text) -> None:
+    table.add_row(*(Folding(cell) for cell in cells))
 
 
 VERBOSE_COLUMNS = ("AUTOSCALING_POLICY", "LOAD_BALANCING_POLICY")
@@ -74,7 +142,7 @@ def services_table(services: list[dict[str, Any]], verbose: bool = False) -> Tab
                 str(autoscaling.get("label", "-")),
                 str(svc.get("load_balancing_policy", "-")),
             ]
-        table.add_row(*row)
+        _row(table, *row)
     return table
 
 
@@ -92,11 +160,28 @@ def autoscaling_lines(services: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def update_notes(services: list[dict[str, Any]]) -> list[str]:
+    """One line per service whose last update failed or was rolled back, printed
+    under the services table. It stays until the next update, so ``steady status``
+    alone tells why a service still runs its old version."""
+    notes = []
+    for svc in services:
+        update = svc.get("update")
+        if not update or update.get("status") not in FAILED_UPDATES:
+            continue
+        notes.append(
+            f"{svc['name']}: update to version {update['to_version']} {update['status']}: "
+            f"{update.get('message') or 'no reason recorded'}"
+        )
+    return notes
+
+
 def replicas_table(services: list[dict[str, Any]]) -> Table:
     table = _table(REPLICA_COLUMNS)
     for svc in services:
         for rep in svc["replicas"]:
-            table.add_row(
+            _row(
+                table,
                 svc["name"],
                 str(rep["id"]),
                 str(rep["version"]),
@@ -109,12 +194,13 @@ def replicas_table(services: list[dict[str, Any]]) -> Table:
     return table
 
 
-def events_table(events: list[dict[str, Any]]) -> Table:
-    table = _table(("TIME", "REPLICA", "FROM", "TO", "WHY"))
+def events_table(events: list[dict[str, Any]], clock: Clock | None = None) -> Table:
+    clock = clock or Clock()
+    table = _table(EVENT_COLUMNS)
     for event in events:
-        stamp = time.strftime("%H:%M:%S", time.localtime(event["time"]))
-        table.add_row(
-            stamp,
+        _row(
+            table,
+            clock.format(event["time"]),
             str(event["replica_id"] or "-"),
             event["from_status"] or "-",
             event["to_status"],
@@ -124,20 +210,24 @@ def events_table(events: list[dict[str, Any]]) -> Table:
 
 
 def changes_table(changes: list[dict[str, Any]]) -> Table:
-    table = _table(("FIELD", "CHANGE", "OLD", "NEW"))
+    """Every changed field with its whole old and new value; a structured value
+    (a mapping or list) shows as YAML-ish JSON lines, the changed ones marked."""
+    table = _table(CHANGE_COLUMNS)
     for change in changes:
         kind = "in place" if change["kind"] == "in_place" else "restart"
-        table.add_row(change["path"], kind, _short(change["old"]), _short(change["new"]))
+        old, new = shown_pair(change["old"], change["new"])
+        _row(table, change["path"], kind, old, new)
     return table
 
 
-def history_table(versions: list[dict[str, Any]]) -> Table:
-    table = _table(("VERSION", "CREATED", "MODE", "OUTCOME", "CHANGES"))
+def history_table(versions: list[dict[str, Any]], clock: Clock | None = None) -> Table:
+    clock = clock or Clock()
+    table = _table(HISTORY_COLUMNS)
     for version in versions:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(version["created_at"]))
-        table.add_row(
+        _row(
+            table,
             str(version["version"]),
-            stamp,
+            clock.format(version["created_at"]),
             version["mode"],
             (version["outcome"] or "-") + (", files pruned" if version.get("pruned") else ""),
             version["changes"],
@@ -145,6 +235,36 @@ def history_table(versions: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    text = "-" if value is None else json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _text(value: Any) -> str:
+    return "-" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+def shown_pair(old: Any, new: Any) -> tuple[Text, Text]:
+    """Old and new value in full. Scalars as they are; mappings and lists one key
+    per line, with ``-``/``+`` on the lines that differ, as a diff would."""
+    if not isinstance(old, dict | list) and not isinstance(new, dict | list):
+        return Text(_text(old)), Text(_text(new))
+    old_lines = _lines(old)
+    new_lines = _lines(new)
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    old_text, new_text = Text(), Text()
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        for line in old_lines[i1:i2]:
+            same = tag == "equal"
+            old_text.append(("  " if same else "- ") + line + "\n", "" if same else "red")
+        for line in new_lines[j1:j2]:
+            same = tag == "equal"
+            new_text.append(("  " if same else "+ ") + line + "\n", "" if same else "green")
+    old_text.rstrip()
+    new_text.rstrip()
+    return old_text, new_text
+
+
+def _lines(value: Any) -> list[str]:
+    if value is None:
+        return ["-"]
+    if isinstance(value, dict):
+        return [f"{key}: {json.dumps(item)}" for key, item in value.items()] or ["{}"]
+    if isinstance(value, list):
+        return [json.dumps(item) for item in value] or ["[]"]
+    return [_text(value)]

@@ -181,7 +181,22 @@ class Controller:
         runtime = self._new_runtime(row)
         runtime.start()
         await updates.prune(self.store, self.home, runtime, spec.service.history_limit)
-        return {"name": name, "endpoint": f"127.0.0.1:{port}"}
+        return {
+            "name": name,
+            "endpoint": f"127.0.0.1:{port}",
+            "notice": self._port_notice(port) if spec.service.port is None else None,
+        }
+
+    def _port_notice(self, port: int) -> str | None:
+        """Why a service without service.port did not get the first endpoint port:
+        a client told to use it would otherwise reach whatever holds it."""
+        if port == FIRST_ENDPOINT_PORT:
+            return None
+        owner = next(
+            (r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None
+        )
+        holder = f"the endpoint of service {owner}" if owner else "in use by another process"
+        return f"{FIRST_ENDPOINT_PORT} is {holder}: using {port} (service.port sets it)"
 
     async def update_service(
         self,

@@ -1,0 +1,162 @@
+"""The ``--json`` output of each command: a stable contract for scripts.
+
+One table here feeds both ``docs/cli.md`` and the schema tests in ``tests/cli``,
+so the documented keys are the tested keys. The rule is the one of
+``status --json``: keys are added, never removed or renamed. Every moment is
+epoch seconds (``*_at``, ``time``) with an ISO-8601 UTC twin (``*_iso``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+EPOCH_KEYS = ("launched_at", "created_at", "started_at", "finished_at", "time")
+
+
+def with_iso(value: Any) -> Any:
+    """A copy of ``value`` where every epoch field ``k`` also has ``k_iso`` (UTC)."""
+    from steadyserve.cli.tables import iso_utc
+
+    if isinstance(value, list):
+        return [with_iso(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        out[key] = with_iso(item)
+        if key in EPOCH_KEYS and isinstance(item, int | float) and not isinstance(item, bool):
+            out[f"{key}_iso"] = iso_utc(float(item))
+        elif key in EPOCH_KEYS and item is None:
+            out[f"{key}_iso"] = None
+    return out
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The keys of one JSON object, and the nested objects under some of them
+    (``name[]`` for a list of objects, ``name`` for one object or null)."""
+
+    keys: tuple[str, ...]
+    nested: tuple[tuple[str, Shape], ...] = ()
+
+    def describe(self, where: str = "") -> list[str]:
+        """Markdown bullets: each object's path and its keys."""
+        keys = ", ".join(f"`{key}`" for key in self.keys)
+        lines = [f"- {f'`{where}`' if where else 'the object'}: {keys}"]
+        for key, shape in self.nested:
+            lines.extend(shape.describe(f"{where}.{key}" if where else key))
+        return lines
+
+
+UPDATE = Shape(
+    (
+        "mode",
+        "from_version",
+        "to_version",
+        "status",
+        "message",
+        "started_at",
+        "started_at_iso",
+        "finished_at",
+        "finished_at_iso",
+    )
+)
+REPLICA = Shape(
+    (
+        "id",
+        "version",
+        "status",
+        "ip",
+        "port",
+        "pid",
+        "launched_at",
+        "launched_at_iso",
+        "resources",
+        "region",
+    )
+)
+EVENT = Shape(
+    ("id", "service", "replica_id", "time", "time_iso", "from_status", "to_status", "reason")
+)
+SERVICE = Shape(
+    (
+        "name",
+        "status",
+        "version",
+        "active_versions",
+        "uptime_s",
+        "endpoint",
+        "ready_replicas",
+        "total_replicas",
+        "target_replicas",
+        "update",
+        "load_balancer_pid",
+        "replicas",
+    ),
+    (("update", UPDATE), ("replicas[]", REPLICA)),
+)
+CHANGE = Shape(("path", "old", "new", "kind", "why"))
+PLAN = Shape(
+    ("name", "changed", "version", "mode", "changes", "launch", "stop", "dry_run"),
+    (("changes[]", CHANGE),),
+)
+HISTORY_VERSION = Shape(("version", "created_at", "created_at_iso", "mode", "changes", "outcome"))
+DEPLOY_ITEM = Shape(("name", "action"))
+LOG_LINE = Shape(("source", "time", "time_iso", "line"))
+
+
+@dataclass(frozen=True)
+class Contract:
+    summary: str
+    shape: Shape
+    notes: str = ""
+
+
+CONTRACTS: dict[str, Contract] = {
+    "up": Contract(
+        "One object: the service created.",
+        Shape(("name", "endpoint", "notice")),
+        "`notice` is null, or why the endpoint is not on port 30001.",
+    ),
+    "status": Contract(
+        "One object, `services`: a list (every service, or the ones named).",
+        Shape(("services",), (("services[]", SERVICE),)),
+        "With `--events`, each service also has `events[]`, its state transitions "
+        "(newest last): " + ", ".join(f"`{k}`" for k in EVENT.keys) + ". `update` is the "
+        "last update (null before the first), kept until the next one; its `status` "
+        "is `IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`.",
+    ),
+    "history": Contract(
+        "One object: the service's `name` and its `versions`, oldest first.",
+        Shape(("name", "versions"), (("versions[]", HISTORY_VERSION),)),
+        "`outcome` is null while a version is being rolled out.",
+    ),
+    "update": Contract(
+        "One object: the plan (with `--dry-run`, what would happen).",
+        PLAN,
+        "`old`/`new` are the whole values (any JSON type). `kind` is `in_place` or "
+        "`restart`; `mode` is `in_place`, `rolling`, `blue_green` or `none` (no change). "
+        "With `--wait`, the object is printed when the update ends and has one more "
+        "key, `update` (as in `status --json`); progress goes to stderr.",
+    ),
+    "rollback": Contract("The same object as `update --json`.", PLAN),
+    "deploy": Contract(
+        "One object: `dry_run` and `services`, one item per service of the file or taken down.",
+        Shape(("dry_run", "services"), (("services[]", DEPLOY_ITEM),)),
+        "`action` is `create`, `update`, `none` or `down`; an `update` or `none` item "
+        "also has every key of `update --json`, a `create` item those of `up --json`.",
+    ),
+    "logs": Contract(
+        "JSON lines: one object per log line, as they are read.",
+        LOG_LINE,
+        "`time` is when `steady logs --follow` read the line (null for lines already "
+        "in the file: see `--timestamps`).",
+    ),
+    "down": Contract("One object: the services taken `down`.", Shape(("down", "purged"))),
+    "controller status": Contract(
+        "One object. Exit code 1 when no controller runs.",
+        Shape(("running", "pid", "url")),
+        "A running controller adds `home`, `epoch` and `started_at` (`started_at_iso`).",
+    ),
+}
