@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-bytes", type=_positive_int, default=104857600)
     p.add_argument("--report-interval", type=_interval, default=0.5)
     p.add_argument(
+        "--metrics-port", type=_port, default=0, help="loopback port of /metrics (0: any free)"
+    )
+    p.add_argument("--access-log", default=None, help="log every request to this file")
+    p.add_argument(
         "--listen-fd",
         type=int,
         default=None,
@@ -104,6 +108,8 @@ def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
         max_body_bytes=args.max_body_bytes,
         report_interval=args.report_interval,
         listen_fd=args.listen_fd,
+        metrics_port=args.metrics_port,
+        access_log=Path(args.access_log) if args.access_log else None,
     )
     if config.static_routes is not None:
         try:
@@ -131,7 +137,8 @@ async def serve(config: LBConfig) -> None:
         loop.add_signal_handler(sig, on_signal)
     print(
         f"steady-lb: service {config.service!r} listening on "
-        f"http://{config.host}:{lb.port} (pid {os.getpid()})",
+        f"http://{config.host}:{lb.port} (pid {os.getpid()}; "
+        f"metrics on http://127.0.0.1:{lb.observe.server.port}/metrics)",
         flush=True,
     )
     await stop.wait()

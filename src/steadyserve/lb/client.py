@@ -68,6 +68,8 @@ class ClientConnection(asyncio.Protocol):
         "_xff_end",
         "_xff_seen",
         "body_bytes",
+        "bytes_in",
+        "bytes_out",
         "closing",
         "exchanges",
         "idle_since",
@@ -101,6 +103,8 @@ class ClientConnection(asyncio.Protocol):
         self._upgrade = False
         self._xff_seen = False
         self.body_bytes = 0
+        self.bytes_in = 0  # since the last finished request (metrics)
+        self.bytes_out = 0
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -126,6 +130,7 @@ class ClientConnection(asyncio.Protocol):
         if self.closing or self.read_paused & PAUSE_BROKEN:
             return
         in_head = self._in_head
+        self.bytes_in += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
@@ -314,16 +319,19 @@ class ClientConnection(asyncio.Protocol):
         transport = self.transport
         if transport is not None and not self.closing:
             transport.write(data)
+            self.bytes_out += len(data)
 
     def write_many(self, data: list[bytes]) -> None:
         transport = self.transport
         if transport is not None and not self.closing:
             transport.writelines(data)
+            self.bytes_out += sum(map(len, data))
 
     def respond_local(self, ex: Exchange, status: int, message: str) -> None:
         """Answer ``ex`` from the load balancer itself."""
         if self.proxy.draining:
             ex.keep_alive = False
+        ex.status = status
         self.write(simple_response(status, message, close=not ex.keep_alive))
         self.response_done(ex)
 
@@ -342,6 +350,7 @@ class ClientConnection(asyncio.Protocol):
         if not exchanges or exchanges[0] is not ex:
             return
         exchanges.popleft()
+        self.proxy.metrics.record(ex, self)
         if self.read_paused:
             self.resume_reading(PAUSE_UPSTREAM)
             if self.read_paused & PAUSE_PIPELINE and len(exchanges) <= PIPELINE_LIMIT:
@@ -380,6 +389,7 @@ class ClientConnection(asyncio.Protocol):
             else:
                 ex.keep_alive = False
                 ex.response_started = True
+                ex.status = status
                 self.write(simple_response(status, message, close=True))
                 self._exchange_done(ex)
             return
@@ -387,6 +397,7 @@ class ClientConnection(asyncio.Protocol):
             exchanges.pop()
         error = Exchange(self)
         error.local = simple_response(status, message, close=True)
+        error.status = status
         error.keep_alive = False
         error.request_done = True
         error.state = READY

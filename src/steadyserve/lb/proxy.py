@@ -22,9 +22,11 @@ import contextlib
 import logging
 from collections import deque
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer, ReplicaState
+from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.routes import RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
 
@@ -65,7 +67,10 @@ class Exchange:
         "replica",
         "request_done",
         "response_started",
+        "served",
+        "started",
         "state",
+        "status",
         "tried",
         "upstream",
     )
@@ -88,6 +93,9 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         self.tried: set[int] | None = None
         self.attempts = 0
+        self.started = perf_counter()  # for the latency metrics
+        self.status = 0  # of the response the client got
+        self.served: ReplicaState | None = None  # the replica that answered
 
 
 class Proxy:
@@ -113,6 +121,7 @@ class Proxy:
         self.draining = False
         self._waking = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self.metrics = LBMetrics()
         # Bound once: asyncio.get_running_loop() costs a getpid() syscall per call.
         self.loop = asyncio.get_running_loop()
         self.now = self.loop.time
@@ -202,6 +211,7 @@ class Proxy:
                 self.connect_timeout,
             )
         except (OSError, asyncio.TimeoutError) as exc:
+            self.metrics.connect_failures += 1
             log.warning(
                 "replica %d (%s:%d) refused a connection: %r; ejected for %.1fs",
                 replica.id,
@@ -252,6 +262,8 @@ class Proxy:
         ex.replica = None
         ex.upstream = None
         ex.state = DONE
+        ex.status = conn.status
+        ex.served = replica
         if reusable and ex.request_done and conn.replica.in_table and not self.draining:
             conn.in_pool = True
             conn.idle_since = self.now()
@@ -290,6 +302,7 @@ class Proxy:
                 ex.tried = set()
             ex.tried.add(replica.id)
             ex.state = READY
+            self.metrics.retries += 1
             self.dispatch(ex)
         else:
             self._respond(ex, 502, f"replica of service {self.service!r} failed")

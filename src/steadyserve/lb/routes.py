@@ -54,6 +54,7 @@ class RouteTable:
     # Paths the LB refuses (404): a command replica's reconfigure_path is a control
     # endpoint on the user port, and clients must never reach it.
     blocked_paths: frozenset[bytes] = frozenset()
+    access_log: bool = False  # service.access_log: one JSON line per request
 
     @property
     def key(self) -> str:
@@ -88,6 +89,8 @@ class RouteTable:
         blocked = data.get("blocked_paths") or []
         if not isinstance(blocked, list) or not all(isinstance(p, str) for p in blocked):
             raise ValueError("route table: blocked_paths must be a list of paths")
+        if not isinstance(data.get("access_log", False), bool):
+            raise ValueError("route table: access_log must be a bool")
         return cls(
             epoch,
             version,
@@ -96,6 +99,7 @@ class RouteTable:
             max_queued,
             tuple(replicas),
             frozenset(p.encode() for p in blocked),
+            data.get("access_log", False),
         )
 
     @classmethod

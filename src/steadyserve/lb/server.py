@@ -15,6 +15,7 @@ from pathlib import Path
 
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.client import ClientConnection
+from steadyserve.lb.observe import Observability
 from steadyserve.lb.proxy import Proxy
 from steadyserve.lb.routes import LoadReporter, RouteClient, RouteTable
 from steadyserve.paths import Home
@@ -44,6 +45,8 @@ class LBConfig:
     poll_wait: float = 25.0
     drain_seconds: float = DRAIN_SECONDS
     listen_fd: int | None = None
+    metrics_port: int = 0  # loopback port of the LB's own /metrics (0: any free one)
+    access_log: Path | None = None  # log every request here, whatever the table says
 
 
 class LoadBalancer:
@@ -68,8 +71,9 @@ class LoadBalancer:
         self.route_client = RouteClient(
             self.home, config.service, self._apply_table, wait_s=config.poll_wait
         )
+        self.observe = Observability(self.proxy, self.home, config)
         self.reporter = LoadReporter(
-            self.home, config.service, self.balancer.snapshot, config.report_interval
+            self.home, config.service, self.observe.snapshot, config.report_interval
         )
         self._server: asyncio.AbstractServer | None = None
         self.port = config.port  # the bound port once started (useful with port 0)
@@ -77,6 +81,7 @@ class LoadBalancer:
 
     def _apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)
+        self.observe.apply_table(table)
         self._first_table.set()
 
     async def start(self) -> None:
@@ -108,11 +113,13 @@ class LoadBalancer:
         sockets = getattr(self._server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
         self._tasks.append(loop.create_task(self._sweep()))
+        await self.observe.start()
 
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
             self.proxy.sweep()
+            self.observe.sweep()
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish (bounded), then close everything."""
@@ -135,6 +142,7 @@ class LoadBalancer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self.proxy.close_all()
+        await self.observe.stop()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
