@@ -69,6 +69,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "update_deadline_s": "applies to the next update",
     "rolling_update": "applies to the next update",
     "canary": "applies to the next update",
+    "access_log": "applied by the load balancer",
 }
 
 # Fields that are restart changes for a reason worth naming; anything else

@@ -27,6 +27,7 @@ from steadyserve.cli.client import (
     start_controller,
     stop_controller,
 )
+from steadyserve.cli.dashboard import dashboard
 from steadyserve.cli.python_defaults import raw_document, with_deployment_defaults
 from steadyserve.cli.tables import (
     changes_table,
@@ -69,6 +70,9 @@ def reports_errors(func: F) -> F:
 @click.version_option(package_name="steadyserve")
 def main() -> None:
     """SteadyServe: replicas behind one endpoint, updated without dropping a request."""
+
+
+main.add_command(dashboard)
 
 
 @main.command()

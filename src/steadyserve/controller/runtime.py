@@ -314,6 +314,7 @@ class ServiceRuntime:
                 "max_queued_requests": svc.max_queued_requests,
                 "replicas": replicas,
                 "blocked_paths": [svc.reconfigure_path] if svc.reconfigure_path else [],
+                "access_log": svc.access_log,
             }
         )
 
