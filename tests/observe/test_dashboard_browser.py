@@ -60,7 +60,7 @@ def test_dashboard_shows_a_rolling_update_under_load(steady: Steady, tmp_path: P
     v1.write_text(spec_text("v1"))
     # v2 takes a few seconds to start, so the update is still running while we look.
     v2 = tmp_path / "v2.yaml"
-    v2.write_text(spec_text("v2", run="sleep 4 && python3 server.py"))
+    v2.write_text(spec_text("v2", run="sleep 6 && python3 server.py"))
     steady.run("up", str(v1), "--wait")
     port = int(steady.service("web")["endpoint"].rsplit(":", 1)[1])
     url = steady.run("dashboard", "--no-browser").stdout.strip()
@@ -80,6 +80,10 @@ def test_dashboard_shows_a_rolling_update_under_load(steady: Steady, tmp_path: P
                 page.wait_for_timeout(3000)  # a few seconds of v1 alone on the charts
                 steady.run("update", "web", str(v2))
                 page.wait_for_function(BOTH_VERSIONS_SERVING, timeout=90_000, polling=250)
+                # A few seconds of both versions on the charts; the second v2 replica
+                # is still starting (sleep 6), so the update is still in progress.
+                page.wait_for_timeout(2500)
+                page.wait_for_function(BOTH_VERSIONS_SERVING, timeout=30_000, polling=250)
                 page.screenshot(path=str(shot), full_page=True)
                 text = page.inner_text("main")
             finally:
@@ -93,8 +97,9 @@ def test_dashboard_shows_a_rolling_update_under_load(steady: Steady, tmp_path: P
     finally:
         client.stop()
     report(f"dashboard during a rolling update: {client.summary()}")
-    assert "Update in progress" in text
-    assert "rolling v1 → v2" in text
+    shown = text.lower()  # headings are upper-cased by CSS
+    assert "update in progress" in shown
+    assert "rolling v1 → v2" in shown
     assert shot.stat().st_size > 10_000
     if SCREENSHOT_COPY:
         shutil.copy(shot, SCREENSHOT_COPY)

@@ -179,7 +179,6 @@ function drawCharts(name, series, versions) {
           width: 2,
           dash: l.dash || undefined,
           spanGaps: false,
-          points: { show: false },
         }))],
       }, [[]], el);
     }
