@@ -2,8 +2,8 @@
 
 Off by default (``service.access_log: true`` turns it on, in place). Lines are
 kept in memory and written in one call when the buffer passes ``BUFFER_BYTES`` or
-when the load balancer's once-a-second sweep flushes it, so a request costs a
-``json.dumps`` and a list append, never a write. When the file passes
+when the load balancer's once-a-second sweep flushes it, so a request costs one
+formatted line and a list append, never a write. When the file passes
 ``max_bytes`` it is rotated (``access.log`` -> ``access.log.1`` -> ... up to
 ``backups``, the oldest dropped), so the log never holds more than
 ``max_bytes * (backups + 1)`` bytes on disk.
@@ -11,9 +11,9 @@ when the load balancer's once-a-second sweep flushes it, so a request costs a
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
 from time import time
 from typing import IO, TYPE_CHECKING
@@ -41,21 +41,20 @@ class AccessLog:
         self._size = 0
 
     def request(self, ex: Exchange, version: int, replica: int, elapsed: float, sent: int) -> None:
-        """Log one finished request (the hot path, when the log is on)."""
+        """Log one finished request (the hot path, when the log is on).
+
+        Formatted by hand rather than with ``json.dumps`` of a dict (a third of
+        the cost); the path is the only free text and goes through the JSON
+        string encoder."""
         head = ex.head
-        parts = head.split(b" ", 2) if head else ()
-        line = json.dumps(
-            {
-                "time": round(time(), 6),
-                "method": parts[0].decode("latin-1") if parts else "",
-                "path": parts[1].decode("latin-1") if len(parts) > 1 else "",
-                "status": ex.status,
-                "replica": replica or None,
-                "version": version or None,
-                "latency_ms": round(elapsed * 1000, 3),
-                "bytes": sent,
-            },
-            separators=(",", ":"),
+        first = head.find(b" ") if head else -1
+        second = head.find(b" ", first + 1) if first >= 0 else -1
+        method = head[:first].decode("latin-1") if first > 0 else ""
+        path = head[first + 1 : second].decode("latin-1") if second > first >= 0 else ""
+        line = (
+            f'{{"time":{time():.6f},"method":{_quote(method)},"path":{_quote(path)},'
+            f'"status":{ex.status},"replica":{replica or "null"},'
+            f'"version":{version or "null"},"latency_ms":{elapsed * 1000:.3f},"bytes":{sent}}}'
         )
         self._buffer.append(line)
         self._buffered += len(line) + 1
