@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             for setting, (url, pid) in targets.items():
                 results[setting].append(measure(url, pid, args.connections, args.duration))
-        log = home.home / "services" / "hello-log-on" / "access.log"
-        logged = sum(1 for _ in log.open()) if log.exists() else 0
+        logs = (home.home / "services" / "hello-log-on").glob("access.log*")
+        logged = sum(sum(1 for _ in path.open()) for path in logs)
     rows = []
     for setting, runs in results.items():
         r = sorted(runs, key=lambda x: x.rps)[len(runs) // 2]
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             ["access log", "conns", "req/s", "p50 ms", "p99 ms", "LB CPU us/req", "errors"], rows
         )
     )
-    print(f"lines in the access log after the runs: {logged}")
+    print(f"lines in the access log files (with rotated ones) after the runs: {logged}")
     return 0
 
 

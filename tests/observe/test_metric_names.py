@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from steadyserve.changes import classify
 from steadyserve.controller.metrics import Traffic, quantile
 from steadyserve.lb.access_log import AccessLog
-from steadyserve.lb.metrics import LATENCY_BUCKETS, families, merge_counts
+from steadyserve.lb.exposition import families
+from steadyserve.lb.metrics import LATENCY_BUCKETS, merge_counts
 from steadyserve.spec import ServiceSpec, SpecError, load_service_file
 from tests.observe._observe import get
 

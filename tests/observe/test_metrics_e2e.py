@@ -99,3 +99,32 @@ def test_metrics_and_dashboard_data_need_the_token_when_one_is_set(steady: Stead
         assert get(url, "/api/v1/dashboard", auth)[0] == 200
     finally:
         cli("controller", "stop")
+
+
+def test_access_log_turns_on_in_place(steady: Steady, tmp_path: Path) -> None:
+    off = tmp_path / "off.yaml"
+    off.write_text(spec_text("v1", replicas=1))
+    steady.run("up", str(off), "--wait")
+    svc = steady.service("web")
+    port, pids = int(svc["endpoint"].rsplit(":", 1)[1]), [r["pid"] for r in svc["replicas"]]
+    log = steady.home / "services" / "web" / "access.log"
+    assert http_get(port, "/")[0] == 200
+    assert not log.exists()  # off by default
+
+    on = tmp_path / "on.yaml"
+    text = spec_text("v1", replicas=1)
+    on.write_text(text.replace("service:\n", "service:\n  access_log: true\n"))
+    out = steady.run("update", "web", str(on), "--wait").stdout
+    assert "in place" in out, out
+    for i in range(5):
+        assert http_get(port, f"/?n={i}")[0] == 200
+    deadline = time.monotonic() + 10  # the LB flushes its buffer once a second
+    lines: list[dict[str, object]] = []
+    while time.monotonic() < deadline and len(lines) < 5:
+        time.sleep(0.2)
+        lines = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    assert [x["path"] for x in lines] == [f"/?n={i}" for i in range(5)]
+    after = steady.service("web")
+    assert [r["pid"] for r in after["replicas"]] == pids
+    # Relabelled in place: the log says the version the controller shows.
+    assert {x["version"] for x in lines} == {r["version"] for r in after["replicas"]}

@@ -24,7 +24,8 @@ from aiohttp import web
 from steadyserve.controller.metrics import ControllerCollector, Observer
 from steadyserve.controller.rollout import IN_PROGRESS
 from steadyserve.controller.status import REGION, service_json
-from steadyserve.lb.metrics import CONTENT_TYPE, render
+from steadyserve.lb.exposition import render
+from steadyserve.lb.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller

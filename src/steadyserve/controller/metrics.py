@@ -34,7 +34,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from steadyserve.controller.rollout import IN_PROGRESS
-from steadyserve.lb.metrics import LATENCY_BUCKETS, families, merge_counts
+from steadyserve.lb.exposition import families
+from steadyserve.lb.metrics import LATENCY_BUCKETS, merge_counts
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.lb.access_log import AccessLog
-from steadyserve.lb.metrics import MetricsServer, ReportCollector, live_report, render
+from steadyserve.lb.metrics import MetricsServer, live_report
 from steadyserve.lb.routes import RouteTable
 from steadyserve.paths import Home
 
@@ -32,9 +32,14 @@ class Observability:
         self.proxy = proxy
         self.config = config
         self.path = config.access_log or access_log_path(home, config.service)
-        self.server = MetricsServer(lambda: render(ReportCollector(self._reports)))
+        self.server = MetricsServer(self._render)
         if config.access_log is not None:
             proxy.metrics.access_log = AccessLog(self.path)
+
+    def _render(self) -> bytes:
+        from steadyserve.lb.exposition import ReportCollector, render  # first scrape only
+
+        return render(ReportCollector(self._reports))
 
     def _reports(self) -> list[tuple[str, dict[str, Any]]]:
         return [(self.config.service, live_report(self.proxy, self.server.port))]
