@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"wrk -t1, {args.duration:g}s per run, median of {args.rounds}; {machine_line()}")
     print(
-        table(
-            ["access log", "conns", "req/s", "p50 ms", "p99 ms", "LB CPU us/req", "errors"], rows
-        )
+        table(["access log", "conns", "req/s", "p50 ms", "p99 ms", "LB CPU us/req", "errors"], rows)
     )
     print(f"lines in the access log files (with rotated ones) after the runs: {logged}")
     return 0
