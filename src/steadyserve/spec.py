@@ -848,6 +848,8 @@ class ServiceSection(_Model):
     health_check_timeout_s: PositiveSeconds = 30.0
     user_config: JsonData = None
     reconfigure_path: UrlPath | None = None
+    access_log: StrictBool = False
+    """The load balancer logs one JSON line per request (docs/observability.md)."""
     port: PortNumber | None = None
     """The endpoint's port; None means the next free one from 30001."""
 

@@ -331,6 +331,13 @@ class Store:
         )
         return rows[0] if rows else None
 
+    def updates(self, service: str) -> list[UpdateRow]:
+        """Every update of ``service``, oldest first (for the metrics)."""
+        rows: list[UpdateRow] = self._select(
+            UpdateRow, "updates", "WHERE service = ? ORDER BY id", (service,)
+        )
+        return rows
+
     def save_update(self, update: UpdateRow) -> None:
         assert update.id is not None
         self._update(

@@ -30,6 +30,7 @@ from steadyserve.cli.client import (
     stop_controller,
 )
 from steadyserve.cli.contracts import with_iso
+from steadyserve.cli.dashboard import dashboard
 from steadyserve.cli.python_defaults import raw_document, with_deployment_defaults
 from steadyserve.cli.tables import (
     Clock,
@@ -114,6 +115,9 @@ def main() -> None:
     Example:
       steady up examples/http_server/service.yaml --wait
     """
+
+
+main.add_command(dashboard)
 
 
 @main.command()

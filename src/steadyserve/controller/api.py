@@ -16,6 +16,7 @@ import psutil
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from steadyserve.controller import dashboard
 from steadyserve.controller.errors import ApiError, BadInput
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ def token_required(token: str) -> Middleware:
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if dashboard.is_public(request.path):  # the page's static files: no data
+            return await handler(request)
         given = request.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(given, expected):
             return web.json_response(
@@ -62,6 +65,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         middlewares=[*middlewares, errors_as_json], client_max_size=8 * 1024 * 1024
     )
     routes = web.RouteTableDef()
+    observer = dashboard.add_routes(app, controller)  # /metrics and the dashboard
 
     async def body(request: web.Request) -> dict[str, Any]:
         try:
@@ -215,6 +219,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         runtime.routes.report(str(data.get("table", "")), inflight, requests)
         # Autoscaling hook: the load window (controller/load.py).
         runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
+        observer.ingest(runtime.name, data)
         return web.json_response({"ok": True})
 
     @routes.post("/api/v1/lb/{name}/wake")

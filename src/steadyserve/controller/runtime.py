@@ -385,6 +385,7 @@ class ServiceRuntime:
                 "request_timeout_s": svc.request_timeout_s,
                 # Scale to zero: the LB holds requests that arrive at zero this long.
                 "hold_at_zero_s": svc.cold_start_timeout_s if self.autoscaler.allows_zero else 0,
+                "access_log": svc.access_log,
             }
         )
 

@@ -119,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a replica has to complete a response (default: no limit)",
     )
     p.add_argument(
+        "--metrics-port", type=_port, default=0, help="loopback port of /metrics (0: any free)"
+    )
+    p.add_argument("--access-log", default=None, help="log every request to this file")
+    p.add_argument(
         "--listen-fd",
         type=int,
         default=None,
@@ -150,6 +154,8 @@ def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
             max_connections=args.max_connections,
             request_timeout_s=args.request_timeout,
         ),
+        metrics_port=args.metrics_port,
+        access_log=Path(args.access_log) if args.access_log else None,
     )
     if config.static_routes is not None:
         try:
@@ -177,7 +183,8 @@ async def serve(config: LBConfig) -> None:
         loop.add_signal_handler(sig, on_signal)
     print(
         f"steady-lb: service {config.service!r} listening on "
-        f"http://{config.host}:{lb.port} (pid {os.getpid()})",
+        f"http://{config.host}:{lb.port} (pid {os.getpid()}; "
+        f"metrics on http://127.0.0.1:{lb.observe.server.port}/metrics)",
         flush=True,
     )
     await stop.wait()

@@ -78,6 +78,7 @@ class Balancer:
         self._clock = clock
         self.eject_seconds = eject_seconds
         self._ejected: dict[int, float] = {}
+        self.ejections = 0  # for the metrics
         if table is not None:
             self.apply(table)
 
@@ -150,6 +151,7 @@ class Balancer:
     def eject(self, replica: ReplicaState) -> None:
         """Stop routing to ``replica`` for a moment: its port refused a connection."""
         self._ejected[replica.id] = self._clock() + self.eject_seconds
+        self.ejections += 1
         replica.close_idle()
 
     def is_ejected(self, replica_id: int) -> bool:

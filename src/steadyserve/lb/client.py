@@ -86,6 +86,8 @@ class ClientConnection(asyncio.Protocol):
         "_xff_end",
         "_xff_seen",
         "body_bytes",
+        "bytes_in",
+        "bytes_out",
         "closing",
         "exchanges",
         "idle_since",
@@ -124,6 +126,8 @@ class ClientConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_mark = -1
         self._send_timer: asyncio.TimerHandle | None = None  # armed while writing is paused
+        self.bytes_in = 0  # since the last finished request (metrics)
+        self.bytes_out = 0
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -167,6 +171,7 @@ class ClientConnection(asyncio.Protocol):
         if self.closing or self.read_paused & PAUSE_BROKEN:
             return
         in_head = self._in_head
+        self.bytes_in += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
@@ -460,16 +465,19 @@ class ClientConnection(asyncio.Protocol):
         transport = self.transport
         if transport is not None and not self.closing:
             transport.write(data)
+            self.bytes_out += len(data)
 
     def write_many(self, data: list[bytes]) -> None:
         transport = self.transport
         if transport is not None and not self.closing:
             transport.writelines(data)
+            self.bytes_out += sum(map(len, data))
 
     def respond_local(self, ex: Exchange, status: int, message: str) -> None:
         """Answer ``ex`` from the load balancer itself."""
         if self.proxy.draining:
             ex.keep_alive = False
+        ex.status = status
         self.write(simple_response(status, message, close=not ex.keep_alive))
         self.response_done(ex)
 
@@ -488,6 +496,7 @@ class ClientConnection(asyncio.Protocol):
         if not exchanges or exchanges[0] is not ex:
             return
         exchanges.popleft()
+        self.proxy.metrics.record(ex, self)
         if self.read_paused:
             self.resume_reading(PAUSE_UPSTREAM)
             if self.read_paused & PAUSE_PIPELINE and len(exchanges) <= PIPELINE_LIMIT:
@@ -526,6 +535,7 @@ class ClientConnection(asyncio.Protocol):
             else:
                 ex.keep_alive = False
                 ex.response_started = True
+                ex.status = status
                 self.write(simple_response(status, message, close=True))
                 self._exchange_done(ex)
             return
@@ -533,6 +543,7 @@ class ClientConnection(asyncio.Protocol):
             exchanges.pop()
         error = Exchange(self)
         error.local = simple_response(status, message, close=True)
+        error.status = status
         error.keep_alive = False
         error.request_done = True
         error.state = READY

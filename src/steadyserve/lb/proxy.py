@@ -22,9 +22,11 @@ import contextlib
 import logging
 from collections import deque
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer, ReplicaState
+from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.routes import Limits, RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
 
@@ -71,7 +73,10 @@ class Exchange:
         "replica",
         "request_done",
         "response_started",
+        "served",
+        "started",
         "state",
+        "status",
         "timer",
         "tried",
         "upstream",
@@ -98,6 +103,9 @@ class Exchange:
         # Body still being read into ``pending``: not dispatched yet (request buffering).
         self.buffering = False
         self.timer: asyncio.TimerHandle | None = None  # request_timeout_s, while sent
+        self.started = perf_counter()  # for the latency metrics
+        self.status = 0  # of the response the client got
+        self.served: ReplicaState | None = None  # the replica that answered
 
 
 class Proxy:
@@ -127,6 +135,7 @@ class Proxy:
         self.draining = False
         self._waking = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self.metrics = LBMetrics()
         # Bound once: asyncio.get_running_loop() costs a getpid() syscall per call.
         self.loop = asyncio.get_running_loop()
         self.now = self.loop.time
@@ -243,6 +252,7 @@ class Proxy:
                 self.connect_timeout,
             )
         except (OSError, asyncio.TimeoutError) as exc:
+            self.metrics.connect_failures += 1
             log.warning(
                 "replica %d (%s:%d) refused a connection: %r; ejected for %.1fs",
                 replica.id,
@@ -324,6 +334,8 @@ class Proxy:
         ex.replica = None
         ex.upstream = None
         ex.state = DONE
+        ex.status = conn.status
+        ex.served = replica
         if reusable and ex.request_done and conn.replica.in_table and not self.draining:
             conn.in_pool = True
             conn.idle_since = self.now()
@@ -367,6 +379,7 @@ class Proxy:
                 ex.tried = set()
             ex.tried.add(replica.id)
             ex.state = READY
+            self.metrics.retries += 1
             self.dispatch(ex)
         else:
             self._respond(ex, 502, f"replica of service {self.service!r} failed")

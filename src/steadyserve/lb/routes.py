@@ -111,6 +111,7 @@ class RouteTable:
     limits: Limits | None = None
     # Scale to zero (lb/zero.py): hold requests this long while no replica is listed.
     hold_at_zero_s: float = 0.0
+    access_log: bool = False  # service.access_log: one JSON line per request
 
     @property
     def key(self) -> str:
@@ -149,6 +150,8 @@ class RouteTable:
         if "load_balancer" in data or data.get("request_timeout_s") is not None:
             block = data.get("load_balancer")
             limits = Limits.from_json({} if block is None else block, data.get("request_timeout_s"))
+        if not isinstance(data.get("access_log", False), bool):
+            raise ValueError("route table: access_log must be a bool")
         return cls(
             epoch,
             version,
@@ -159,6 +162,7 @@ class RouteTable:
             frozenset(p.encode() for p in blocked),
             limits,
             _hold_at_zero(data.get("hold_at_zero_s", 0)),
+            data.get("access_log", False),
         )
 
     @classmethod

@@ -17,6 +17,7 @@ from typing import Any
 
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.client import ClientConnection
+from steadyserve.lb.observe import Observability
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.routes import Limits, LoadReporter, RouteClient, RouteTable
 from steadyserve.lb.zero import ZeroHold, controller_asker
@@ -50,6 +51,8 @@ class LBConfig:
     # Client-facing limits until the controller's table says otherwise.
     limits: Limits = field(default_factory=Limits)
     send_timeout: float = SEND_TIMEOUT
+    metrics_port: int = 0  # loopback port of the LB's own /metrics (0: any free one)
+    access_log: Path | None = None  # log every request here, whatever the table says
 
 
 def open_file_limit() -> int:
@@ -89,6 +92,7 @@ class LoadBalancer:
         )
         # Autoscaling hooks: the queue length goes with the per-replica counts, and
         # requests that arrive at zero replicas are held (lb/zero.py).
+        self.observe = Observability(self.proxy, self.home, config)
         self.reporter = LoadReporter(
             self.home, config.service, self._load_snapshot, config.report_interval
         )
@@ -99,10 +103,11 @@ class LoadBalancer:
         self._tasks: list[asyncio.Task[None]] = []
 
     def _load_snapshot(self) -> dict[str, Any]:
-        return {**self.balancer.snapshot(), "queued": len(self.proxy.waiting)}
+        return {**self.observe.snapshot(), "queued": len(self.proxy.waiting)}
 
     def _apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)
+        self.observe.apply_table(table)
         self._first_table.set()
 
     async def start(self) -> None:
@@ -134,11 +139,13 @@ class LoadBalancer:
         sockets = getattr(self._server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
         self._tasks.append(loop.create_task(self._sweep()))
+        await self.observe.start()
 
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
             self.proxy.sweep()
+            self.observe.sweep()
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish (bounded), then close everything."""
@@ -161,6 +168,7 @@ class LoadBalancer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self.proxy.close_all()
+        await self.observe.stop()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)

@@ -1,0 +1,1 @@
+"""The dashboard's static page (HTML, script, vendored uPlot), served by the controller."""

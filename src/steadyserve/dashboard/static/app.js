@@ -1,0 +1,220 @@
+// SteadyServe dashboard: polls the controller's JSON and draws it. No build step.
+"use strict";
+
+const REFRESH_MS = 1000;
+const COLORS = ["#2f7de1", "#e8590c", "#2b8a3e", "#9c36b5", "#c92a2a", "#1098ad", "#5c940d"];
+const NONE_COLOR = "#868e96";
+
+// STEADY_TOKEN: `steady dashboard` passes it once in the URL fragment (never sent
+// to a server); keep it for this tab only and take it out of the address bar.
+const TOKEN = (() => {
+  const match = location.hash.match(/token=([^&]+)/);
+  if (match) {
+    sessionStorage.setItem("steadyToken", decodeURIComponent(match[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("steadyToken");
+})();
+
+async function getJSON(path) {
+  const headers = TOKEN ? { Authorization: "Bearer " + TOKEN } : {};
+  const response = await fetch(path, { headers, cache: "no-store" });
+  if (!response.ok) throw new Error(path + ": HTTP " + response.status);
+  return response.json();
+}
+
+function esc(value) {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => (
+    { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]
+  ));
+}
+
+function age(seconds) {
+  if (seconds < 60) return Math.round(seconds) + "s";
+  if (seconds < 3600) return Math.floor(seconds / 60) + "m " + Math.round(seconds % 60) + "s";
+  return Math.floor(seconds / 3600) + "h " + Math.floor((seconds % 3600) / 60) + "m";
+}
+
+function clock(t) {
+  return new Date(t * 1000).toLocaleTimeString();
+}
+
+function colorOf(version) {
+  return version === "none" ? NONE_COLOR : COLORS[(parseInt(version, 10) - 1) % COLORS.length];
+}
+
+function label(version) {
+  return version === "none" ? "LB itself" : "v" + version;
+}
+
+function fmt(value, digits) {
+  return value === null || value === undefined ? "–" : Number(value).toFixed(digits);
+}
+
+// One card per service; created once, its parts replaced on each refresh.
+const cards = new Map();
+
+function card(name) {
+  let entry = cards.get(name);
+  if (!entry) {
+    const root = document.createElement("section");
+    root.className = "service";
+    root.dataset.service = name;
+    root.innerHTML = `
+      <h2></h2><div class="meta"></div>
+      <div class="update-box"></div>
+      <h3>Traffic by version (last 15 min)</h3>
+      <table class="rates"></table>
+      <div class="charts">
+        <div class="chart" data-chart="rps"><h4>Requests / s</h4></div>
+        <div class="chart" data-chart="errors"><h4>5xx responses / s</h4></div>
+        <div class="chart" data-chart="latency"><h4>Latency p50 (solid) / p99 (dashed), ms</h4></div>
+      </div>
+      <h3>Replicas</h3><table class="replicas"></table>`;
+    document.getElementById("services").appendChild(root);
+    entry = { root, charts: {}, versionsKey: "" };
+    cards.set(name, entry);
+  }
+  return entry;
+}
+
+function renderService(svc) {
+  const { root } = card(svc.name);
+  root.querySelector("h2").innerHTML =
+    `${esc(svc.name)} <span class="badge ${esc(svc.status)}">${esc(svc.status)}</span>`;
+  const versions = svc.active_versions.map((v) => "v" + v).join(", ") || "–";
+  root.querySelector(".meta").innerHTML = `
+    <span>endpoint <b>${esc(svc.endpoint)}</b></span>
+    <span>version <b>v${esc(svc.version)}</b></span>
+    <span>serving <b class="serving">${esc(versions)}</b></span>
+    <span>replicas <b>${svc.ready_replicas}/${svc.total_replicas}</b> ready (target ${svc.target_replicas})</span>
+    <span>up ${age(svc.uptime_s)}</span>`;
+  root.querySelector(".update-box").innerHTML = renderUpdate(svc.update);
+  const rows = svc.replicas.map((r) => `
+    <tr data-replica="${r.id}"><td>${r.id}</td><td>v${r.version}</td>
+    <td><span class="badge ${esc(r.status)}">${esc(r.status)}</span></td>
+    <td>${esc(r.node)}</td><td>${esc(r.port ?? "")}</td><td>${age(r.age_s)}</td></tr>`);
+  root.querySelector(".replicas").innerHTML =
+    "<tr><th>ID</th><th>VERSION</th><th>STATE</th><th>NODE</th><th>PORT</th><th>AGE</th></tr>" +
+    (rows.join("") || '<tr><td colspan="6" class="muted">no replicas</td></tr>');
+}
+
+function renderUpdate(update) {
+  if (!update) return "";
+  const pct = (n) => update.target ? Math.min(100, (100 * n) / update.target) : 0;
+  const plan = update.plan.map((line) => `<li>${esc(line)}</li>`).join("");
+  const events = update.events.slice().reverse().map((e) =>
+    `<div>${clock(e.time)} ${e.replica ? "replica " + e.replica + " " : ""}` +
+    `${esc(e.from || "")}${e.from ? " → " : ""}${esc(e.to)}: ${esc(e.reason)}</div>`).join("");
+  const when = update.in_progress
+    ? `running for ${age(Date.now() / 1000 - update.started_at)}`
+    : `finished ${clock(update.finished_at || update.started_at)}`;
+  return `
+    <div class="update ${update.in_progress ? "" : "done"}" data-update-status="${esc(update.status)}">
+      <h3>${update.in_progress ? "Update in progress" : "Last update"}:
+        ${esc(update.mode)} v${update.from_version} → v${update.to_version}
+        <span class="badge ${esc(update.status)}">${esc(update.status)}</span>
+        <span class="muted">${when}</span></h3>
+      <div class="progress">
+        <span>old v${update.from_version} ready <b class="old-ready">${update.old_ready}</b>
+          <span class="bar old"><span style="width:${pct(update.old_ready)}%"></span></span></span>
+        <span>new v${update.to_version} ready <b class="new-ready">${update.new_ready}</b>/${update.target}
+          <span class="bar new"><span style="width:${pct(update.new_ready)}%"></span></span></span>
+      </div>
+      ${update.message ? `<div class="muted">${esc(update.message)}</div>` : ""}
+      <ol class="plan">${plan}</ol>
+      <div class="events">${events || '<span class="muted">no events yet</span>'}</div>
+    </div>`;
+}
+
+function renderRates(name, series) {
+  const { root } = card(name);
+  const versions = Object.keys(series.versions);
+  const last = (column) => {
+    for (let i = column.length - 1; i >= 0; i--) if (column[i] !== null) return column[i];
+    return null;
+  };
+  const rows = versions.map((v) => {
+    const s = series.versions[v];
+    const rps = s.rps.length ? s.rps[s.rps.length - 1] : null;
+    return `<tr data-version="${esc(v)}"><td><span class="swatch" style="background:${colorOf(v)}"></span>${esc(label(v))}</td>
+      <td class="num rps">${fmt(rps, 1)}</td><td class="num">${fmt(last(s.errors), 2)}</td>
+      <td class="num">${fmt(last(s.p50), 2)}</td><td class="num">${fmt(last(s.p99), 2)}</td></tr>`;
+  });
+  root.querySelector(".rates").innerHTML =
+    '<tr><th>VERSION</th><th class="num">REQ/S</th><th class="num">5XX/S</th>' +
+    '<th class="num">P50 MS</th><th class="num">P99 MS</th></tr>' +
+    (rows.join("") || '<tr><td colspan="5" class="muted">no traffic reported yet</td></tr>');
+  drawCharts(name, series, versions);
+}
+
+function drawCharts(name, series, versions) {
+  const entry = card(name);
+  const key = versions.join(",");
+  const width = (el) => Math.max(240, el.clientWidth - 4);
+  const specs = {
+    rps: versions.map((v) => ({ v, column: "rps", dash: null })),
+    errors: versions.map((v) => ({ v, column: "errors", dash: null })),
+    latency: versions.flatMap((v) => [
+      { v, column: "p50", dash: null },
+      { v, column: "p99", dash: [6, 4] },
+    ]),
+  };
+  if (key !== entry.versionsKey) {
+    for (const chart of Object.values(entry.charts)) chart.destroy();
+    entry.charts = {};
+    entry.versionsKey = key;
+    for (const [chartName, lines] of Object.entries(specs)) {
+      const el = entry.root.querySelector(`[data-chart="${chartName}"]`);
+      entry.charts[chartName] = new uPlot({
+        width: width(el),
+        height: 170,
+        legend: { show: true },
+        cursor: { drag: { x: false, y: false } },
+        scales: { x: { time: true } },
+        axes: [{}, { size: 50 }],
+        series: [{}, ...lines.map((l) => ({
+          label: label(l.v) + (chartName === "latency" ? " " + l.column : ""),
+          stroke: colorOf(l.v),
+          width: 2,
+          dash: l.dash || undefined,
+          spanGaps: false,
+        }))],
+      }, [[]], el);
+    }
+  }
+  for (const [chartName, lines] of Object.entries(specs)) {
+    const data = [series.time, ...lines.map((l) => series.versions[l.v][l.column])];
+    entry.charts[chartName].setData(data);
+  }
+}
+
+async function refresh() {
+  try {
+    const [state, series] = await Promise.all([
+      getJSON("/api/v1/dashboard"),
+      getJSON("/api/v1/dashboard/timeseries"),
+    ]);
+    const names = new Set(state.services.map((s) => s.name));
+    for (const [name, entry] of cards) {
+      if (!names.has(name)) { entry.root.remove(); cards.delete(name); }
+    }
+    if (!state.services.length) {
+      document.getElementById("services").innerHTML =
+        '<p class="muted">No services. Start one with <code>steady up service.yaml</code>.</p>';
+    } else {
+      const placeholder = document.querySelector("#services > p");
+      if (placeholder) placeholder.remove();
+    }
+    for (const svc of state.services) {
+      renderService(svc);
+      renderRates(svc.name, series.services[svc.name] || { time: [], versions: {} });
+    }
+    document.getElementById("conn").textContent = "updated " + clock(state.time);
+  } catch (err) {
+    document.getElementById("conn").textContent = "controller unreachable: " + err.message;
+  }
+}
+
+refresh();
+setInterval(refresh, REFRESH_MS);

@@ -1,0 +1,127 @@
+"""Load-balancer reports in the Prometheus text format: the ``steady_lb_*`` families.
+
+Used by the LB's loopback metrics port (imported on its first scrape) and by the
+controller's ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from steadyserve.lb.metrics import COMMON_METHODS, LATENCY_BUCKETS, NO_REPLICA
+
+
+def _version_label(version: str | int) -> str:
+    return "none" if str(version) == str(NO_REPLICA) else str(version)
+
+
+def _method_label(method: str) -> str:
+    return method if method in COMMON_METHODS else "OTHER"
+
+
+def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metric]:
+    """Prometheus families of ``(service, report)`` pairs: the ``steady_lb_*`` metrics."""
+    requests = CounterMetricFamily(
+        "steady_lb_requests",
+        "Requests answered by the load balancer, by version, replica, method and status class"
+        " (version and replica 'none': answered by the load balancer itself).",
+        labels=["service", "version", "replica", "method", "code"],
+    )
+    latency = HistogramMetricFamily(
+        "steady_lb_request_duration_seconds",
+        "Time from a request's first byte to the end of its response, by version.",
+        labels=["service", "version"],
+    )
+    inflight = GaugeMetricFamily(
+        "steady_lb_requests_in_flight",
+        "Requests sent to a replica and not answered yet.",
+        labels=["service"],
+    )
+    queued = GaugeMetricFamily(
+        "steady_lb_requests_queued",
+        "Requests waiting for a free slot (every replica at max_ongoing_requests).",
+        labels=["service"],
+    )
+    retries = CounterMetricFamily(
+        "steady_lb_retries", "Requests retried on another replica.", labels=["service"]
+    )
+    ejections = CounterMetricFamily(
+        "steady_lb_ejections",
+        "Times a replica was taken out of rotation for a moment after refusing a connection.",
+        labels=["service"],
+    )
+    connect_failures = CounterMetricFamily(
+        "steady_lb_upstream_connect_failures",
+        "Connections to replicas that could not be opened.",
+        labels=["service"],
+    )
+    bytes_in = CounterMetricFamily(
+        "steady_lb_received_bytes", "Bytes received from clients.", labels=["service"]
+    )
+    bytes_out = CounterMetricFamily(
+        "steady_lb_sent_bytes", "Bytes sent to clients.", labels=["service"]
+    )
+    for service, report in reports:
+        merged: dict[tuple[str, str, str, str], float] = {}
+        for key, n in (report.get("requests") or {}).items():
+            v, r, m, c = str(key).split(" ")
+            label = (_version_label(v), "none" if r == "0" else r, _method_label(m), f"{c}xx")
+            merged[label] = merged.get(label, 0) + n
+        for (v, r, m, c), n in sorted(merged.items()):
+            requests.add_metric([service, v, r, m, c], n)
+        bounds = list(report.get("latency_buckets") or LATENCY_BUCKETS)
+        for version, counts in sorted((report.get("latency") or {}).items()):
+            cumulative, running = [], 0.0
+            for bound, count in zip([*map(_bound, bounds), "+Inf"], counts, strict=False):
+                running += count
+                cumulative.append((bound, running))
+            latency.add_metric([service, _version_label(version)], cumulative, sum_value=counts[-1])
+        inflight.add_metric([service], float(report.get("inflight_total") or 0))
+        queued.add_metric([service], float(report.get("queued") or 0))
+        retries.add_metric([service], float(report.get("retries") or 0))
+        ejections.add_metric([service], float(report.get("ejections") or 0))
+        connect_failures.add_metric([service], float(report.get("upstream_connect_failures") or 0))
+        bytes_in.add_metric([service], float(report.get("bytes_in") or 0))
+        bytes_out.add_metric([service], float(report.get("bytes_out") or 0))
+    yield from (
+        requests,
+        latency,
+        inflight,
+        queued,
+        retries,
+        ejections,
+        connect_failures,
+        bytes_in,
+        bytes_out,
+    )
+
+
+def _bound(value: float) -> str:
+    return repr(float(value))
+
+
+class ReportCollector(Collector):
+    """A prometheus_client collector over whatever ``source`` returns at scrape time."""
+
+    def __init__(self, source: Callable[[], Iterable[tuple[str, Mapping[str, Any]]]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        return families(self._source())
+
+
+def render(collector: Collector) -> bytes:
+    """Prometheus text format of one collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return generate_latest(registry)

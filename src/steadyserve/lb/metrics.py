@@ -1,0 +1,199 @@
+"""The load balancer's traffic counters, and their Prometheus form.
+
+The hot path pays for one ``record`` per finished request: a tuple key, a dict
+increment and a ``bisect`` into a per-version bucket list, with plain ints and
+floats (no prometheus_client object is touched per request). Everything else
+happens at scrape or report time: ``report`` turns the counters into JSON (what the
+load balancer posts to the controller twice a second) and
+``exposition.families`` turns such a report into Prometheus metric families.
+The load balancer's own loopback metrics port and the controller's ``/metrics``
+both render reports that way, so the two always show the same names and labels.
+prometheus_client is only imported on the first scrape of the LB's port, so a
+load balancer nobody scrapes does not carry it in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from bisect import bisect_left
+from collections.abc import Callable, Mapping
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from steadyserve.lb.access_log import AccessLog
+    from steadyserve.lb.client import ClientConnection
+    from steadyserve.lb.proxy import Exchange, Proxy
+
+log = logging.getLogger("steadyserve.lb")
+
+# Upper bounds (seconds) of the latency histogram: fine below 10 ms for fast
+# endpoints, and still resolving answers of several seconds (model inference).
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+# Per version: one count per bucket, one for +Inf, then the sum of latencies.
+_SLOTS = len(LATENCY_BUCKETS) + 2
+_SUM = _SLOTS - 1
+
+# httptools only parses the registered methods; the rare ones are folded into
+# OTHER at render time so the label's values stay few.
+COMMON_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+NO_REPLICA = 0  # answered by the load balancer itself (503 no replica, 400, 413, ...)
+
+
+class LBMetrics:
+    """Plain counters the proxy updates as requests finish."""
+
+    def __init__(self) -> None:
+        # (version, replica id, method, status class) -> requests
+        self.requests: dict[tuple[int, int, bytes, int], int] = {}
+        # version -> bucket counts, +Inf count, latency sum (see _SLOTS)
+        self.latency: dict[int, list[float]] = {}
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.retries = 0
+        self.connect_failures = 0
+        self.access_log: AccessLog | None = None
+
+    def record(self, ex: Exchange, client: ClientConnection) -> None:
+        """Count one finished request (called once per exchange, from the client)."""
+        elapsed = perf_counter() - ex.started
+        replica = ex.served
+        if replica is None:
+            version = rid = NO_REPLICA
+        else:
+            version = replica.version
+            rid = replica.id
+        head = ex.head
+        method = head[: head.find(b" ")] if head else b""
+        key = (version, rid, method, ex.status // 100)
+        requests = self.requests
+        requests[key] = requests.get(key, 0) + 1
+        buckets = self.latency.get(version)
+        if buckets is None:
+            buckets = self.latency[version] = [0.0] * _SLOTS
+        buckets[bisect_left(LATENCY_BUCKETS, elapsed)] += 1
+        buckets[_SUM] += elapsed
+        sent = client.bytes_out
+        client.bytes_out = 0
+        self.bytes_out += sent
+        self.bytes_in += client.bytes_in
+        client.bytes_in = 0
+        if self.access_log is not None:
+            self.access_log.request(ex, version, rid, elapsed, sent)
+
+    def report(self) -> dict[str, Any]:
+        """The counters as JSON: cumulative since this process started."""
+        return {
+            "requests": {
+                f"{v} {r} {m.decode('latin-1') or '-'} {c}": n
+                for (v, r, m, c), n in self.requests.items()
+            },
+            "latency_buckets": list(LATENCY_BUCKETS),
+            "latency": {str(v): list(b) for v, b in self.latency.items()},
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "retries": self.retries,
+            "upstream_connect_failures": self.connect_failures,
+        }
+
+
+def merge_counts(base: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """Add two reports' cumulative counters (a restarted LB starts again from zero)."""
+    out: dict[str, Any] = dict(more)
+    requests = dict(base.get("requests") or {})
+    for key, n in (more.get("requests") or {}).items():
+        requests[key] = requests.get(key, 0) + n
+    out["requests"] = requests
+    latency = {k: list(v) for k, v in (base.get("latency") or {}).items()}
+    for key, counts in (more.get("latency") or {}).items():
+        have = latency.get(key)
+        if have is None:
+            latency[key] = list(counts)
+        else:
+            latency[key] = [a + b for a, b in zip(have, counts, strict=False)]
+    out["latency"] = latency
+    for name in ("bytes_in", "bytes_out", "retries", "upstream_connect_failures", "ejections"):
+        out[name] = int(base.get(name) or 0) + int(more.get(name) or 0)
+    return out
+
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class MetricsServer:
+    """The load balancer's own ``/metrics``, on a loopback port apart from the service's.
+
+    It runs in the LB's event loop, so a scrape reads the counters without locks.
+    One request per connection, GET only; anything else is 404/405.
+    """
+
+    def __init__(self, render_text: Callable[[], bytes], host: str = "127.0.0.1") -> None:
+        self._render = render_text
+        self._host = host
+        self._server: asyncio.AbstractServer | None = None
+        self.port = 0
+
+    async def start(self, port: int = 0) -> int:
+        self._server = await asyncio.start_server(self._handle, self._host, port)
+        sockets = getattr(self._server, "sockets", None) or ()
+        self.port = int(sockets[0].getsockname()[1]) if sockets else port
+        return self.port
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+            method, _, rest = head.partition(b" ")
+            path = rest.split(b" ", 1)[0].split(b"?", 1)[0]
+            if method != b"GET":
+                status, ctype, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
+            elif path != b"/metrics":
+                status, ctype, body = "404 Not Found", "text/plain", b"try /metrics\n"
+            else:
+                status, ctype, body = "200 OK", CONTENT_TYPE, self._render()
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            await asyncio.wait_for(writer.drain(), 5.0)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+            pass
+        except asyncio.LimitOverrunError:
+            pass
+        finally:
+            writer.close()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+
+def live_report(proxy: Proxy, metrics_port: int) -> dict[str, Any]:
+    """The counters plus the gauges only the running proxy knows."""
+    balancer = proxy.balancer
+    report = proxy.metrics.report()
+    report["inflight_total"] = sum(r.inflight for r in balancer.known.values())
+    report["queued"] = len(proxy.waiting)
+    report["ejections"] = balancer.ejections
+    report["metrics_port"] = metrics_port
+    return report

@@ -1,0 +1,84 @@
+"""The load balancer's observability, wired together: metrics port, reports, access log.
+
+Kept out of ``server.py`` so the LB's lifecycle code only calls ``start``,
+``apply_table``, ``sweep`` and ``stop``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from steadyserve.lb.access_log import AccessLog
+from steadyserve.lb.metrics import MetricsServer, live_report
+from steadyserve.lb.routes import RouteTable
+from steadyserve.paths import Home
+
+if TYPE_CHECKING:
+    from steadyserve.lb.proxy import Proxy
+    from steadyserve.lb.server import LBConfig
+
+log = logging.getLogger("steadyserve.lb")
+
+
+def access_log_path(home: Home, service: str) -> Path:
+    """Where a service's request log goes: next to its load balancer's log."""
+    return home.service_dir(service) / "access.log"
+
+
+class Observability:
+    def __init__(self, proxy: Proxy, home: Home, config: LBConfig) -> None:
+        self.proxy = proxy
+        self.config = config
+        self.path = config.access_log or access_log_path(home, config.service)
+        self.server = MetricsServer(self._render)
+        if config.access_log is not None:
+            proxy.metrics.access_log = AccessLog(self.path)
+
+    def _render(self) -> bytes:
+        from steadyserve.lb.exposition import ReportCollector, render  # first scrape only
+
+        return render(ReportCollector(self._reports))
+
+    def _reports(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(self.config.service, live_report(self.proxy, self.server.port))]
+
+    def snapshot(self) -> dict[str, Any]:
+        """The load report: the balancer's per-replica counts plus the metrics."""
+        return {
+            **self.proxy.balancer.snapshot(),
+            "metrics": live_report(self.proxy, self.server.port),
+        }
+
+    def apply_table(self, table: RouteTable) -> None:
+        """Turn the access log on or off as the service spec says (in place)."""
+        if self.config.access_log is not None:
+            return  # given on the command line: always on
+        metrics = self.proxy.metrics
+        if table.access_log and metrics.access_log is None:
+            metrics.access_log = AccessLog(self.path)
+            log.info("access log on: %s", self.path)
+        elif not table.access_log and metrics.access_log is not None:
+            metrics.access_log.close()
+            metrics.access_log = None
+            log.info("access log off")
+
+    async def start(self) -> None:
+        try:
+            port = await self.server.start(self.config.metrics_port)
+        except OSError as exc:  # metrics are worth less than traffic: serve without them
+            log.warning("metrics port %d: %s; no /metrics", self.config.metrics_port, exc)
+            return
+        log.info("metrics on http://127.0.0.1:%d/metrics", port)
+
+    def sweep(self) -> None:
+        access_log = self.proxy.metrics.access_log
+        if access_log is not None:
+            access_log.flush()
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        access_log = self.proxy.metrics.access_log
+        if access_log is not None:
+            access_log.close()
