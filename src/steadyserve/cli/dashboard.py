@@ -30,7 +30,12 @@ def _has_gui() -> bool:
 @click.command()
 @click.option("--no-browser", is_flag=True, help="Only print the URL.")
 def dashboard(no_browser: bool) -> None:
-    """Print the URL of the live dashboard (starting the controller if needed)."""
+    """Print the URL of the live dashboard (starting the controller if needed).
+
+    \b
+    Example:
+      steady dashboard --no-browser
+    """
     try:
         info = start_controller(Home.from_env())
     except CommandError as exc:
