@@ -1,0 +1,150 @@
+"""A whole service file: resources and the top-level :class:`ServiceSpec`."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import (
+    Field,
+    StrictBool,
+    StrictStr,
+    model_validator,
+)
+
+from steadyserve.spec.convert import _validate
+from steadyserve.spec.errors import TOP_LEVEL, SpecError, _fail
+from steadyserve.spec.fields import (
+    _MEMORY,
+    _MEMORY_UNITS_GB,
+    Accelerators,
+    Command,
+    CpuAmount,
+    DiskAmount,
+    EnvName,
+    ImageId,
+    ImportPath,
+    JsonMapping,
+    MemoryAmount,
+    NonEmptyText,
+    NumNodes,
+    Ports,
+    ScalarText,
+    ServiceName,
+    StringOrJsonMapping,
+    Text,
+)
+from steadyserve.spec.sections import ServiceSection, _Model
+
+
+class Resources(_Model):
+    """What one replica needs.
+
+    ``cpus``/``memory``/``accelerators`` are for the Ray backend's placement; the
+    other keys are SkyPilot's, accepted (and type-checked) so SkyServe task files run
+    unchanged, and ignored by the local backend, which runs on this machine as is.
+    """
+
+    cpus: CpuAmount | None = None
+    memory: MemoryAmount | None = None
+    accelerators: Accelerators | None = None
+    infra: StrictStr | None = None
+    cloud: StrictStr | None = None
+    region: StrictStr | None = None
+    zone: StrictStr | None = None
+    instance_type: StrictStr | None = None
+    use_spot: StrictBool | None = None
+    disk_size: DiskAmount | None = None
+    disk_tier: StrictStr | None = None
+    ports: Ports | None = None
+    image_id: ImageId | None = None
+    labels: dict[StrictStr, ScalarText] | None = None
+    any_of: list[Resources] | None = None
+    ordered: list[Resources] | None = None
+    job_recovery: StringOrJsonMapping | None = None
+
+    @property
+    def min_cpus(self) -> float | None:
+        """The CPU count asked for (``"4+"`` -> 4.0), or None when unspecified."""
+        return None if self.cpus is None else float(str(self.cpus).rstrip("+"))
+
+    @property
+    def min_memory_gb(self) -> float | None:
+        """Memory in GiB asked for (``"512MB"`` -> 0.5), or None when unspecified."""
+        if self.memory is None:
+            return None
+        match = _MEMORY.fullmatch(str(self.memory).strip())
+        assert match is not None  # validated
+        return float(match.group(1)) * _MEMORY_UNITS_GB[(match.group(2) or "gb").lower()]
+
+    def accelerator_choices(self) -> list[tuple[str, float]]:
+        """Acceptable ``(name, count)`` options in preference order; [] when none."""
+        value = self.accelerators
+        if value is None:
+            return []
+        if isinstance(value, dict):
+            items = [k if n is None else f"{k}:{n}" for k, n in value.items()]
+        else:
+            items = [value] if isinstance(value, str) else list(value)
+        choices = []
+        for item in items:
+            name, _, count = item.partition(":")
+            choices.append((name, float(count) if count else 1.0))
+        return choices
+
+
+class ServiceSpec(_Model):
+    """One service file, validated. After the loaders, ``name`` is always set and
+    ``workdir`` (if any) is an absolute path to an existing directory."""
+
+    name: ServiceName | None = None
+    service: ServiceSection = Field(default_factory=ServiceSection)
+    resources: Resources = Field(default_factory=Resources)
+    envs: dict[EnvName, ScalarText] = Field(default_factory=dict)
+    workdir: NonEmptyText | None = None
+    setup: Text | None = None
+    run: Command | None = None
+    import_path: ImportPath | None = None
+    num_nodes: NumNodes = 1
+    """SkyPilot's key, accepted for compatibility: a replica is one process, so only 1."""
+    file_mounts: JsonMapping = Field(default_factory=dict)
+    """SkyPilot's key, accepted for compatibility and ignored: replicas run locally."""
+
+    @model_validator(mode="after")
+    def _command_or_python(self) -> ServiceSpec:
+        if self.run is not None and self.import_path is not None:
+            raise _fail(
+                "run and import_path are mutually exclusive"
+                " (a replica is a command or a Python class, not both)"
+            )
+        if self.run is None and self.import_path is None:
+            raise _fail(
+                "one of run or import_path is required"
+                " (a command to start, or a module:attr to serve)"
+            )
+        return self
+
+    @property
+    def replica_kind(self) -> Literal["command", "python"]:
+        return "command" if self.run is not None else "python"
+
+    def spec_json(self) -> str:
+        """Canonical JSON (sorted keys, no spaces): what is stored per version and
+        compared, so two specs are equal exactly when their texts are equal."""
+        return json.dumps(
+            self.model_dump(mode="json"),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ServiceSpec:
+        """Read back :meth:`spec_json` (does not re-check that ``workdir`` exists:
+        a stored version outlives the directory it was copied from)."""
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise SpecError(TOP_LEVEL, f"not valid JSON: {exc}") from None
+        return _validate(cls, data)
