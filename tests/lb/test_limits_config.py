@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from steadyserve.changes import classify
-from steadyserve.lb.routes import Limits, RouteTable
+from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.spec import ServiceSpec, parse_service
 
 RUN = "python server.py --port $PORT"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from steadyserve.lb.policies import POLICIES
 from steadyserve.lb.proxy import SEND_TIMEOUT
-from steadyserve.lb.routes import Limits, RouteTable
+from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.server import LBConfig, LoadBalancer
 
 log = logging.getLogger("steadyserve.lb")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.lb.policies import NO_EXCLUDE, Policy, make_policy
-from steadyserve.lb.routes import ReplicaRoute, RouteTable
+from steadyserve.lb.route_table import ReplicaRoute, RouteTable
 
 if TYPE_CHECKING:
     from steadyserve.lb.upstream import UpstreamConnection

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from steadyserve.lb.access_log import AccessLog
-    from steadyserve.lb.client import ClientConnection
+    from steadyserve.lb.downstream import ClientConnection
     from steadyserve.lb.proxy import Exchange, Proxy
 
 log = logging.getLogger("steadyserve.lb")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from steadyserve.lb.access_log import AccessLog
 from steadyserve.lb.metrics import MetricsServer, live_report
-from steadyserve.lb.routes import RouteTable
+from steadyserve.lb.route_table import RouteTable
 from steadyserve.paths import Home
 
 if TYPE_CHECKING:

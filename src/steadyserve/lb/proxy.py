@@ -1,7 +1,7 @@
 """The data path's router: takes parsed requests (exchanges) to replicas and back.
 
 Everything runs as plain callbacks on the event loop, with no task per request:
-``ClientConnection`` (client.py) parses a request and calls ``Proxy.dispatch``; the
+``ClientConnection`` (downstream.py) parses a request and calls ``Proxy.dispatch``; the
 proxy picks a replica, takes one of its pooled keep-alive connections (or opens
 one) and hands the request to that ``UpstreamConnection`` (upstream.py), which
 streams the response back and calls ``response_complete``. A request costs one
@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.lb.metrics import LBMetrics
-from steadyserve.lb.routes import Limits, RouteTable
+from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
 
 if TYPE_CHECKING:
-    from steadyserve.lb.client import ClientConnection
+    from steadyserve.lb.downstream import ClientConnection
     from steadyserve.lb.zero import ZeroHold
 
 log = logging.getLogger("steadyserve.lb")

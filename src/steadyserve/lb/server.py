@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from steadyserve.lb.balancer import Balancer
-from steadyserve.lb.client import ClientConnection
+from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
-from steadyserve.lb.routes import Limits, LoadReporter, RouteClient, RouteTable
+from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
 from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
 

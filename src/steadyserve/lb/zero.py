@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from steadyserve.lb import control_http
 from steadyserve.lb.proxy import WAITING
-from steadyserve.lb.routes import service_url
+from steadyserve.lb.route_table import service_url
 from steadyserve.paths import Home
 
 if TYPE_CHECKING:

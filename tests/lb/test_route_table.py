@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from _lb_helpers import FakeController, LBProcess, request, upstreams, wait_for
 
-from steadyserve.lb.routes import LoadReporter, ReplicaRoute, RouteClient, RouteTable
+from steadyserve.lb.route_table import LoadReporter, ReplicaRoute, RouteClient, RouteTable
 from steadyserve.paths import Home
 
 TABLE = {
