@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS services (
     next_replica_id INTEGER NOT NULL DEFAULT 1,
     desired TEXT NOT NULL DEFAULT 'running',
     purge INTEGER NOT NULL DEFAULT 0,
-    stable_version INTEGER NOT NULL DEFAULT 1
+    stable_version INTEGER NOT NULL DEFAULT 1,
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS updates (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -95,6 +96,9 @@ class ServiceRow:
     desired: str = "running"
     purge: int = 0
     stable_version: int = 1
+    owner: str = ""
+    """Who made the service: ``""`` for ``steady up``, ``"fleet:<absolute path>"``
+    for a fleet file. ``steady deploy`` takes down only what its own file made."""
 
 
 @dataclass
@@ -176,13 +180,14 @@ class Store:
 
     def _migrate(self) -> None:
         """Add columns newer than a database written by an older release."""
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(versions)")}
-        for column, decl in (
-            ("base_version", "INTEGER"),
-            ("pruned", "INTEGER NOT NULL DEFAULT 0"),
+        for table, column, decl in (
+            ("versions", "base_version", "INTEGER"),
+            ("versions", "pruned", "INTEGER NOT NULL DEFAULT 0"),
+            ("services", "owner", "TEXT NOT NULL DEFAULT ''"),
         ):
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
             if column not in have:
-                self._db.execute(f"ALTER TABLE versions ADD COLUMN {column} {decl}")
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
 
     def close(self) -> None:
         self._db.close()
@@ -241,6 +246,14 @@ class Store:
         with self.transaction():
             self._update("services", {"name": name}, {"status": new})
             self._event(name, None, old, new, reason)
+
+    def has_history(self, name: str) -> bool:
+        """Whether a service that is not running left versions behind (a down
+        without ``--purge``): its history and events stay readable."""
+        row = self._db.execute(
+            "SELECT 1 FROM versions WHERE service = ? LIMIT 1", (name,)
+        ).fetchone()
+        return row is not None
 
     def take_replica_id(self, name: str) -> int:
         """Hand out the next replica id; ids are never reused within a service."""

@@ -231,7 +231,12 @@ def test_deploy_twice_changes_nothing_then_rollback(steady: Steady, tmp_path: Pa
         "services:\n  - "
         + textwrap.indent(spec_text(name="beta", replicas=1, message="v2"), "    ").lstrip()
     )
-    steady.run("deploy", str(write(tmp_path, only_beta, "beta.yaml")))
+    write(tmp_path, only_beta, "fleet.yaml")
+    refused = steady.run("deploy", str(path), check=False)  # no terminal to ask on, no -y
+    assert refused.returncode == 2, refused.stderr
+    assert "deploy takes down alpha: pass -y" in refused.stderr
+    assert {s["name"] for s in steady.status()["services"]} == {"alpha", "beta"}
+    steady.run("deploy", str(path), "-y")
     assert [s["name"] for s in steady.status()["services"]] == ["beta"]
     assert not any(p.is_running() for p in alpha_procs)
 

@@ -37,6 +37,7 @@ class Steady:
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, "-m", "steadyserve.cli", *args],
+            stdin=subprocess.DEVNULL,  # no terminal: commands that would ask need -y
             env=self.env,
             capture_output=True,
             text=True,

@@ -125,11 +125,14 @@ CONTRACTS: dict[str, Contract] = {
         "With `--events`, each service also has `events[]`, its state transitions "
         "(newest last): " + ", ".join(f"`{k}`" for k in EVENT.keys) + ". `update` is the "
         "last update (null before the first), kept until the next one; its `status` "
-        "is `IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`.",
+        "is `IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`. When NAMES are "
+        "given, `down` lists those that are down but kept their history (`name`, and "
+        "`events` with `--events`).",
     ),
     "history": Contract(
-        "One object: the service's `name` and its `versions`, oldest first.",
-        Shape(("name", "versions"), (("versions[]", HISTORY_VERSION),)),
+        "One object: the service's `name`, whether it is `down` (history kept after "
+        "`steady down`), and its `versions`, oldest first.",
+        Shape(("name", "down", "versions"), (("versions[]", HISTORY_VERSION),)),
         "`outcome` is null while a version is being rolled out.",
     ),
     "update": Contract(
@@ -144,8 +147,10 @@ CONTRACTS: dict[str, Contract] = {
     "deploy": Contract(
         "One object: `dry_run` and `services`, one item per service of the file or taken down.",
         Shape(("dry_run", "services"), (("services[]", DEPLOY_ITEM),)),
-        "`action` is `create`, `update`, `none` or `down`; an `update` or `none` item "
-        "also has every key of `update --json`, a `create` item those of `up --json`.",
+        "`action` is `create`, `update`, `none`, `down` (made by this file, no longer "
+        "in it) or `keep` (not in the file, made with `steady up` or another file; "
+        "with a `reason`); an `update` or `none` item also has every key of "
+        "`update --json`, a `create` item those of `up --json`.",
     ),
     "logs": Contract(
         "JSON lines: one object per log line, as they are read.",

@@ -100,6 +100,20 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(with_iso(data), indent=2))
 
 
+yes_option = click.option("-y", "--yes", is_flag=True, help="Do not ask before taking down.")
+
+
+def _confirm(what: str, yes: bool) -> None:
+    """Ask before taking services down: on a terminal a y/N question; without one
+    (a script, CI) the command refuses unless -y says the removal is intended."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise CommandError(f"{what}: pass -y to confirm (no terminal to ask on)", 2)
+    if not click.confirm(f"{what}. Continue?", default=False, err=True):
+        raise CommandError("nothing changed", 1)
+
+
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON for scripts (see docs/cli.md)."
 )
@@ -250,13 +264,32 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
       steady status http-server --events
     """
     client = Client(_home())
-    query = "&".join(f"name={n}" for n in names)
-    services = client.call("GET", f"/api/v1/services?{query}")["services"]
+    running = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
+    # A named service that is down but kept its history: say so (and show its
+    # events with --events); an unknown name is still an error (the events call 404s).
+    down = [n for n in dict.fromkeys(names) if n not in running]
+    gone = [{"name": n, **client.call("GET", f"/api/v1/services/{n}/events")} for n in down]
+    query = "&".join(f"name={n}" for n in names if n in running)
+    services = (
+        client.call("GET", f"/api/v1/services?{query}")["services"] if query or not names else []
+    )
     if events:
         for svc in services:
             svc["events"] = client.call("GET", f"/api/v1/services/{svc['name']}/events")["events"]
     if as_json:
-        _echo_json({"services": services})
+        kept = [{"name": g["name"], **({"events": g["events"]} if events else {})} for g in gone]
+        _echo_json({"services": services, **({"down": kept} if names else {})})
+        return
+    for item in gone:
+        console.print(
+            f"{item['name']} is down; its history is kept ('steady history {item['name']}',"
+            f" 'steady down {item['name']} --purge' forgets it)",
+            markup=False,
+        )
+        if events:
+            console.print(f"Events of {item['name']}", style="bold")
+            _print_table(events_table(item["events"], Clock(utc=utc)))
+    if names and not services:
         return
     console.print("Services", style="bold")
     _print_table(services_table(services, verbose))
@@ -404,13 +437,29 @@ def rollback(
 @click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
 @click.option("--wait", is_flag=True, help="Wait until every service has converged.")
 @click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
+@click.option(
+    "--prune-all",
+    is_flag=True,
+    help="Also take down running services FILE did not make (steady up, other files).",
+)
+@yes_option
 @json_option
 @reports_errors
-def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool) -> None:
+def deploy(
+    file: Path,
+    dry_run: bool,
+    wait: bool,
+    timeout: float,
+    prune_all: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Make the services in FILE (services: [...]) the whole desired state.
 
-    Services in FILE are created or updated; running services missing from it
-    are taken down.
+    Services in FILE are created or updated; services this file made earlier
+    and no longer lists are taken down, after a confirmation (-y skips it; without
+    a terminal, -y is required). Services made with 'steady up' or another file
+    are kept unless --prune-all.
 
     \b
     Example:
@@ -424,16 +473,19 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool)
     ]
     client = Client(_home())
     text = file.read_text(encoding="utf-8")
-    result = client.call(
-        "POST",
-        "/api/v1/deploy",
-        {
-            "services": [{"spec": s.spec_json(), "yaml": text} for s in specs],
-            "dry_run": dry_run,
-            "file": str(file.resolve()),
-        },
-        timeout=600.0,
-    )
+    request = {
+        "services": [{"spec": s.spec_json(), "yaml": text} for s in specs],
+        "dry_run": True,
+        "file": str(file.resolve()),
+        "prune_all": prune_all,
+    }
+    if not dry_run:
+        plan = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
+        removals = [i["name"] for i in plan["services"] if i["action"] == "down"]
+        if removals:
+            _confirm(f"deploy takes down {', '.join(removals)}", yes)
+        request = {**request, "dry_run": False, "expect_down": removals}
+    result = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
     for item in result["services"]:
         if item["action"] == "create":
             if item.get("notice"):
@@ -447,6 +499,8 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool)
             continue
         elif item["action"] == "down":
             console.print(f"{item['name']}: {'would be taken down' if dry_run else 'taken down'}")
+        elif item["action"] == "keep":
+            console.print(f"{item['name']}: kept, not in the file ({item['reason']})")
         else:
             _print_plan(item)
     if wait and not dry_run:
@@ -474,10 +528,13 @@ def history(name: str, as_json: bool, utc: bool) -> None:
       steady history http-server
     """
     client = Client(_home())
-    versions = client.call("GET", f"/api/v1/services/{name}/history")["versions"]
+    result = client.call("GET", f"/api/v1/services/{name}/history")
+    versions = result["versions"]
     if as_json:
-        _echo_json({"name": name, "versions": versions})
+        _echo_json({"name": name, "down": result["down"], "versions": versions})
         return
+    if result["down"]:
+        console.print(f"{name} is down (history kept until 'steady down {name} --purge')")
     _print_table(history_table(versions, Clock(utc=utc)))
 
 
@@ -551,10 +608,15 @@ def logs(
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Take down every service.")
 @click.option("--purge", is_flag=True, help="Also forget versions, events and logs.")
+@yes_option
 @json_option
 @reports_errors
-def down(names: tuple[str, ...], all_: bool, purge: bool, as_json: bool) -> None:
+def down(names: tuple[str, ...], all_: bool, purge: bool, yes: bool, as_json: bool) -> None:
     """Stop services: their load balancers and every replica.
+
+    Versions, events and logs are kept (steady history still works) until
+    --purge, which also forgets them for a service that is already down.
+    --all asks first on a terminal (-y skips it).
 
     \b
     Example:
@@ -566,8 +628,13 @@ def down(names: tuple[str, ...], all_: bool, purge: bool, as_json: bool) -> None
     client = Client(home)
     known = [s["name"] for s in client.call("GET", "/api/v1/services")["services"]]
     unknown = [n for n in names if n not in known]
-    if unknown:
-        raise CommandError(f"unknown service: {', '.join(unknown)}", 2)
+    for name in unknown:
+        # A service already down: --purge forgets its history; otherwise say so.
+        result = client.call("GET", f"/api/v1/services/{name}/history")
+        if result["down"] and not purge:
+            raise CommandError(f"{name} is already down (--purge forgets its history)", 2)
+    if all_ and known and not yes and sys.stdin.isatty():
+        _confirm(f"take down every service ({', '.join(known)})", yes)
     taken = known if all_ else list(names)
     for name in taken:
         client.call("DELETE", f"/api/v1/services/{name}?purge={int(purge)}", timeout=600.0)

@@ -152,20 +152,28 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             isinstance(i, dict) and isinstance(i.get("spec"), str) for i in items
         ):
             raise BadInput("'services' must be a list of {spec, yaml}")
+        expect_down = data.get("expect_down")
+        if expect_down is not None and not (
+            isinstance(expect_down, list) and all(isinstance(n, str) for n in expect_down)
+        ):
+            raise BadInput("'expect_down' must be a list of service names")
         result = await controller.deploy(
             [(i["spec"], str(i.get("yaml", ""))) for i in items],
             bool(data.get("dry_run")),
             _file(data),
+            prune_all=bool(data.get("prune_all")),
+            expect_down=expect_down,
         )
         return web.json_response(result)
 
     @routes.get("/api/v1/services/{name}/history")
     async def history(request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        controller.runtime(name)
+        running = controller.known(name)
         rows = controller.store.versions(name)
         return web.json_response(
             {
+                "down": not running,
                 "versions": [
                     {
                         "version": v.version,
@@ -176,7 +184,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
                         "pruned": bool(v.pruned),
                     }
                     for v in rows
-                ]
+                ],
             }
         )
 
@@ -189,9 +197,12 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
     @routes.get("/api/v1/services/{name}/events")
     async def events(request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        controller.runtime(name)
-        rows = controller.store.events(name, limit=int(request.query.get("limit", "200")))
-        return web.json_response({"events": [row.__dict__ for row in rows]})
+        running = controller.known(name)
+        limit = request.query.get("limit", "200")
+        if not limit.isdigit() or not 1 <= int(limit) <= 10_000:
+            raise BadInput("limit must be a whole number from 1 to 10000")
+        rows = controller.store.events(name, limit=int(limit))
+        return web.json_response({"down": not running, "events": [row.__dict__ for row in rows]})
 
     @routes.get("/api/v1/lb/{name}/routes")
     async def lb_routes(request: web.Request) -> web.Response:

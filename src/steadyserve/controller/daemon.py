@@ -60,6 +60,11 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def fleet_owner(spec_file: str | None) -> str:
+    """The owner recorded for services a fleet file makes (its absolute path)."""
+    return f"fleet:{spec_file}" if spec_file else ""
+
+
 class Controller:
     def __init__(self, home: Home) -> None:
         self.home = home
@@ -98,6 +103,15 @@ class Controller:
             )
         return lock
 
+    def known(self, name: str) -> bool:
+        """Whether ``name`` runs, or was taken down and kept its history (False:
+        404). Running or not is for the caller to say."""
+        if name in self.services:
+            return True
+        if self.store.has_history(name):
+            return False
+        raise NotFound(f"unknown service: {name}")
+
     def runtime(self, name: str) -> ServiceRuntime:
         runtime = self.services.get(name)
         if runtime is None:
@@ -124,7 +138,7 @@ class Controller:
         return port
 
     async def create_service(
-        self, spec_json: str, spec_yaml: str, spec_file: str | None = None
+        self, spec_json: str, spec_yaml: str, spec_file: str | None = None, owner: str = ""
     ) -> dict[str, Any]:
         spec = self._parse(spec_json)
         name = spec.name
@@ -135,10 +149,10 @@ class Controller:
         if self._lock(name).locked():
             raise Conflict(f"service {name!r} already exists (another 'steady up' is creating it)")
         async with self._claim(name):
-            return await self._create(name, spec, spec_yaml, spec_file)
+            return await self._create(name, spec, spec_yaml, spec_file, owner)
 
     async def _create(
-        self, name: str, spec: ServiceSpec, spec_yaml: str, spec_file: str | None
+        self, name: str, spec: ServiceSpec, spec_yaml: str, spec_file: str | None, owner: str
     ) -> dict[str, Any]:
         source = Path(spec.workdir) if spec.workdir else None
         exclude = relative_excludes(source, [spec_file] if spec_file else [])
@@ -161,6 +175,7 @@ class Controller:
             port=port,
             next_replica_id=self.store.next_free_replica_id(name),
             stable_version=number,
+            owner=owner,
         )
         version = VersionRow(
             service=name,
@@ -192,9 +207,7 @@ class Controller:
         a client told to use it would otherwise reach whatever holds it."""
         if port == FIRST_ENDPOINT_PORT:
             return None
-        owner = next(
-            (r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None
-        )
+        owner = next((r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None)
         holder = f"the endpoint of service {owner}" if owner else "in use by another process"
         return f"{FIRST_ENDPOINT_PORT} is {holder}: using {port} (service.port sets it)"
 
@@ -274,13 +287,27 @@ class Controller:
         )
 
     async def deploy(
-        self, items: list[tuple[str, str]], dry_run: bool, spec_file: str | None = None
+        self,
+        items: list[tuple[str, str]],
+        dry_run: bool,
+        spec_file: str | None = None,
+        *,
+        prune_all: bool = False,
+        expect_down: list[str] | None = None,
     ) -> dict[str, Any]:
-        """The file is the whole desired state: create, update, and take down the rest."""
+        """The file is the whole desired state of the services it made: create,
+        update, and take down the ones this file made earlier and no longer lists.
+
+        Services made by ``steady up`` or by another fleet file are kept (listed
+        with action ``keep``) unless ``prune_all``. ``expect_down`` is the list of
+        removals the user confirmed; when the controller would now take down a
+        different set (someone changed the services meanwhile), nothing changes.
+        """
         specs = [(self._parse(text), yaml_text) for text, yaml_text in items]
         names = [s.name for s, _ in specs]
         if None in names or len(set(names)) != len(names):
             raise BadInput("services: every service needs a unique name")
+        owner = fleet_owner(spec_file)
         results: list[dict[str, Any]] = []
         # Check everything before changing anything: bad input changes nothing.
         for spec, _ in specs:
@@ -291,13 +318,21 @@ class Controller:
                 await self.update_service(
                     spec.name, spec.spec_json(), "", mode=None, dry_run=True, spec_file=spec_file
                 )
+        removed, kept = self._unlisted(names, owner, prune_all)
+        if not dry_run and expect_down is not None and sorted(expect_down) != sorted(removed):
+            raise Conflict(
+                "the services deploy would take down changed since it asked"
+                f" (now: {', '.join(removed) or 'none'}); run it again"
+            )
         for spec, yaml_text in specs:
             assert spec.name is not None
             if spec.name not in self.services:
                 if dry_run:
                     results.append({"name": spec.name, "action": "create"})
                 else:
-                    created = await self.create_service(spec.spec_json(), yaml_text, spec_file)
+                    created = await self.create_service(
+                        spec.spec_json(), yaml_text, spec_file, owner
+                    )
                     results.append({**created, "action": "create"})
             else:
                 result = await self.update_service(
@@ -308,12 +343,35 @@ class Controller:
                     dry_run=dry_run,
                     spec_file=spec_file,
                 )
+                if not dry_run and owner:  # the file now owns what it lists
+                    self.store.update_service(spec.name, owner=owner)
                 results.append({**result, "action": "update" if result["changed"] else "none"})
-        for name in [n for n in self.services if n not in names]:
+        for name in removed:
             if not dry_run:
                 await self.delete_service(name, purge=False)
             results.append({"name": name, "action": "down"})
+        for name, reason in kept:
+            results.append({"name": name, "action": "keep", "reason": reason})
         return {"dry_run": dry_run, "services": results}
+
+    def _unlisted(
+        self, listed: list[str | None], owner: str, prune_all: bool
+    ) -> tuple[list[str], list[tuple[str, str]]]:
+        """Running services the file does not list: those to take down, and those
+        kept with the reason (made by ``steady up`` or by another fleet file)."""
+        removed: list[str] = []
+        kept: list[tuple[str, str]] = []
+        for name in [n for n in self.services if n not in listed]:
+            row = self.store.service(name)
+            made_by = row.owner if row is not None else ""
+            if prune_all or (owner and made_by == owner):
+                removed.append(name)
+            elif made_by:
+                source = made_by.removeprefix("fleet:")
+                kept.append((name, f"made by another fleet file ({source})"))
+            else:
+                kept.append((name, "made with steady up; --prune-all takes it down"))
+        return removed, kept
 
     def _parse(self, spec_json: str) -> ServiceSpec:
         try:
@@ -340,6 +398,14 @@ class Controller:
         return runtime
 
     async def delete_service(self, name: str, purge: bool) -> None:
+        if purge and name not in self.services and self.store.has_history(name):
+            # Already down: --purge forgets what the down kept (versions, events, logs).
+            async with self._claim(name):
+                self.store.delete_service(name, purge=True)
+                await asyncio.to_thread(
+                    shutil.rmtree, self.home.service_dir(name), ignore_errors=True
+                )
+            return
         runtime = self.runtime(name)
         task = self._down_tasks.get(name)
         if task is None:
