@@ -1,0 +1,269 @@
+"""Replicas as Ray actors on an existing Ray cluster (``--backend ray``).
+
+Each replica is one named, detached :class:`~steadyserve.backends.ray_actor.ReplicaActor`
+spread over the nodes (Ray's ``SPREAD`` strategy, as Ray Serve spreads its
+replicas) and placed with the service's resources. The version's workdir
+travels with Ray's ``runtime_env`` (``working_dir``); the actor starts the
+replica as the local backend would and reports the node address and port it
+chose. The controller and the load balancers stay on this machine and route to
+node addresses.
+
+Liveness is a poll of the actor every :data:`POLL_S`; when the actor is gone
+because its node died, the handle says so (:attr:`RayReplica.preempted`) and the
+controller replaces the replica elsewhere. The replica's output is copied from
+its node into the usual log file on the same poll, so ``steady logs`` works for
+a replica on any node. Actors are named after the home, service and replica id,
+so a restarted controller finds them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from steadyserve import replica_contract as contract
+from steadyserve.backends.base import LaunchRequest, ProvisionError
+from steadyserve.backends.ray_placement import Placement, placement_of, unsatisfiable
+from steadyserve.paths import Home
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "steadyserve"
+POLL_S = 0.5
+CALL_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 120.0
+
+
+class BackendUnavailable(Exception):
+    """The Ray backend cannot be used (Ray missing, cluster unreachable): one line."""
+
+
+def connect(address: str) -> None:
+    """Join the cluster at ``address`` as a driver, or raise one line saying what to do."""
+    try:
+        import ray
+    except ImportError:
+        raise BackendUnavailable(
+            "the ray backend needs Ray: pip install 'steadyserve[ray]'"
+        ) from None
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(
+            address=address,
+            namespace=NAMESPACE,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    except Exception as exc:  # Ray raises several kinds; all mean "not reachable"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackendUnavailable(
+            f"cannot reach the Ray cluster at {address!r} ({first[:160]});"
+            " start one with 'ray start --head' or set STEADY_RAY_ADDRESS"
+        ) from None
+
+
+def actor_name(home_id: str, service: str, replica_id: int) -> str:
+    return f"steady-{home_id}-{service}-{replica_id}"
+
+
+class RayReplica:
+    """The controller's view of one replica actor."""
+
+    def __init__(self, actor: Any, name: str, info: dict[str, Any], log_path: Path) -> None:
+        self.actor = actor
+        self.name = name
+        self._host = str(info["host"])
+        ports = info.get("ports", {})
+        self._port = int(ports.get(contract.PORT, info.get("port", 0)))
+        control = ports.get(contract.CONTROL_PORT)
+        self._control_port = int(control) if control is not None else None
+        self._pid = int(info["pid"]) if info.get("pid") is not None else None
+        self.node_id = str(info.get("node_id", ""))
+        self.hostname = str(info.get("hostname", ""))
+        self.log_path = log_path
+        self.log_offset = 0
+        self._exit: int | None = None
+        self.preempted = False
+        """True when the actor died with its node: the replica was lost, not failed."""
+        self._poller: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid  # on the replica's node, not this one
+
+    @property
+    def create_time(self) -> float | None:
+        return None
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def control_port(self) -> int | None:
+        return self._control_port
+
+    @property
+    def region(self) -> str:
+        """The node, for the REGION column: its hostname, or its Ray id shortened."""
+        return self.hostname or self.node_id[:12]
+
+    def exit_code(self) -> int | None:
+        return self._exit
+
+    def watch(self) -> None:
+        if self._poller is None:
+            self._poller = asyncio.get_running_loop().create_task(self._poll_loop())
+
+    async def _poll_loop(self) -> None:
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        while self._exit is None:
+            try:
+                code = await asyncio.wait_for(self.actor.poll.remote(), CALL_TIMEOUT_S)
+                await self._copy_log()
+            except (RayActorError, asyncio.CancelledError) as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                self.preempted = True
+                self._exit = -9
+                return
+            except (TimeoutError, GetTimeoutError):
+                continue  # a node that is slow to answer is judged by Ray, not by us
+            if code is not None:
+                await self._copy_log()
+                self._exit = int(code)
+                return
+            await asyncio.sleep(POLL_S)
+
+    async def _copy_log(self) -> None:
+        chunk: bytes = await self.actor.read_log.remote(self.log_offset)
+        if chunk:
+            with open(self.log_path, "ab") as handle:
+                handle.write(chunk)
+            self.log_offset += len(chunk)
+
+    def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+
+
+class RayBackend:
+    """Run replicas as actors on the Ray cluster at ``address``."""
+
+    def __init__(self, home: Home, address: str) -> None:
+        self.home = home
+        self.address = address
+        self.home_id = contract.home_id(home.root)
+        connect(address)
+
+    async def prepare(
+        self, service: str, version: int, setup: str | None, env: dict[str, str]
+    ) -> Path:
+        """The version's workdir here; it travels to nodes with each actor's
+        runtime_env, and ``setup`` runs on each node before its first replica."""
+        workdir = self.home.version_workdir(service, version)
+        if not workdir.is_dir():
+            raise ProvisionError(f"workdir of version {version} is missing: {workdir}")
+        return workdir
+
+    async def launch(self, request: LaunchRequest) -> RayReplica:
+        import ray
+
+        placement: Placement = placement_of(request.resources) if request.resources else Placement()
+        nodes = await asyncio.to_thread(_alive_node_resources)
+        problem = unsatisfiable(placement.needs(), nodes)
+        if problem is not None:
+            raise ProvisionError(f"resources: {problem}; no node of the Ray cluster can hold it")
+        from steadyserve.backends.ray_actor import ReplicaActor
+
+        name = actor_name(self.home_id, request.service, request.replica_id)
+        remote_cls = ray.remote(ReplicaActor)
+        actor = remote_cls.options(  # type: ignore[attr-defined]
+            name=name,
+            namespace=NAMESPACE,
+            lifetime="detached",
+            max_restarts=0,
+            scheduling_strategy="SPREAD",
+            runtime_env={"working_dir": str(request.workdir)},
+            **placement.actor_options(),
+        ).remote(name)
+        command = list(request.command)
+        if command and command[0] == sys.executable:
+            command[0] = "{python}"  # the node's own interpreter
+        ports = [contract.PORT] + ([contract.CONTROL_PORT] if request.control_port else [])
+        request.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if request.setup:
+                setup_env = {k: v for k, v in request.env.items() if k != contract.CONTROL_SECRET}
+                code, tail = await asyncio.wait_for(
+                    actor.setup.remote(request.setup, setup_env), START_TIMEOUT_S * 5
+                )
+                if code != 0:
+                    raise ProvisionError(f"setup exited with code {code} on its node: {tail}")
+            info = await asyncio.wait_for(
+                actor.start.remote(command, request.env, ports), START_TIMEOUT_S
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+            raise
+        replica = RayReplica(actor, name, info, request.log_path)
+        replica.watch()
+        return replica
+
+    async def adopt_replica(self, service: str, replica_id: int) -> RayReplica | None:
+        """A replica a previous controller started, found by its actor's name."""
+        import ray
+
+        name = actor_name(self.home_id, service, replica_id)
+        try:
+            actor = await asyncio.to_thread(ray.get_actor, name, NAMESPACE)
+        except ValueError:
+            return None
+        try:
+            code = await asyncio.wait_for(actor.poll.remote(), CALL_TIMEOUT_S)
+            info = await asyncio.wait_for(actor.info.remote(), CALL_TIMEOUT_S)
+        except Exception:
+            return None
+        if code is not None or info is None:
+            return None
+        log_path = self.home.replica_log(service, replica_id)
+        replica = RayReplica(actor, name, info, log_path)
+        # The log here holds exactly what earlier controllers copied: continue after it.
+        with contextlib.suppress(OSError):
+            replica.log_offset = min(log_path.stat().st_size, int(info.get("log_size", 0)))
+        replica.watch()
+        return replica
+
+    async def stop(self, handle: Any, timeout_s: float) -> None:
+        import ray
+
+        assert isinstance(handle, RayReplica)
+        try:
+            await asyncio.wait_for(handle.actor.stop.remote(timeout_s), timeout_s + CALL_TIMEOUT_S)
+            await handle._copy_log()
+        except Exception:
+            log.info("replica actor %s did not answer stop; killing it", handle.name)
+        handle.close()
+        with contextlib.suppress(Exception):
+            ray.kill(handle.actor, no_restart=True)
+        if handle._exit is None:
+            handle._exit = -15
+
+
+def _alive_node_resources() -> list[dict[str, float]]:
+    import ray
+
+    return [dict(n.get("Resources", {})) for n in ray.nodes() if n.get("Alive")]
+

@@ -1,0 +1,168 @@
+"""The Ray actor that holds one replica on whichever node Ray placed it.
+
+It runs the replica exactly as the local backend does (a ``run`` command or the
+Python runner as a subprocess in its own process group, in the version's
+workdir that Ray's ``runtime_env`` shipped to the node) and answers the
+controller's questions about it: where it listens, whether it still runs, what
+it printed. The actor is named and detached, so it outlives the controller that
+made it and a restarted controller finds it by name.
+
+This module is imported on cluster nodes: it uses only the standard library,
+so a node needs nothing of SteadyServe's own dependencies beyond Ray.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SETUP_MARKER = ".steady-setup-done"
+"""Written next to the shipped workdir once ``setup`` succeeded on this node:
+replicas of a version that land on the same node run setup once."""
+
+LOG_CHUNK_BYTES = 256 * 1024
+
+
+def free_port(host: str) -> int:
+    """A port the OS just handed out as free on ``host``; the replica binds it next."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def node_address() -> str:
+    """The address other nodes reach this one at (Ray's own view of the node)."""
+    import ray
+
+    return str(ray.util.get_node_ip_address())
+
+
+class ReplicaActor:
+    """One replica process and its log, kept on the node it runs on."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.proc: subprocess.Popen[bytes] | None = None
+        logs = Path(tempfile.gettempdir()) / "steadyserve-ray-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log_path = logs / f"{label}-{os.getpid()}.log"
+        self.exit: int | None = None
+        self.started: dict[str, Any] = {}
+
+    def setup(self, script: str | None, env: dict[str, str]) -> tuple[int, str]:
+        """Run the version's ``setup`` once per node (the marker sits in the
+        shipped workdir, which Ray shares between the actors of one version)."""
+        if not script:
+            return 0, ""
+        marker = Path.cwd() / SETUP_MARKER
+        lock = Path.cwd() / (SETUP_MARKER + ".lock")
+        with open(lock, "w") as handle:
+            import fcntl
+
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            if marker.exists():
+                return 0, ""
+            done = subprocess.run(
+                ["bash", "-c", script],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+            if done.returncode == 0:
+                marker.touch()
+            tail = done.stdout.decode(errors="replace").strip().splitlines()[-5:]
+            return done.returncode, "\n".join(tail)
+
+    def start(self, command: list[str], env: dict[str, str], ports: list[str]) -> dict[str, Any]:
+        """Start the replica; pick a free port on this node for each env name in
+        ``ports`` (the backend owns placement and addresses, not the controller)."""
+        host = node_address()
+        env = dict(env)
+        for name in ports:
+            env[name] = str(free_port(host))
+        env["HOST"] = host
+        if command and command[0] == "{python}":  # the Python runner: this node's interpreter
+            import sys
+
+            command = [sys.executable, *command[1:]]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps writing to it
+        try:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=Path.cwd(),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        import ray
+
+        context = ray.get_runtime_context()
+        self.started = {
+            "host": host,
+            "ports": {name: int(env[name]) for name in ports},
+            "pid": self.proc.pid,
+            "node_id": context.get_node_id(),
+            "hostname": socket.gethostname(),
+        }
+        return self.started
+
+    def info(self) -> dict[str, Any] | None:
+        """What :meth:`start` answered, and how much output there is so far: a
+        restarted controller re-adopting this replica continues its log from here."""
+        if self.proc is None:
+            return None
+        try:
+            size = self.log_path.stat().st_size
+        except OSError:
+            size = 0
+        return {**self.started, "log_size": size}
+
+    def poll(self) -> int | None:
+        """None while the replica runs, else its exit code (-N for signal N)."""
+        if self.proc is None:
+            return None
+        if self.exit is None:
+            self.exit = self.proc.poll()
+        return self.exit
+
+    def stop(self, timeout_s: float) -> int | None:
+        """SIGTERM the replica's process group, SIGKILL what is left after
+        ``timeout_s``; the answer comes once the replica has exited."""
+        if self.proc is None:
+            return None
+        pid = self.proc.pid
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        return self.poll()
+
+    def read_log(self, offset: int) -> bytes:
+        """Up to LOG_CHUNK_BYTES of the replica's output from ``offset``: the
+        controller copies it into the replica's log file, so ``steady logs``
+        works the same for a replica on any node."""
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(offset)
+                return handle.read(LOG_CHUNK_BYTES)
+        except OSError:
+            return b""
