@@ -3,6 +3,7 @@ and leaves no process of it behind (checked, and cleaned, at teardown)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -10,28 +11,64 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.raycluster import RayCluster
 from tests.helpers.steady import Steady, processes_of_home
+
+BACKENDS = ["local", "ray"]
+"""What the core and update end-to-end tests run on: ``pytestmark =
+pytest.mark.parametrize("steady", BACKENDS, indirect=True)`` in their module."""
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    """Two Ray nodes in two network namespaces (tests/helpers/raycluster.py)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        if os.environ.get("STEADY_REQUIRE_RAY"):
+            raise
+        pytest.skip("Ray is not installed (pip install -e '.[test,ray]')")
+    if os.geteuid() != 0:
+        pytest.skip("the Ray cluster's network namespaces need root")
+    cluster = RayCluster(tmp_path_factory.mktemp("ray"))
+    try:
+        cluster.start()
+        assert cluster.listening_outside() == [], "a Ray process listens outside its namespace"
+        yield cluster
+        assert cluster.listening_outside() == [], "a Ray process listens outside its namespace"
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture
-def steady() -> Iterator[Steady]:
+def steady(request: pytest.FixtureRequest) -> Iterator[Steady]:
+    backend = getattr(request, "param", "local")
     with tempfile.TemporaryDirectory(prefix="steady-test-") as tmp:
         home = Path(tmp) / "home"
-        cli = Steady(home)
-        try:
-            yield cli
-        finally:
-            if home.exists():
-                cli.run("down", "--all", check=False, timeout=120)
-                cli.run("controller", "stop", check=False, timeout=60)
-            deadline = time.monotonic() + 10
+        if backend == "ray":
+            cluster: RayCluster = request.getfixturevalue("ray_cluster")
+            env = {"STEADY_BACKEND": "ray", "STEADY_RAY_ADDRESS": cluster.address}
+            with cluster.entered():
+                yield from _steady_in(Steady(home, env), home)
+        else:
+            yield from _steady_in(Steady(home), home)
+
+
+def _steady_in(cli: Steady, home: Path) -> Iterator[Steady]:
+    try:
+        yield cli
+    finally:
+        if home.exists():
+            cli.run("down", "--all", check=False, timeout=120)
+            cli.run("controller", "stop", check=False, timeout=60)
+        deadline = time.monotonic() + 10
+        left = processes_of_home(home)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
             left = processes_of_home(home)
-            while left and time.monotonic() < deadline:
-                time.sleep(0.1)
-                left = processes_of_home(home)
-            for proc in left:
-                proc.kill()
-            assert not left, f"orphan processes left behind: {[p.cmdline() for p in left]}"
+        for proc in left:
+            proc.kill()
+        assert not left, f"orphan processes left behind: {[p.cmdline() for p in left]}"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

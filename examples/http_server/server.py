@@ -103,9 +103,10 @@ class Handler(BaseHTTPRequestHandler):
 
 def main() -> None:
     port = int(os.environ.get("PORT", "8080"))
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    host = os.environ.get("HOST", "127.0.0.1")  # the node's address on the Ray backend
+    server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    print(f"replica {REPLICA_ID} (version {VERSION}) listening on 127.0.0.1:{port}", flush=True)
+    print(f"replica {REPLICA_ID} (version {VERSION}) listening on {host}:{port}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
 

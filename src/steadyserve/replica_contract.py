@@ -23,6 +23,9 @@ from pathlib import Path
 
 # Set for every replica (command or Python).
 PORT = "PORT"
+HOST = "HOST"
+"""The address to bind: ``127.0.0.1`` on the local backend, the node's address on
+Ray (where the load balancer runs on another machine). Set by the backend."""
 REPLICA_ID = "STEADY_REPLICA_ID"
 SKYPILOT_REPLICA_ID = "SKYPILOT_SERVE_REPLICA_ID"
 SERVICE_NAME = "STEADY_SERVICE_NAME"

@@ -139,7 +139,7 @@ class RayCluster:
         self.wait_nodes(2)
 
     def alive_nodes(self) -> int:
-        code = "import ray; ray.init(address=%r, logging_level='ERROR');" % self.address
+        code = f"import ray; ray.init(address={self.address!r}, logging_level='ERROR');"
         code += "print(sum(1 for n in ray.nodes() if n['Alive']))"
         done = subprocess.run(
             ["ip", "netns", "exec", self.head_ns, sys.executable, "-c", code],

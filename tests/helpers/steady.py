@@ -27,10 +27,12 @@ class Steady:
     """The ``steady`` CLI bound to one home."""
 
     home: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """E.g. the backend: STEADY_BACKEND=ray and STEADY_RAY_ADDRESS."""
 
     @property
     def env(self) -> dict[str, str]:
-        return dict(os.environ, STEADY_HOME=str(self.home))
+        return dict(os.environ, **self.extra_env, STEADY_HOME=str(self.home))
 
     def run(
         self, *args: str, timeout: float = 120, check: bool = True

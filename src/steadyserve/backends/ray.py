@@ -266,4 +266,3 @@ def _alive_node_resources() -> list[dict[str, float]]:
     import ray
 
     return [dict(n.get("Resources", {})) for n in ray.nodes() if n.get("Alive")]
-

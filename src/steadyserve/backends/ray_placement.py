@@ -102,10 +102,9 @@ def unsatisfiable(need: Mapping[str, float], nodes: Sequence[Mapping[str, float]
     for key, amount in need.items():
         best = max(node.get(key, 0.0) for node in nodes)
         if best < amount:
-            shown = "memory" if key == "memory" else key
             if key == "memory":
-                return (
-                    f"needs memory {amount / GIB:g} GiB, the most any node has is {best / GIB:g} GiB"
-                )
-            return f"needs {shown} {_number(amount)}, the most any node has is {_number(best)}"
+                amount_text, best_text = f"{amount / GIB:g} GiB", f"{best / GIB:g} GiB"
+            else:
+                amount_text, best_text = _number(amount), _number(best)
+            return f"needs {key} {amount_text}, the most any node has is {best_text}"
     return "no single node has all of " + ", ".join(f"{k} {_number(v)}" for k, v in need.items())

@@ -14,10 +14,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from steadyserve.backends import BACKEND_ENV, BackendChoiceError, backend_name
 from steadyserve.paths import Home
 
 START_TIMEOUT_S = 30.0
@@ -66,12 +68,42 @@ def controller_alive(home: Home) -> dict[str, Any] | None:
     return data
 
 
+def _check_backend(info: dict[str, Any]) -> dict[str, Any]:
+    """A running controller keeps the backend it started with: a command asking for
+    another one (STEADY_BACKEND) is refused rather than silently run elsewhere."""
+    try:
+        wanted = backend_name()
+    except BackendChoiceError as exc:
+        raise CommandError(str(exc), 2) from None
+    running = info.get("backend", "local")
+    if os.environ.get(BACKEND_ENV) and wanted != running:
+        raise CommandError(
+            f"{BACKEND_ENV}={wanted}, but the controller of this home runs the {running}"
+            " backend; stop it first (steady controller stop)",
+            2,
+        )
+    return info
+
+
+def _error_line(log_path: Path) -> str | None:
+    """The one-line reason a controller gave for not starting (its log's last line)."""
+    try:
+        lines = log_path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return None
+    return lines[-1].removeprefix("error: ") if lines and lines[-1].startswith("error: ") else None
+
+
 def start_controller(home: Home) -> dict[str, Any]:
     """Start the controller in its own session and wait until it answers."""
     home.ensure()
     info = controller_alive(home)
     if info:
-        return info
+        return _check_backend(info)
+    try:
+        backend_name()
+    except BackendChoiceError as exc:
+        raise CommandError(str(exc), 2) from None
     log_path = home.controller_log
     env = dict(os.environ, STEADY_HOME=str(home.root))
     with open(log_path, "ab") as log:
@@ -90,6 +122,8 @@ def start_controller(home: Home) -> dict[str, Any]:
         if info:
             return info
         code = proc.poll()
+        if code == 2 and (reason := _error_line(log_path)):  # e.g. the Ray cluster is unreachable
+            raise CommandError(reason, 2)
         if code not in (None, 0):
             raise CommandError(f"controller failed to start (exit {code}); see {log_path}")
         time.sleep(0.05)

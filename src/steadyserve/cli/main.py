@@ -658,14 +658,34 @@ def controller() -> None:
 
 
 @controller.command("start")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "ray"]),
+    default=None,
+    help="Where replicas run (default local; also STEADY_BACKEND).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="The Ray cluster: auto, HOST:PORT or ray://HOST:PORT (also STEADY_RAY_ADDRESS).",
+)
 @reports_errors
-def controller_start() -> None:
+def controller_start(backend: str | None, ray_address: str | None) -> None:
     """Start the controller (if none runs) and print its pid and address.
+
+    With --backend ray, replicas run as actors on an existing Ray cluster
+    (docs/ray.md); the choice lasts until the controller stops.
 
     \b
     Example:
-      steady controller start
+      steady controller start --backend ray --ray-address auto
     """
+    if ray_address is not None and (backend or os.environ.get("STEADY_BACKEND")) != "ray":
+        raise CommandError("--ray-address needs --backend ray", 2)
+    if backend is not None:
+        os.environ["STEADY_BACKEND"] = backend
+    if ray_address is not None:
+        os.environ["STEADY_RAY_ADDRESS"] = ray_address
     info = start_controller(_home())
     console.print(f"controller running: pid {info['pid']} at {info['url']}")
 

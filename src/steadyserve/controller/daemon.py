@@ -29,9 +29,8 @@ from typing import IO, Any
 import uvloop
 from aiohttp import web
 
+from steadyserve.backends import BackendChoiceError, backend_name, choose_backend
 from steadyserve.backends.base import Backend
-from steadyserve.backends.fake import FakeBackend
-from steadyserve.backends.local import LocalBackend
 from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
@@ -69,9 +68,8 @@ class Controller:
     def __init__(self, home: Home) -> None:
         self.home = home
         self.store = Store(home.db_path)
-        self.backend: Backend = (
-            FakeBackend(home) if os.environ.get("STEADY_BACKEND") == "fake" else LocalBackend(home)
-        )
+        self.backend: Backend = choose_backend(home)
+        self.backend_name = backend_name()
         self.epoch = uuid.uuid4().hex[:12]
         self.services: dict[str, ServiceRuntime] = {}
         self.started_at = time.time()
@@ -88,6 +86,7 @@ class Controller:
             "home": str(self.home.root),
             "epoch": self.epoch,
             "started_at": self.started_at,
+            "backend": self.backend_name,
         }
 
     # service operations (called by the API) ---------------------------
@@ -507,6 +506,13 @@ def main(argv: list[str] | None = None) -> int:
     if lock is None:
         log.info("another controller holds %s; exiting", home.controller_lock)
         return 0
-    uvloop.run(Controller(home).serve())
+    try:
+        controller = Controller(home)
+    except BackendChoiceError as exc:
+        # The CLI that started this controller shows this line and exits 2.
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        lock.close()
+        return 2
+    uvloop.run(controller.serve())
     lock.close()
     return 0

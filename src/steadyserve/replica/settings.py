@@ -48,6 +48,7 @@ def from_env(env: Mapping[str, str], options: Mapping[str, Any]) -> Settings:
     return Settings(
         port=_port(env, contract.PORT),
         control_port=_port(env, contract.CONTROL_PORT),
+        host=env.get(contract.HOST) or "127.0.0.1",
         user_config=user_config,
         max_ongoing_requests=_int(
             env,
