@@ -42,7 +42,7 @@ from steadyserve.controller.status import service_json
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ServiceRow, Store, VersionRow
-from steadyserve.states import ServiceStatus
+from steadyserve.states import Desired, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.workdir import relative_excludes
 
 log = logging.getLogger("steadyserve.controller")
@@ -155,7 +155,7 @@ class Controller:
         now = time.time()
         row = ServiceRow(
             name=name,
-            status=ServiceStatus.CONTROLLER_INIT.value,
+            status=ServiceStatus.CONTROLLER_INIT,
             version=number,
             created_at=now,
             port=port,
@@ -169,9 +169,9 @@ class Controller:
             spec_json=spec.spec_json(),
             spec_yaml=spec_yaml,
             workdir_hash=workdir_hash,
-            mode="initial",
+            mode=UpdateMode.INITIAL,
             changes="initial version",
-            outcome="active",
+            outcome=VersionOutcome.ACTIVE,
         )
         try:
             self.store.add_service(row, version)
@@ -192,9 +192,7 @@ class Controller:
         a client told to use it would otherwise reach whatever holds it."""
         if port == FIRST_ENDPOINT_PORT:
             return None
-        owner = next(
-            (r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None
-        )
+        owner = next((r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None)
         holder = f"the endpoint of service {owner}" if owner else "in use by another process"
         return f"{FIRST_ENDPOINT_PORT} is {holder}: using {port} (service.port sets it)"
 
@@ -389,7 +387,7 @@ class Controller:
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         reap_orphans(str(self.home.root), claimed)
         for row in self.store.services():
-            if row.desired == "down":  # a down the previous controller did not finish
+            if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
                     asyncio.create_task(self.delete_service(row.name, bool(row.purge)))
                 )

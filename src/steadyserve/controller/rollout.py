@@ -12,12 +12,18 @@ from typing import TYPE_CHECKING
 from steadyserve.controller.reconfigure import post_user_config
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow, UpdateRow
-from steadyserve.states import ReplicaStatus
+from steadyserve.states import (
+    EventKind,
+    ReplicaStatus,
+    UpdateMode,
+    UpdateStatus,
+    VersionOutcome,
+    update_event,
+)
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime
 
-IN_PROGRESS, SUCCEEDED, FAILED, ROLLED_BACK = "IN_PROGRESS", "SUCCEEDED", "FAILED", "ROLLED_BACK"
 CONTROL_RECONFIGURE = "/-/reconfigure"
 
 
@@ -36,27 +42,29 @@ def update_failure(rt: ServiceRuntime) -> str | None:
     return None
 
 
-def finish_update(rt: ServiceRuntime, status: str, message: str) -> None:
+def finish_update(rt: ServiceRuntime, status: UpdateStatus, message: str) -> None:
     assert rt.update is not None
     rt.update.status = status
     rt.update.message = message
     rt.update.finished_at = time.time()
     rt.store.save_update(rt.update)
-    rt.store.add_event(rt.name, None, IN_PROGRESS, f"UPDATE_{status}", message)
-    if status == SUCCEEDED:
+    rt.store.add_event(rt.name, None, UpdateStatus.IN_PROGRESS, update_event(status), message)
+    if status is UpdateStatus.SUCCEEDED:
         if rt.row.stable_version != rt.row.version:
-            rt.store.update_version(rt.name, rt.row.stable_version, outcome="retired")
+            rt.store.update_version(rt.name, rt.row.stable_version, outcome=VersionOutcome.RETIRED)
         rt.row.stable_version = rt.row.version
-        rt.store.update_service(rt.name, stable_version=rt.row.version)
-        rt.store.update_version(rt.name, rt.row.version, outcome="active")
+        rt.store.set_service_fields(rt.name, stable_version=rt.row.version)
+        rt.store.update_version(rt.name, rt.row.version, outcome=VersionOutcome.ACTIVE)
 
 
 def roll_back(rt: ServiceRuntime, reason: str) -> None:
     """Make the last good version the target again; new replicas drain by the planner."""
     assert rt.update is not None
     failed_version = rt.update.to_version
-    rt.store.update_version(rt.name, failed_version, outcome="failed")
-    finish_update(rt, FAILED, f"{reason}; rolled back to version {rt.update.from_version}")
+    rt.store.update_version(rt.name, failed_version, outcome=VersionOutcome.FAILED)
+    finish_update(
+        rt, UpdateStatus.FAILED, f"{reason}; rolled back to version {rt.update.from_version}"
+    )
     set_version(rt, rt.update.from_version)
 
 
@@ -69,7 +77,7 @@ def set_version(rt: ServiceRuntime, version: int, spec: ServiceSpec | None = Non
     rt._old_specs[rt.row.version] = rt.spec
     rt.spec = spec or rt._old_specs.get(version) or rt._load_spec(version)
     rt.row.version = version
-    rt.store.update_service(rt.name, version=version)
+    rt.store.set_service_fields(rt.name, version=version)
     rt.wake()
 
 
@@ -77,7 +85,7 @@ def begin_update(
     rt: ServiceRuntime,
     version: int,
     spec: ServiceSpec,
-    mode: str,
+    mode: UpdateMode,
     in_place: bool,
     message: str,
     *,
@@ -89,8 +97,8 @@ def begin_update(
     if (
         in_place
         and previous is not None
-        and previous.status == IN_PROGRESS
-        and previous.mode != "in_place"
+        and previous.status is UpdateStatus.IN_PROGRESS
+        and previous.mode is not UpdateMode.IN_PLACE
     ):
         # A restart update is under way: its target takes the in-place change and it
         # carries on in its own mode.
@@ -99,27 +107,27 @@ def begin_update(
         rt.store.save_update(previous)
         update = previous
     else:
-        if previous is not None and previous.status == IN_PROGRESS:
-            previous.status = ROLLED_BACK if rollback else FAILED
+        if previous is not None and previous.status is UpdateStatus.IN_PROGRESS:
+            previous.status = UpdateStatus.ROLLED_BACK if rollback else UpdateStatus.FAILED
             previous.message = f"superseded by version {version}"
             previous.finished_at = time.time()
             rt.store.save_update(previous)
-            rt.store.update_version(rt.name, previous.to_version, outcome="superseded")
+            rt.store.update_version(rt.name, previous.to_version, outcome=VersionOutcome.SUPERSEDED)
         update = rt.store.add_update(
             UpdateRow(
                 id=None,
                 service=rt.name,
-                mode="in_place" if in_place else mode,
+                mode=UpdateMode.IN_PLACE if in_place else mode,
                 from_version=rt.row.stable_version if not in_place else old_version,
                 to_version=version,
-                status=IN_PROGRESS,
+                status=UpdateStatus.IN_PROGRESS,
                 message=message,
                 started_at=time.time(),
             )
         )
         rt.update_failures = 0
     rt.update = update
-    rt.store.add_event(rt.name, None, None, "UPDATE_STARTED", f"{update.mode}: {message}")
+    rt.store.add_event(rt.name, None, None, EventKind.UPDATE_STARTED, f"{update.mode}: {message}")
     set_version(rt, version, spec)
     if in_place:
         relabelled = relabel(rt, old_version, version)
@@ -131,7 +139,7 @@ def relabel(rt: ServiceRuntime, old_version: int, new_version: int) -> list[Repl
     """In place: the running replicas of ``old_version`` now count as ``new_version``."""
     moved = []
     for replica in rt.replicas.values():
-        if ReplicaStatus(replica.status).is_live and replica.version == old_version:
+        if replica.status.is_live and replica.version == old_version:
             rt.store.update_replica(rt.name, replica.id, version=new_version)
             rt.store.add_event(
                 rt.name,
@@ -166,16 +174,16 @@ async def deliver_in_place(
             *(
                 deliver_user_config(rt, r)
                 for r in relabelled
-                if r.status in (ReplicaStatus.READY.value, ReplicaStatus.NOT_READY.value)
+                if r.status in (ReplicaStatus.READY, ReplicaStatus.NOT_READY)
             )
         )
         failed = [why for ok, why in results if not ok]
-    if update is not rt.update or update.status != IN_PROGRESS:
+    if update is not rt.update or update.status is not UpdateStatus.IN_PROGRESS:
         return
     if failed:
         revert_in_place(rt, update, old_spec, old_version, failed[0])
-    elif update.mode == "in_place":
-        finish_update(rt, SUCCEEDED, f"applied in place to {len(relabelled)} replicas")
+    elif update.mode is UpdateMode.IN_PLACE:
+        finish_update(rt, UpdateStatus.SUCCEEDED, f"applied in place to {len(relabelled)} replicas")
     rt.wake()
 
 
@@ -183,14 +191,14 @@ def revert_in_place(
     rt: ServiceRuntime, update: UpdateRow, old_spec: ServiceSpec, back_to: int, why: str
 ) -> None:
     """A reconfigure failed: the update fails and the old config comes back, in place."""
-    rt.store.update_version(rt.name, update.to_version, outcome="failed")
-    finish_update(rt, FAILED, f"{why}; reverted to version {back_to}")
+    rt.store.update_version(rt.name, update.to_version, outcome=VersionOutcome.FAILED)
+    finish_update(rt, UpdateStatus.FAILED, f"{why}; reverted to version {back_to}")
     set_version(rt, back_to, old_spec)
     for replica in rt.replicas.values():
-        if ReplicaStatus(replica.status).is_live and replica.version == update.to_version:
+        if replica.status.is_live and replica.version == update.to_version:
             rt.store.update_replica(rt.name, replica.id, version=back_to)
             replica.version = back_to
-            if replica.status == ReplicaStatus.READY.value:
+            if replica.status is ReplicaStatus.READY:
                 rt._spawn(replica, redeliver(rt, replica))
 
 
@@ -219,6 +227,6 @@ async def deliver_user_config(
     ok, answered, why = await post_user_config(
         rt.probe_session, replica.ip, port, path, spec.service.user_config, headers=headers
     )
-    if not ok and (replace_on_refusal or not answered) and ReplicaStatus(replica.status).is_live:
+    if not ok and (replace_on_refusal or not answered) and replica.status.is_live:
         rt._mark_failed(replica, ReplicaStatus.FAILED, why)
     return ok, why

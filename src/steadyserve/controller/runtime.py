@@ -17,6 +17,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -25,18 +26,24 @@ from steadyserve.autoscale import policy_for
 from steadyserve.backends.base import Backend, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.local import free_port
 from steadyserve.controller import rollout
-from steadyserve.controller.autoscaler import EVENT as AUTOSCALE_EVENT
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.probes import probe_ready
-from steadyserve.controller.rollout import IN_PROGRESS, SUCCEEDED
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
 from steadyserve.planner import Plan, ReplicaView, plan_steady, plan_update, service_status
 from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.state import ReplicaRow, ServiceRow, Store, UpdateRow
-from steadyserve.states import ReplicaStatus, ServiceStatus
+from steadyserve.states import (
+    Desired,
+    EventKind,
+    ReplicaStatus,
+    ServiceStatus,
+    UpdateMode,
+    UpdateStatus,
+    check_move,
+)
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -81,7 +88,7 @@ class ServiceRuntime:
             r.version for r in self.replicas.values() if r.ready_at is not None
         }
         self.broken_versions: set[int] = set()
-        if row.status == ServiceStatus.FAILED.value:
+        if row.status == ServiceStatus.FAILED:
             self.broken_versions.add(row.version)
         self.spec = self._load_spec(row.version)
         self._old_specs: dict[int, ServiceSpec] = {}
@@ -121,7 +128,7 @@ class ServiceRuntime:
         """Re-adopt what a previous controller left running, then reconcile."""
         for replica in list(self.replicas.values()):
             rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
-            status = ReplicaStatus(replica.status)
+            status = replica.status
             if replica.pid is not None and replica.port is not None:
                 rt.handle = self.backend.adopt(replica.pid, replica.pid_create_time, replica.port)
             if status.is_live or status is ReplicaStatus.SHUTTING_DOWN:
@@ -143,7 +150,7 @@ class ServiceRuntime:
                 # Failed, and the previous controller died before its stop finished.
                 self._spawn(replica, self._stop_failed(replica, rt.handle))
         self.lb.adopt(self.row.lb_pid, self.row.lb_create_time)
-        if self.updating and self.update is not None and self.update.mode == "in_place":
+        if self.updating and self.update is not None and self.update.mode is UpdateMode.IN_PLACE:
             # The previous controller died mid-way: relabel what it had not, deliver again
             # (reconfigure is idempotent) and finish the update.
             old_spec = self._load_spec(self.update.from_version)
@@ -151,9 +158,7 @@ class ServiceRuntime:
             relabelled += [
                 r
                 for r in self.replicas.values()
-                if ReplicaStatus(r.status).is_live
-                and r.version == self.row.version
-                and r not in relabelled
+                if r.status.is_live and r.version == self.row.version and r not in relabelled
             ]
             rollout.spawn_update(
                 self,
@@ -197,9 +202,9 @@ class ServiceRuntime:
         """Stop the load balancer and every replica, then forget the service."""
         self._stopping = True
         old = self.row.status
-        self.row.status = ServiceStatus.SHUTTING_DOWN.value
+        self.row.status = ServiceStatus.SHUTTING_DOWN
         # Recorded first, so a controller that dies mid-way finishes the down on restart.
-        self.store.update_service(self.name, desired="down", purge=int(purge))
+        self.store.set_service_fields(self.name, desired=Desired.DOWN, purge=int(purge))
         self.store.set_service_status(self.name, old, self.row.status, "steady down")
         if self._own_counts:
             self._own_counts.cancel()
@@ -245,13 +250,11 @@ class ServiceRuntime:
 
     # reconcile ---------------------------------------------------------
     def views(self) -> list[ReplicaView]:
-        return [
-            ReplicaView(r.id, r.version, ReplicaStatus(r.status)) for r in self.replicas.values()
-        ]
+        return [ReplicaView(r.id, r.version, r.status) for r in self.replicas.values()]
 
     @property
     def updating(self) -> bool:
-        return self.update is not None and self.update.status == IN_PROGRESS
+        return self.update is not None and self.update.status is UpdateStatus.IN_PROGRESS
 
     def tick(self) -> None:
         if self._stopping:
@@ -267,14 +270,14 @@ class ServiceRuntime:
         if converged and self.updating:
             rollout.finish_update(
                 self,
-                SUCCEEDED,
+                UpdateStatus.SUCCEEDED,
                 f"version {self.row.version} serves with {self.target_replicas()} replicas",
             )
         self.plan = plan
         self._publish(plan.routable)
         for replica_id, reason in plan.stop:
             replica = self.replicas[replica_id]
-            self.store.set_replica_status(replica, ReplicaStatus.SHUTTING_DOWN.value, reason)
+            self.transition(replica, ReplicaStatus.SHUTTING_DOWN, reason)
             self._spawn(replica, self._retire(replica, reason))
         for replica_id in plan.forget:
             replica = self.replicas.pop(replica_id)
@@ -292,14 +295,16 @@ class ServiceRuntime:
         broken = version in self.broken_versions
         target = self.target_replicas()
         converging = any(v.status.is_live and v.version != version for v in views)
-        in_place = self.updating and self.update is not None and self.update.mode == "in_place"
+        in_place = (
+            self.updating and self.update is not None and self.update.mode is UpdateMode.IN_PLACE
+        )
         if in_place or not (self.updating or converging):
             return plan_steady(target, version, views, version_broken=broken), False
         assert self.update is not None
-        mode = self.update.mode if self.updating else "rolling"
+        mode = self.update.mode if self.updating else UpdateMode.ROLLING
         svc = self.spec.service
         step = plan_update(
-            "blue_green" if mode == "blue_green" else "rolling",
+            UpdateMode.BLUE_GREEN if mode is UpdateMode.BLUE_GREEN else UpdateMode.ROLLING,
             target,
             version,
             views,
@@ -327,13 +332,11 @@ class ServiceRuntime:
         return decision.target
 
     def _record_scaling(self, reason: str) -> None:
-        self.store.add_event(self.name, None, None, AUTOSCALE_EVENT, reason)
+        self.store.add_event(self.name, None, None, EventKind.AUTOSCALE, reason)
 
     def _live_current(self) -> int:
         return sum(
-            1
-            for r in self.replicas.values()
-            if ReplicaStatus(r.status).is_live and r.version == self.row.version
+            1 for r in self.replicas.values() if r.status.is_live and r.version == self.row.version
         )
 
     def _count_targets(self) -> list[CountTarget]:
@@ -343,7 +346,7 @@ class ServiceRuntime:
         return [
             CountTarget(r.id, r.ip, r.control_port, self.control_headers(r))
             for r in self.replicas.values()
-            if r.control_port is not None and r.status == ReplicaStatus.READY.value
+            if r.control_port is not None and r.status is ReplicaStatus.READY
         ]
 
     def _update_status(self, plan: Plan) -> None:
@@ -356,10 +359,10 @@ class ServiceRuntime:
             version_broken=self.row.version in self.broken_versions,
             updating=self.updating and bool(plan.routable),
         )
-        if status.value != self.row.status:
+        if status is not self.row.status:
             old = self.row.status
-            self.row.status = status.value
-            self.store.set_service_status(self.name, old, status.value, self._status_reason(status))
+            self.row.status = status
+            self.store.set_service_status(self.name, old, status, self._status_reason(status))
 
     def _status_reason(self, status: ServiceStatus) -> str:
         ready = len(self.plan.routable)
@@ -372,7 +375,7 @@ class ServiceRuntime:
         replicas = [
             {"id": r.id, "version": r.version, "host": r.ip, "port": r.port}
             for r in sorted(self.replicas.values(), key=lambda r: r.id)
-            if r.id in routable and r.status == ReplicaStatus.READY.value and r.port is not None
+            if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
         ]
         self.routes.publish(
             {
@@ -390,13 +393,11 @@ class ServiceRuntime:
         )
 
     def _routable_now(self) -> frozenset[int]:
-        return frozenset(
-            r.id for r in self.replicas.values() if r.status == ReplicaStatus.READY.value
-        )
+        return frozenset(r.id for r in self.replicas.values() if r.status is ReplicaStatus.READY)
 
     def _reap_exited(self) -> None:
         for replica in list(self.replicas.values()):
-            status = ReplicaStatus(replica.status)
+            status = replica.status
             rt = self.runtime.get(replica.id)
             if not status.is_live or rt is None or rt.handle is None:
                 continue
@@ -419,7 +420,7 @@ class ServiceRuntime:
                 self.name,
                 None,
                 None,
-                "VERSION_BROKEN",
+                EventKind.VERSION_BROKEN,
                 f"version {version} failed before any replica was ready; not relaunching",
             )
 
@@ -436,7 +437,7 @@ class ServiceRuntime:
             service=self.name,
             id=replica_id,
             version=version,
-            status=ReplicaStatus.PENDING.value,
+            status=ReplicaStatus.PENDING,
             launched_at=time.time(),
         )
         self.store.add_replica(replica, f"launching to reach {self.target_replicas()} replicas")
@@ -499,7 +500,7 @@ class ServiceRuntime:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # whatever it is, the replica fails visibly, never stuck
-            if ReplicaStatus(replica.status) not in (
+            if replica.status not in (
                 ReplicaStatus.PENDING,
                 ReplicaStatus.PROVISIONING,
             ):
@@ -515,9 +516,9 @@ class ServiceRuntime:
         rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
         rt.handle = handle
         rt.started_at = time.time()
-        self.store.set_replica_status(
+        self.transition(
             replica,
-            ReplicaStatus.STARTING.value,
+            ReplicaStatus.STARTING,
             f"process started (pid {handle.pid}, port {handle.port})",
             pid=handle.pid,
             pid_create_time=handle.create_time,
@@ -530,9 +531,7 @@ class ServiceRuntime:
         """Prepare the version and start the process; None if the replica was
         stopped meanwhile. Any exception is the caller's to turn into FAILED_PROVISION."""
         spec = self._spec_for(replica.version)
-        self.store.set_replica_status(
-            replica, ReplicaStatus.PROVISIONING.value, "preparing workdir"
-        )
+        self.transition(replica, ReplicaStatus.PROVISIONING, "preparing workdir")
         port = free_port()
         control_port = free_port() if spec.import_path is not None else None
         secret = self._control_secret(replica) if control_port is not None else None
@@ -540,7 +539,7 @@ class ServiceRuntime:
         # setup is user code too: it never sees the control secret.
         setup_env = {k: v for k, v in env.items() if k != contract.CONTROL_SECRET}
         workdir = await self.backend.prepare(self.name, replica.version, spec.setup, setup_env)
-        if replica.status != ReplicaStatus.PROVISIONING.value:
+        if replica.status is not ReplicaStatus.PROVISIONING:
             return None, None
         handle = await self.backend.launch(
             LaunchRequest(
@@ -558,7 +557,7 @@ class ServiceRuntime:
     async def _probe_loop(self, replica: ReplicaRow) -> None:
         svc = self.spec.service
         interval = STARTING_PROBE_MIN_S
-        while ReplicaStatus(replica.status) in (
+        while replica.status in (
             ReplicaStatus.STARTING,
             ReplicaStatus.READY,
             ReplicaStatus.NOT_READY,
@@ -566,11 +565,11 @@ class ServiceRuntime:
             spec = self._spec_for(replica.version)
             probe, port = self._probe_target(replica, spec)
             ok, why = await probe_ready(self.probe_session, replica.ip, port, probe)
-            if not ReplicaStatus(replica.status).is_live:
+            if not replica.status.is_live:
                 return
             if (
                 ok
-                and replica.status == ReplicaStatus.STARTING.value
+                and replica.status is ReplicaStatus.STARTING
                 and replica.control_port is None
                 and spec.service.user_config is not None
             ):
@@ -579,7 +578,7 @@ class ServiceRuntime:
                     self._judge_version(replica.version)
                     return
             self._on_probe(replica, ok, why)
-            if replica.status == ReplicaStatus.STARTING.value:
+            if replica.status is ReplicaStatus.STARTING:
                 interval = min(interval * 1.5, svc.health_check_period_s)
                 await asyncio.sleep(interval)
             else:
@@ -603,15 +602,13 @@ class ServiceRuntime:
 
     def _on_probe(self, replica: ReplicaRow, ok: bool, why: str) -> None:
         rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
-        status = ReplicaStatus(replica.status)
+        status = replica.status
         probe = self.spec.service.readiness_probe
         if ok:
             rt.failed_probes = 0
             if status in (ReplicaStatus.STARTING, ReplicaStatus.NOT_READY):
                 extra = {"ready_at": time.time()} if replica.ready_at is None else {}
-                self.store.set_replica_status(
-                    replica, ReplicaStatus.READY.value, "readiness probe passed", **extra
-                )
+                self.transition(replica, ReplicaStatus.READY, "readiness probe passed", **extra)
                 self.ready_versions.add(replica.version)
                 self.broken_versions.discard(replica.version)
                 self.wake()
@@ -635,15 +632,23 @@ class ServiceRuntime:
                 f"{rt.failed_probes} probes failed in a row: {why}",
             )
         elif status is ReplicaStatus.READY:
-            self.store.set_replica_status(replica, ReplicaStatus.NOT_READY.value, why)
+            self.transition(replica, ReplicaStatus.NOT_READY, why)
             self._publish(self._routable_now())
         self.wake()
+
+    def transition(
+        self, replica: ReplicaRow, new: ReplicaStatus, reason: str, **values: Any
+    ) -> None:
+        """The one way a replica's state changes: checked against the table of
+        allowed moves (``states.REPLICA_MOVES``), written and recorded as an event."""
+        check_move(replica.status, new)
+        self.store.set_replica_status(replica, new, reason, **values)
 
     def _mark_failed(self, replica: ReplicaRow, status: ReplicaStatus, reason: str) -> None:
         """Take a replica out of routing at once, stop its process, keep it listed."""
         if self.updating and self.update is not None and replica.version == self.update.to_version:
             self.update_failures += 1
-        self.store.set_replica_status(replica, status.value, reason)
+        self.transition(replica, status, reason)
         self._publish(self._routable_now())
         rt = self.runtime.setdefault(replica.id, ReplicaRuntime())
         current = asyncio.current_task()
