@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.changes import classify
-from steadyserve.controller import rollout
 from steadyserve.controller.errors import BadInput
 from steadyserve.paths import Home
 from steadyserve.replica_contract import SETUP_MARKER
@@ -134,9 +133,7 @@ async def apply(
     except BaseException:  # never leave files of a version that was not recorded
         await asyncio.to_thread(shutil.rmtree, home.version_dir(name, number), True)
         raise
-    rollout.begin_update(
-        runtime, number, spec, chosen, in_place, message, rollback=rollback_to is not None
-    )
+    runtime.rollout.begin(number, spec, chosen, message, rollback=rollback_to is not None)
     result["version"] = number
     await prune(store, home, runtime, spec.service.history_limit, keep=rollback_to)
     return result
