@@ -56,7 +56,7 @@ def _static(name: str) -> bytes | None:
 
 def plan_lines(runtime: ServiceRuntime) -> list[str]:
     """The update's plan in words, from its mode and the spec's limits."""
-    update = runtime.update
+    update = runtime.rollout.update
     if update is None:
         return []
     svc = runtime.spec.service
@@ -81,7 +81,7 @@ def plan_lines(runtime: ServiceRuntime) -> list[str]:
 
 
 def _update(controller: Controller, runtime: ServiceRuntime) -> dict[str, Any] | None:
-    update = runtime.update
+    update = runtime.rollout.update
     if update is None:
         return None
     replicas = runtime.replicas.values()

@@ -278,7 +278,7 @@ class ControllerCollector(Collector):
                 durations.setdefault(update.mode, []).append(update.finished_at - update.started_at)
             for (mode, outcome), n in sorted(outcomes.items()):
                 updates.add_metric([name, mode, outcome], n)
-            current = runtime.update
+            current = runtime.rollout.update
             if current is not None and current.status is UpdateStatus.IN_PROGRESS:
                 in_progress.add_metric([name, current.mode], 1.0)
             for mode, seconds in sorted(durations.items()):

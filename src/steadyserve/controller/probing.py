@@ -122,3 +122,37 @@ async def probe_loop(rt: ServiceRuntime, replica: ReplicaRow) -> None:
             await rt.clock.sleep(interval)
         else:
             await rt.clock.sleep(svc.health_check_period_s)
+
+
+def apply_probe(rt: ServiceRuntime, replica: ReplicaRow, ok: bool, why: str) -> None:
+    """Carry out :func:`judge_probe`'s verdict on one replica."""
+    held = rt.hold(replica.id)
+    status = replica.status
+    started = held.started_at or replica.launched_at
+    verdict = judge_probe(
+        status,
+        ok,
+        why,
+        failed_probes=held.failed_probes,
+        running_for_s=rt.clock.now() - started,
+        initial_delay_s=rt.spec.service.readiness_probe.initial_delay_seconds,
+    )
+    held.failed_probes = verdict.failed_probes
+    new = verdict.status
+    if new is ReplicaStatus.READY:
+        extra = {"ready_at": rt.clock.now()} if replica.ready_at is None else {}
+        rt.transition(replica, new, verdict.reason, **extra)
+        rt.ready_versions.add(replica.version)
+        rt.broken_versions.discard(replica.version)
+        rt.wake()
+    elif new is not None and new.is_failed:
+        rt.mark_failed(replica, new, verdict.reason)
+        if verdict.judge_version:
+            rt.judge_version(replica.version)
+        rt.wake()
+    elif new is ReplicaStatus.NOT_READY:
+        rt.transition(replica, new, verdict.reason)
+        rt.publish_now()
+        rt.wake()
+    elif not ok and status is not ReplicaStatus.STARTING:
+        rt.wake()

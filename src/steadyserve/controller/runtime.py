@@ -24,21 +24,23 @@ from typing import Any
 import aiohttp
 
 from steadyserve.autoscale import policy_for
-from steadyserve.backends.base import Backend, LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.probes import probe_ready
-from steadyserve.controller.probing import Prober, judge_probe, probe_loop
+from steadyserve.controller.probing import Prober, apply_probe
+from steadyserve.controller.provisioning import launch
 from steadyserve.controller.readopt import readopt
 from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.routes import RoutePublisher
+from steadyserve.controller.routing import route_table
 from steadyserve.paths import Home
 from steadyserve.planner import Plan, ReplicaView, service_status
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, ServiceRow, Store, UpdateRow
+from steadyserve.state import ReplicaRow, ServiceRow, Store
 from steadyserve.states import (
     Desired,
     EventKind,
@@ -116,11 +118,6 @@ class ServiceRuntime:
     def spec(self) -> ServiceSpec:
         """The spec of the target version: what new replicas get."""
         return self.spec_for(self.row.version)
-
-    @property
-    def update(self) -> UpdateRow | None:
-        """The latest update (the rollout's), for the status views."""
-        return self.rollout.update
 
     @property
     def updating(self) -> bool:
@@ -320,25 +317,9 @@ class ServiceRuntime:
         return f"{ready} ready of {self.target_replicas()} wanted"
 
     def _publish(self, routable: frozenset[int]) -> None:
-        svc = self.spec.service
-        replicas = [
-            {"id": r.id, "version": r.version, "host": r.ip, "port": r.port}
-            for r in sorted(self.replicas.values(), key=lambda r: r.id)
-            if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
-        ]
+        replicas = sorted(self.replicas.values(), key=lambda r: r.id)
         self.routes.publish(
-            {
-                "policy": svc.load_balancing_policy,
-                "max_ongoing_requests": svc.max_ongoing_requests,
-                "max_queued_requests": svc.max_queued_requests,
-                "replicas": replicas,
-                "blocked_paths": [svc.reconfigure_path] if svc.reconfigure_path else [],
-                "load_balancer": svc.load_balancer.model_dump(),
-                "request_timeout_s": svc.request_timeout_s,
-                # Scale to zero: the LB holds requests that arrive at zero this long.
-                "hold_at_zero_s": svc.cold_start_timeout_s if self.autoscaler.allows_zero else 0,
-                "access_log": svc.access_log,
-            }
+            route_table(self.spec, replicas, routable, hold_at_zero=self.autoscaler.allows_zero)
         )
 
     def publish_now(self) -> None:
@@ -395,106 +376,12 @@ class ServiceRuntime:
         self.store.set_replica_status(replica, new, reason, **values)
 
     def launch(self, version: int) -> None:
-        replica_id = self.store.take_replica_id(self.name)
-        replica = ReplicaRow(
-            service=self.name,
-            id=replica_id,
-            version=version,
-            status=ReplicaStatus.PENDING,
-            launched_at=self.clock.now(),
-        )
-        self.store.add_replica(replica, f"launching to reach {self.target_replicas()} replicas")
-        self.replicas[replica_id] = replica
-        self.held[replica_id] = HeldReplica()
-        self.spawn(replica, self._provision_and_start(replica))
-
-    async def _provision_and_start(self, replica: ReplicaRow) -> None:
-        try:
-            handle = await self._provision(replica)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # whatever it is, the replica fails visibly, never stuck
-            if replica.status not in (ReplicaStatus.PENDING, ReplicaStatus.PROVISIONING):
-                return  # stopped or failed meanwhile: that outcome stands
-            log.warning("launching replica %s/%s failed", self.name, replica.id, exc_info=True)
-            message = str(exc) if isinstance(exc, ProvisionError) else one_line(exc)
-            self.mark_failed(replica, ReplicaStatus.FAILED_PROVISION, message)
-            self.judge_version(replica.version)
-            self.wake()
-            return
-        if handle is None:
-            return
-        held = self.hold(replica.id)
-        held.handle = handle
-        held.started_at = self.clock.now()
-        self.transition(
-            replica,
-            ReplicaStatus.STARTING,
-            f"process started (pid {handle.pid}, port {handle.port})",
-            pid=handle.pid,
-            pid_create_time=handle.create_time,
-            ip=handle.host,
-            port=handle.port,
-            control_port=handle.control_port,
-        )
-        await probe_loop(self, replica)
-
-    async def _provision(self, replica: ReplicaRow) -> ReplicaHandle | None:
-        """Prepare the version and start the process; None if the replica was
-        stopped meanwhile. Any exception is the caller's to turn into FAILED_PROVISION."""
-        spec = self.spec_for(replica.version)
-        self.transition(replica, ReplicaStatus.PROVISIONING, "preparing workdir")
-        env = self.environment.env(replica, spec)
-        setup_env = self.environment.setup_env(env)
-        workdir = await self.backend.prepare(self.name, replica.version, spec.setup, setup_env)
-        if replica.status is not ReplicaStatus.PROVISIONING:
-            return None
-        return await self.backend.launch(
-            LaunchRequest(
-                service=self.name,
-                version=replica.version,
-                replica_id=replica.id,
-                command=self.environment.command(spec),
-                env=env,
-                workdir=workdir,
-                log_path=self.home.replica_log(self.name, replica.id),
-                control_port=spec.import_path is not None,
-            )
-        )
+        """Add a replica of ``version`` and start provisioning it (provisioning.py)."""
+        launch(self, version)
 
     def on_probe(self, replica: ReplicaRow, ok: bool, why: str) -> None:
         """Apply one probe result (the rules are probing.judge_probe's)."""
-        held = self.hold(replica.id)
-        status = replica.status
-        probe = self.spec.service.readiness_probe
-        started = held.started_at or replica.launched_at
-        verdict = judge_probe(
-            status,
-            ok,
-            why,
-            failed_probes=held.failed_probes,
-            running_for_s=self.clock.now() - started,
-            initial_delay_s=probe.initial_delay_seconds,
-        )
-        held.failed_probes = verdict.failed_probes
-        new = verdict.status
-        if new is ReplicaStatus.READY:
-            extra = {"ready_at": self.clock.now()} if replica.ready_at is None else {}
-            self.transition(replica, new, verdict.reason, **extra)
-            self.ready_versions.add(replica.version)
-            self.broken_versions.discard(replica.version)
-            self.wake()
-        elif new is not None and new.is_failed:
-            self.mark_failed(replica, new, verdict.reason)
-            if verdict.judge_version:
-                self.judge_version(replica.version)
-            self.wake()
-        elif new is ReplicaStatus.NOT_READY:
-            self.transition(replica, new, verdict.reason)
-            self.publish_now()
-            self.wake()
-        elif not ok and status is not ReplicaStatus.STARTING:
-            self.wake()
+        apply_probe(self, replica, ok, why)
 
     def mark_failed(self, replica: ReplicaRow, status: ReplicaStatus, reason: str) -> None:
         """Take a replica out of routing at once, stop its process, keep it listed."""
@@ -536,10 +423,3 @@ class ServiceRuntime:
         self.held.pop(replica.id, None)
         self.store.remove_replica(replica, reason)
         self.wake()
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as one line of at most 500 characters, for an event's reason."""
-    text = " ".join(str(exc).split())
-    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line[:500]

@@ -26,7 +26,7 @@ def resources_label(resources: Resources) -> str:
 
 
 def _update_json(runtime: ServiceRuntime) -> dict[str, Any] | None:
-    update = runtime.update
+    update = runtime.rollout.update
     if update is None:
         return None
     return {

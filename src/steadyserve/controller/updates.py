@@ -201,8 +201,11 @@ def protected_versions(store: Store, runtime: ServiceRuntime, keep: int | None) 
     found = {runtime.row.version, runtime.row.stable_version}
     if keep is not None:
         found.add(keep)
-    if runtime.update is not None and runtime.update.status is UpdateStatus.IN_PROGRESS:
-        found |= {runtime.update.from_version, runtime.update.to_version}
+    if (
+        runtime.rollout.update is not None
+        and runtime.rollout.update.status is UpdateStatus.IN_PROGRESS
+    ):
+        found |= {runtime.rollout.update.from_version, runtime.rollout.update.to_version}
     earlier = [
         v.version
         for v in rows.values()
