@@ -3,6 +3,7 @@ store's typed boundary. No event loop, no I/O beyond a temporary SQLite file."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from steadyserve.controller.probing import FAILED_PROBES_TO_REPLACE, judge_probe
 from steadyserve.state import ReplicaRow, ServiceRow, Store, UpdateRow, VersionRow
 from steadyserve.states import (
+    REPLICA_MOVES,
     EventKind,
     IllegalMove,
     ReplicaStatus,
@@ -20,7 +22,6 @@ from steadyserve.states import (
     UpdateMode,
     UpdateStatus,
     VersionOutcome,
-    REPLICA_MOVES,
     check_move,
     update_event,
 )
@@ -53,7 +54,7 @@ def test_the_moves_the_controller_makes_are_allowed() -> None:
         ReplicaStatus.READY,
         ReplicaStatus.SHUTTING_DOWN,
     ]
-    for old, new in zip(path, path[1:]):
+    for old, new in itertools.pairwise(path):
         check_move(old, new)
     check_move(ReplicaStatus.STARTING, ReplicaStatus.FAILED_INITIAL_DELAY)
     check_move(ReplicaStatus.NOT_READY, ReplicaStatus.FAILED_PROBING)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.fake_controller import World, run
+
 from steadyserve import replica_contract as contract
 from steadyserve.states import (
     ReplicaStatus,
@@ -15,7 +17,6 @@ from steadyserve.states import (
     UpdateStatus,
     VersionOutcome,
 )
-from tests.helpers.fake_controller import World, run
 
 FIELDS: dict[str, Any] = {
     "service": {
