@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from steadyserve.changes import classify
+from steadyserve.changes import classify, may_hold_secret
 from steadyserve.controller.errors import BadInput
 from steadyserve.paths import Home
 from steadyserve.replica_contract import SETUP_MARKER
@@ -251,8 +251,8 @@ async def prune(
 
 
 def _shown(path: str, value: object) -> object:
-    """Env values may be secrets: a plan says that they changed, not what they are."""
-    if path.startswith("envs.") and value is not None:
+    """A value that may be a secret: a plan says that it changed, not what it is."""
+    if may_hold_secret(path) and value is not None:
         return "(set)"
     return value
 
