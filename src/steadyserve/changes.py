@@ -208,15 +208,19 @@ def _is_number(value: object) -> bool:
 # --------------------------------------------------------------------- describe
 
 _TOKEN = re.compile(r"^[\w./%:+@-]{1,32}$")
-# Values that may hold secrets (API keys in envs, tokens in user_config) or are
-# too long to be useful on one line are named, not shown.
-_HIDDEN_PATHS = frozenset({"service.user_config", "workdir", "run", "setup"})
-_HIDDEN_PREFIXES = ("envs.",)
+# Too long to be useful on one line: named, not shown, in descriptions.
+_LONG_PATHS = frozenset({"workdir", "run", "setup"})
+
+
+def may_hold_secret(path: str) -> bool:
+    """The one rule for what plans and history never show: values that may hold
+    secrets (API keys in ``envs``, tokens in ``user_config``) are named, not shown."""
+    return path.startswith("envs.") or path == "service.user_config"
 
 
 def _describe_one(change: FieldChange) -> str:
     label = "in place" if change.kind == "in_place" else "restart"
-    shown = change.path not in _HIDDEN_PATHS and not change.path.startswith(_HIDDEN_PREFIXES)
+    shown = change.path not in _LONG_PATHS and not may_hold_secret(change.path)
     old, new = _short(change.old), _short(change.new)
     if shown and old is not None and new is not None:
         return f"{change.path} {old}->{new} ({label})"

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from steadyserve.autoscale.victims import Candidate, choose_victims
-from steadyserve.states import ReplicaStatus, ServiceStatus
+from steadyserve.states import ReplicaStatus, ServiceStatus, UpdateMode
 
 # A failed replica stays listed for debugging; only the most recent few, so a
 # service that crashes every minute does not grow an endless list.
@@ -118,7 +117,7 @@ class UpdatePlan:
 
 
 def plan_update(
-    mode: Literal["rolling", "blue_green"],
+    mode: UpdateMode,
     target: int,
     new_version: int,
     replicas: Sequence[ReplicaView],

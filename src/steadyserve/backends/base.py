@@ -1,8 +1,11 @@
 """The contract between the controller and wherever replicas run.
 
-The controller decides; a backend only prepares a version, starts and stops
-replica processes and says whether they still run. ``local`` runs them as
-subprocesses; a Ray backend would run them as actors behind the same calls.
+The controller decides; a backend carries out. The backend owns placement, the
+replica's address (host and port: it allocates them), the part of the
+environment that says where to listen (``PORT``, ``STEADY_CONTROL_PORT``),
+start, stop, liveness and logs. The runtime owns states and decisions and never
+picks a port. ``local`` runs replicas as subprocesses; a Ray backend would run
+them as actors behind the same calls (docs/design.md, "The backend seam").
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ class ProvisionError(Exception):
 
 @dataclass(frozen=True)
 class LaunchRequest:
+    """One replica to start. ``env`` is everything but the address: the backend adds
+    ``PORT`` (and ``STEADY_CONTROL_PORT`` when ``control_port`` is asked for)."""
+
     service: str
     version: int
     replica_id: int
@@ -25,6 +31,8 @@ class LaunchRequest:
     env: dict[str, str]
     workdir: Path
     log_path: Path
+    control_port: bool = False
+    """A Python replica: its runner also listens on a control port."""
 
 
 class ReplicaHandle(Protocol):
@@ -35,7 +43,16 @@ class ReplicaHandle(Protocol):
     def create_time(self) -> float | None: ...
 
     @property
-    def port(self) -> int: ...
+    def host(self) -> str:
+        """Where the load balancer and the probes reach the replica."""
+
+    @property
+    def port(self) -> int:
+        """The port the replica serves on."""
+
+    @property
+    def control_port(self) -> int | None:
+        """A Python replica's runner control port (health, reconfigure), else None."""
 
     def exit_code(self) -> int | None:
         """None while the replica runs, else its exit code (-N for signal N)."""
@@ -47,9 +64,17 @@ class Backend(Protocol):
     ) -> Path:
         """Make the version's workdir ready (setup runs once per version); return it."""
 
-    async def launch(self, request: LaunchRequest) -> ReplicaHandle: ...
+    async def launch(self, request: LaunchRequest) -> ReplicaHandle:
+        """Place and start the replica at an address the backend chose."""
 
-    def adopt(self, pid: int, create_time: float | None, port: int) -> ReplicaHandle | None:
+    def adopt(
+        self,
+        pid: int,
+        create_time: float | None,
+        host: str,
+        port: int,
+        control_port: int | None,
+    ) -> ReplicaHandle | None:
         """Re-attach to a replica a previous controller started, if it still runs."""
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:

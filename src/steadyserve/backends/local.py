@@ -43,22 +43,34 @@ class LocalProcess:
         port: int,
         popen: subprocess.Popen[bytes] | None = None,
         tag: str | None = None,
+        *,
+        host: str = "127.0.0.1",
+        control_port: int | None = None,
     ) -> None:
         self._pid = pid
         self._create_time = create_time
+        self._host = host
         self._port = port
+        self._control_port = control_port
         self._popen = popen
         self._exit: int | None = None
         self.tag = tag  # the replica's STEADY_REPLICA_TAG; None for the LB
 
     @classmethod
-    def of(cls, popen: subprocess.Popen[bytes], port: int, tag: str | None = None) -> LocalProcess:
+    def of(
+        cls,
+        popen: subprocess.Popen[bytes],
+        port: int,
+        tag: str | None = None,
+        *,
+        control_port: int | None = None,
+    ) -> LocalProcess:
         """A process we just started (its create time guards against pid reuse later)."""
         try:
             create_time: float | None = psutil.Process(popen.pid).create_time()
         except psutil.Error:
             create_time = None
-        return cls(popen.pid, create_time, port, popen, tag)
+        return cls(popen.pid, create_time, port, popen, tag, control_port=control_port)
 
     @property
     def pid(self) -> int | None:
@@ -69,8 +81,16 @@ class LocalProcess:
         return self._create_time
 
     @property
+    def host(self) -> str:
+        return self._host
+
+    @property
     def port(self) -> int:
         return self._port
+
+    @property
+    def control_port(self) -> int | None:
+        return self._control_port
 
     def exit_code(self) -> int | None:
         if self._exit is not None:
@@ -144,6 +164,12 @@ class LocalBackend:
         return workdir
 
     async def launch(self, request: LaunchRequest) -> LocalProcess:
+        """Start the replica on this machine, on ports the OS just handed out."""
+        port = free_port()
+        control_port = free_port() if request.control_port else None
+        env = {**request.env, contract.PORT: str(port)}
+        if control_port is not None:
+            env[contract.CONTROL_PORT] = str(control_port)
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
         setup_log = self.home.version_dir(request.service, request.version) / "setup.log"
         with open(request.log_path, "ab") as log:
@@ -155,20 +181,29 @@ class LocalBackend:
             popen = subprocess.Popen(
                 request.command,
                 cwd=request.workdir,
-                env=request.env,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         return LocalProcess.of(
-            popen, int(request.env[contract.PORT]), request.env.get(contract.REPLICA_TAG)
+            popen, port, request.env.get(contract.REPLICA_TAG), control_port=control_port
         )
 
-    def adopt(self, pid: int, create_time: float | None, port: int) -> LocalProcess | None:
+    def adopt(
+        self,
+        pid: int,
+        create_time: float | None,
+        host: str,
+        port: int,
+        control_port: int | None,
+    ) -> LocalProcess | None:
         if not same_process_alive(pid, create_time):
             return None
-        return LocalProcess(pid, create_time, port, tag=tag_of(pid))
+        return LocalProcess(
+            pid, create_time, port, tag=tag_of(pid), host=host, control_port=control_port
+        )
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         await stop_group(handle, timeout_s)

@@ -34,6 +34,7 @@ from steadyserve.backends.fake import FakeBackend
 from steadyserve.backends.local import LocalBackend
 from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
+from steadyserve.controller.endpoint import endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.orphans import reap_orphans
 from steadyserve.controller.probes import new_probe_session
@@ -42,22 +43,10 @@ from steadyserve.controller.status import service_json
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ServiceRow, Store, VersionRow
-from steadyserve.states import ServiceStatus
+from steadyserve.states import Desired, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.workdir import relative_excludes
 
 log = logging.getLogger("steadyserve.controller")
-
-FIRST_ENDPOINT_PORT = 30001
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def fleet_owner(spec_file: str | None) -> str:
@@ -124,19 +113,6 @@ class Controller:
         chosen = names or list(self.services)
         return [service_json(self.services[n]) for n in chosen]
 
-    def _endpoint_port(self, requested: int | None) -> int:
-        taken = {r.port for r in self.store.services()}
-        if requested is not None:
-            if requested in taken or not port_is_free(requested):
-                raise BadInput(f"service.port: port {requested} is already in use")
-            return requested
-        port = FIRST_ENDPOINT_PORT
-        while port in taken or not port_is_free(port):
-            port += 1
-            if port > 65535:
-                raise BadInput("service.port: no free port from 30001 up")
-        return port
-
     async def create_service(
         self, spec_json: str, spec_yaml: str, spec_file: str | None = None, owner: str = ""
     ) -> dict[str, Any]:
@@ -160,7 +136,7 @@ class Controller:
         expected = (
             await updates.hash_workdir(source, exclude, self.home) if source is not None else None
         )
-        port = self._endpoint_port(spec.service.port)
+        port = endpoint_port(self.store, spec.service.port)
         # A name that was taken down (not purged) keeps its history: continue after it.
         number = self.store.latest_version_number(name) + 1
         workdir_hash = await updates.take_snapshot(
@@ -169,7 +145,7 @@ class Controller:
         now = time.time()
         row = ServiceRow(
             name=name,
-            status=ServiceStatus.CONTROLLER_INIT.value,
+            status=ServiceStatus.CONTROLLER_INIT,
             version=number,
             created_at=now,
             port=port,
@@ -184,9 +160,9 @@ class Controller:
             spec_json=spec.spec_json(),
             spec_yaml=spec_yaml,
             workdir_hash=workdir_hash,
-            mode="initial",
+            mode=UpdateMode.INITIAL,
             changes="initial version",
-            outcome="active",
+            outcome=VersionOutcome.ACTIVE,
         )
         try:
             self.store.add_service(row, version)
@@ -199,17 +175,8 @@ class Controller:
         return {
             "name": name,
             "endpoint": f"127.0.0.1:{port}",
-            "notice": self._port_notice(port) if spec.service.port is None else None,
+            "notice": port_notice(self.store, port) if spec.service.port is None else None,
         }
-
-    def _port_notice(self, port: int) -> str | None:
-        """Why a service without service.port did not get the first endpoint port:
-        a client told to use it would otherwise reach whatever holds it."""
-        if port == FIRST_ENDPOINT_PORT:
-            return None
-        owner = next((r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None)
-        holder = f"the endpoint of service {owner}" if owner else "in use by another process"
-        return f"{FIRST_ENDPOINT_PORT} is {holder}: using {port} (service.port sets it)"
 
     async def update_service(
         self,
@@ -344,7 +311,7 @@ class Controller:
                     spec_file=spec_file,
                 )
                 if not dry_run and owner:  # the file now owns what it lists
-                    self.store.update_service(spec.name, owner=owner)
+                    self.store.set_service_fields(spec.name, owner=owner)
                 results.append({**result, "action": "update" if result["changed"] else "none"})
         for name in removed:
             if not dry_run:
@@ -388,7 +355,7 @@ class Controller:
             except BadInput as exc:
                 raise BadInput(f"{spec.name}: {exc}") from exc
         if spec.service.port is not None:
-            self._endpoint_port(spec.service.port)
+            endpoint_port(self.store, spec.service.port)
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
         runtime = ServiceRuntime(
@@ -455,7 +422,7 @@ class Controller:
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         reap_orphans(str(self.home.root), claimed)
         for row in self.store.services():
-            if row.desired == "down":  # a down the previous controller did not finish
+            if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
                     asyncio.create_task(self.delete_service(row.name, bool(row.purge)))
                 )

@@ -15,6 +15,7 @@ import time
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
 from steadyserve.paths import Home
 from steadyserve.state import ServiceRow, Store
+from steadyserve.states import EventKind
 
 RESTART_BACKOFF_S = 0.5
 STOP_TIMEOUT_S = 10.0
@@ -78,7 +79,7 @@ class LoadBalancerProcess:
                 self.service,
                 None,
                 None,
-                "LB_PORT_BUSY",
+                EventKind.LB_PORT_BUSY,
                 f"cannot listen on port {self.port}: {exc.strerror}; retrying",
             )
             self._last_start = time.monotonic()
@@ -87,13 +88,13 @@ class LoadBalancerProcess:
             store.add_event(
                 self.service,
                 None,
-                "LB_RUNNING",
-                "LB_RESTARTING",
+                EventKind.LB_RUNNING,
+                EventKind.LB_RESTARTING,
                 f"load balancer exited with code {code}; restarting on port {self.port}",
             )
         self.start(listener)
         assert self.handle is not None
-        store.update_service(
+        store.set_service_fields(
             self.service, lb_pid=self.handle.pid, lb_create_time=self.handle.create_time
         )
         row.lb_pid = self.handle.pid

@@ -26,7 +26,7 @@ def resources_label(resources: Resources) -> str:
 
 
 def _update_json(runtime: ServiceRuntime) -> dict[str, Any] | None:
-    update = runtime.update
+    update = runtime.rollout.update
     if update is None:
         return None
     return {
@@ -46,12 +46,8 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
     routable = runtime.plan.routable
     active = sorted({r.version for r in replicas if r.id in routable})
     resources = resources_label(runtime.spec.resources)
-    ready = sum(1 for r in replicas if r.status == ReplicaStatus.READY.value)
-    total = sum(
-        1
-        for r in replicas
-        if ReplicaStatus(r.status).is_live or r.status == ReplicaStatus.SHUTTING_DOWN.value
-    )
+    ready = sum(1 for r in replicas if r.status is ReplicaStatus.READY)
+    total = sum(1 for r in replicas if r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN)
     return {
         "name": row.name,
         "status": row.status,
