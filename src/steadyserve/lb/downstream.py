@@ -28,6 +28,7 @@ from typing import cast
 
 import httptools
 
+from steadyserve.lb.exchange import DONE, READY, ROUTED, SENT, Exchange
 from steadyserve.lb.http import (
     HOP_BY_HOP,
     IDEMPOTENT_METHODS,
@@ -37,7 +38,7 @@ from steadyserve.lb.http import (
     set_nodelay,
     simple_response,
 )
-from steadyserve.lb.proxy import DONE, READY, SENT, Exchange, Proxy
+from steadyserve.lb.proxy import Proxy
 from steadyserve.lb.target import BadTarget, is_blocked, is_plain, normalise
 
 log = logging.getLogger("steadyserve.lb")
@@ -372,7 +373,7 @@ class ClientConnection(asyncio.Protocol):
         if len(head) > self.proxy.max_header_bytes + 64:
             raise RequestRejected(431, "request header fields too large")
         ex.head = head
-        ex.state = READY
+        self.proxy.ready(ex)
         if buffering:
             ex.buffering = True  # dispatched once the body is read (or large)
         elif self.exchanges[0] is ex:
@@ -412,19 +413,19 @@ class ClientConnection(asyncio.Protocol):
         ex.request_done = True
         if ex.buffering:
             ex.buffering = False
-            if ex.state == READY and self.exchanges[0] is ex:
+            if ex.state is READY and self.exchanges[0] is ex:
                 self.proxy.dispatch(ex)
-        elif ex.state == DONE:
+        elif ex.state is DONE:
             self._exchange_done(ex)  # answered before its body had all arrived
 
     # -- request body ------------------------------------------------------------
     def _send_body(self, ex: Exchange, data: bytes) -> None:
         state = ex.state
-        if state == SENT:
+        if state is SENT:
             conn = ex.upstream
             assert conn is not None
             conn.send(data)
-        elif state != DONE:
+        elif state is not DONE:
             if ex.pending is None:
                 ex.pending = [data]
             else:
@@ -508,7 +509,7 @@ class ClientConnection(asyncio.Protocol):
             nxt = exchanges[0]
             if nxt.local is not None:
                 self._serve_local(nxt)
-            elif nxt.state == READY and not nxt.buffering:
+            elif nxt.state is READY and not nxt.buffering:
                 self.proxy.dispatch(nxt)
         else:
             self.idle_since = self.proxy.now()
@@ -516,7 +517,7 @@ class ClientConnection(asyncio.Protocol):
     def _serve_local(self, ex: Exchange) -> None:
         data = ex.local
         assert data is not None
-        ex.state = DONE
+        self.proxy.answered_locally(ex)
         self.write(data)
         self._exchange_done(ex)
 
@@ -526,8 +527,13 @@ class ClientConnection(asyncio.Protocol):
         ex = self.parsing
         self.parsing = None
         exchanges = self.exchanges
-        if ex is not None and exchanges and exchanges[0] is ex and ex.state > READY:
-            # Already routed: stop the replica side first.
+        if (
+            ex is not None
+            and exchanges
+            and exchanges[0] is ex
+            and (ex.state in ROUTED or ex.state is DONE)
+        ):
+            # Already routed or answered: stop the replica side first.
             started = ex.response_started
             self.proxy.abort(ex)
             if started:
@@ -546,7 +552,7 @@ class ClientConnection(asyncio.Protocol):
         error.status = status
         error.keep_alive = False
         error.request_done = True
-        error.state = READY
+        self.proxy.ready(error)
         exchanges.append(error)
         if exchanges[0] is error:
             self._serve_local(error)

@@ -22,10 +22,21 @@ import contextlib
 import logging
 from collections import deque
 from functools import partial
-from time import perf_counter
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer, ReplicaState
+from steadyserve.lb.exchange import (
+    CONNECTING,
+    DONE,
+    READY,
+    SENT,
+    WAITING,
+    Phase,
+    step,
+)
+
+# Exchange is re-exported: the connections and other modules' hooks import it from here.
+from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
@@ -44,68 +55,6 @@ FD_RESERVE = 64
 # A client that reads none of its response for this long is disconnected, freeing
 # the replica slot it holds through backpressure (nginx's send_timeout: 60 s).
 SEND_TIMEOUT = 60.0
-
-# Exchange states
-PARSING = 0  # request head not complete yet
-READY = 1  # head complete, waiting for earlier pipelined requests to be answered
-WAITING = 2  # all replicas at max_ongoing_requests: in the proxy's FIFO queue
-CONNECTING = 3
-SENT = 4  # attached to an upstream connection
-DONE = 5  # response complete, answered locally, or aborted
-
-
-class Exchange:
-    """One request and its response as it moves through the proxy."""
-
-    __slots__ = (
-        "attempts",
-        "buffering",
-        "client",
-        "head",
-        "http10",
-        "idempotent",
-        "keep_alive",
-        "local",
-        "method_head",
-        "passthrough_ok",
-        "pending",
-        "pending_size",
-        "replica",
-        "request_done",
-        "response_started",
-        "served",
-        "started",
-        "state",
-        "status",
-        "timer",
-        "tried",
-        "upstream",
-    )
-
-    def __init__(self, client: ClientConnection) -> None:
-        self.client = client
-        self.state = PARSING
-        self.head = b""  # the request head as sent upstream
-        self.local: bytes | None = None  # a response the LB answers itself
-        self.keep_alive = True
-        self.http10 = False
-        self.passthrough_ok = True  # may the replica's response bytes go out unchanged?
-        self.idempotent = False
-        self.method_head = False
-        self.request_done = False
-        self.response_started = False
-        self.pending: list[bytes] | None = None  # body received but not yet sent upstream
-        self.pending_size = 0
-        self.replica: ReplicaState | None = None  # holds one of its slots while set
-        self.upstream: UpstreamConnection | None = None
-        self.tried: set[int] | None = None
-        self.attempts = 0
-        # Body still being read into ``pending``: not dispatched yet (request buffering).
-        self.buffering = False
-        self.timer: asyncio.TimerHandle | None = None  # request_timeout_s, while sent
-        self.started = perf_counter()  # for the latency metrics
-        self.status = 0  # of the response the client got
-        self.served: ReplicaState | None = None  # the replica that answered
 
 
 class Proxy:
@@ -158,6 +107,25 @@ class Proxy:
             cap = self.fd_cap
         return cap
 
+    # -- phases (the only writer of Exchange.state; the table is lb/exchange.py) ---
+    @staticmethod
+    def _move(ex: Exchange, dst: Phase) -> None:
+        ex.state = step(ex.state, dst)
+
+    def ready(self, ex: Exchange) -> None:
+        """The request head of ``ex`` is parsed (or ``ex`` is a local answer queued
+        behind earlier pipelined requests): it may be routed once it is first."""
+        self._move(ex, READY)
+
+    def answered_locally(self, ex: Exchange) -> None:
+        """The client connection wrote a response of the load balancer's own."""
+        self._move(ex, DONE)
+
+    def enqueue(self, ex: Exchange) -> None:
+        """Queue ``ex`` until a replica slot (or, at zero, a first replica) frees up."""
+        self._move(ex, WAITING)
+        self.waiting.append(ex)
+
     # -- table -----------------------------------------------------------------
     def apply_table(self, table: RouteTable) -> None:
         """Switch routes; queued requests may now fit (or have nowhere left to go)."""
@@ -188,8 +156,7 @@ class Proxy:
         if balancer.has_candidate(ex.tried):
             limit = balancer.max_queued
             if limit < 0 or len(self.waiting) < limit:
-                ex.state = WAITING
-                self.waiting.append(ex)
+                self.enqueue(ex)
             else:
                 self._respond(ex, 503, f"service {self.service!r} is at capacity, queue full")
             return
@@ -238,7 +205,7 @@ class Proxy:
                 self._attach(ex, conn)
                 return
             conn.in_pool = False
-        ex.state = CONNECTING
+        self._move(ex, CONNECTING)
         task = self.loop.create_task(self._connect(ex, replica))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -262,16 +229,16 @@ class Proxy:
                 self.balancer.eject_seconds,
             )
             self.balancer.eject(replica)
-            if ex.replica is replica and ex.state == CONNECTING:
+            if ex.replica is replica and ex.state is CONNECTING:
                 self._failed(ex, replica, retry=True)
             return
-        if ex.replica is replica and ex.state == CONNECTING:
+        if ex.replica is replica and ex.state is CONNECTING:
             self._attach(ex, conn)
         else:
             self._park(conn)
 
     def _attach(self, ex: Exchange, conn: UpstreamConnection) -> None:
-        ex.state = SENT
+        self._move(ex, SENT)
         ex.upstream = conn
         timeout = self.limits.request_timeout_s
         if timeout is not None:
@@ -305,7 +272,7 @@ class Proxy:
         the client when part of the response already went out."""
         ex.timer = None
         replica = ex.replica
-        if ex.upstream is not conn or ex.state != SENT or replica is None:
+        if ex.upstream is not conn or ex.state is not SENT or replica is None:
             return
         log.warning(
             "replica %d: no complete response within request_timeout_s %.1fs",
@@ -317,7 +284,7 @@ class Proxy:
         conn.close()
         replica.errors += 1
         if conn.wrote:
-            ex.state = DONE
+            self._move(ex, DONE)
             self._release(replica)
             ex.client.abort_response(ex)
             return
@@ -333,7 +300,7 @@ class Proxy:
         replica = ex.replica
         ex.replica = None
         ex.upstream = None
-        ex.state = DONE
+        self._move(ex, DONE)
         ex.status = conn.status
         ex.served = replica
         if reusable and ex.request_done and conn.replica.in_table and not self.draining:
@@ -363,7 +330,7 @@ class Proxy:
         if conn.wrote:
             replica.errors += 1
             ex.replica = None
-            ex.state = DONE
+            self._move(ex, DONE)
             self._release(replica)
             ex.client.abort_response(ex)
             return
@@ -378,7 +345,7 @@ class Proxy:
             if ex.tried is None:
                 ex.tried = set()
             ex.tried.add(replica.id)
-            ex.state = READY
+            self._move(ex, READY)
             self.metrics.retries += 1
             self.dispatch(ex)
         else:
@@ -387,10 +354,13 @@ class Proxy:
 
     def abort(self, ex: Exchange) -> None:
         """Forget ``ex`` (its client left or broke the protocol); keep the counts right."""
-        if ex.state == WAITING:
+        state = ex.state
+        if state is DONE:
+            return  # answered already: nothing is held
+        if state is WAITING:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(ex)
-        ex.state = DONE
+        self._move(ex, DONE)
         timer = ex.timer
         if timer is not None:
             ex.timer = None
@@ -405,7 +375,7 @@ class Proxy:
             self._release(replica)
 
     def _respond(self, ex: Exchange, status: int, message: str) -> None:
-        ex.state = DONE
+        self._move(ex, DONE)
         ex.response_started = True
         ex.client.respond_local(ex, status, message)
 
