@@ -87,7 +87,7 @@ def step(src: Phase, dst: Phase) -> Phase:
 class Exchange:
     """One request and its response as it moves through the proxy.
 
-    Its ``state`` is written by the proxy only (``Proxy._move``); the connections
+    Its ``state`` is written by the proxy only (``step``); the connections
     read it."""
 
     __slots__ = (

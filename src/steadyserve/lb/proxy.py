@@ -31,7 +31,6 @@ from steadyserve.lb.exchange import (
     READY,
     SENT,
     WAITING,
-    Phase,
     step,
 )
 
@@ -107,23 +106,21 @@ class Proxy:
             cap = self.fd_cap
         return cap
 
-    # -- phases (the only writer of Exchange.state; the table is lb/exchange.py) ---
-    @staticmethod
-    def _move(ex: Exchange, dst: Phase) -> None:
-        ex.state = step(ex.state, dst)
-
+    # -- phases -------------------------------------------------------------------
+    # The proxy is the only writer of Exchange.state, always through
+    # ``step`` (lb/exchange.py), which refuses a move its table does not list.
     def ready(self, ex: Exchange) -> None:
         """The request head of ``ex`` is parsed (or ``ex`` is a local answer queued
         behind earlier pipelined requests): it may be routed once it is first."""
-        self._move(ex, READY)
+        ex.state = step(ex.state, READY)
 
     def answered_locally(self, ex: Exchange) -> None:
         """The client connection wrote a response of the load balancer's own."""
-        self._move(ex, DONE)
+        ex.state = step(ex.state, DONE)
 
     def enqueue(self, ex: Exchange) -> None:
         """Queue ``ex`` until a replica slot (or, at zero, a first replica) frees up."""
-        self._move(ex, WAITING)
+        ex.state = step(ex.state, WAITING)
         self.waiting.append(ex)
 
     # -- table -----------------------------------------------------------------
@@ -205,7 +202,7 @@ class Proxy:
                 self._attach(ex, conn)
                 return
             conn.in_pool = False
-        self._move(ex, CONNECTING)
+        ex.state = step(ex.state, CONNECTING)
         task = self.loop.create_task(self._connect(ex, replica))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -238,7 +235,7 @@ class Proxy:
             self._park(conn)
 
     def _attach(self, ex: Exchange, conn: UpstreamConnection) -> None:
-        self._move(ex, SENT)
+        ex.state = step(ex.state, SENT)
         ex.upstream = conn
         timeout = self.limits.request_timeout_s
         if timeout is not None:
@@ -284,7 +281,7 @@ class Proxy:
         conn.close()
         replica.errors += 1
         if conn.wrote:
-            self._move(ex, DONE)
+            ex.state = step(ex.state, DONE)
             self._release(replica)
             ex.client.abort_response(ex)
             return
@@ -300,7 +297,7 @@ class Proxy:
         replica = ex.replica
         ex.replica = None
         ex.upstream = None
-        self._move(ex, DONE)
+        ex.state = step(ex.state, DONE)
         ex.status = conn.status
         ex.served = replica
         if reusable and ex.request_done and conn.replica.in_table and not self.draining:
@@ -330,7 +327,7 @@ class Proxy:
         if conn.wrote:
             replica.errors += 1
             ex.replica = None
-            self._move(ex, DONE)
+            ex.state = step(ex.state, DONE)
             self._release(replica)
             ex.client.abort_response(ex)
             return
@@ -345,7 +342,7 @@ class Proxy:
             if ex.tried is None:
                 ex.tried = set()
             ex.tried.add(replica.id)
-            self._move(ex, READY)
+            ex.state = step(ex.state, READY)
             self.metrics.retries += 1
             self.dispatch(ex)
         else:
@@ -360,7 +357,7 @@ class Proxy:
         if state is WAITING:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(ex)
-        self._move(ex, DONE)
+        ex.state = step(ex.state, DONE)
         timer = ex.timer
         if timer is not None:
             ex.timer = None
@@ -375,7 +372,7 @@ class Proxy:
             self._release(replica)
 
     def _respond(self, ex: Exchange, status: int, message: str) -> None:
-        self._move(ex, DONE)
+        ex.state = step(ex.state, DONE)
         ex.response_started = True
         ex.client.respond_local(ex, status, message)
 
