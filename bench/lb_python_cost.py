@@ -12,6 +12,7 @@ barely move it: use it to compare two versions of the hot path.
 
     python bench/lb_python_cost.py                 # best of 5 runs of 50,000 requests
     python bench/lb_python_cost.py --profile       # plus cProfile's top functions
+    python bench/lb_python_cost.py --request-timeout 30   # with request_timeout_s set
     py-spy record -r 1000 -f raw -o out.txt -- python bench/lb_python_cost.py -n 400000
 """
 
@@ -29,7 +30,7 @@ import uvloop
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.proxy import Proxy
-from steadyserve.lb.route_table import RouteTable
+from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
 
 # What wrk sends, and what bench/hello_replica.py answers.
@@ -65,10 +66,10 @@ class CountingTransport:
         return False
 
 
-async def measure(n: int, runs: int, profile: bool) -> float:
+async def measure(n: int, runs: int, profile: bool, request_timeout: float | None) -> float:
     table = RouteTable.static("127.0.0.1:9", "least_load", 100, -1)
     balancer = Balancer(table, "least_load", 100, -1)
-    proxy = Proxy("bench", balancer)
+    proxy = Proxy("bench", balancer, limits=Limits(request_timeout_s=request_timeout))
     replica = balancer.replicas[0]
     upstream = UpstreamConnection(proxy, replica)
     upstream.connection_made(CountingTransport())  # type: ignore[arg-type]
@@ -105,8 +106,11 @@ def main() -> int:
     p.add_argument("-n", type=int, default=50_000, help="requests per run")
     p.add_argument("--runs", type=int, default=5, help="runs; the fastest is shown")
     p.add_argument("--profile", action="store_true", help="print cProfile's top functions")
+    p.add_argument(
+        "--request-timeout", type=float, default=None, help="the service's request_timeout_s"
+    )
     args = p.parse_args()
-    us = uvloop.run(measure(args.n, args.runs, args.profile))
+    us = uvloop.run(measure(args.n, args.runs, args.profile, args.request_timeout))
     print(f"{us:.2f} us of CPU per proxied request in the load balancer's Python code")
     return 0
 

@@ -5,11 +5,23 @@ from __future__ import annotations
 import ast
 import itertools
 from pathlib import Path
+from typing import cast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import steadyserve.lb
-from steadyserve.lb.exchange import ALLOWED, ROUTED, IllegalMove, Phase, step
+from steadyserve.lb.exchange import (
+    ALLOWED,
+    CLOCK_SLACK,
+    ROUTED,
+    Deadlines,
+    Exchange,
+    IllegalMove,
+    Phase,
+    step,
+)
 
 P = Phase
 
@@ -88,3 +100,46 @@ def state_writers(root: Path) -> list[str]:
 def test_the_proxy_is_the_only_writer_of_a_phase() -> None:
     root = Path(steadyserve.lb.__file__).parent
     assert state_writers(root) == []
+
+
+# -- Deadlines: request_timeout_s with one timer --------------------------------
+
+
+class Stub:
+    """Deadlines only hashes its keys: any object stands in for an Exchange."""
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "discard", "expire"]), st.integers(0, 7), st.floats(0, 50)
+        ),
+        max_size=60,
+    )
+)
+def test_deadlines_expire_exactly_what_is_due(ops: list[tuple[str, int, float]]) -> None:
+    """Against a plain model: every exchange added and not discarded is returned
+    by the first ``expired(now)`` at or after its deadline, once, earliest first;
+    ``earliest()`` is the minimum of those still pending."""
+    exchanges = [Stub() for _ in range(8)]
+    deadlines = Deadlines()
+    model: dict[int, float] = {}
+    now = 0.0
+    for op, i, t in ops:
+        ex = cast(Exchange, exchanges[i])
+        if op == "add":
+            deadlines.add(ex, now + t)
+            model[i] = now + t
+        elif op == "discard":
+            deadlines.discard(ex)
+            model.pop(i, None)
+        else:
+            now += t
+            got = deadlines.expired(now)
+            due = sorted((at, i) for i, at in model.items() if at <= now + CLOCK_SLACK)
+            assert {id(e) for e in got} == {id(exchanges[i]) for _, i in due}
+            assert [model[exchanges.index(cast(Stub, e))] for e in got] == [at for at, _ in due]
+            for _, i in due:
+                del model[i]
+        assert len(deadlines) == len(model)
+        assert deadlines.earliest() == (min(model.values()) if model else None)

@@ -31,6 +31,7 @@ from steadyserve.lb.exchange import (
     READY,
     SENT,
     WAITING,
+    Deadlines,
     step,
 )
 
@@ -91,6 +92,10 @@ class Proxy:
         # Scale to zero (lb/zero.py): holds requests while the table lists no replica.
         self.zero: ZeroHold | None = None
         self.limits = self.default_limits
+        # request_timeout_s of the exchanges in flight, and the one timer serving them.
+        self.deadlines = Deadlines()
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_at = 0.0
         # Each client connection may hold one replica connection: two descriptors.
         self.fd_cap = max(1, (fd_limit - FD_RESERVE) // 2) if fd_limit else None
         self.max_connections = self._connection_cap()
@@ -239,7 +244,9 @@ class Proxy:
         ex.upstream = conn
         timeout = self.limits.request_timeout_s
         if timeout is not None:
-            ex.timer = self.loop.call_later(timeout, self._timed_out, ex, conn)
+            due = ex.deadline = self.now() + timeout
+            self.deadlines.add(ex, due)
+            self._arm_deadlines(due)
         pending = ex.pending
         if pending:
             ex.pending = None
@@ -263,13 +270,37 @@ class Proxy:
         if self.waiting:
             self._wake()
 
+    # -- request_timeout_s: one timer for every exchange in flight (Deadlines) -----
+    def _arm_deadlines(self, due: float) -> None:
+        """Have the deadline timer fire by ``due`` (it may already, or earlier)."""
+        timer = self._deadline_timer
+        if timer is not None:
+            if self._deadline_at <= due:
+                return  # the usual case: armed for an earlier request's deadline
+            timer.cancel()  # request_timeout_s was lowered: this one is due first
+        self._deadline_at = due
+        self._deadline_timer = self.loop.call_at(due, self._deadlines_due)
+
+    def _deadlines_due(self) -> None:
+        self._deadline_timer = None
+        for ex in self.deadlines.expired(self.now()):
+            ex.deadline = 0.0
+            self._timed_out(ex)
+        earliest = self.deadlines.earliest()
+        if earliest is not None:
+            self._arm_deadlines(earliest)
+
+    def _forget_deadline(self, ex: Exchange) -> None:
+        ex.deadline = 0.0
+        self.deadlines.discard(ex)
+
     # -- outcomes (called by the connections) -------------------------------------
-    def _timed_out(self, ex: Exchange, conn: UpstreamConnection) -> None:
+    def _timed_out(self, ex: Exchange) -> None:
         """``request_timeout_s`` passed without a complete response: 504, or close
         the client when part of the response already went out."""
-        ex.timer = None
         replica = ex.replica
-        if ex.upstream is not conn or ex.state is not SENT or replica is None:
+        conn = ex.upstream
+        if conn is None or ex.state is not SENT or replica is None:
             return
         log.warning(
             "replica %d: no complete response within request_timeout_s %.1fs",
@@ -290,10 +321,8 @@ class Proxy:
 
     def response_complete(self, ex: Exchange, conn: UpstreamConnection, reusable: bool) -> None:
         """The replica finished its response: pool the connection, free the slot."""
-        timer = ex.timer
-        if timer is not None:
-            ex.timer = None
-            timer.cancel()
+        if ex.deadline:
+            self._forget_deadline(ex)
         replica = ex.replica
         ex.replica = None
         ex.upstream = None
@@ -319,10 +348,8 @@ class Proxy:
         if ex.upstream is not conn or replica is None:
             return
         ex.upstream = None
-        timer = ex.timer
-        if timer is not None:
-            ex.timer = None
-            timer.cancel()
+        if ex.deadline:
+            self._forget_deadline(ex)
         log.warning("replica %d: %s", replica.id, reason)
         if conn.wrote:
             replica.errors += 1
@@ -358,10 +385,8 @@ class Proxy:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(ex)
         ex.state = step(ex.state, DONE)
-        timer = ex.timer
-        if timer is not None:
-            ex.timer = None
-            timer.cancel()
+        if ex.deadline:
+            self._forget_deadline(ex)
         conn = ex.upstream
         if conn is not None:
             ex.upstream = None
@@ -431,6 +456,9 @@ class Proxy:
             replica.close_idle()
         for task in list(self._tasks):
             task.cancel()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         if self.zero is not None:
             self.zero.close()
 
