@@ -256,7 +256,7 @@ class ServiceRuntime:
     def tick(self) -> None:
         if self._stopping:
             return
-        self.lb.supervise(self.store, self.row)
+        self.lb.supervise(self.store, self.row, self.spec.service.load_balancer.workers)
         self._reap_exited()
         if self.updating:
             failure = rollout.update_failure(self)
@@ -386,6 +386,7 @@ class ServiceRuntime:
                 # Scale to zero: the LB holds requests that arrive at zero this long.
                 "hold_at_zero_s": svc.cold_start_timeout_s if self.autoscaler.allows_zero else 0,
                 "access_log": svc.access_log,
+                "websocket_drain_s": svc.websocket_drain_s,  # lbscale
             }
         )
 

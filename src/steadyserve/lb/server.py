@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import resource
 import socket
 from dataclasses import dataclass, field
@@ -47,7 +48,12 @@ class LBConfig:
     report_interval: float = 0.5
     poll_wait: float = 25.0
     drain_seconds: float = DRAIN_SECONDS
-    listen_fd: int | None = None
+    # Inherited, already listening sockets (a worker may accept on several); and with
+    # workers (lb/workers.py), their count and a worker's supervisor pid (its reports
+    # name the supervisor as the LB, and itself as the worker).
+    listen_fds: tuple[int, ...] = ()
+    workers: int = 1
+    worker_of: int | None = None
     # Client-facing limits until the controller's table says otherwise.
     limits: Limits = field(default_factory=Limits)
     send_timeout: float = SEND_TIMEOUT
@@ -88,7 +94,11 @@ class LoadBalancer:
         self.home = Home.from_env(config.home)
         self._first_table = asyncio.Event()
         self.route_client = RouteClient(
-            self.home, config.service, self._apply_table, wait_s=config.poll_wait
+            self.home,
+            config.service,
+            self._apply_table,
+            wait_s=config.poll_wait,
+            worker=str(os.getpid()),
         )
         # Autoscaling hooks: the queue length goes with the per-replica counts, and
         # requests that arrive at zero replicas are held (lb/zero.py).
@@ -99,11 +109,16 @@ class LoadBalancer:
         if config.static_routes is None:
             self.proxy.zero = ZeroHold(self.proxy, controller_asker(self.home, config.service))
         self._server: asyncio.AbstractServer | None = None
+        self._extra: list[asyncio.AbstractServer] = []  # more inherited sockets
         self.port = config.port  # the bound port once started (useful with port 0)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _load_snapshot(self) -> dict[str, Any]:
-        return {**self.observe.snapshot(), "queued": len(self.proxy.waiting)}
+        snapshot = {**self.observe.snapshot(), "queued": len(self.proxy.waiting)}
+        snapshot["worker"] = str(os.getpid())
+        if self.config.worker_of is not None:
+            snapshot["lb_pid"] = self.config.worker_of  # the LB process the controller knows
+        return snapshot
 
     def _apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)
@@ -115,15 +130,23 @@ class LoadBalancer:
         if self.config.static_routes is None:
             self._tasks.append(loop.create_task(self.route_client.run()))
             self._tasks.append(loop.create_task(self.reporter.run()))
-            if self.config.listen_fd is not None:
+            if self.config.listen_fds:
                 # A restarted LB would answer 503 until its first table: let clients
                 # wait in the shared socket's backlog for it instead (bounded).
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._first_table.wait(), FIRST_TABLE_WAIT_S)
-        if self.config.listen_fd is not None:
-            # A socket the controller bound and keeps open too: connections that
-            # arrive while this process restarts wait in its backlog, not refused.
-            sock = socket.socket(fileno=self.config.listen_fd)
+        if self.config.listen_fds:
+            # Sockets the controller bound and keeps open too: connections that
+            # arrive while this process restarts wait in their backlogs, not refused.
+            for fd in self.config.listen_fds[1:]:
+                self._extra.append(
+                    await loop.create_server(
+                        lambda: ClientConnection(self.proxy),
+                        sock=socket.socket(fileno=fd),
+                        backlog=4096,
+                    )
+                )
+            sock = socket.socket(fileno=self.config.listen_fds[0])
             self._server = await loop.create_server(
                 lambda: ClientConnection(self.proxy), sock=sock, backlog=4096
             )
@@ -151,6 +174,8 @@ class LoadBalancer:
         """Stop accepting, let in-flight requests finish (bounded), then close everything."""
         if self._server is not None:
             self._server.close()
+        for server in self._extra:
+            server.close()
         self.proxy.begin_drain()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.drain_seconds
