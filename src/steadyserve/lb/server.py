@@ -29,6 +29,7 @@ log = logging.getLogger("steadyserve.lb")
 DRAIN_SECONDS = 10.0
 SWEEP_SECONDS = 1.0
 FIRST_TABLE_WAIT_S = 5.0
+DRAIN_IDLE_GRACE_S = 0.5  # busy keep-alive clients get a "connection: close" response first
 
 
 @dataclass(frozen=True)
@@ -176,9 +177,16 @@ class LoadBalancer:
             self._server.close()
         for server in self._extra:
             server.close()
-        self.proxy.begin_drain()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.drain_seconds
+        # Draining marks every response "connection: close"; a keep-alive client
+        # busy sending gets one within moments and leaves cleanly, where closing
+        # its idle connection at once could cross its next request on the wire.
+        self.proxy.draining = True
+        grace = loop.time() + DRAIN_IDLE_GRACE_S
+        while loop.time() < grace and self.proxy.clients:
+            await asyncio.sleep(0.02)
+        self.proxy.begin_drain()
         while self.proxy.clients and loop.time() < deadline:
             await asyncio.sleep(0.02)
         if self.proxy.clients:
