@@ -174,7 +174,7 @@ def _summed(counts: Any) -> dict[int, int]:
     return total
 
 
-_SUMMED_GAUGES = ("inflight_total", "queued")
+_SUMMED_GAUGES = ("inflight_total", "queued", "websockets_going_away")
 
 
 def _merged(raw: dict[str, Any], live: list[WorkerView]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
+from steadyserve.lb.websocket import WebSockets
 from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
 
@@ -107,6 +108,7 @@ class LoadBalancer:
         self.reporter = LoadReporter(
             self.home, config.service, self._load_snapshot, config.report_interval
         )
+        self.proxy.websockets = WebSockets(self.proxy)
         if config.static_routes is None:
             self.proxy.zero = ZeroHold(self.proxy, controller_asker(self.home, config.service))
         self._server: asyncio.AbstractServer | None = None
@@ -123,6 +125,8 @@ class LoadBalancer:
 
     def _apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)
+        if self.proxy.websockets is not None:
+            self.proxy.websockets.apply_table(table)
         self.observe.apply_table(table)
         self._first_table.set()
 
@@ -187,7 +191,11 @@ class LoadBalancer:
         while loop.time() < grace and self.proxy.clients:
             await asyncio.sleep(0.02)
         self.proxy.begin_drain()
-        while self.proxy.clients and loop.time() < deadline:
+        websockets = self.proxy.websockets
+        if websockets is not None:
+            websockets.stop(max(0.0, deadline - loop.time() - 1.0))
+        tunnels = websockets.tunnels if websockets is not None else set()
+        while (self.proxy.clients or tunnels) and loop.time() < deadline:
             await asyncio.sleep(0.02)
         if self.proxy.clients:
             log.warning("%d client connections still open after drain", len(self.proxy.clients))
@@ -200,6 +208,8 @@ class LoadBalancer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if websockets is not None:
+            websockets.close_all()
         self.proxy.close_all()
         await self.observe.stop()
         if self._server is not None:
