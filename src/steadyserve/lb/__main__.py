@@ -59,6 +59,13 @@ def _listen_fds(text: str) -> list[int]:
     return fds
 
 
+def _shared_load(text: str) -> tuple[int, int, int]:
+    parts = text.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[1]) >= int(parts[2]):
+        raise argparse.ArgumentTypeError(f"expected FD:INDEX:WORKERS, got {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
 def _workers(text: str) -> int:
     if text == "auto":
         return worker_count("auto")
@@ -156,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="load-balancer processes sharing the port with SO_REUSEPORT ('auto': cores / 2)",
     )
     p.add_argument("--worker-of", type=int, default=None, help=argparse.SUPPRESS)
+    # A worker's shared in-flight counts: FD:INDEX:WORKERS (lb/shared_load.py).
+    p.add_argument("--shared-load", type=_shared_load, default=None, help=argparse.SUPPRESS)
     return p
 
 
@@ -176,6 +185,7 @@ def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
         listen_fds=tuple(args.listen_fd or ()),
         workers=args.workers,
         worker_of=args.worker_of,
+        shared_load=args.shared_load,
         send_timeout=args.send_timeout,
         limits=Limits(
             header_timeout_s=args.header_timeout,

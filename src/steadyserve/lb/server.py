@@ -21,6 +21,7 @@ from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
+from steadyserve.lb.shared_load import REFRESH_S, SharedLoad, refresh, share
 from steadyserve.lb.websocket import WebSockets
 from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
@@ -56,6 +57,7 @@ class LBConfig:
     listen_fds: tuple[int, ...] = ()
     workers: int = 1
     worker_of: int | None = None
+    shared_load: tuple[int, int, int] | None = None  # fd, this worker's index, workers
     # Client-facing limits until the controller's table says otherwise.
     limits: Limits = field(default_factory=Limits)
     send_timeout: float = SEND_TIMEOUT
@@ -109,6 +111,11 @@ class LoadBalancer:
             self.home, config.service, self._load_snapshot, config.report_interval
         )
         self.proxy.websockets = WebSockets(self.proxy)
+        self.shared: SharedLoad | None = None
+        if config.shared_load is not None:
+            fd, index, workers = config.shared_load
+            self.shared = SharedLoad(fd, workers, index)
+            share(self.balancer, self.shared)
         if config.static_routes is None:
             self.proxy.zero = ZeroHold(self.proxy, controller_asker(self.home, config.service))
         self._server: asyncio.AbstractServer | None = None
@@ -125,6 +132,8 @@ class LoadBalancer:
 
     def _apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)
+        if self.shared is not None:
+            share(self.balancer, self.shared)  # a new policy decides on shared counts too
         if self.proxy.websockets is not None:
             self.proxy.websockets.apply_table(table)
         self.observe.apply_table(table)
@@ -167,7 +176,19 @@ class LoadBalancer:
         sockets = getattr(self._server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
         self._tasks.append(loop.create_task(self._sweep()))
+        if self.shared is not None:
+            self._tasks.append(loop.create_task(self._share(self.shared)))
         await self.observe.start()
+
+    async def _share(self, shared: SharedLoad) -> None:
+        """Publish this worker's counts (releases included); a slot freed by another
+        worker may let requests queued here go."""
+        while True:
+            busy = refresh(self.balancer, shared)
+            if self.proxy.waiting:
+                self.proxy._wake()
+                busy = True
+            await asyncio.sleep(REFRESH_S if busy else 0.1)
 
     async def _sweep(self) -> None:
         while True:

@@ -28,6 +28,8 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
+from steadyserve.lb import shared_load
+
 RESTART_BACKOFF_S = 0.5
 POLL_S = 0.1
 
@@ -75,6 +77,7 @@ class Supervisor:
     ) -> None:
         self.argv = list(argv)
         self.fds = list(fds)
+        self.shared_fd = shared_load.create(workers)  # in-flight counts of every worker
         self.metrics_port = metrics_port
         self.children: list[subprocess.Popen[bytes] | None] = [None] * workers
         self.started_at = [0.0] * workers
@@ -85,12 +88,13 @@ class Supervisor:
         fds = self.fds[index :: len(self.children)]  # more sockets than workers: several each
         listen = ",".join(map(str, fds))
         extra = ["--workers", "1", "--worker-of", str(os.getpid()), "--listen-fd", listen]
+        extra += ["--shared-load", f"{self.shared_fd}:{index}:{len(self.children)}"]
         if self.metrics_port:
             extra += ["--metrics-port", str(self.metrics_port + index)]
         self.started_at[index] = time.monotonic()
         self.children[index] = subprocess.Popen(
             [sys.executable, "-m", "steadyserve.lb", *self.argv, *extra],
-            pass_fds=tuple(fds),
+            pass_fds=(*fds, self.shared_fd),
             stdin=subprocess.DEVNULL,
         )
 
