@@ -10,9 +10,11 @@ enough, and a reader that sees a count a moment old balances a moment late.
 ``SharedPolicy`` wraps the service's policy: it publishes this worker's counts,
 then lets the policy choose among views whose ``inflight`` is the sum over all
 workers, so ``least_load`` and the ``max_ongoing_requests`` cap apply to the
-endpoint, not to one worker. Releases are published at the next choice and by a
-refresh every ``REFRESH_S`` while anything is in flight (``ShareLoop``), which
-also wakes requests queued here when another worker freed a slot.
+endpoint, not to one worker. A worker publishes a slot it takes at once, and its
+releases by a refresh every ``REFRESH_S`` while anything is in flight (the load
+balancer's ``_share`` loop, which also wakes requests queued here when another
+worker freed a slot). Two live replicas whose ids are equal modulo ``SLOTS``
+share a slot, and then balance on a slightly wrong count: never wrong routing.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class SharedLoad:
         self.cells = memoryview(self._map).cast("q")
         self.workers = workers
         self.index = index
+        self._other_rows = [w * SLOTS * 2 for w in range(workers) if w != index]
 
     def publish(self, replica_id: int, inflight: int) -> None:
         base = (self.index * SLOTS + replica_id % SLOTS) * 2
@@ -61,13 +64,11 @@ class SharedLoad:
     def others(self, replica_id: int) -> int:
         """In flight to ``replica_id`` from every other worker."""
         cells = self.cells
-        slot = replica_id % SLOTS
         total = 0
-        for worker in range(self.workers):
-            if worker != self.index:
-                base = (worker * SLOTS + slot) * 2
-                if cells[base] == replica_id:
-                    total += cells[base + 1]
+        for row in self._other_rows:
+            base = row + (replica_id % SLOTS) * 2
+            if cells[base] == replica_id:
+                total += cells[base + 1]
         return total
 
 
@@ -83,21 +84,31 @@ class _View:
 
 
 class SharedPolicy:
-    """The service's policy, deciding on the counts of every worker."""
+    """The service's policy, deciding on the counts of every worker.
+
+    Kept cheap (it runs per request): the views are built once per replica list,
+    and this worker's own counts are published when it takes a slot here and by
+    ``refresh`` (releases), not for every replica at every choice.
+    """
 
     def __init__(self, inner: Policy, shared: SharedLoad) -> None:
         self.inner = inner
         self.shared = shared
         self.name = inner.name
+        self._for: object = None  # the replica list the views were built for
+        self._views: list[_View] = []
 
     def choose(
         self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
     ) -> C | None:
         shared = self.shared
-        views = []
-        for r in replicas:
-            shared.publish(r.id, r.inflight)
-            views.append(_View(r, r.inflight + shared.others(r.id)))
+        views = self._views
+        if self._for is not replicas:
+            views = self._views = [_View(r, 0) for r in replicas]
+            self._for = replicas
+        others = shared.others
+        for view in views:
+            view.inflight = view.replica.inflight + others(view.id)
         chosen = self.inner.choose(views, max_ongoing, exclude)
         if chosen is None:
             return None
