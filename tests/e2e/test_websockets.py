@@ -27,7 +27,17 @@ APPS = Path(__file__).resolve().parent / "apps"
 STEP_S = 10.0  # bound on any one network step of these tests
 
 
-def ws_spec(message: str = "v1", replicas: int = 2, drain_s: float = 1.0) -> str:
+FROM_ZERO = """replica_policy:
+            min_replicas: 0
+            max_replicas: 1
+            target_ongoing_requests: 10
+            downscale_to_zero_delay_s: 600
+          cold_start_timeout_s: 60"""
+
+
+def ws_spec(
+    message: str = "v1", replicas: int = 2, drain_s: float = 1.0, scaling: str | None = None
+) -> str:
     return textwrap.dedent(f"""\
         name: ws
         service:
@@ -35,7 +45,7 @@ def ws_spec(message: str = "v1", replicas: int = 2, drain_s: float = 1.0) -> str
             path: /health
             initial_delay_seconds: 10
             timeout_seconds: 2
-          replicas: {replicas}
+          {scaling or f"replicas: {replicas}"}
           update_deadline_s: 60
           health_check_period_s: 0.2
           graceful_shutdown_wait_loop_s: 0.05
@@ -53,9 +63,10 @@ def up(steady: Steady, tmp: Path, **kw: object) -> int:
     return port_of(steady.service("ws"))
 
 
-async def open_socket(port: int) -> ClientConnection:
+async def open_socket(port: int, timeout: float = STEP_S) -> ClientConnection:
     return await asyncio.wait_for(
-        connect(f"ws://127.0.0.1:{port}/chat", compression=None, proxy=None), STEP_S
+        connect(f"ws://127.0.0.1:{port}/chat", compression=None, proxy=None, open_timeout=timeout),
+        timeout,
     )
 
 
@@ -164,3 +175,19 @@ def test_rolling_update_with_open_sockets(steady: Steady, tmp_path: Path) -> Non
     assert failed == 0
     assert close_codes == [1001] * len(close_codes)
     assert versions["after:2"] == 1
+
+
+def test_a_handshake_at_zero_replicas_wakes_the_service(steady: Steady, tmp_path: Path) -> None:
+    steady.run("up", str(write(tmp_path, ws_spec(scaling=FROM_ZERO), "v1.yaml")))
+    svc = steady.wait_for(
+        "ws", lambda s: s["target_replicas"] == 0 and s["total_replicas"] == 0, what="zero"
+    )
+
+    async def scenario() -> str:
+        ws = await open_socket(port_of(svc), timeout=60)  # held while a replica starts
+        answer = await echo(ws, "woken")
+        await ws.close()
+        return answer
+
+    assert asyncio.run(scenario()).startswith("1 ")
+    assert steady.service("ws")["target_replicas"] == 1

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from steadyserve.lb.http import set_nodelay, simple_response
 from steadyserve.lb.proxy import READY
+from steadyserve.lb.zero import ASK_AGAIN_S
 
 if TYPE_CHECKING:
     from steadyserve.lb.balancer import ReplicaState
@@ -185,6 +186,8 @@ class Tunnel:
         tried: set[int] = set()
         for _ in range(MAX_ATTEMPTS):
             replica = proxy.balancer.choose(tried or None)
+            if replica is None and not tried and await self._wait_from_zero():
+                replica = proxy.balancer.choose(None)
             if replica is None:
                 break
             self.replica = replica
@@ -219,6 +222,26 @@ class Tunnel:
         if not self.closed:
             self.client.write(simple_response(status, message, close=True))
         self.finish()
+
+    async def _wait_from_zero(self) -> bool:
+        """At zero replicas of a service that scales to zero: ask the controller for
+        one (as lb/zero.py does for requests) and wait for it, at most
+        ``hold_at_zero_s``. False when that does not apply or none came."""
+        proxy = self.hub.proxy
+        zero = proxy.zero
+        if zero is None or not zero.active():
+            return False
+        deadline = proxy.now() + zero.hold_s
+        next_ask = proxy.now()
+        while not self.closed and proxy.now() < deadline:
+            if not zero.active():
+                return True  # a table with a replica arrived
+            if proxy.now() >= next_ask:
+                next_ask = proxy.now() + ASK_AGAIN_S
+                zero.asks += 1
+                await zero.ask_controller()
+            await asyncio.sleep(0.05)
+        return False
 
     # -- data ------------------------------------------------------------------------
     def from_client(self, data: bytes) -> None:
