@@ -15,6 +15,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -36,7 +37,11 @@ FROM_ZERO = """replica_policy:
 
 
 def ws_spec(
-    message: str = "v1", replicas: int = 2, drain_s: float = 1.0, scaling: str | None = None
+    message: str = "v1",
+    replicas: int = 2,
+    drain_s: float = 1.0,
+    scaling: str | None = None,
+    workers: int = 1,
 ) -> str:
     return textwrap.dedent(f"""\
         name: ws
@@ -51,6 +56,8 @@ def ws_spec(
           graceful_shutdown_wait_loop_s: 0.05
           graceful_shutdown_timeout_s: 15
           websocket_drain_s: {drain_s}
+          load_balancer:
+            workers: {workers}
         workdir: {APPS}
         envs:
           MESSAGE: {message}
@@ -84,8 +91,9 @@ def lb_metrics(steady: Steady) -> str:
         return str(resp.read().decode())
 
 
-def test_echo_through_the_endpoint(steady: Steady, tmp_path: Path) -> None:
-    port = up(steady, tmp_path, replicas=1)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_echo_through_the_endpoint(steady: Steady, tmp_path: Path, workers: int) -> None:
+    port = up(steady, tmp_path, replicas=1, workers=workers)
 
     async def scenario() -> None:
         ws = await open_socket(port)
