@@ -74,6 +74,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "rolling_update": "applies to the next update",
     "canary": "applies to the next update",
     "access_log": "applied by the load balancer",
+    "websocket_drain_s": "applies to the next drain",
 }
 
 # Fields that are restart changes for a reason worth naming; anything else

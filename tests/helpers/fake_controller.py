@@ -62,7 +62,7 @@ class FakeLoadBalancer:
         self.handle = None
         self.supervised = 0
 
-    def supervise(self, store: Store, row: ServiceRow) -> None:
+    def supervise(self, store: Store, row: ServiceRow, workers: int | str = 1) -> None:
         self.supervised += 1
 
     def adopt(self, pid: int | None, create_time: float | None) -> None:

@@ -211,7 +211,9 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
         except ValueError as exc:
             raise BadInput("wait must be a number of seconds") from exc
-        table = await runtime.routes.wait(request.query.get("known", ""), wait)
+        # lbscale: each LB worker polls with its own id (controller/routes.py).
+        known, worker = request.query.get("known", ""), request.query.get("worker", "")
+        table = await runtime.routes.wait(known, wait, worker)
         if table is None:
             return web.json_response({"error": "no route table yet"}, status=503)
         return web.Response(text=json.dumps(table), content_type="application/json")
@@ -227,7 +229,10 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             lb_pid = data.get("lb_pid") if isinstance(data.get("lb_pid"), int) else None
         except (TypeError, ValueError, AttributeError) as exc:
             raise BadInput("report counts must map replica ids to integers") from exc
-        runtime.routes.report(str(data.get("table", "")), inflight, requests)
+        # lbscale: one view of the service summed over the LB's workers.
+        inflight, requests, queued, data = runtime.routes.report(
+            str(data.get("table", "")), inflight, requests, queued, data
+        )
         # Autoscaling hook: the load window (controller/load.py).
         runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
         observer.ingest(runtime.name, data)

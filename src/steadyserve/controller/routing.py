@@ -37,4 +37,5 @@ def route_table(
         # Scale to zero: the LB holds requests that arrive at zero this long.
         "hold_at_zero_s": svc.cold_start_timeout_s if hold_at_zero else 0,
         "access_log": svc.access_log,
+        "websocket_drain_s": svc.websocket_drain_s,
     }

@@ -234,7 +234,7 @@ class ServiceRuntime:
     def tick(self) -> None:
         if self._stopping:
             return
-        self.lb.supervise(self.store, self.row)
+        self.lb.supervise(self.store, self.row, self.spec.service.load_balancer.workers)
         self._reap_exited()
         self.rollout.check()
         self._autoscale()

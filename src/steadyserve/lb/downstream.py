@@ -40,6 +40,7 @@ from steadyserve.lb.http import (
 )
 from steadyserve.lb.proxy import Proxy
 from steadyserve.lb.target import BadTarget, is_blocked, is_plain, normalise
+from steadyserve.lb.websocket import accepts_websocket, hand_over
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -83,6 +84,7 @@ class ClientConnection(asyncio.Protocol):
         "_timer",
         "_timer_mark",
         "_upgrade",
+        "_upgrade_to",
         "_url",
         "_xff",
         "_xff_end",
@@ -122,6 +124,7 @@ class ClientConnection(asyncio.Protocol):
         self._conn_tokens: set[bytes] | None = None
         self._connection_seen = False
         self._upgrade = False
+        self._upgrade_to: bytes | None = None  # the Upgrade header (lb/websocket.py)
         self._xff_seen = False
         self._hosts = 0
         self._host_at = -1
@@ -185,8 +188,10 @@ class ClientConnection(asyncio.Protocol):
                 log.error("internal error while proxying", exc_info=err)
                 self._reject(500, "internal load balancer error")
             return
-        except httptools.HttpParserUpgrade:
-            self._reject(501, "protocol upgrades are not supported by the load balancer")
+        except httptools.HttpParserUpgrade as exc:
+            # lbscale: a WebSocket's head is parsed; the rest is a tunnel (lb/websocket.py).
+            if not hand_over(self, data[int(exc.args[0]) :]):
+                self._reject(501, "protocol upgrades are not supported by the load balancer")
             return
         except httptools.HttpParserError as exc:
             self._reject(400, f"malformed request: {exc}")
@@ -281,6 +286,7 @@ class ClientConnection(asyncio.Protocol):
         self._conn_tokens = None
         self._connection_seen = False
         self._upgrade = False
+        self._upgrade_to = None
         self._xff_seen = False
         self._hosts = 0
         self.body_bytes = 0
@@ -308,6 +314,8 @@ class ClientConnection(asyncio.Protocol):
                     tokens -= {b"close", b"keep-alive", b"upgrade"}
                     if tokens:
                         self._conn_tokens = (self._conn_tokens or set()) | tokens
+                elif lname == b"upgrade":
+                    self._upgrade_to = value
                 return
             if lname == b"content-length":
                 try:
@@ -330,7 +338,9 @@ class ClientConnection(asyncio.Protocol):
             self._disarm()
         parser = self.parser
         method: bytes = parser.get_method()
-        if self._upgrade or method == b"CONNECT":
+        upgrade_to = self._upgrade_to
+        websocket = self._upgrade and accepts_websocket(self.proxy, method, upgrade_to, parser)
+        if (self._upgrade and not websocket) or method == b"CONNECT":
             raise RequestRejected(501, "protocol upgrades are not supported by the load balancer")
         if self._content_length > self.proxy.max_body_bytes:
             raise RequestRejected(413, "request body too large")
@@ -380,11 +390,17 @@ class ClientConnection(asyncio.Protocol):
         end = b"\r\n" if self._xff_seen else self._xff_end
         if chunked is not None:
             end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
+        if websocket:
+            end = b"connection: upgrade\r\nupgrade: %s\r\n%s" % (upgrade_to, end)
         head = b"".join((method, b" ", url, b" HTTP/1.1\r\n", *lines, end))
         if len(head) > self.proxy.max_header_bytes + 64:
             raise RequestRejected(431, "request header fields too large")
         ex.head = head
         self.proxy.ready(ex)
+        if websocket:
+            if buffering:
+                raise RequestRejected(400, "a WebSocket handshake has no body")
+            return  # hand_over takes it once httptools stops at the upgrade
         if buffering:
             ex.buffering = True  # dispatched once the body is read (or large)
         elif self.exchanges[0] is ex:

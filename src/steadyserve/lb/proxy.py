@@ -43,6 +43,7 @@ from steadyserve.lb.upstream import UpstreamConnection
 
 if TYPE_CHECKING:
     from steadyserve.lb.downstream import ClientConnection
+    from steadyserve.lb.websocket import WebSockets
     from steadyserve.lb.zero import ZeroHold
 
 log = logging.getLogger("steadyserve.lb")
@@ -91,6 +92,8 @@ class Proxy:
         self.default_limits = limits or Limits()
         # Scale to zero (lb/zero.py): holds requests while the table lists no replica.
         self.zero: ZeroHold | None = None
+        # lbscale: WebSocket tunnels (lb/websocket.py); None answers upgrades 501.
+        self.websockets: WebSockets | None = None
         self.limits = self.default_limits
         # request_timeout_s of the exchanges in flight, and the one timer serving them.
         self.deadlines = Deadlines()

@@ -62,6 +62,7 @@ class Limits:
             "body_timeout_s",
             "idle_timeout_s",
             "max_connections",
+            "workers",  # lbscale: how many LB processes run; the controller's business
         }
         if unknown:
             raise ValueError(f"route table: unknown load_balancer field {sorted(unknown)[0]!r}")
@@ -90,6 +91,12 @@ def _hold_at_zero(value: Any) -> float:
     return float(value)
 
 
+def _websocket_drain(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError("route table: websocket_drain_s must be a number >= 0")
+    return float(value)
+
+
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
@@ -112,6 +119,8 @@ class RouteTable:
     # Scale to zero (lb/zero.py): hold requests this long while no replica is listed.
     hold_at_zero_s: float = 0.0
     access_log: bool = False  # service.access_log: one JSON line per request
+    # lbscale: how long a WebSocket to a replica that left the table stays open.
+    websocket_drain_s: float = 10.0
 
     @property
     def key(self) -> str:
@@ -163,6 +172,7 @@ class RouteTable:
             limits,
             _hold_at_zero(data.get("hold_at_zero_s", 0)),
             data.get("access_log", False),
+            _websocket_drain(data.get("websocket_drain_s", 10.0)),
         )
 
     @classmethod
@@ -217,8 +227,10 @@ class RouteClient:
         wait_s: float = 25.0,
         min_backoff_s: float = 0.2,
         max_backoff_s: float = 1.0,
+        worker: str = "",
     ) -> None:
         self._home = home
+        self._worker = worker  # lbscale: this LB worker's id in its polls (its acknowledgement)
         self._service = service
         self._on_table = on_table
         self._wait_s = wait_s
@@ -235,6 +247,7 @@ class RouteClient:
         target = (
             service_url(url, self._service, "routes")
             + f"?known={quote(self.known, safe=':')}&wait={wait}"
+            + (f"&worker={quote(self._worker)}" if self._worker else "")
         )
         status, body = await control_http.request(target, timeout=self._wait_s + 10.0)
         if status != 200:

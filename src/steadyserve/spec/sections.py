@@ -313,6 +313,15 @@ class LoadBalancerLimits(_Model):
     body_timeout_s: PositiveSeconds = 30.0
     idle_timeout_s: PositiveSeconds = 75.0
     max_connections: PositiveInt = 10000
+    workers: int | Literal["auto"] = 1
+    """Load-balancer processes on the endpoint (SO_REUSEPORT); ``auto``: cores / 2."""
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> Any:
+        if value == "auto" or (type(value) is int and value > 0):
+            return value
+        raise _fail('must be an integer >= 1 or "auto" (half the cores, at least 1)')
 
 
 class ServiceSection(_Model):
@@ -348,6 +357,9 @@ class ServiceSection(_Model):
     reconfigure_path: UrlPath | None = None
     access_log: StrictBool = False
     """The load balancer logs one JSON line per request (docs/observability.md)."""
+    websocket_drain_s: Seconds = 10.0
+    """A WebSocket to a draining replica may stay open this long; then the load
+    balancer closes it with 1001 "going away" (docs/load-balancer.md)."""
     port: PortNumber | None = None
     """The endpoint's port; None means the next free one from 30001."""
 
