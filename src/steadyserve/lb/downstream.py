@@ -31,6 +31,7 @@ import httptools
 from steadyserve.lb.http import (
     HOP_BY_HOP,
     IDEMPOTENT_METHODS,
+    PIN_HEADER,
     REQUEST_WATCHED_NAME_LENGTHS,
     connection_tokens,
     header_name,
@@ -304,6 +305,9 @@ class ClientConnection(asyncio.Protocol):
                     if tokens:
                         self._conn_tokens = (self._conn_tokens or set()) | tokens
                 return
+            if lname == PIN_HEADER:  # canary hook: pin to a version, never forwarded
+                self._pin(value)
+                return
             if lname == b"content-length":
                 try:
                     self._content_length = int(value)
@@ -316,6 +320,16 @@ class ClientConnection(asyncio.Protocol):
                 self._hosts += 1
                 self._host_at = len(self._lines) + 2
         self._lines += (name, b": ", value, b"\r\n")
+
+    def _pin(self, value: bytes) -> None:
+        ex = self.parsing
+        try:
+            version = int(value.strip())
+        except ValueError:
+            version = 0
+        if version < 1 or ex is None:
+            raise RequestRejected(400, "X-Steady-Version must be a version number (1, 2, ...)")
+        ex.pin = version
 
     def on_headers_complete(self) -> None:
         ex = self.parsing

@@ -90,6 +90,24 @@ def _hold_at_zero(value: Any) -> float:
     return float(value)
 
 
+def _weights(value: Any) -> tuple[tuple[int, int], ...]:
+    """``{"version": percent}``; None or {} is no weights (all versions alike)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError("route table: weights must map versions to percents")
+    out = []
+    for key, percent in value.items():
+        try:
+            version = int(key)
+        except (TypeError, ValueError):
+            raise ValueError(f"route table: weights key {key!r} is not a version") from None
+        if not isinstance(percent, int) or isinstance(percent, bool) or not 0 <= percent <= 100:
+            raise ValueError(f"route table: weights[{key}] must be an int 0-100")
+        out.append((version, percent))
+    return tuple(sorted(out))
+
+
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
@@ -112,6 +130,9 @@ class RouteTable:
     # Scale to zero (lb/zero.py): hold requests this long while no replica is listed.
     hold_at_zero_s: float = 0.0
     access_log: bool = False  # service.access_log: one JSON line per request
+    # Progressive delivery: percent of traffic per version (a canary). Empty: every
+    # routable replica alike, whatever its version (as without a canary).
+    weights: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> str:
@@ -163,6 +184,7 @@ class RouteTable:
             limits,
             _hold_at_zero(data.get("hold_at_zero_s", 0)),
             data.get("access_log", False),
+            _weights(data.get("weights")),
         )
 
     @classmethod
