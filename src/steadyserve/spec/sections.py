@@ -4,10 +4,11 @@ update modes, canary, load-balancer limits and the ``service:`` section."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -259,11 +260,27 @@ def _resolve_percent(value: int | str, target: int, *, round_up: bool) -> int:
     return -(-scaled // 100) if round_up else scaled // 100
 
 
+def _pause(value: object) -> float | dict[str, Any]:
+    """``pause: 60`` (seconds) or ``pause: {}`` (until ``steady promote``)."""
+    if value == {} and isinstance(value, dict):
+        return {}
+    number = _finite(value)
+    if number is not None and number >= 0:
+        return number
+    raise _fail("must be seconds >= 0, or {} to wait for steady promote")
+
+
 class CanaryStep(_Model):
-    """One step of a canary: shift ``weight`` percent of traffic, or ``pause`` seconds."""
+    """One step of a canary: shift ``weight`` percent of traffic, or pause: ``pause``
+    seconds, or ``pause: {}`` until ``steady promote``."""
 
     weight: Weight | None = None
-    pause: Seconds | None = None
+    pause: Annotated[float | dict[str, Any], BeforeValidator(_pause)] | None = None
+
+    @property
+    def pause_s(self) -> float | None:
+        """The pause in seconds; None for ``pause: {}`` (or a weight step)."""
+        return self.pause if isinstance(self.pause, float) else None
 
     @model_validator(mode="after")
     def _one_kind(self) -> CanaryStep:
@@ -278,7 +295,15 @@ class CanaryAnalysis(_Model):
     max_error_rate: Fraction | None = None
     max_p99_latency_ms: PositiveNumber | None = None
     min_requests: NonNegativeInt = 100
-    """Requests the canary must have served before the thresholds are judged."""
+    """Requests the canary must have served in the window before the thresholds are judged."""
+    max_error_rate_increase: Fraction | None = None
+    """Fail when the canary's error rate exceeds the stable version's by more than this."""
+    max_p99_ratio: PositiveNumber | None = None
+    """Fail when the canary's p99 exceeds the stable version's p99 times this."""
+    interval_s: PositiveSeconds = 10.0
+    """The sliding window and the time between two checks."""
+    failure_limit: PositiveInt = 1
+    """Failed checks in a row that abort the canary."""
 
 
 def _default_canary_steps() -> list[CanaryStep]:
