@@ -3,7 +3,7 @@ and the analysis verdicts."""
 
 from __future__ import annotations
 
-from collections import Counter
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -160,25 +160,43 @@ def test_promote_and_time_always_finish(steps: list[Step]) -> None:
 @given(
     weights=st.dictionaries(st.integers(1, 9), st.integers(0, 100), min_size=1, max_size=4),
     n=st.integers(1, 2000),
+    seed=st.integers(0, 2**32),
 )
-def test_weighted_share_is_exact_within_one(weights: dict[int, int], n: int) -> None:
-    chooser = SmoothWeighted(weights)
-    seen = Counter(chooser.pick() for _ in range(n))
+def test_weighted_share_is_exact_at_every_round(weights: dict[int, int], n: int, seed: int) -> None:
+    chooser = SmoothWeighted(weights, random.Random(seed))
+    picks = [chooser.pick() for _ in range(n)]
     total = sum(weights.values())
     if total == 0:
-        assert seen == Counter({None: n})
+        assert picks == [None] * n
         return
+    length = chooser.round_length
     for key, weight in weights.items():
-        assert abs(seen[key] - n * weight / total) <= 1.0, (key, seen, weights)
+        whole = n - n % length
+        # Exact after every whole round, and off by less than a round in between.
+        assert picks[:whole].count(key) == whole * weight // total
+        assert abs(picks.count(key) - n * weight / total) < length
 
 
 def test_weighted_interleaves_and_skips_ineligible_without_charge() -> None:
-    chooser = SmoothWeighted({1: 90, 2: 10})
-    picks = [chooser.pick() for _ in range(20)]
-    assert picks.count(2) == 2 and picks[:10].count(2) == 1
+    chooser = SmoothWeighted({1: 90, 2: 10}, random.Random(7))
+    picks = [chooser.pick() for _ in range(1000)]
+    assert picks.count(2) == 100
+    runs = "".join(str(p) for p in picks).split("1")
+    assert max(len(r) for r in runs) <= 2, "the canary's requests are spread, not bunched"
     only_old = SmoothWeighted({1: 80, 2: 20})
     assert [only_old.pick(lambda v: v == 1) for _ in range(10)] == [1] * 10
     assert SmoothWeighted({1: 0, 2: 100}).pick(lambda v: v == 1) is None
+
+
+def test_a_client_in_step_with_the_period_still_sees_the_weight() -> None:
+    """Strict smooth round robin is periodic (80/20: 1,1,2,1,1): a client whose
+    requests are every 5th would see 0% or 100% canary. The random draw among
+    versions in credit gives that client the weight too."""
+    chooser = SmoothWeighted({1: 80, 2: 20}, random.Random(3))
+    picks = [chooser.pick() for _ in range(20000)]
+    for offset in range(5):
+        mine = picks[offset::5]
+        assert abs(mine.count(2) / len(mine) - 0.20) < 0.03, offset
 
 
 # ----------------------------------------------------------------- analysis

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from steadyserve.cli import logs as logs_mod
+from steadyserve.cli import progressive
 from steadyserve.cli.client import (
     Client,
     CommandError,
@@ -118,6 +119,8 @@ def main() -> None:
 
 
 main.add_command(dashboard)
+for _command in progressive.COMMANDS:  # steady promote / pause / resume / abort
+    main.add_command(_command)
 
 
 @main.command()
@@ -332,7 +335,7 @@ def _after_plan(
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--mode",
-    type=click.Choice(["rolling", "blue_green"]),
+    type=click.Choice(["rolling", "blue_green", "canary"]),
     default=None,
     help="How replicas restart (default: the file's service.update_mode).",
 )

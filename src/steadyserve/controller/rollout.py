@@ -28,7 +28,8 @@ def update_failure(rt: ServiceRuntime) -> str | None:
     if version in rt.broken_versions:
         return f"version {version} failed before any replica was ready"
     deadline = rt.update.started_at + rt.spec.service.update_deadline_s
-    if time.time() > deadline:
+    # A canary's pauses (and a wait for promote) are its own timeline: no deadline.
+    if rt.update.mode != "canary" and time.time() > deadline:
         return f"not done within update_deadline_s={rt.spec.service.update_deadline_s:g}"
     limit = max(3, rt.target_replicas())
     if rt.update_failures >= limit:

@@ -27,6 +27,8 @@ from steadyserve.backends.local import free_port
 from steadyserve.controller import rollout
 from steadyserve.controller.autoscaler import EVENT as AUTOSCALE_EVENT
 from steadyserve.controller.autoscaler import Autoscaler
+from steadyserve.controller.canary import MODE as CANARY
+from steadyserve.controller.canary import CanaryDriver
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.probes import probe_ready
@@ -101,6 +103,8 @@ class ServiceRuntime:
             policy_for(self.spec.service), self._live_current(), self._record_scaling
         )
         self._own_counts: asyncio.Task[None] | None = None
+        # Canary hook: the step machine, weights and analysis (controller/canary.py).
+        self.canary = CanaryDriver(self)
 
     def _load_spec(self, version: int) -> ServiceSpec:
         row = self.store.version(self.name, version)
@@ -262,6 +266,7 @@ class ServiceRuntime:
             failure = rollout.update_failure(self)
             if failure:
                 rollout.roll_back(self, failure)
+            self.canary.tick()  # canary hook: judge and move; an abort rolls back here
         self._autoscale()
         plan, converged = self._plan()
         if converged and self.updating:
@@ -297,6 +302,8 @@ class ServiceRuntime:
             return plan_steady(target, version, views, version_broken=broken), False
         assert self.update is not None
         mode = self.update.mode if self.updating else "rolling"
+        if mode == CANARY:  # canary hook: sized by the weight (controller/canary.py)
+            return self.canary.plan(target, version, views, broken)
         svc = self.spec.service
         step = plan_update(
             "blue_green" if mode == "blue_green" else "rolling",
@@ -386,6 +393,8 @@ class ServiceRuntime:
                 # Scale to zero: the LB holds requests that arrive at zero this long.
                 "hold_at_zero_s": svc.cold_start_timeout_s if self.autoscaler.allows_zero else 0,
                 "access_log": svc.access_log,
+                # Canary hook: percent per version while a canary runs, else {}.
+                "weights": self.canary.weights(routable),
             }
         )
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
     from steadyserve.controller.runtime import ServiceRuntime
 
-MODES = ("rolling", "blue_green")
+MODES = ("rolling", "blue_green", "canary")
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -46,7 +46,7 @@ log = logging.getLogger("steadyserve.controller")
 def _mode(spec: ServiceSpec, requested: str | None) -> str:
     mode = requested or spec.service.update_mode
     if mode not in MODES:
-        raise BadInput(f"update mode {mode}: not implemented yet (use rolling or blue_green)")
+        raise BadInput(f"update mode {mode}: use rolling, blue_green or canary")
     return mode
 
 

@@ -1,0 +1,305 @@
+"""Carry out a canary update: the step machine's weight in the route table, the new
+version sized to it, the analysis on the load balancers' counts, the commands.
+
+The decisions are pure (steadyserve.canary, planner.plan_canary); this driver
+feeds them the clock, the replicas and the counts, and does what they say
+through the runtime: it publishes weights, plans launches and drains, records
+each move and each analysis result as an event, and on an abort rolls the
+service back (rollout.roll_back: the new version is FAILED, its replicas drain
+in the same tick, the stable version, which never dropped below its target,
+takes all traffic again).
+
+The machine's state is saved after every move in a small table of the state
+database (``canary_state``, one row per update), so a controller killed during
+a canary resumes it at the same step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from steadyserve.canary.analysis import Analysis, Counts, Thresholds, Verdict
+from steadyserve.canary.steps import (
+    CanaryState,
+    Input,
+    Phase,
+    Refused,
+    Step,
+    move,
+    new_replicas,
+    start,
+)
+from steadyserve.controller import rollout
+from steadyserve.controller.errors import BadInput
+from steadyserve.controller.metrics import version_totals
+from steadyserve.lb.metrics import LATENCY_BUCKETS
+from steadyserve.planner import Plan, ReplicaView, plan_canary
+from steadyserve.states import ReplicaStatus
+
+if TYPE_CHECKING:
+    from steadyserve.controller.metrics import Traffic
+    from steadyserve.controller.runtime import ServiceRuntime
+
+MODE = "canary"
+EVENT_STEP = "CANARY_STEP"
+EVENT_ANALYSIS = "CANARY_ANALYSIS"
+COMMANDS = {
+    "promote": Input.PROMOTE,
+    "promote_full": Input.PROMOTE_FULL,
+    "pause": Input.PAUSE,
+    "resume": Input.RESUME,
+    "abort": Input.ABORT,
+}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS canary_state (
+    update_id INTEGER PRIMARY KEY,
+    service TEXT NOT NULL,
+    state TEXT NOT NULL
+)
+"""
+
+
+class CanaryTable:
+    """The canary's step per update, in the state database (its own connection)."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.execute(_SCHEMA)
+
+    def load(self, update_id: int) -> CanaryState | None:
+        row = self._db.execute(
+            "SELECT state FROM canary_state WHERE update_id = ?", (update_id,)
+        ).fetchone()
+        return CanaryState.from_json(json.loads(row[0])) if row else None
+
+    def save(self, update_id: int, service: str, state: CanaryState) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO canary_state (update_id, service, state) VALUES (?, ?, ?)",
+            (update_id, service, json.dumps(state.to_json())),
+        )
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def steps_of(runtime: ServiceRuntime) -> list[Step]:
+    """The target version's steps (``service.canary.steps``) as the machine takes them."""
+    return [Step(weight=s.weight, pause_s=s.pause_s) for s in runtime.spec.service.canary.steps]
+
+
+def thresholds_of(runtime: ServiceRuntime) -> Thresholds:
+    a = runtime.spec.service.canary.analysis
+    return Thresholds(
+        max_error_rate=a.max_error_rate,
+        max_p99_latency_ms=a.max_p99_latency_ms,
+        max_error_rate_increase=a.max_error_rate_increase,
+        max_p99_ratio=a.max_p99_ratio,
+        min_requests=a.min_requests,
+        interval_s=a.interval_s,
+        failure_limit=a.failure_limit,
+    )
+
+
+class CanaryDriver:
+    """The canary of one service's update in flight (idle when there is none)."""
+
+    def __init__(self, runtime: ServiceRuntime) -> None:
+        self.rt = runtime
+        self.table = CanaryTable(runtime.store.path)
+        self.state: CanaryState | None = None
+        self._update_id: int | None = None
+        self.analysis: Analysis | None = None
+        self.last_verdict: Verdict | None = None
+
+    @property
+    def active(self) -> bool:
+        update = self.rt.update
+        return update is not None and update.mode == MODE and self.rt.updating
+
+    # state ---------------------------------------------------------------
+    def _current(self) -> CanaryState:
+        """The state of the update in flight: loaded after a restart, or a new one."""
+        update = self.rt.update
+        assert update is not None and update.id is not None
+        if self._update_id != update.id or self.state is None:
+            self._update_id = update.id
+            self.analysis = Analysis(thresholds_of(self.rt), LATENCY_BUCKETS)
+            self.last_verdict = None
+            loaded = self.table.load(update.id)
+            if loaded is None:
+                self.state = start(time.time())
+                self._record(self.state, f"canary of version {update.to_version} started")
+            else:
+                self.state = loaded
+                self._event(
+                    EVENT_STEP,
+                    f"resumed at step {loaded.step + 1} (weight {loaded.weight}%, "
+                    f"{loaded.phase.value.lower()})",
+                )
+        return self.state
+
+    def _record(self, state: CanaryState, message: str) -> None:
+        update = self.rt.update
+        assert update is not None and update.id is not None
+        self.state = state
+        self.table.save(update.id, self.rt.name, state)
+        self._event(EVENT_STEP, message)
+
+    def _event(self, kind: str, message: str) -> None:
+        self.rt.store.add_event(self.rt.name, None, None, kind, message)
+
+    def _moved(self, before: CanaryState, after: CanaryState) -> None:
+        if after == before:
+            return
+        steps = steps_of(self.rt)
+        where = (
+            f"step {min(after.step + 1, len(steps))}/{len(steps)}"
+            if not after.phase.is_final
+            else after.phase.value.lower()
+        )
+        self._record(after, f"{where}: weight {after.weight}% ({after.reason})")
+
+    # the reconcile tick ---------------------------------------------------
+    def tick(self) -> None:
+        """Judge, then move the machine; an abort rolls back in this same tick."""
+        if not self.active:
+            return
+        state = self._current()
+        update = self.rt.update
+        assert update is not None
+        if not state.phase.is_final and self.analysis is not None:
+            verdict = self.analysis.check(time.monotonic(), update.to_version, update.from_version)
+            if verdict is not None:
+                self.last_verdict = verdict
+                self._event(EVENT_ANALYSIS, f"{verdict.outcome}: {_figures(verdict)}")
+                if verdict.failed:
+                    self._apply(Input.FAILED_ANALYSIS, f"analysis failed: {verdict.reason}")
+                    return
+        self._apply(Input.TICK)
+
+    def _apply(self, event: Input, reason: str = "") -> CanaryState:
+        before = self._current()
+        scaled = self._scaled(before)
+        after = move(before, steps_of(self.rt), event, time.time(), scaled=scaled, reason=reason)
+        self._moved(before, after)
+        if after.phase is Phase.ABORTED and before.phase is not Phase.ABORTED:
+            rollout.roll_back(self.rt, f"canary aborted: {after.reason}")
+        return after
+
+    def _scaled(self, state: CanaryState) -> bool:
+        """Whether the new version has the READY replicas the weight needs."""
+        update = self.rt.update
+        assert update is not None
+        ready = sum(
+            1
+            for r in self.rt.replicas.values()
+            if r.version == update.to_version and r.status == ReplicaStatus.READY.value
+        )
+        return ready >= new_replicas(self.rt.target_replicas(), state.weight)
+
+    def plan(
+        self, target: int, version: int, views: list[ReplicaView], broken: bool
+    ) -> tuple[Plan, bool]:
+        state = self._current()
+        step = plan_canary(
+            target,
+            version,
+            views,
+            new_count=new_replicas(target, state.weight),
+            complete=state.phase is Phase.COMPLETE,
+        )
+        plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
+        return plan, step.done
+
+    # the load balancer -----------------------------------------------------
+    def weights(self, routable: frozenset[int]) -> dict[str, int]:
+        """The route table's weights: the canary's share, the rest to the old versions."""
+        if not self.active or self.state is None:
+            return {}
+        update = self.rt.update
+        assert update is not None
+        new = update.to_version
+        weight = self.state.weight
+        old = sorted(
+            {r.version for r in self.rt.replicas.values() if r.id in routable and r.version != new}
+            or {update.from_version}
+        )
+        out = {str(new): weight}
+        rest = 100 - weight
+        for i, version in enumerate(old):
+            out[str(version)] = rest // len(old) + (1 if i < rest % len(old) else 0)
+        return out
+
+    def ingest(self, traffic: Traffic | None) -> None:
+        """A load report arrived: add the per-version counts to the analysis window."""
+        if traffic is None or not self.active or self.analysis is None:
+            return
+        totals = {
+            int(v): Counts(t.requests, t.errors, tuple(t.buckets))
+            for v, t in version_totals(traffic.counts()).items()
+            if v.isdigit()
+        }
+        self.analysis.observe(time.monotonic(), totals)
+
+    # commands --------------------------------------------------------------
+    def command(self, name: str) -> str:
+        """``promote``, ``promote_full``, ``pause``, ``resume`` or ``abort``; BadInput
+        (one line) where it does not apply."""
+        event = COMMANDS[name]
+        if not self.active:
+            raise BadInput(f"{self.rt.name}: no canary update in progress")
+        before = self._current()
+        try:
+            after = self._apply(event, reason=f"steady {event.value}")
+        except Refused as exc:
+            raise BadInput(f"{self.rt.name}: {exc}") from None
+        self.rt.wake()
+        if after.phase is Phase.ABORTED:
+            return f"canary of version {self._to_version()} aborted; back on the stable version"
+        if after.phase is Phase.COMPLETE:
+            return "canary promoted: the new version takes all traffic"
+        if before == after:
+            return f"nothing to do: step {after.step + 1}, weight {after.weight}%"
+        return f"step {after.step + 1}: weight {after.weight}% ({after.phase.value.lower()})"
+
+    def _to_version(self) -> int:
+        return self.rt.update.to_version if self.rt.update is not None else 0
+
+    # status ------------------------------------------------------------------
+    def status_json(self) -> dict[str, Any] | None:
+        if not self.active or self.state is None:
+            return None
+        steps = steps_of(self.rt)
+        state = self.state
+        out: dict[str, Any] = {
+            "step": min(state.step + 1, len(steps)),
+            "steps": len(steps),
+            "weight": state.weight,
+            "phase": state.phase.value,
+            "new_replicas_wanted": new_replicas(self.rt.target_replicas(), state.weight),
+        }
+        if state.step < len(steps):
+            pause = steps[state.step].pause_s
+            if steps[state.step].weight is None and pause is not None:
+                left = state.step_started + pause - time.time()
+                out["pause_left_s"] = round(max(0.0, left), 1)
+        verdict = self.last_verdict
+        if verdict is not None:
+            out["analysis"] = {"outcome": verdict.outcome, "reason": verdict.reason}
+        return out
+
+
+def _figures(verdict: Verdict) -> str:
+    c, s = verdict.canary, verdict.stable
+    rate = f"canary {c.requests:g} requests, {c.error_rate:.1%} failed"
+    base = f"stable {s.requests:g} requests, {s.error_rate:.1%} failed"
+    if not math.isfinite(c.error_rate):
+        return verdict.reason
+    return f"{verdict.reason} [{rate}; {base}]"

@@ -1,0 +1,232 @@
+"""Canary updates end to end, under a bounded client load: the exact share, the
+automatic abort on errors and on latency, the commands mid-update, pinning, and
+a controller SIGKILL that resumes the canary at the same step."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.helpers.figures import report
+from tests.helpers.steady import LoadClient, Steady
+from tests.observe._observe import controller_url, requests_by_version, scrape
+
+APP = Path(__file__).parent / "apps" / "canary_app.py"
+
+
+def spec(
+    *,
+    fail: int = 0,
+    delay: float = 0.0,
+    replicas: int = 2,
+    steps: str = "[{weight: 20}, {pause: {}}, {weight: 100}]",
+    analysis: str = "{}",
+    marker: str = "v1",
+) -> str:
+    return textwrap.dedent(f"""\
+        name: web
+        service:
+          readiness_probe:
+            path: /health
+            initial_delay_seconds: 10
+          replicas: {replicas}
+          update_mode: canary
+          health_check_period_s: 0.2
+          graceful_shutdown_wait_loop_s: 0.05
+          graceful_shutdown_timeout_s: 3
+          canary:
+            steps: {steps}
+            analysis: {analysis}
+        envs:
+          FAIL_PERCENT: "{fail}"
+          DELAY_S: "{delay}"
+          MARKER: {marker}
+        run: python3 {APP}
+        """)
+
+
+def up(steady: Steady, tmp: Path, text: str) -> int:
+    path = tmp / "v1.yaml"
+    path.write_text(text)
+    steady.run("up", str(path), "--wait", "--timeout", "60")
+    return int(str(steady.service("web")["endpoint"]).rsplit(":", 1)[1])
+
+
+def update(steady: Steady, tmp: Path, text: str) -> None:
+    path = tmp / "v2.yaml"
+    path.write_text(text)
+    steady.run("update", "web", str(path))
+
+
+def waiting(svc: dict[str, Any]) -> bool:
+    canary = svc.get("canary") or {}
+    return canary.get("phase") == "WAITING"
+
+
+def finished(svc: dict[str, Any]) -> bool:
+    return (svc.get("update") or {}).get("status") not in (None, "IN_PROGRESS")
+
+
+def get(port: int, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/", headers=headers or {})
+        resp = conn.getresponse()
+        body = resp.read()
+        return resp.status, json.loads(body) if resp.status in (200, 500) else {"raw": body}
+    finally:
+        conn.close()
+
+
+def canary_events(steady: Steady) -> str:
+    return steady.run("status", "web", "--events").stdout
+
+
+def test_canary_share_pin_and_promote(steady: Steady, tmp_path: Path) -> None:
+    port = up(steady, tmp_path, spec())
+    client = LoadClient(port, max_seconds=90).start()
+    update(steady, tmp_path, spec(marker="v2"))
+    svc = steady.wait_for("web", waiting, timeout=60, what="canary waiting at 20%")
+    assert svc["canary"]["weight"] == 20 and svc["update"]["mode"] == "canary"
+    # The weight is exact whatever the replica counts (2 stable replicas, 1 canary),
+    # measured over all traffic by the load balancer's own per-version counts.
+    url = controller_url(steady)
+    time.sleep(1.0)  # the LB reports twice a second: let the counts settle
+    before = requests_by_version(scrape(url))
+    seen: Counter[str] = Counter()
+    for _ in range(300):
+        status, body = get(port)
+        assert status == 200
+        seen[body["version"]] += 1
+    time.sleep(1.0)
+    after = requests_by_version(scrape(url))
+    delta = {v: after.get(v, 0.0) - before.get(v, 0.0) for v in ("1", "2")}
+    share = delta["2"] / (delta["1"] + delta["2"])
+    report(
+        f"canary share at weight 20: {share:.1%} of {sum(delta.values()):g} requests "
+        f"(this client alone: {seen['2'] / 300:.1%})"
+    )
+    assert abs(share - 0.20) <= 0.03, delta
+    assert seen["1"] and seen["2"], seen
+    # Pinning by hand: only that version answers, and the replica never sees the header.
+    for version in ("1", "2"):
+        status, body = get(port, {"X-Steady-Version": version})
+        assert status == 200 and body["version"] == version and body["pin_seen"] is None
+    status, body = get(port, {"X-Steady-Version": "7"})
+    assert status == 503 and b"no ready replica of version 7" in body["raw"]
+    # Commands that do not apply say so in one line, exit 2.
+    refused = steady.run("resume", "web", check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "not paused" in refused.stderr
+    out = steady.run("status", "web").stdout
+    assert "canary" in out.lower() and "20%" in out
+    steady.run("promote", "web")
+    svc = steady.wait_for("web", finished, timeout=60, what="canary finished")
+    client.stop()
+    report(f"canary promoted: {client.summary()}")
+    assert svc["update"]["status"] == "SUCCEEDED", svc["update"]
+    assert svc["active_versions"] == [2]
+    assert client.failed == 0, client.summary()
+    again = steady.run("promote", "web", check=False)
+    assert again.returncode == 2 and "no update in progress" in again.stderr
+
+
+def test_canary_failing_30_percent_is_aborted(steady: Steady, tmp_path: Path) -> None:
+    port = up(steady, tmp_path, spec())
+    client = LoadClient(port, max_seconds=90).start()
+    analysis = "{max_error_rate: 0.05, min_requests: 20, interval_s: 1, failure_limit: 1}"
+    update(steady, tmp_path, spec(fail=30, analysis=analysis, marker="v2"))
+    svc = steady.wait_for("web", finished, timeout=60, what="canary aborted")
+    assert svc["update"]["status"] == "FAILED" and "analysis failed" in svc["update"]["message"]
+    # The stable version kept its target throughout; the canary's replicas drain.
+    svc = steady.wait_for(
+        "web",
+        lambda s: s["active_versions"] == [1] and {r["version"] for r in s["replicas"]} == {1},
+        timeout=30,
+        what="canary drained",
+    )
+    time.sleep(0.5)
+    after = client.sent
+    time.sleep(0.5)
+    client.stop()
+    report(f"canary failing 30%: {client.summary()}")
+    # Every failure is a 500 of the canary; the stable version failed nothing, and
+    # no connection was refused or reset.
+    assert set(client.statuses) <= {200, 500} and not client.errors, client.summary()
+    assert client.failed == client.statuses[500]
+    assert client.failed > 0, "the canary never answered: nothing was judged"
+    assert client.sent > after, "the load client stopped early"
+    history = steady.run("history", "web").stdout
+    assert "failed" in history
+    events = canary_events(steady)
+    assert "CANARY_ANALYSIS" in events and "failed" in events
+
+
+def test_canary_five_times_slower_is_aborted_on_latency(steady: Steady, tmp_path: Path) -> None:
+    port = up(steady, tmp_path, spec(delay=0.01))
+    client = LoadClient(port, max_seconds=90).start()
+    analysis = "{max_p99_ratio: 1.5, min_requests: 10, interval_s: 1}"
+    update(steady, tmp_path, spec(delay=0.05, analysis=analysis, marker="v2"))
+    svc = steady.wait_for("web", finished, timeout=60, what="canary aborted on latency")
+    client.stop()
+    report(f"canary 5x slower: {client.summary()}")
+    assert svc["update"]["status"] == "FAILED", svc["update"]
+    assert "max_p99_ratio" in svc["update"]["message"]
+    assert client.failed == 0, client.summary()
+
+
+def test_pause_resume_abort_mid_update(steady: Steady, tmp_path: Path) -> None:
+    port = up(steady, tmp_path, spec())
+    client = LoadClient(port, max_seconds=90).start()
+    steps = "[{weight: 20}, {pause: 1}, {weight: 50}, {pause: {}}, {weight: 100}]"
+    update(steady, tmp_path, spec(steps=steps, marker="v2"))
+    steady.wait_for(
+        "web", lambda s: (s.get("canary") or {}).get("weight") == 20, timeout=60, what="20%"
+    )
+    steady.run("pause", "web")
+    held = steady.service("web")["canary"]
+    assert held["phase"] == "PAUSED"
+    time.sleep(1.5)  # longer than the pause step: a held canary does not move
+    assert steady.service("web")["canary"]["weight"] == 20
+    steady.run("resume", "web")
+    svc = steady.wait_for("web", waiting, timeout=60, what="50% and waiting")
+    assert svc["canary"]["weight"] == 50
+    steady.run("abort", "web")
+    svc = steady.wait_for("web", finished, timeout=30, what="aborted")
+    assert svc["update"]["status"] == "FAILED" and "steady abort" in svc["update"]["message"]
+    steady.wait_for(
+        "web",
+        lambda s: {r["version"] for r in s["replicas"]} == {1} and s["ready_replicas"] == 2,
+        timeout=30,
+        what="only the stable version",
+    )
+    client.stop()
+    report(f"canary paused, resumed, aborted: {client.summary()}")
+    assert client.failed == 0, client.summary()
+
+
+def test_controller_sigkill_resumes_the_canary_at_its_step(steady: Steady, tmp_path: Path) -> None:
+    port = up(steady, tmp_path, spec())
+    client = LoadClient(port, max_seconds=90).start()
+    steps = "[{weight: 10}, {weight: 40}, {pause: {}}, {weight: 100}]"
+    update(steady, tmp_path, spec(steps=steps, marker="v2"))
+    before = steady.wait_for("web", waiting, timeout=60, what="waiting at 40%")["canary"]
+    info = json.loads(steady.run("controller", "status", "--json").stdout)
+    os.kill(info["pid"], signal.SIGKILL)
+    time.sleep(0.3)
+    after = steady.wait_for("web", waiting, timeout=60, what="resumed")["canary"]
+    assert (after["step"], after["weight"]) == (before["step"], before["weight"]) == (3, 40)
+    assert "resumed at step 3" in canary_events(steady)
+    steady.run("promote", "web")
+    svc = steady.wait_for("web", finished, timeout=60, what="finished")
+    client.stop()
+    report(f"canary across a controller SIGKILL: {client.summary()}")
+    assert svc["update"]["status"] == "SUCCEEDED"
+    assert client.failed == 0, client.summary()
