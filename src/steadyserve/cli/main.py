@@ -265,6 +265,8 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     _print_table(services_table(services, verbose))
     for line in autoscaling_lines(services):
         console.print(line, highlight=False, markup=False)
+    for line in progressive.canary_lines(services):  # canary hook: step, weight, analysis
+        console.print(line, highlight=False, markup=False)
     for note in update_notes(services):
         console.print(note, style="red", markup=False)
     console.print()

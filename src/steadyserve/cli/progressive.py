@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -86,3 +87,35 @@ def abort(name: str, as_json: bool) -> None:
 
 
 COMMANDS = (promote, pause, resume, abort)
+
+
+_PHASES = {
+    "RUNNING": "running",
+    "WAITING": "waiting for steady promote",
+    "PAUSED": "paused: steady resume",
+    "COMPLETE": "complete, the old version drains",
+    "ABORTED": "aborted",
+}
+
+
+def canary_lines(services: list[dict[str, Any]]) -> list[str]:
+    """One line per service with a canary in flight, under ``steady status``'s table:
+    its step, weight and phase, and the last analysis result."""
+    lines = []
+    for svc in services:
+        canary = svc.get("canary")
+        if not canary:
+            continue
+        update = svc.get("update") or {}
+        phase = _PHASES.get(canary["phase"], canary["phase"].lower())
+        if "pause_left_s" in canary and canary["phase"] == "RUNNING":
+            phase = f"pausing, {canary['pause_left_s']:g}s left"
+        line = (
+            f"{svc['name']}: canary of version {update.get('to_version', '?')} at step "
+            f"{canary['step']}/{canary['steps']}, weight {canary['weight']}% ({phase})"
+        )
+        analysis = canary.get("analysis")
+        if analysis:
+            line += f"; last analysis {analysis['outcome']}: {analysis['reason']}"
+        lines.append(line)
+    return lines
