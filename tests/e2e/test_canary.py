@@ -29,6 +29,8 @@ def spec(
     steps: str = "[{weight: 20}, {pause: {}}, {weight: 100}]",
     analysis: str = "{}",
     marker: str = "v1",
+    mode: str = "canary",
+    startup: float = 0.0,
 ) -> str:
     return textwrap.dedent(f"""\
         name: web
@@ -37,7 +39,8 @@ def spec(
             path: /health
             initial_delay_seconds: 10
           replicas: {replicas}
-          update_mode: canary
+          update_mode: {mode}
+          rolling_update: {{max_surge: 1, max_unavailable: 0}}
           health_check_period_s: 0.2
           graceful_shutdown_wait_loop_s: 0.05
           graceful_shutdown_timeout_s: 3
@@ -48,6 +51,7 @@ def spec(
           FAIL_PERCENT: "{fail}"
           DELAY_S: "{delay}"
           MARKER: {marker}
+          STARTUP_S: "{startup}"
         run: python3 {APP}
         """)
 
@@ -227,4 +231,36 @@ def test_controller_sigkill_resumes_the_canary_at_its_step(steady: Steady, tmp_p
     client.stop()
     report(f"canary across a controller SIGKILL: {client.summary()}")
     assert svc["update"]["status"] == "SUCCEEDED"
+    assert client.failed == 0, client.summary()
+
+
+def test_rolling_update_pause_resume_and_abort(steady: Steady, tmp_path: Path) -> None:
+    port = up(steady, tmp_path, spec(mode="rolling"))
+    client = LoadClient(port, max_seconds=90).start()
+    update(steady, tmp_path, spec(mode="rolling", startup=1.5, marker="v2"))
+    steady.run("pause", "web")
+    ids = {r["id"] for r in steady.service("web")["replicas"]}
+    time.sleep(3)  # a new replica starts in 1.5 s: unpaused, the update would move on
+    svc = steady.service("web")
+    assert {r["id"] for r in svc["replicas"]} == ids and svc["update"]["status"] == "IN_PROGRESS"
+    refused = steady.run("promote", "web", check=False)
+    assert refused.returncode == 2 and "canary" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    steady.run("resume", "web")
+    svc = steady.wait_for("web", finished, timeout=60, what="rolling update done")
+    assert svc["update"]["status"] == "SUCCEEDED" and svc["active_versions"] == [2]
+    # Abort: the update rolls back at once, the stable version serves throughout.
+    (tmp_path / "v3.yaml").write_text(spec(mode="rolling", startup=1.5, marker="v3"))
+    steady.run("update", "web", str(tmp_path / "v3.yaml"))
+    steady.run("abort", "web")
+    svc = steady.wait_for("web", finished, timeout=30, what="aborted")
+    assert svc["update"]["status"] == "FAILED" and "steady abort" in svc["update"]["message"]
+    steady.wait_for(
+        "web",
+        lambda s: {r["version"] for r in s["replicas"]} == {2} and s["ready_replicas"] == 2,
+        timeout=30,
+        what="back on version 2",
+    )
+    client.stop()
+    report(f"rolling update paused, resumed; another aborted: {client.summary()}")
     assert client.failed == 0, client.summary()

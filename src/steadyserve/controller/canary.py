@@ -61,7 +61,12 @@ CREATE TABLE IF NOT EXISTS canary_state (
     update_id INTEGER PRIMARY KEY,
     service TEXT NOT NULL,
     state TEXT NOT NULL
-)
+);
+CREATE TABLE IF NOT EXISTS update_holds (
+    update_id INTEGER PRIMARY KEY,
+    since REAL,
+    paused_s REAL NOT NULL DEFAULT 0
+);
 """
 
 
@@ -71,7 +76,7 @@ class CanaryTable:
     def __init__(self, path: Path) -> None:
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute(_SCHEMA)
+        self._db.executescript(_SCHEMA)
 
     def load(self, update_id: int) -> CanaryState | None:
         row = self._db.execute(
@@ -83,6 +88,25 @@ class CanaryTable:
         self._db.execute(
             "INSERT OR REPLACE INTO canary_state (update_id, service, state) VALUES (?, ?, ?)",
             (update_id, service, json.dumps(state.to_json())),
+        )
+
+    def hold(self, update_id: int) -> tuple[float | None, float]:
+        """``(held since, seconds paused before)`` of a rolling or blue-green update."""
+        row = self._db.execute(
+            "SELECT since, paused_s FROM update_holds WHERE update_id = ?", (update_id,)
+        ).fetchone()
+        return (row[0], float(row[1])) if row else (None, 0.0)
+
+    def set_held(self, update_id: int, held: bool, now: float) -> None:
+        since, paused = self.hold(update_id)
+        if held and since is None:
+            since = now
+        elif not held and since is not None:
+            paused += max(0.0, now - since)
+            since = None
+        self._db.execute(
+            "INSERT OR REPLACE INTO update_holds (update_id, since, paused_s) VALUES (?, ?, ?)",
+            (update_id, since, paused),
         )
 
     def close(self) -> None:
@@ -117,6 +141,8 @@ class CanaryDriver:
         self._update_id: int | None = None
         self.analysis: Analysis | None = None
         self.last_verdict: Verdict | None = None
+        self._held_for: int | None = None
+        self._hold: tuple[float | None, float] = (None, 0.0)
 
     @property
     def active(self) -> bool:
@@ -165,6 +191,35 @@ class CanaryDriver:
             else after.phase.value.lower()
         )
         self._record(after, f"{where}: weight {after.weight}% ({after.reason})")
+
+    # rolling and blue-green updates: steady pause holds launches and drains -----
+    def held(self) -> bool:
+        """Whether the rolling or blue-green update in flight is held by ``steady pause``."""
+        update = self.rt.update
+        if update is None or update.id is None or not self.rt.updating or update.mode == MODE:
+            return False
+        if self._held_for != update.id:
+            self._held_for, self._hold = update.id, self.table.hold(update.id)
+        return self._hold[0] is not None
+
+    def paused_seconds(self) -> float:
+        """How long the update in flight has been held, in all (the deadline skips it)."""
+        self.held()
+        since, paused = self._hold
+        return paused + (time.time() - since if since is not None else 0.0)
+
+    def set_held(self, held: bool) -> None:
+        update = self.rt.update
+        assert update is not None and update.id is not None
+        self.table.set_held(update.id, held, time.time())
+        self._held_for, self._hold = update.id, self.table.hold(update.id)
+        self._event(EVENT_STEP, f"{update.mode} update {'paused' if held else 'resumed'}")
+        self.rt.wake()
+
+    def hold_plan(self) -> Plan:
+        """While held: launch and drain nothing, keep routing what was routed."""
+        ready = {r.id for r in self.rt.replicas.values() if r.status == ReplicaStatus.READY.value}
+        return Plan(routable=self.rt.plan.routable & ready)
 
     # the reconcile tick ---------------------------------------------------
     def tick(self) -> None:

@@ -1,9 +1,11 @@
 """``steady promote|pause|resume|abort NAME``: the API of progressive delivery.
 
 A canary update takes all four (controller/canary.py). A rolling or blue-green
-update takes ``abort``, which rolls it back at once (the last good version is
-the target again; the new replicas drain). Everything else is refused with one
-line that says why, exit 2 at the CLI.
+update takes ``pause`` (no replica is launched or drained, routing stays as it
+is, the update deadline stops counting), ``resume`` and ``abort``, which rolls
+it back at once (the last good version is the target again; the new replicas
+drain). ``promote`` of such an update, or anything of an in-place one, is
+refused with one line that says why, exit 2 at the CLI.
 """
 
 from __future__ import annotations
@@ -30,13 +32,27 @@ def carry_out(runtime: ServiceRuntime, action: str, full: bool = False) -> str:
         raise BadInput(f"{runtime.name}: no update in progress (nothing to {action})")
     if update.mode == CANARY:
         return runtime.canary.command("promote_full" if action == "promote" and full else action)
-    if action == "abort" and update.mode in ("rolling", "blue_green"):
+    kind = update.mode.replace("_", "-")
+    if update.mode not in ("rolling", "blue_green"):
+        raise BadInput(f"{runtime.name}: {action} does not apply to an {kind} update")
+    if action == "abort":
         rollout.roll_back(runtime, "aborted by steady abort")
-        return f"{update.mode} update to version {update.to_version} aborted; rolling back"
-    raise BadInput(
-        f"{runtime.name}: {action} applies to canary updates "
-        f"(this is a {update.mode.replace('_', '-')} update; it takes steady abort)"
-    )
+        return f"{kind} update to version {update.to_version} aborted; rolling back"
+    if action == "promote":
+        raise BadInput(
+            f"{runtime.name}: promote applies to canary updates "
+            f"(this {kind} update goes on by itself; steady pause holds it)"
+        )
+    held = runtime.canary.held()
+    if action == "pause":
+        if held:
+            raise BadInput(f"{runtime.name}: the {kind} update is already paused")
+        runtime.canary.set_held(True)
+        return f"{kind} update paused: no replica launched or drained until steady resume"
+    if not held:
+        raise BadInput(f"{runtime.name}: the {kind} update is not paused")
+    runtime.canary.set_held(False)
+    return f"{kind} update resumed"
 
 
 def add_routes(routes: web.RouteTableDef, controller: Controller) -> None:

@@ -28,7 +28,9 @@ def update_failure(rt: ServiceRuntime) -> str | None:
     if version in rt.broken_versions:
         return f"version {version} failed before any replica was ready"
     deadline = rt.update.started_at + rt.spec.service.update_deadline_s
-    # A canary's pauses (and a wait for promote) are its own timeline: no deadline.
+    # A canary's pauses (and a wait for promote) are its own timeline: no deadline;
+    # the time a rolling or blue-green update spends paused does not count.
+    deadline += rt.canary.paused_seconds()
     if rt.update.mode != "canary" and time.time() > deadline:
         return f"not done within update_deadline_s={rt.spec.service.update_deadline_s:g}"
     limit = max(3, rt.target_replicas())

@@ -304,6 +304,8 @@ class ServiceRuntime:
         mode = self.update.mode if self.updating else "rolling"
         if mode == CANARY:  # canary hook: sized by the weight (controller/canary.py)
             return self.canary.plan(target, version, views, broken)
+        if self.canary.held():  # steady pause of a rolling / blue-green update
+            return self.canary.hold_plan(), False
         svc = self.spec.service
         step = plan_update(
             "blue_green" if mode == "blue_green" else "rolling",

@@ -3,6 +3,7 @@
 FAIL_PERCENT: that share of GET / answers 500 (counter-based, so exact), never
 /health. DELAY_S: every GET / waits that long first. The answer carries the
 X-Steady-Version header the replica received, if any (it never should).
+STARTUP_S: wait that long before listening (a slow start, to pause an update mid-way).
 """
 
 import itertools
@@ -40,4 +41,5 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+time.sleep(float(os.environ.get("STARTUP_S", "0")))
 ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
