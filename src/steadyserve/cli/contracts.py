@@ -93,6 +93,7 @@ SERVICE = Shape(
         "update",
         "load_balancer_pid",
         "replicas",
+        "canary",
     ),
     (("update", UPDATE), ("replicas[]", REPLICA)),
 )
@@ -125,7 +126,11 @@ CONTRACTS: dict[str, Contract] = {
         "With `--events`, each service also has `events[]`, its state transitions "
         "(newest last): " + ", ".join(f"`{k}`" for k in EVENT.keys) + ". `update` is the "
         "last update (null before the first), kept until the next one; its `status` "
-        "is `IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`.",
+        "is `IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`. `canary` is null, or "
+        "the canary update in flight: `step`, `steps`, `weight` (percent on the new "
+        "version), `phase` (`RUNNING`, `WAITING` for promote, `PAUSED`, `COMPLETE`), "
+        "`new_replicas_wanted`, `pause_left_s` during a timed pause, and `analysis` "
+        "(`outcome`, `reason`) after the first check (docs/canary.md).",
     ),
     "history": Contract(
         "One object: the service's `name` and its `versions`, oldest first.",

@@ -6,7 +6,6 @@ A canary takes all four (docs/canary.md); a rolling or blue-green update takes
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -16,7 +15,7 @@ from steadyserve.cli.client import Client, CommandError
 from steadyserve.paths import Home
 
 
-def _send(name: str, action: str, as_json: bool, body: dict[str, bool] | None = None) -> None:
+def _send(name: str, action: str, body: dict[str, bool] | None = None) -> None:
     try:
         result = Client(Home.from_env()).call(
             "POST", f"/api/v1/services/{name}/{action}", body or {}
@@ -24,66 +23,56 @@ def _send(name: str, action: str, as_json: bool, body: dict[str, bool] | None = 
     except CommandError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    else:
-        click.echo(f"{name}: {result['message']}")
-
-
-_json = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+    click.echo(f"{name}: {result['message']}")
 
 
 @click.command()
 @click.argument("name")
 @click.option("--full", is_flag=True, help="Skip every remaining step: all traffic now.")
-@_json
-def promote(name: str, full: bool, as_json: bool) -> None:
+def promote(name: str, full: bool) -> None:
     """Move the canary of NAME past its current pause (or to 100% with --full).
 
     \b
     Example:
       steady promote web --full
     """
-    _send(name, "promote", as_json, {"full": full})
+    _send(name, "promote", {"full": full})
 
 
 @click.command()
 @click.argument("name")
-@_json
-def pause(name: str, as_json: bool) -> None:
+def pause(name: str) -> None:
     """Hold the canary of NAME at its current step until steady resume.
 
     \b
     Example:
       steady pause web
     """
-    _send(name, "pause", as_json)
+    _send(name, "pause")
 
 
 @click.command()
 @click.argument("name")
-@_json
-def resume(name: str, as_json: bool) -> None:
+def resume(name: str) -> None:
     """Carry on with a paused canary of NAME (a timed pause starts again).
 
     \b
     Example:
       steady resume web
     """
-    _send(name, "resume", as_json)
+    _send(name, "resume")
 
 
 @click.command()
 @click.argument("name")
-@_json
-def abort(name: str, as_json: bool) -> None:
+def abort(name: str) -> None:
     """Abort the update of NAME: the new version FAILS, the stable one takes all traffic.
 
     \b
     Example:
       steady abort web
     """
-    _send(name, "abort", as_json)
+    _send(name, "abort")
 
 
 COMMANDS = (promote, pause, resume, abort)
