@@ -125,6 +125,8 @@ def plan_update(
     *,
     max_surge: int,
     max_unavailable: int,
+    switch_allowed: bool = True,
+    keep_old: bool = False,
 ) -> UpdatePlan:
     """The next step from the live replicas of any version to ``target`` of ``new_version``.
 
@@ -138,7 +140,10 @@ def plan_update(
     at least ``target - max_unavailable`` (unless already fewer: then none is
     drained). *blue_green*: the full target of new replicas is started; traffic
     stays on the old ones until ``target`` new replicas are READY, then all old
-    ones drain in the same step that routes the new ones.
+    ones drain in the same step that routes the new ones. Blue-green only:
+    ``switch_allowed=False`` holds the switch (``auto_promote: false`` before
+    ``steady promote``), and ``keep_old`` keeps the old replicas up, out of
+    routing, after it (``scale_down_delay_s``); the update is not done meanwhile.
     """
     target = max(0, target)
     max_surge = max(0, max_surge)
@@ -165,12 +170,16 @@ def plan_update(
     replaced = f"replaced by version {new_version}"
 
     if mode == "blue_green":
-        if old and len(new_ready) < target:
+        if old and (len(new_ready) < target or not switch_allowed):
             # Before the switch: the old version serves alone, at whatever it has.
             routable = frozenset(r.id for r in old_ready)
         else:
-            # The switch (or after it): one routing change, then the old ones drain.
-            drain.extend((r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old))
+            # The switch (or after it): one routing change, then the old ones drain
+            # (or stay warm, out of routing, while keep_old).
+            if not keep_old:
+                drain.extend(
+                    (r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old)
+                )
             routable = frozenset(r.id for r in new_ready)
         launch = target - len(new)
         return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)

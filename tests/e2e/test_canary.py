@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import textwrap
 import time
 from collections import Counter
@@ -31,6 +32,7 @@ def spec(
     marker: str = "v1",
     mode: str = "canary",
     startup: float = 0.0,
+    blue_green: str = "{}",
 ) -> str:
     return textwrap.dedent(f"""\
         name: web
@@ -47,6 +49,7 @@ def spec(
           canary:
             steps: {steps}
             analysis: {analysis}
+          blue_green: {blue_green}
         envs:
           FAIL_PERCENT: "{fail}"
           DELAY_S: "{delay}"
@@ -264,3 +267,62 @@ def test_rolling_update_pause_resume_and_abort(steady: Steady, tmp_path: Path) -
     client.stop()
     report(f"rolling update paused, resumed; another aborted: {client.summary()}")
     assert client.failed == 0, client.summary()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def versions_answering(port: int, n: int = 20) -> set[str]:
+    return {get(port)[1]["version"] for _ in range(n)}
+
+
+def test_blue_green_preview_promote_and_instant_abort(steady: Steady, tmp_path: Path) -> None:
+    preview = free_port()
+    options = f"{{preview_port: {preview}, auto_promote: false, scale_down_delay_s: 60}}"
+    port = up(steady, tmp_path, spec(mode="blue_green", blue_green=options))
+    client = LoadClient(port, max_seconds=90).start()
+    update(steady, tmp_path, spec(mode="blue_green", blue_green=options, marker="v2"))
+
+    def new_ready(svc: dict[str, Any]) -> bool:
+        ready = [r for r in svc["replicas"] if r["version"] == 2 and r["status"] == "READY"]
+        return len(ready) == 2
+
+    steady.wait_for("web", new_ready, timeout=60, what="every new replica READY")
+    time.sleep(0.5)  # past a tick: had it switched by itself, it would have by now
+    assert steady.service("web")["active_versions"] == [1]
+    assert "waiting for steady promote" in canary_events(steady)
+    # The preview port serves the new version only; the endpoint still the old one.
+    steady_wait_port(preview)
+    assert versions_answering(preview) == {"2"}
+    assert versions_answering(port) == {"1"}
+    steady.run("promote", "web")
+    steady.wait_for("web", lambda s: s["active_versions"] == [2], timeout=30, what="switch")
+    svc = steady.service("web")
+    old_ids = {r["id"] for r in svc["replicas"] if r["version"] == 1}
+    assert len(old_ids) == 2 and svc["update"]["status"] == "IN_PROGRESS", "kept warm"
+    assert versions_answering(port) == {"2"}
+    # Abort within scale_down_delay_s: back to the warm old replicas, no launch.
+    steady.run("abort", "web")
+    svc = steady.wait_for("web", lambda s: s["active_versions"] == [1], timeout=30, what="back")
+    assert {r["id"] for r in svc["replicas"] if r["version"] == 1} == old_ids
+    assert svc["update"]["status"] == "FAILED"
+    steady.wait_for(
+        "web", lambda s: {r["version"] for r in s["replicas"]} == {1}, timeout=30, what="drained"
+    )
+    client.stop()
+    report(f"blue-green preview, promote, abort: {client.summary()}")
+    assert client.failed == 0, client.summary()
+    assert versions_answering(port) == {"1"}
+
+
+def steady_wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing listens on the preview port {port}")

@@ -112,3 +112,20 @@ def test_table_weights_field_is_validated() -> None:
     for bad in ({"x": 1}, {"1": 101}, {"1": True}, [1]):
         with pytest.raises(ValueError, match="weights"):
             RouteTable.from_json({**base, "weights": bad})
+
+
+def test_table_preview_field_is_validated() -> None:
+    base = {
+        "epoch": "e",
+        "version": 1,
+        "policy": "least_load",
+        "max_ongoing_requests": 1,
+        "max_queued_requests": -1,
+        "replicas": [],
+    }
+    assert RouteTable.from_json(base).preview is None
+    table = RouteTable.from_json({**base, "preview": {"port": 31000, "version": 2}})
+    assert table.preview == (31000, 2)
+    for bad in ({"port": 0, "version": 2}, {"port": 31000}, [31000, 2]):
+        with pytest.raises(ValueError, match="preview"):
+            RouteTable.from_json({**base, "preview": bad})

@@ -448,3 +448,16 @@ def test_canary_never_drains_a_ready_stable_replica_before_the_end(
     # The new version ends up with exactly the replicas the weight (or the end) needs.
     assert len(new_ids) - len(drained & new_ids) + step.launch == wanted
     assert not (step.routable & drained)
+
+
+def test_blue_green_holds_the_switch_and_keeps_the_old_version_warm() -> None:
+    R = ReplicaStatus.READY
+    views = _views([(1, 1, R), (2, 1, R), (3, 2, R), (4, 2, R)])
+    held = plan_update(
+        "blue_green", 2, 2, views, max_surge=2, max_unavailable=0, switch_allowed=False
+    )
+    assert held.routable == {1, 2} and not held.drain and not held.done
+    warm = plan_update("blue_green", 2, 2, views, max_surge=2, max_unavailable=0, keep_old=True)
+    assert warm.routable == {3, 4} and not warm.drain and not warm.done and warm.launch == 0
+    switched = plan_update("blue_green", 2, 2, views, max_surge=2, max_unavailable=0)
+    assert switched.routable == {3, 4} and {rid for rid, _ in switched.drain} == {1, 2}

@@ -35,6 +35,7 @@ from steadyserve.canary.steps import (
     start,
 )
 from steadyserve.controller import rollout
+from steadyserve.controller.blue_green import BlueGreen
 from steadyserve.controller.errors import BadInput
 from steadyserve.controller.metrics import version_totals
 from steadyserve.lb.metrics import LATENCY_BUCKETS
@@ -66,6 +67,11 @@ CREATE TABLE IF NOT EXISTS update_holds (
     update_id INTEGER PRIMARY KEY,
     since REAL,
     paused_s REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS blue_green_switch (
+    update_id INTEGER PRIMARY KEY,
+    promoted INTEGER NOT NULL DEFAULT 0,
+    switched_at REAL
 );
 """
 
@@ -109,6 +115,21 @@ class CanaryTable:
             (update_id, since, paused),
         )
 
+    def switch(self, update_id: int) -> tuple[bool, float | None]:
+        """``(promoted, switched_at)`` of a blue-green update."""
+        row = self._db.execute(
+            "SELECT promoted, switched_at FROM blue_green_switch WHERE update_id = ?",
+            (update_id,),
+        ).fetchone()
+        return (bool(row[0]), row[1]) if row else (False, None)
+
+    def set_switch(self, update_id: int, promoted: bool, switched_at: float | None) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO blue_green_switch (update_id, promoted, switched_at) "
+            "VALUES (?, ?, ?)",
+            (update_id, int(promoted), switched_at),
+        )
+
     def close(self) -> None:
         self._db.close()
 
@@ -143,6 +164,8 @@ class CanaryDriver:
         self.last_verdict: Verdict | None = None
         self._held_for: int | None = None
         self._hold: tuple[float | None, float] = (None, 0.0)
+        # Blue-green hook (controller/blue_green.py): preview, promote, warm old version.
+        self.blue_green = BlueGreen(runtime, self.table)
 
     @property
     def active(self) -> bool:
@@ -274,6 +297,33 @@ class CanaryDriver:
         return plan, step.done
 
     # the load balancer -----------------------------------------------------
+    def route_fields(self, routable: frozenset[int]) -> tuple[frozenset[int], dict[str, Any]]:
+        """What the route table adds for a canary or a blue-green preview: the
+        replicas to list (a preview lists the new version's READY replicas, at
+        weight 0 for ordinary requests), ``weights`` and ``preview``."""
+        if self.active:
+            return routable, {"weights": self.weights(routable), "preview": None}
+        preview = self.blue_green.preview()
+        if preview is None:
+            return routable, {"weights": {}, "preview": None}
+        version = preview["version"]
+        ready = {
+            r.id
+            for r in self.rt.replicas.values()
+            if r.version == version and r.status == ReplicaStatus.READY.value
+        }
+        hidden = ready - routable
+        if not hidden:  # switched: the new version is routed as usual
+            return routable, {"weights": {}, "preview": preview}
+        counts: dict[int, int] = {}
+        for r in self.rt.replicas.values():
+            if r.id in routable:
+                counts[r.version] = counts.get(r.version, 0) + 1
+        total = sum(counts.values())
+        weights = {str(v): max(1, round(100 * n / total)) for v, n in counts.items()}
+        weights[str(version)] = 0
+        return routable | hidden, {"weights": weights, "preview": preview}
+
     def weights(self, routable: frozenset[int]) -> dict[str, int]:
         """The route table's weights: the canary's share, the rest to the old versions."""
         if not self.active or self.state is None:

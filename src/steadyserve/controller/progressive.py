@@ -38,6 +38,8 @@ def carry_out(runtime: ServiceRuntime, action: str, full: bool = False) -> str:
     if action == "abort":
         rollout.roll_back(runtime, "aborted by steady abort")
         return f"{kind} update to version {update.to_version} aborted; rolling back"
+    if action == "promote" and update.mode == "blue_green":
+        return runtime.canary.blue_green.promote()
     if action == "promote":
         raise BadInput(
             f"{runtime.name}: promote applies to canary updates "

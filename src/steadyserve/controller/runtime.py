@@ -314,6 +314,8 @@ class ServiceRuntime:
             views,
             max_surge=svc.max_surge_count(target),
             max_unavailable=svc.max_unavailable_count(target),
+            # Blue-green hook: promote and the warm old version (controller/blue_green.py).
+            **(self.canary.blue_green.options(target, version, views) if self.updating else {}),
         )
         plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
         return plan, step.done
@@ -377,6 +379,7 @@ class ServiceRuntime:
         return f"{ready} ready of {self.target_replicas()} wanted"
 
     def _publish(self, routable: frozenset[int]) -> None:
+        routable, extra = self.canary.route_fields(routable)  # canary / preview hook
         svc = self.spec.service
         replicas = [
             {"id": r.id, "version": r.version, "host": r.ip, "port": r.port}
@@ -395,8 +398,8 @@ class ServiceRuntime:
                 # Scale to zero: the LB holds requests that arrive at zero this long.
                 "hold_at_zero_s": svc.cold_start_timeout_s if self.autoscaler.allows_zero else 0,
                 "access_log": svc.access_log,
-                # Canary hook: percent per version while a canary runs, else {}.
-                "weights": self.canary.weights(routable),
+                # Canary hook: weights per version, the blue-green preview port.
+                **extra,
             }
         )
 

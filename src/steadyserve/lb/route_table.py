@@ -108,6 +108,19 @@ def _weights(value: Any) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(out))
 
 
+def _preview(value: Any) -> tuple[int, int] | None:
+    """``{"port": P, "version": V}`` or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("route table: preview must be an object or null")
+    port = _int_field(value, "port", "preview.")
+    version = _int_field(value, "version", "preview.")
+    if not 0 < port < 65536:
+        raise ValueError("route table: preview.port must be a port number")
+    return port, version
+
+
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
@@ -133,6 +146,8 @@ class RouteTable:
     # Progressive delivery: percent of traffic per version (a canary). Empty: every
     # routable replica alike, whatever its version (as without a canary).
     weights: tuple[tuple[int, int], ...] = ()
+    # Blue-green preview: (port, version) the LB also listens on, for that version only.
+    preview: tuple[int, int] | None = None
 
     @property
     def key(self) -> str:
@@ -185,6 +200,7 @@ class RouteTable:
             _hold_at_zero(data.get("hold_at_zero_s", 0)),
             data.get("access_log", False),
             _weights(data.get("weights")),
+            _preview(data.get("preview")),
         )
 
     @classmethod

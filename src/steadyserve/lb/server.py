@@ -18,6 +18,7 @@ from typing import Any
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
+from steadyserve.lb.preview import Preview
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
 from steadyserve.lb.zero import ZeroHold, controller_asker
@@ -98,6 +99,7 @@ class LoadBalancer:
         )
         if config.static_routes is None:
             self.proxy.zero = ZeroHold(self.proxy, controller_asker(self.home, config.service))
+        self.preview = Preview(self.proxy, config.host)  # blue-green preview_port
         self._server: asyncio.AbstractServer | None = None
         self.port = config.port  # the bound port once started (useful with port 0)
         self._tasks: list[asyncio.Task[None]] = []
@@ -108,6 +110,7 @@ class LoadBalancer:
     def _apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)
         self.observe.apply_table(table)
+        self.preview.apply(table.preview)  # canary hook: the blue-green preview port
         self._first_table.set()
 
     async def start(self) -> None:
@@ -167,6 +170,7 @@ class LoadBalancer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.preview.stop()
         self.proxy.close_all()
         await self.observe.stop()
         if self._server is not None:

@@ -330,6 +330,20 @@ class CanaryPolicy(_Model):
         return steps
 
 
+class BlueGreenPolicy(_Model):
+    """``service.blue_green:``: for updates in ``blue_green`` mode, a preview of the
+    new version on its own port, a switch that waits for ``steady promote``, and
+    the old version kept warm after the switch (docs/canary.md)."""
+
+    preview_port: PortNumber | None = None
+    """While a blue-green update runs, this port serves only the new version."""
+    auto_promote: StrictBool = True
+    """False: all new replicas READY, the switch waits for ``steady promote``."""
+    scale_down_delay_s: Seconds = 0.0
+    """The old version stays up (out of routing) this long after the switch, so
+    ``steady abort`` is one route-table change."""
+
+
 class LoadBalancerLimits(_Model):
     """``service.load_balancer:``: how long the load balancer waits for clients and
     how many client connections it holds (docs/load-balancer.md)."""
@@ -355,6 +369,7 @@ class ServiceSection(_Model):
     """How many versions keep their workdir snapshot (like revisionHistoryLimit)."""
     rolling_update: RollingUpdate = Field(default_factory=RollingUpdate)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    blue_green: BlueGreenPolicy = Field(default_factory=BlueGreenPolicy)
     max_ongoing_requests: PositiveInt = 100
     max_queued_requests: QueueLimit = -1
     """-1 is unbounded; beyond the limit the load balancer answers 503 at once."""
@@ -398,6 +413,15 @@ class ServiceSection(_Model):
         ):
             return {**data, "replicas": 1}
         return data
+
+    @model_validator(mode="after")
+    def _preview_is_another_port(self) -> ServiceSection:
+        preview = self.blue_green.preview_port
+        if preview is not None and preview == self.port:
+            raise _fail(
+                f"blue_green.preview_port: {preview} is the service's own port (use another)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _count_or_policy(self) -> ServiceSection:
