@@ -141,7 +141,7 @@ CONTRACTS: dict[str, Contract] = {
         "One object: the plan (with `--dry-run`, what would happen).",
         PLAN,
         "`old`/`new` are the whole values (any JSON type). `kind` is `in_place` or "
-        "`restart`; `mode` is `in_place`, `rolling`, `blue_green` or `none` (no change). "
+        "`restart`; `mode` is `in_place`, `rolling`, `blue_green`, `canary` or `none` (no change). "
         "With `--wait`, the object is printed when the update ends and has one more "
         "key, `update` (as in `status --json`); progress goes to stderr.",
     ),
