@@ -88,6 +88,7 @@ class Balancer:
         # table has no weights (then every routable replica is alike, as before).
         self._chooser: SmoothWeighted | None = None
         self._weighted: list[ReplicaState] = []
+        self._all_pooled = True
         if table is not None:
             self.apply(table)
 
@@ -142,6 +143,7 @@ class Balancer:
             # stays exact while replicas come and go.
             self._chooser = SmoothWeighted(weights)
         self._weighted = [r for r in self.replicas if weights.get(r.version, 0) > 0]
+        self._all_pooled = all(v in pools for v, w in weights.items() if w > 0)
 
     def _retire(self, state: ReplicaState) -> None:
         state.in_table = False
@@ -181,7 +183,7 @@ class Balancer:
         return replica
 
     def _choose_pool(self, tried: set[int] | None, pin: int | None) -> ReplicaState | None:
-        excluded = self.excluded(tried)
+        excluded = self.excluded(tried) if tried or self._ejected else NO_EXCLUDE
         pools = self.pools
         policies = self._pool_policies
         if pin is not None:
@@ -189,7 +191,8 @@ class Balancer:
             return policies[pin].choose(pool, self.max_ongoing, excluded) if pool else None
         chooser = self._chooser
         assert chooser is not None
-        version = chooser.pick(pools.__contains__)
+        # Every weighted version has replicas (the usual case): no per-pick check.
+        version = chooser.pick(None if self._all_pooled else pools.__contains__)
         if version is None:
             return None
         replica = policies[version].choose(pools[version], self.max_ongoing, excluded)
