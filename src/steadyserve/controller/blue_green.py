@@ -18,7 +18,7 @@ from steadyserve.planner import ReplicaView
 from steadyserve.states import ReplicaStatus
 
 if TYPE_CHECKING:
-    from steadyserve.controller.canary import CanaryTable
+    from steadyserve.controller.canary_store import CanaryTable
     from steadyserve.controller.runtime import ServiceRuntime
 
 MODE = "blue_green"

@@ -10,17 +10,13 @@ in the same tick, the stable version, which never dropped below its target,
 takes all traffic again).
 
 The machine's state is saved after every move in a small table of the state
-database (``canary_state``, one row per update), so a controller killed during
-a canary resumes it at the same step.
+database (controller/canary_store.py), so a controller killed during a canary
+resumes it at the same step.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import sqlite3
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.canary.analysis import Analysis, Counts, Thresholds, Verdict
@@ -36,6 +32,7 @@ from steadyserve.canary.steps import (
 )
 from steadyserve.controller import rollout
 from steadyserve.controller.blue_green import BlueGreen
+from steadyserve.controller.canary_store import CanaryTable
 from steadyserve.controller.errors import BadInput
 from steadyserve.controller.metrics import version_totals
 from steadyserve.lb.metrics import LATENCY_BUCKETS
@@ -56,82 +53,6 @@ COMMANDS = {
     "resume": Input.RESUME,
     "abort": Input.ABORT,
 }
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS canary_state (
-    update_id INTEGER PRIMARY KEY,
-    service TEXT NOT NULL,
-    state TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS update_holds (
-    update_id INTEGER PRIMARY KEY,
-    since REAL,
-    paused_s REAL NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS blue_green_switch (
-    update_id INTEGER PRIMARY KEY,
-    promoted INTEGER NOT NULL DEFAULT 0,
-    switched_at REAL
-);
-"""
-
-
-class CanaryTable:
-    """The canary's step per update, in the state database (its own connection)."""
-
-    def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
-
-    def load(self, update_id: int) -> CanaryState | None:
-        row = self._db.execute(
-            "SELECT state FROM canary_state WHERE update_id = ?", (update_id,)
-        ).fetchone()
-        return CanaryState.from_json(json.loads(row[0])) if row else None
-
-    def save(self, update_id: int, service: str, state: CanaryState) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO canary_state (update_id, service, state) VALUES (?, ?, ?)",
-            (update_id, service, json.dumps(state.to_json())),
-        )
-
-    def hold(self, update_id: int) -> tuple[float | None, float]:
-        """``(held since, seconds paused before)`` of a rolling or blue-green update."""
-        row = self._db.execute(
-            "SELECT since, paused_s FROM update_holds WHERE update_id = ?", (update_id,)
-        ).fetchone()
-        return (row[0], float(row[1])) if row else (None, 0.0)
-
-    def set_held(self, update_id: int, held: bool, now: float) -> None:
-        since, paused = self.hold(update_id)
-        if held and since is None:
-            since = now
-        elif not held and since is not None:
-            paused += max(0.0, now - since)
-            since = None
-        self._db.execute(
-            "INSERT OR REPLACE INTO update_holds (update_id, since, paused_s) VALUES (?, ?, ?)",
-            (update_id, since, paused),
-        )
-
-    def switch(self, update_id: int) -> tuple[bool, float | None]:
-        """``(promoted, switched_at)`` of a blue-green update."""
-        row = self._db.execute(
-            "SELECT promoted, switched_at FROM blue_green_switch WHERE update_id = ?",
-            (update_id,),
-        ).fetchone()
-        return (bool(row[0]), row[1]) if row else (False, None)
-
-    def set_switch(self, update_id: int, promoted: bool, switched_at: float | None) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO blue_green_switch (update_id, promoted, switched_at) "
-            "VALUES (?, ?, ?)",
-            (update_id, int(promoted), switched_at),
-        )
-
-    def close(self) -> None:
-        self._db.close()
 
 
 def steps_of(runtime: ServiceRuntime) -> list[Step]:
@@ -326,12 +247,12 @@ class CanaryDriver:
 
     def weights(self, routable: frozenset[int]) -> dict[str, int]:
         """The route table's weights: the canary's share, the rest to the old versions."""
-        if not self.active or self.state is None:
+        if not self.active:
             return {}
         update = self.rt.update
         assert update is not None
         new = update.to_version
-        weight = self.state.weight
+        weight = self._current().weight  # loaded first if a restart published before a tick
         old = sorted(
             {r.version for r in self.rt.replicas.values() if r.id in routable and r.version != new}
             or {update.from_version}
@@ -379,10 +300,10 @@ class CanaryDriver:
 
     # status ------------------------------------------------------------------
     def status_json(self) -> dict[str, Any] | None:
-        if not self.active or self.state is None:
+        if not self.active:
             return None
         steps = steps_of(self.rt)
-        state = self.state
+        state = self._current()
         out: dict[str, Any] = {
             "step": min(state.step + 1, len(steps)),
             "steps": len(steps),
@@ -390,7 +311,7 @@ class CanaryDriver:
             "phase": state.phase.value,
             "new_replicas_wanted": new_replicas(self.rt.target_replicas(), state.weight),
         }
-        if state.step < len(steps):
+        if state.step < len(steps) and state.phase is Phase.RUNNING:
             pause = steps[state.step].pause_s
             if steps[state.step].weight is None and pause is not None:
                 left = state.step_started + pause - time.time()
@@ -402,9 +323,8 @@ class CanaryDriver:
 
 
 def _figures(verdict: Verdict) -> str:
+    """The verdict's reason and both versions' counts in the window, for the event."""
     c, s = verdict.canary, verdict.stable
     rate = f"canary {c.requests:g} requests, {c.error_rate:.1%} failed"
     base = f"stable {s.requests:g} requests, {s.error_rate:.1%} failed"
-    if not math.isfinite(c.error_rate):
-        return verdict.reason
     return f"{verdict.reason} [{rate}; {base}]"
