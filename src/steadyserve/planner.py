@@ -177,9 +177,7 @@ def plan_update(
             # The switch (or after it): one routing change, then the old ones drain
             # (or stay warm, out of routing, while keep_old).
             if not keep_old:
-                drain.extend(
-                    (r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old)
-                )
+                drain.extend((r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old))
             routable = frozenset(r.id for r in new_ready)
         launch = target - len(new)
         return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)
