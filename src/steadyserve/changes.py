@@ -73,6 +73,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "history_limit": "applies when the next version is recorded",
     "rolling_update": "applies to the next update",
     "canary": "applies to the next update",
+    "blue_green": "applies to the next update",
     "access_log": "applied by the load balancer",
     "websocket_drain_s": "applies to the next drain",
 }

@@ -146,9 +146,10 @@ class UpdateMode(StrEnum):
     IN_PLACE = "in_place"
     ROLLING = "rolling"
     BLUE_GREEN = "blue_green"
+    CANARY = "canary"
 
 
-RESTART_MODES = (UpdateMode.ROLLING, UpdateMode.BLUE_GREEN)
+RESTART_MODES = (UpdateMode.ROLLING, UpdateMode.BLUE_GREEN, UpdateMode.CANARY)
 
 
 class VersionOutcome(StrEnum):
@@ -177,6 +178,9 @@ class EventKind(StrEnum):
     LB_PORT_BUSY = "LB_PORT_BUSY"
     LB_RUNNING = "LB_RUNNING"
     LB_RESTARTING = "LB_RESTARTING"
+    CANARY_STEP = "CANARY_STEP"
+    CANARY_ANALYSIS = "CANARY_ANALYSIS"
+    BLUE_GREEN = "BLUE_GREEN"
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind

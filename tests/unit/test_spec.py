@@ -407,7 +407,7 @@ SERVICE_CASES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"canary": {"steps": [{"weight": 10}, {"pause": -1}]}},
-        "canary.steps[1].pause: must be a number >= 0",
+        "canary.steps[1].pause: must be seconds >= 0, or {} to wait for steady promote",
     ),
     (
         {"canary": {"steps": [{"wieght": 100}]}},

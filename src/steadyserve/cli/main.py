@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from steadyserve.cli import logs as logs_mod
+from steadyserve.cli import progressive
 from steadyserve.cli.client import (
     Client,
     CommandError,
@@ -132,6 +133,8 @@ def main() -> None:
 
 
 main.add_command(dashboard)
+for _command in progressive.COMMANDS:  # steady promote / pause / resume / abort
+    main.add_command(_command)
 
 
 @main.command()
@@ -295,6 +298,8 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     _print_table(services_table(services, verbose))
     for line in autoscaling_lines(services):
         console.print(line, highlight=False, markup=False)
+    for line in progressive.canary_lines(services):  # canary hook: step, weight, analysis
+        console.print(line, highlight=False, markup=False)
     for note in update_notes(services):
         console.print(note, style="red", markup=False)
     console.print()
@@ -365,7 +370,7 @@ def _after_plan(
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--mode",
-    type=click.Choice(["rolling", "blue_green"]),
+    type=click.Choice(["rolling", "blue_green", "canary"]),
     default=None,
     help="How replicas restart (default: the file's service.update_mode).",
 )

@@ -16,7 +16,7 @@ import psutil
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from steadyserve.controller import dashboard
+from steadyserve.controller import dashboard, progressive
 from steadyserve.controller.errors import ApiError, BadInput
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         if not isinstance(spec_json, str) or not isinstance(spec_yaml, str):
             raise BadInput("'spec' must be the service spec as a JSON string")
         if mode is not None and not isinstance(mode, str):
-            raise BadInput("--mode must be rolling or blue_green")
+            raise BadInput("--mode must be rolling, blue_green or canary")
         result = await controller.update_service(
             request.match_info["name"],
             spec_json,
@@ -236,6 +236,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         # Autoscaling hook: the load window (controller/load.py).
         runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
         observer.ingest(runtime.name, data)
+        runtime.canary.ingest(observer.traffic.get(runtime.name))  # canary hook: analysis
         return web.json_response({"ok": True})
 
     @routes.post("/api/v1/lb/{name}/wake")
@@ -244,5 +245,6 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         runtime = controller.runtime(request.match_info["name"])
         return web.json_response({"target_replicas": runtime.scale_from_zero()})
 
+    progressive.add_routes(routes, controller)  # promote / pause / resume / abort
     app.add_routes(routes)
     return app

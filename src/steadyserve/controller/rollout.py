@@ -59,6 +59,11 @@ class Rollout:
         if self.in_place or not (self.updating or converging):
             return plan_steady(target, version, views, version_broken=broken), False
         mode = self.update.mode if self.updating and self.update is not None else None
+        canary = self.rt.canary
+        if mode is UpdateMode.CANARY:  # sized by the weight (controller/canary.py)
+            return canary.plan(target, version, views, broken)
+        if canary.held():  # a paused rolling / blue-green update launches and drains nothing
+            return canary.hold_plan(), False
         svc = self.rt.spec.service
         step = plan_update(
             UpdateMode.BLUE_GREEN if mode is UpdateMode.BLUE_GREEN else UpdateMode.ROLLING,
@@ -67,6 +72,8 @@ class Rollout:
             views,
             max_surge=svc.max_surge_count(target),
             max_unavailable=svc.max_unavailable_count(target),
+            # Blue-green: promote and the warm old version (controller/blue_green.py).
+            **(canary.blue_green.options(target, version, views) if self.updating else {}),
         )
         plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
         return plan, step.done
@@ -79,7 +86,10 @@ class Rollout:
         if version in rt.broken_versions:
             return f"version {version} failed before any replica was ready"
         deadline = self.update.started_at + rt.spec.service.update_deadline_s
-        if rt.clock.now() > deadline:
+        # A canary's pauses (and a wait for promote) are its own timeline: no deadline;
+        # the time a rolling or blue-green update spends paused does not count.
+        deadline += rt.canary.paused_seconds()
+        if self.update.mode is not UpdateMode.CANARY and rt.clock.now() > deadline:
             return f"not done within update_deadline_s={rt.spec.service.update_deadline_s:g}"
         limit = max(3, rt.target_replicas())
         if self.failures >= limit:

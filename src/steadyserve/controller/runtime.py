@@ -26,6 +26,7 @@ import aiohttp
 from steadyserve.autoscale import policy_for
 from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.controller.autoscaler import Autoscaler
+from steadyserve.controller.canary import CanaryDriver
 from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
@@ -112,6 +113,8 @@ class ServiceRuntime:
             policy_for(self.spec.service), self._live_current(), self._record_scaling
         )
         self._own_counts: asyncio.Task[None] | None = None
+        # Canary hook: the step machine, weights and analysis (controller/canary.py).
+        self.canary = CanaryDriver(self)
 
     # versions ------------------------------------------------------------
     @property
@@ -237,6 +240,8 @@ class ServiceRuntime:
         self.lb.supervise(self.store, self.row, self.spec.service.load_balancer.workers)
         self._reap_exited()
         self.rollout.check()
+        if self.updating:
+            self.canary.tick()  # canary hook: judge and move; an abort rolls back here
         self._autoscale()
         target = self.target_replicas()
         broken = self.row.version in self.broken_versions
@@ -317,9 +322,11 @@ class ServiceRuntime:
         return f"{ready} ready of {self.target_replicas()} wanted"
 
     def _publish(self, routable: frozenset[int]) -> None:
+        routable, extra = self.canary.route_fields(routable)  # canary / preview hook
         replicas = sorted(self.replicas.values(), key=lambda r: r.id)
         self.routes.publish(
             route_table(self.spec, replicas, routable, hold_at_zero=self.autoscaler.allows_zero)
+            | extra
         )
 
     def publish_now(self) -> None:

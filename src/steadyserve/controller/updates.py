@@ -49,7 +49,7 @@ def _mode(spec: ServiceSpec, requested: str | None) -> UpdateMode:
     mode = requested or spec.service.update_mode
     if mode not in RESTART_MODES:
         choices = " or ".join(RESTART_MODES)
-        raise BadInput(f"update mode {mode}: not implemented yet (use {choices})")
+        raise BadInput(f"update mode {mode}: use {choices}")
     return UpdateMode(mode)
 
 

@@ -32,6 +32,7 @@ from steadyserve.lb.exchange import DONE, READY, ROUTED, SENT, Exchange
 from steadyserve.lb.http import (
     HOP_BY_HOP,
     IDEMPOTENT_METHODS,
+    PIN_HEADER,
     REQUEST_WATCHED_NAME_LENGTHS,
     connection_tokens,
     header_name,
@@ -317,6 +318,9 @@ class ClientConnection(asyncio.Protocol):
                 elif lname == b"upgrade":
                     self._upgrade_to = value
                 return
+            if lname == PIN_HEADER:  # canary hook: pin to a version, never forwarded
+                self._pin(value)
+                return
             if lname == b"content-length":
                 try:
                     self._content_length = int(value)
@@ -329,6 +333,16 @@ class ClientConnection(asyncio.Protocol):
                 self._hosts += 1
                 self._host_at = len(self._lines) + 2
         self._lines += (name, b": ", value, b"\r\n")
+
+    def _pin(self, value: bytes) -> None:
+        ex = self.parsing
+        try:
+            version = int(value.strip())
+        except ValueError:
+            version = 0
+        if version < 1 or ex is None:
+            raise RequestRejected(400, "X-Steady-Version must be a version number (1, 2, ...)")
+        ex.pin = version
 
     def on_headers_complete(self) -> None:
         ex = self.parsing

@@ -102,6 +102,7 @@ class Exchange:
         "passthrough_ok",
         "pending",
         "pending_size",
+        "pin",
         "replica",
         "request_done",
         "response_started",
@@ -137,6 +138,7 @@ class Exchange:
         self.started = perf_counter()  # for the latency metrics
         self.status = 0  # of the response the client got
         self.served: ReplicaState | None = None  # the replica that answered
+        self.pin: int | None = None  # X-Steady-Version: only this version may answer
 
 
 # Loop timers fire on millisecond ticks: a deadline this close counts as passed,

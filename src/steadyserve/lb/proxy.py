@@ -154,11 +154,11 @@ class Proxy:
     def dispatch(self, ex: Exchange) -> None:
         """Send ``ex`` to a replica, queue it, or answer it with an error."""
         balancer = self.balancer
-        replica = balancer.choose(ex.tried)
+        replica = balancer.choose(ex.tried, ex.pin)
         if replica is not None:
             self._start_attempt(ex, replica)
             return
-        if balancer.has_candidate(ex.tried):
+        if balancer.has_candidate(ex.tried, ex.pin):
             limit = balancer.max_queued
             if limit < 0 or len(self.waiting) < limit:
                 self.enqueue(ex)
@@ -170,7 +170,14 @@ class Proxy:
         self._no_route(ex)
 
     def _no_route(self, ex: Exchange) -> None:
-        if ex.attempts:
+        if ex.pin is not None and not ex.attempts:
+            self._respond(
+                ex,
+                503,
+                f"no ready replica of version {ex.pin} for service {self.service!r} "
+                "(X-Steady-Version)",
+            )
+        elif ex.attempts:
             self._respond(ex, 502, f"no replica of service {self.service!r} answered")
         elif self.balancer.replicas:
             self._respond(ex, 503, f"no reachable replica for service {self.service!r}")
@@ -187,9 +194,9 @@ class Proxy:
             balancer = self.balancer
             while waiting:
                 ex = waiting[0]
-                replica = balancer.choose(ex.tried)
+                replica = balancer.choose(ex.tried, ex.pin)
                 if replica is None:
-                    if balancer.has_candidate(ex.tried) or (self.zero and self.zero.keep()):
+                    if balancer.has_candidate(ex.tried, ex.pin) or (self.zero and self.zero.keep()):
                         break
                     waiting.popleft()
                     self._no_route(ex)

@@ -97,6 +97,37 @@ def _websocket_drain(value: Any) -> float:
     return float(value)
 
 
+def _weights(value: Any) -> tuple[tuple[int, int], ...]:
+    """``{"version": percent}``; None or {} is no weights (all versions alike)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError("route table: weights must map versions to percents")
+    out = []
+    for key, percent in value.items():
+        try:
+            version = int(key)
+        except (TypeError, ValueError):
+            raise ValueError(f"route table: weights key {key!r} is not a version") from None
+        if not isinstance(percent, int) or isinstance(percent, bool) or not 0 <= percent <= 100:
+            raise ValueError(f"route table: weights[{key}] must be an int 0-100")
+        out.append((version, percent))
+    return tuple(sorted(out))
+
+
+def _preview(value: Any) -> tuple[int, int] | None:
+    """``{"port": P, "version": V}`` or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("route table: preview must be an object or null")
+    port = _int_field(value, "port", "preview.")
+    version = _int_field(value, "version", "preview.")
+    if not 0 < port < 65536:
+        raise ValueError("route table: preview.port must be a port number")
+    return port, version
+
+
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
@@ -121,6 +152,11 @@ class RouteTable:
     access_log: bool = False  # service.access_log: one JSON line per request
     # lbscale: how long a WebSocket to a replica that left the table stays open.
     websocket_drain_s: float = 10.0
+    # Progressive delivery: percent of traffic per version (a canary). Empty: every
+    # routable replica alike, whatever its version (as without a canary).
+    weights: tuple[tuple[int, int], ...] = ()
+    # Blue-green preview: (port, version) the LB also listens on, for that version only.
+    preview: tuple[int, int] | None = None
 
     @property
     def key(self) -> str:
@@ -173,6 +209,8 @@ class RouteTable:
             _hold_at_zero(data.get("hold_at_zero_s", 0)),
             data.get("access_log", False),
             _websocket_drain(data.get("websocket_drain_s", 10.0)),
+            _weights(data.get("weights")),
+            _preview(data.get("preview")),
         )
 
     @classmethod

@@ -19,6 +19,7 @@ from typing import Any
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
+from steadyserve.lb.preview import Preview
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
 from steadyserve.lb.shared_load import REFRESH_S, SharedLoad, refresh, share
@@ -118,6 +119,7 @@ class LoadBalancer:
             share(self.balancer, self.shared)
         if config.static_routes is None:
             self.proxy.zero = ZeroHold(self.proxy, controller_asker(self.home, config.service))
+        self.preview = Preview(self.proxy, config.host)  # blue-green preview_port
         self._server: asyncio.AbstractServer | None = None
         self._extra: list[asyncio.AbstractServer] = []  # more inherited sockets
         self.port = config.port  # the bound port once started (useful with port 0)
@@ -137,6 +139,7 @@ class LoadBalancer:
         if self.proxy.websockets is not None:
             self.proxy.websockets.apply_table(table)
         self.observe.apply_table(table)
+        self.preview.apply(table.preview)  # canary hook: the blue-green preview port
         self._first_table.set()
 
     async def start(self) -> None:
@@ -231,6 +234,7 @@ class LoadBalancer:
                 await task
         if websockets is not None:
             websockets.close_all()
+        await self.preview.stop()
         self.proxy.close_all()
         await self.observe.stop()
         if self._server is not None:

@@ -4,10 +4,11 @@ update modes, canary, load-balancer limits and the ``service:`` section."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -259,11 +260,27 @@ def _resolve_percent(value: int | str, target: int, *, round_up: bool) -> int:
     return -(-scaled // 100) if round_up else scaled // 100
 
 
+def _pause(value: object) -> float | dict[str, Any]:
+    """``pause: 60`` (seconds) or ``pause: {}`` (until ``steady promote``)."""
+    if value == {} and isinstance(value, dict):
+        return {}
+    number = _finite(value)
+    if number is not None and number >= 0:
+        return number
+    raise _fail("must be seconds >= 0, or {} to wait for steady promote")
+
+
 class CanaryStep(_Model):
-    """One step of a canary: shift ``weight`` percent of traffic, or ``pause`` seconds."""
+    """One step of a canary: shift ``weight`` percent of traffic, or pause: ``pause``
+    seconds, or ``pause: {}`` until ``steady promote``."""
 
     weight: Weight | None = None
-    pause: Seconds | None = None
+    pause: Annotated[float | dict[str, Any], BeforeValidator(_pause)] | None = None
+
+    @property
+    def pause_s(self) -> float | None:
+        """The pause in seconds; None for ``pause: {}`` (or a weight step)."""
+        return self.pause if isinstance(self.pause, float) else None
 
     @model_validator(mode="after")
     def _one_kind(self) -> CanaryStep:
@@ -278,7 +295,15 @@ class CanaryAnalysis(_Model):
     max_error_rate: Fraction | None = None
     max_p99_latency_ms: PositiveNumber | None = None
     min_requests: NonNegativeInt = 100
-    """Requests the canary must have served before the thresholds are judged."""
+    """Requests the canary must have served in the window before the thresholds are judged."""
+    max_error_rate_increase: Fraction | None = None
+    """Fail when the canary's error rate exceeds the stable version's by more than this."""
+    max_p99_ratio: PositiveNumber | None = None
+    """Fail when the canary's p99 exceeds the stable version's p99 times this."""
+    interval_s: PositiveSeconds = 10.0
+    """The sliding window and the time between two checks."""
+    failure_limit: PositiveInt = 1
+    """Failed checks in a row that abort the canary."""
 
 
 def _default_canary_steps() -> list[CanaryStep]:
@@ -303,6 +328,20 @@ class CanaryPolicy(_Model):
                 "the last weight must be 100 (a canary ends with all traffic on the new version)"
             )
         return steps
+
+
+class BlueGreenPolicy(_Model):
+    """``service.blue_green:``: for updates in ``blue_green`` mode, a preview of the
+    new version on its own port, a switch that waits for ``steady promote``, and
+    the old version kept warm after the switch (docs/canary.md)."""
+
+    preview_port: PortNumber | None = None
+    """While a blue-green update runs, this port serves only the new version."""
+    auto_promote: StrictBool = True
+    """False: all new replicas READY, the switch waits for ``steady promote``."""
+    scale_down_delay_s: Seconds = 0.0
+    """The old version stays up (out of routing) this long after the switch, so
+    ``steady abort`` is one route-table change."""
 
 
 class LoadBalancerLimits(_Model):
@@ -339,6 +378,7 @@ class ServiceSection(_Model):
     """How many versions keep their workdir snapshot (like revisionHistoryLimit)."""
     rolling_update: RollingUpdate = Field(default_factory=RollingUpdate)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    blue_green: BlueGreenPolicy = Field(default_factory=BlueGreenPolicy)
     max_ongoing_requests: PositiveInt = 100
     max_queued_requests: QueueLimit = -1
     """-1 is unbounded; beyond the limit the load balancer answers 503 at once."""
@@ -385,6 +425,15 @@ class ServiceSection(_Model):
         ):
             return {**data, "replicas": 1}
         return data
+
+    @model_validator(mode="after")
+    def _preview_is_another_port(self) -> ServiceSection:
+        preview = self.blue_green.preview_port
+        if preview is not None and preview == self.port:
+            raise _fail(
+                f"blue_green.preview_port: {preview} is the service's own port (use another)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _count_or_policy(self) -> ServiceSection:
