@@ -83,6 +83,7 @@ _RESTART_WHY: dict[str, str] = {
     "setup": "the setup command changed",
     "import_path": "the replica code changed",
     "envs": "environment variables are read at start",
+    "secrets": "environment variables are read at start",
     "resources": "resources are allocated at start",
     "service.reconfigure_path": "the control path is read at start",
     "service.port": "the endpoint port cannot change in an update",
@@ -90,7 +91,7 @@ _RESTART_WHY: dict[str, str] = {
 _UNKNOWN_WHY = "not known to apply in place"
 
 # Top-level mappings reported one key at a time (``envs.MODEL``, ``resources.cpus``).
-_PER_KEY = ("envs", "resources")
+_PER_KEY = ("envs", "secrets", "resources")
 # Never a change: the name identifies the service rather than describing it.
 _IGNORED = frozenset({"name"})
 
@@ -211,7 +212,7 @@ _TOKEN = re.compile(r"^[\w./%:+@-]{1,32}$")
 # Values that may hold secrets (API keys in envs, tokens in user_config) or are
 # too long to be useful on one line are named, not shown.
 _HIDDEN_PATHS = frozenset({"service.user_config", "workdir", "run", "setup"})
-_HIDDEN_PREFIXES = ("envs.",)
+_HIDDEN_PREFIXES = ("envs.", "secrets.")
 
 
 def _describe_one(change: FieldChange) -> str:

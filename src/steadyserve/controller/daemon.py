@@ -192,9 +192,7 @@ class Controller:
         a client told to use it would otherwise reach whatever holds it."""
         if port == FIRST_ENDPOINT_PORT:
             return None
-        owner = next(
-            (r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None
-        )
+        owner = next((r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None)
         holder = f"the endpoint of service {owner}" if owner else "in use by another process"
         return f"{FIRST_ENDPOINT_PORT} is {holder}: using {port} (service.port sets it)"
 

@@ -27,11 +27,13 @@ from steadyserve.backends.local import free_port
 from steadyserve.controller import rollout
 from steadyserve.controller.autoscaler import EVENT as AUTOSCALE_EVENT
 from steadyserve.controller.autoscaler import Autoscaler
+from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.probes import probe_ready
 from steadyserve.controller.rollout import IN_PROGRESS, SUCCEEDED
 from steadyserve.controller.routes import RoutePublisher
+from steadyserve.lb.tls import env_for as tls_env
 from steadyserve.paths import Home
 from steadyserve.planner import Plan, ReplicaView, plan_steady, plan_update, service_status
 from steadyserve.spec import ReadinessProbe, ServiceSpec
@@ -86,6 +88,12 @@ class ServiceRuntime:
         self.spec = self._load_spec(row.version)
         self._old_specs: dict[int, ServiceSpec] = {}
         self.lb = LoadBalancerProcess(home, self.name, row.port)
+        tls = self.spec.service.tls  # skyserve hook: the LB terminates service.tls
+        self.lb.tls_env = tls_env(tls.keyfile, tls.certfile) if tls else {}
+        # skyserve hook: replicas listening on a fixed port, not $PORT (fixed_ports.py).
+        self.port_watch = PortWatch(
+            lambda rid, notice: store.add_event(self.name, rid, None, "WRONG_PORT", notice)
+        )
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._update_tasks: set[asyncio.Task[None]] = set()
@@ -457,6 +465,7 @@ class ServiceRuntime:
         Nothing else of the controller's environment, its token above all."""
         env = contract.base_env(os.environ)
         env.update(spec.envs)
+        env.update({k: v for k, v in spec.secrets.items() if v is not None})  # skyserve hook
         env.update(
             {
                 contract.PORT: str(port),
@@ -617,6 +626,8 @@ class ServiceRuntime:
                 self.wake()
             return
         if status is ReplicaStatus.STARTING:
+            if replica.control_port is None:  # skyserve hook
+                self.port_watch.check(replica.id, replica.pid, replica.port)
             started = rt.started_at or replica.launched_at
             if time.time() - started > probe.initial_delay_seconds:
                 self._mark_failed(
@@ -677,6 +688,7 @@ class ServiceRuntime:
             await self.backend.stop(rt.handle, svc.graceful_shutdown_timeout_s)
         self.replicas.pop(replica.id, None)
         self.runtime.pop(replica.id, None)
+        self.port_watch.forget(replica.id)
         self.store.remove_replica(replica, reason)
         self.wake()
 

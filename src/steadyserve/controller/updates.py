@@ -68,6 +68,11 @@ async def apply(
             f"service.port: the endpoint port cannot change in an update "
             f"(it is {runtime.row.port}; take the service down and up again)"
         )
+    if spec.service.tls != runtime.spec.service.tls:  # skyserve hook: the LB reads it at start
+        raise BadInput(
+            "service.tls: the endpoint's TLS files cannot change in an update"
+            " (take the service down and up again)"
+        )
     source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
     current = store.version(name, runtime.row.version)
     assert current is not None
@@ -246,7 +251,7 @@ async def prune(
 
 def _shown(path: str, value: object) -> object:
     """Env values may be secrets: a plan says that they changed, not what they are."""
-    if path.startswith("envs.") and value is not None:
+    if path.startswith(("envs.", "secrets.")) and value is not None:
         return "(set)"
     return value
 

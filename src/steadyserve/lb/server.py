@@ -20,6 +20,7 @@ from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
+from steadyserve.lb.tls import server_context_from_env
 from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
 
@@ -120,12 +121,14 @@ class LoadBalancer:
                 # wait in the shared socket's backlog for it instead (bounded).
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._first_table.wait(), FIRST_TABLE_WAIT_S)
+        # skyserve hook: service.tls -> the endpoint speaks HTTPS (lb/tls.py).
+        tls = server_context_from_env()
         if self.config.listen_fd is not None:
             # A socket the controller bound and keeps open too: connections that
             # arrive while this process restarts wait in its backlog, not refused.
             sock = socket.socket(fileno=self.config.listen_fd)
             self._server = await loop.create_server(
-                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096
+                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096, ssl=tls
             )
         else:
             self._server = await loop.create_server(
@@ -134,6 +137,7 @@ class LoadBalancer:
                 self.config.port,
                 reuse_address=True,
                 backlog=4096,
+                ssl=tls,
             )
         # uvloop's Server has .sockets like asyncio's; typeshed only knows AbstractServer.
         sockets = getattr(self._server, "sockets", None) or ()
