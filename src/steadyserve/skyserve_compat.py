@@ -9,8 +9,13 @@ more replicas than one fixed port can hold). Nothing here talks to the controlle
 
 from __future__ import annotations
 
+import contextlib
+import json
 import secrets as random_source
-from collections.abc import Collection
+import sqlite3
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import BinaryIO
 
 from steadyserve.spec import ServiceSpec, SpecError
 from steadyserve.spec.machine import Machine, resource_problems, this_machine
@@ -58,3 +63,48 @@ def unique_name(taken: Collection[str]) -> str:
         if name not in taken:
             return name
     raise RuntimeError("no free sky-service-xxxx name after 1000 tries")
+
+
+# ------------------------------------------------------------------ secrets
+
+MASK = b"****"
+MIN_MASKED_LEN = 4
+"""Shorter values would mask ordinary words and digits; they are left as they are."""
+
+
+def secret_values(db_path: Path, service: str) -> list[bytes]:
+    """Every ``secrets`` value any stored version of ``service`` has, longest first
+    (read-only: ``steady logs`` must work while the controller writes)."""
+    if not db_path.exists():
+        return []
+    found: set[bytes] = set()
+    with contextlib.suppress(sqlite3.Error):
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT spec_json FROM versions WHERE service = ?", (service,))
+            for (spec_json,) in rows:
+                with contextlib.suppress(ValueError, TypeError, AttributeError):
+                    for value in (json.loads(spec_json).get("secrets") or {}).values():
+                        if isinstance(value, str) and len(value) >= MIN_MASKED_LEN:
+                            found.add(value.encode())
+        finally:
+            db.close()
+    return sorted(found, key=len, reverse=True)
+
+
+class MaskedOutput:
+    """A binary stream that writes ``****`` for each secret value. Masking is per
+    write; ``steady logs`` writes whole blocks of lines, so a value is split only
+    when a replica writes half of it, waits, then the rest."""
+
+    def __init__(self, out: BinaryIO, values: Iterable[bytes]) -> None:
+        self._out = out
+        self._values = list(values)
+
+    def write(self, data: bytes) -> int:
+        for value in self._values:
+            data = data.replace(value, MASK)
+        return self._out.write(data)
+
+    def flush(self) -> None:
+        self._out.flush()

@@ -43,7 +43,7 @@ from steadyserve.cli.tables import (
     update_notes,
 )
 from steadyserve.paths import Home
-from steadyserve.skyserve_compat import preflight, unique_name
+from steadyserve.skyserve_compat import MaskedOutput, preflight, secret_values, unique_name
 from steadyserve.spec import SpecError, load_fleet_file, load_service_file
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -603,8 +603,11 @@ def logs(
             path = found[-1]
     if not path.exists():
         raise CommandError(f"no log yet at {path}", 1)
+    out: Any = sys.stdout.buffer
+    if not controller_log:  # skyserve hook: secrets values never shown
+        out = MaskedOutput(out, secret_values(home.db_path, name))
     writer = logs_mod.LineWriter(
-        sys.stdout.buffer, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)
+        out, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)
     )
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
         logs_mod.show(path, tail, follow, writer=writer)

@@ -241,3 +241,32 @@ def test_a_replica_on_a_fixed_port_is_named_in_status(steady: Steady, root: Path
         e["to_status"] == "WRONG_PORT" and e["reason"] == expected
         for e in json.loads(events)["services"][0]["events"]
     )
+
+
+def test_secrets_reach_the_replica_and_nothing_steady_prints(steady: Steady, root: Path) -> None:
+    value = "hf_compat_secret_value"
+    up = ok(
+        sky(
+            steady,
+            root,
+            "up",
+            "-n",
+            "sec",
+            "examples/serve/http_server/secrets.yaml",
+            "--wait",
+            "--timeout",
+            UP_TIMEOUT,
+        )
+    )
+    logs = ok(sky(steady, root, "logs", "sec", "1")).stdout
+    assert "token is ****" in logs and value not in logs
+    path = root / "examples/serve/http_server/secrets.yaml"
+    path.write_text(path.read_text().replace(value, "hf_other_secret_value"))
+    plan = ok(
+        sky(steady, root, "update", "sec", "examples/serve/http_server/secrets.yaml", "--dry-run")
+    )
+    assert "secrets.HF_TOKEN" in plan.stdout
+    status = ok(sky(steady, root, "status", "sec", "--json", "--events"))
+    history = ok(sky(steady, root, "history", "sec", "--json"))
+    for shown in (up.stdout, up.stderr, plan.stdout, plan.stderr, status.stdout, history.stdout):
+        assert value not in shown and "hf_other_secret_value" not in shown
