@@ -128,6 +128,16 @@ def test_update_example_rolls_old_to_new(steady: Steady, root: Path) -> None:
     assert "note: resources.cloud: not applicable to the local backend" in up.stderr
     port = endpoint_port(steady.service("update-test"))
     assert http_get(port, "/")[1] == b"old"
+    events = json.loads(ok(sky(steady, root, "status", "update-test", "--events", "--json")).stdout)
+    named = [
+        e["reason"] for e in events["services"][0]["events"] if e["to_status"] == "NOT_APPLICABLE"
+    ]
+    assert named == [
+        "resources.cloud: not applicable to the local backend (replicas run on this machine);"
+        " ignored",
+        "resources.ports: replicas listen on $PORT (run uses it); the endpoint is the load"
+        " balancer's port",
+    ]
     ok(
         sky(
             steady,
