@@ -42,6 +42,7 @@ from steadyserve.cli.tables import (
     services_table,
     update_notes,
 )
+from steadyserve.file_mounts import staged
 from steadyserve.paths import Home
 from steadyserve.skyserve_compat import MaskedOutput, preflight, secret_values, unique_name
 from steadyserve.spec import SpecError, load_fleet_file, load_service_file
@@ -163,11 +164,12 @@ def up(
             notes.append(f"name: {spec.name} is taken, so this service is {new} (-n chooses)")
             spec = spec.model_copy(update={"name": new})
     _print_notes(notes)
-    created = client.call(
-        "POST",
-        "/api/v1/services",
-        {"spec": spec.spec_json(), "yaml": text, "file": str(file.resolve())},
-    )
+    with staged(spec, file) as sent:  # skyserve hook: file_mounts copied into the workdir
+        created = client.call(
+            "POST",
+            "/api/v1/services",
+            {"spec": sent.spec_json(), "yaml": text, "file": str(file.resolve())},
+        )
     _print_created(created, as_json, "https" if spec.service.tls else "http")
     if wait:
         _wait_ready(client, created["name"], timeout, to_stderr=as_json)
@@ -409,17 +411,18 @@ def update(
     spec = _load_one(file, name, notes, ignore_resources)
     _print_notes(notes)
     client = Client(_home())
-    result = client.call(
-        "POST",
-        f"/api/v1/services/{name}/update",
-        {
-            "spec": spec.spec_json(),
-            "yaml": file.read_text(encoding="utf-8"),
-            "file": str(file.resolve()),
-            "mode": mode,
-            "dry_run": dry_run,
-        },
-    )
+    with staged(spec, file) as sent:  # skyserve hook: file_mounts copied into the workdir
+        result = client.call(
+            "POST",
+            f"/api/v1/services/{name}/update",
+            {
+                "spec": sent.spec_json(),
+                "yaml": file.read_text(encoding="utf-8"),
+                "file": str(file.resolve()),
+                "mode": mode,
+                "dry_run": dry_run,
+            },
+        )
     _after_plan(client, result, wait, timeout, as_json)
 
 
@@ -487,16 +490,18 @@ def deploy(
     _print_notes(notes)
     client = Client(_home())
     text = file.read_text(encoding="utf-8")
-    result = client.call(
-        "POST",
-        "/api/v1/deploy",
-        {
-            "services": [{"spec": s.spec_json(), "yaml": text} for s in specs],
-            "dry_run": dry_run,
-            "file": str(file.resolve()),
-        },
-        timeout=600.0,
-    )
+    with contextlib.ExitStack() as stack:  # skyserve hook: file_mounts into the workdir
+        sent = [stack.enter_context(staged(s, file)) for s in specs]
+        result = client.call(
+            "POST",
+            "/api/v1/deploy",
+            {
+                "services": [{"spec": s.spec_json(), "yaml": text} for s in sent],
+                "dry_run": dry_run,
+                "file": str(file.resolve()),
+            },
+            timeout=600.0,
+        )
     for item in result["services"]:
         if item["action"] == "create":
             if item.get("notice"):

@@ -280,3 +280,14 @@ def test_secrets_reach_the_replica_and_nothing_steady_prints(steady: Steady, roo
     history = ok(sky(steady, root, "history", "sec", "--json"))
     for shown in (up.stdout, up.stderr, plan.stdout, plan.stderr, status.stdout, history.stdout):
         assert value not in shown and "hf_other_secret_value" not in shown
+
+
+def test_local_file_mounts_are_copied_into_the_replica_directory(
+    steady: Steady, root: Path
+) -> None:
+    up = ["up", "-n", "mounts", "examples/serve/file_mounts.yaml", "--wait"]
+    ok(sky(steady, root, *up, "--timeout", UP_TIMEOUT))
+    assert "hello from a file mount" in ok(sky(steady, root, "logs", "mounts", "1")).stdout
+    (root / "examples/serve/greeting.txt").write_text("changed\n")
+    plan = ok(sky(steady, root, "update", "mounts", "examples/serve/file_mounts.yaml", "--dry-run"))
+    assert "workdir" in plan.stdout and "restart" in plan.stdout
