@@ -85,6 +85,7 @@ _RESTART_WHY: dict[str, str] = {
     "setup": "the setup command changed",
     "import_path": "the replica code changed",
     "envs": "environment variables are read at start",
+    "secrets": "environment variables are read at start",
     "resources": "resources are allocated at start",
     "service.reconfigure_path": "the control path is read at start",
     "service.port": "the endpoint port cannot change in an update",
@@ -92,7 +93,7 @@ _RESTART_WHY: dict[str, str] = {
 _UNKNOWN_WHY = "not known to apply in place"
 
 # Top-level mappings reported one key at a time (``envs.MODEL``, ``resources.cpus``).
-_PER_KEY = ("envs", "resources")
+_PER_KEY = ("envs", "secrets", "resources")
 # Never a change: the name identifies the service rather than describing it.
 _IGNORED = frozenset({"name"})
 
@@ -217,7 +218,7 @@ _LONG_PATHS = frozenset({"workdir", "run", "setup"})
 def may_hold_secret(path: str) -> bool:
     """The one rule for what plans and history never show: values that may hold
     secrets (API keys in ``envs``, tokens in ``user_config``) are named, not shown."""
-    return path.startswith("envs.") or path == "service.user_config"
+    return path.startswith(("envs.", "secrets.")) or path == "service.user_config"
 
 
 def _describe_one(change: FieldChange) -> str:

@@ -181,6 +181,8 @@ class EventKind(StrEnum):
     CANARY_STEP = "CANARY_STEP"
     CANARY_ANALYSIS = "CANARY_ANALYSIS"
     BLUE_GREEN = "BLUE_GREEN"
+    WRONG_PORT = "WRONG_PORT"
+    NOT_APPLICABLE = "NOT_APPLICABLE"
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind

@@ -43,7 +43,9 @@ from steadyserve.cli.tables import (
     services_table,
     update_notes,
 )
+from steadyserve.file_mounts import staged
 from steadyserve.paths import Home
+from steadyserve.skyserve_compat import MaskedOutput, preflight, secret_values, unique_name
 from steadyserve.spec import SpecError, load_fleet_file, load_service_file
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -119,6 +121,11 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON for scripts (see docs/cli.md)."
 )
 utc_option = click.option("--utc", is_flag=True, help="Show times in UTC, not local time.")
+ignore_resources_option = click.option(
+    "--ignore-resources",
+    is_flag=True,
+    help="Start even when this machine lacks the file's resources (GPUs, CPUs, memory).",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -142,43 +149,78 @@ for _command in progressive.COMMANDS:  # steady promote / pause / resume / abort
 @click.option("-n", "--name", help="Service name (default: the file's name:, else its folder).")
 @click.option("--wait", is_flag=True, help="Wait until every replica is READY.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
+@ignore_resources_option
 @json_option
 @reports_errors
-def up(file: Path, name: str | None, wait: bool, timeout: float, as_json: bool) -> None:
+def up(
+    file: Path,
+    name: str | None,
+    wait: bool,
+    timeout: float,
+    ignore_resources: bool,
+    as_json: bool,
+) -> None:
     """Start a service from FILE.
+
+    Without -n and name:, the service is named after the file's folder, or
+    sky-service-xxxx when a service of that name already runs.
 
     \b
     Example:
       steady up examples/http_server/service.yaml --wait
     """
-    spec = _load_one(file, name)
+    notes: list[str] = []
+    spec = _load_one(file, name, notes, ignore_resources)
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
-    created = client.call(
-        "POST",
-        "/api/v1/services",
-        {"spec": spec.spec_json(), "yaml": text, "file": str(file.resolve())},
-    )
-    _print_created(created, as_json)
+    if name is None and not (raw_document(file) or {}).get("name"):
+        # SkyServe hook: a second file from the same folder gets a new name.
+        taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
+        if spec.name in taken:
+            new = unique_name(taken)
+            notes.append(f"name: {spec.name} is taken, so this service is {new} (-n chooses)")
+            spec = spec.model_copy(update={"name": new})
+    _print_notes(notes)
+    with staged(spec, file) as sent:  # skyserve hook: file_mounts copied into the workdir
+        created = client.call(
+            "POST",
+            "/api/v1/services",
+            {"spec": sent.spec_json(), "yaml": text, "file": str(file.resolve())},
+        )
+    _print_created(created, as_json, "https" if spec.service.tls else "http")
     if wait:
         _wait_ready(client, created["name"], timeout, to_stderr=as_json)
     if as_json:
-        _echo_json({"notice": None, **created})
+        _echo_json({"notice": None, **created, "notes": notes})
 
 
-def _print_created(created: dict[str, Any], as_json: bool) -> None:
+def _print_notes(notes: list[str]) -> None:
+    """What the loader and the SkyServe checks want the user to know (on stderr)."""
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+
+
+def _print_created(created: dict[str, Any], as_json: bool, scheme: str = "http") -> None:
     """The real endpoint first; then, on stderr, why it is not the usual port."""
     if not as_json:
         console.print(
-            f"Service [bold]{created['name']}[/] is starting at http://{created['endpoint']}"
+            f"Service [bold]{created['name']}[/] is starting at {scheme}://{created['endpoint']}"
         )
     if created.get("notice"):
         click.echo(f"warning: {created['notice']}", err=True)
 
 
-def _load_one(file: Path, name: str | None) -> Any:
-    spec = load_service_file(file, name)
-    return _with_defaults(spec, raw_document(file), file, "")
+def _load_one(
+    file: Path, name: str | None, notes: list[str] | None = None, ignore_resources: bool = False
+) -> Any:
+    notes = [] if notes is None else notes
+    spec = load_service_file(file, name, notes)
+    spec = _with_defaults(spec, raw_document(file), file, "")
+    try:
+        notes.extend(preflight(spec, ignore_resources=ignore_resources))
+    except SpecError as exc:
+        raise SpecError.combine([exc], file=str(file)) from None
+    return spec
 
 
 def _with_defaults(spec: Any, raw: Any, file: Path, prefix: str) -> Any:
@@ -305,6 +347,10 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     console.print()
     console.print("Service Replicas", style="bold")
     _print_table(replicas_table(services))
+    for svc in services:  # skyserve hook: replicas on a fixed port (controller/fixed_ports.py)
+        for rep in svc["replicas"]:
+            if rep.get("notice"):
+                console.print(f"{svc['name']}: {rep['notice']}", style="red", markup=False)
     for svc in services if events else []:
         console.print()
         console.print(f"Events of {svc['name']}", style="bold")
@@ -377,6 +423,7 @@ def _after_plan(
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--wait", is_flag=True, help="Show progress; exit 1 if the update fails.")
 @click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
+@ignore_resources_option
 @json_option
 @reports_errors
 def update(
@@ -386,6 +433,7 @@ def update(
     dry_run: bool,
     wait: bool,
     timeout: float,
+    ignore_resources: bool,
     as_json: bool,
 ) -> None:
     """Update service NAME to the spec in FILE (a new version).
@@ -397,19 +445,22 @@ def update(
     Example:
       steady update http-server examples/http_server/service.yaml --dry-run
     """
-    spec = _load_one(file, name)
+    notes: list[str] = []
+    spec = _load_one(file, name, notes, ignore_resources)
+    _print_notes(notes)
     client = Client(_home())
-    result = client.call(
-        "POST",
-        f"/api/v1/services/{name}/update",
-        {
-            "spec": spec.spec_json(),
-            "yaml": file.read_text(encoding="utf-8"),
-            "file": str(file.resolve()),
-            "mode": mode,
-            "dry_run": dry_run,
-        },
-    )
+    with staged(spec, file) as sent:  # skyserve hook: file_mounts copied into the workdir
+        result = client.call(
+            "POST",
+            f"/api/v1/services/{name}/update",
+            {
+                "spec": sent.spec_json(),
+                "yaml": file.read_text(encoding="utf-8"),
+                "file": str(file.resolve()),
+                "mode": mode,
+                "dry_run": dry_run,
+            },
+        )
     _after_plan(client, result, wait, timeout, as_json)
 
 
@@ -448,6 +499,7 @@ def rollback(
     help="Also take down running services FILE did not make (steady up, other files).",
 )
 @yes_option
+@ignore_resources_option
 @json_option
 @reports_errors
 def deploy(
@@ -457,6 +509,7 @@ def deploy(
     timeout: float,
     prune_all: bool,
     yes: bool,
+    ignore_resources: bool,
     as_json: bool,
 ) -> None:
     """Make the services in FILE (services: [...]) the whole desired state.
@@ -476,21 +529,35 @@ def deploy(
         _with_defaults(spec, item, file, f"services[{i}].")
         for i, (spec, item) in enumerate(zip(specs, items, strict=True))
     ]
+    notes: list[str] = []
+    mistakes: list[SpecError] = []
+    for i, spec in enumerate(specs):
+        try:
+            notes.extend(
+                preflight(spec, ignore_resources=ignore_resources, prefix=f"services[{i}].")
+            )
+        except SpecError as exc:
+            mistakes.append(exc)
+    if mistakes:
+        raise SpecError.combine(mistakes, file=str(file))
+    _print_notes(notes)
     client = Client(_home())
     text = file.read_text(encoding="utf-8")
-    request = {
-        "services": [{"spec": s.spec_json(), "yaml": text} for s in specs],
-        "dry_run": True,
-        "file": str(file.resolve()),
-        "prune_all": prune_all,
-    }
-    if not dry_run:
-        plan = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
-        removals = [i["name"] for i in plan["services"] if i["action"] == "down"]
-        if removals:
-            _confirm(f"deploy takes down {', '.join(removals)}", yes)
-        request = {**request, "dry_run": False, "expect_down": removals}
-    result = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
+    with contextlib.ExitStack() as stack:  # skyserve hook: file_mounts into the workdir
+        sent = [stack.enter_context(staged(s, file)) for s in specs]
+        request = {
+            "services": [{"spec": s.spec_json(), "yaml": text} for s in sent],
+            "dry_run": True,
+            "file": str(file.resolve()),
+            "prune_all": prune_all,
+        }
+        if not dry_run:
+            plan = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
+            removals = [i["name"] for i in plan["services"] if i["action"] == "down"]
+            if removals:
+                _confirm(f"deploy takes down {', '.join(removals)}", yes)
+            request = {**request, "dry_run": False, "expect_down": removals}
+        result = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
     for item in result["services"]:
         if item["action"] == "create":
             if item.get("notice"):
@@ -602,8 +669,11 @@ def logs(
             path = found[-1]
     if not path.exists():
         raise CommandError(f"no log yet at {path}", 1)
+    out: Any = sys.stdout.buffer
+    if not controller_log:  # skyserve hook: secrets values never shown
+        out = MaskedOutput(out, secret_values(home.db_path, name))
     writer = logs_mod.LineWriter(
-        sys.stdout.buffer, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)
+        out, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)
     )
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
         logs_mod.show(path, tail, follow, writer=writer)

@@ -42,8 +42,9 @@ from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.skypilot import not_applicable_notes
 from steadyserve.state import ServiceRow, Store, VersionRow
-from steadyserve.states import Desired, ServiceStatus, UpdateMode, VersionOutcome
+from steadyserve.states import Desired, EventKind, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.workdir import relative_excludes
 
 log = logging.getLogger("steadyserve.controller")
@@ -171,6 +172,8 @@ class Controller:
             raise
         runtime = self._new_runtime(row)
         runtime.start()
+        for note in not_applicable_notes(spec):  # skyserve hook: named once, as an event
+            self.store.add_event(name, None, None, EventKind.NOT_APPLICABLE, note)
         await updates.prune(self.store, self.home, runtime, spec.service.history_limit)
         return {
             "name": name,

@@ -47,6 +47,8 @@ class LoadBalancerProcess:
         self.listeners: list[socket.socket] = []
         self.workers: int | None = None  # of the running LB (None: adopted, not known yet)
         self._replacing: set[asyncio.Task[None]] = set()
+        # skyserve hook: service.tls's files for the LB process (lb/tls.py env_for).
+        self.tls_env: dict[str, str] = {}
 
     @property
     def running(self) -> bool:
@@ -152,6 +154,7 @@ class LoadBalancerProcess:
         log_path = self.home.lb_log(self.service)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, STEADY_HOME=str(self.home.root))
+        env.update(self.tls_env)
         with open(log_path, "ab") as log:
             os.chmod(log_path, 0o600)
             popen = subprocess.Popen(

@@ -138,6 +138,8 @@ def apply_probe(rt: ServiceRuntime, replica: ReplicaRow, ok: bool, why: str) -> 
         initial_delay_s=rt.spec.service.readiness_probe.initial_delay_seconds,
     )
     held.failed_probes = verdict.failed_probes
+    if not ok and status is ReplicaStatus.STARTING and replica.control_port is None:
+        rt.port_watch.check(replica.id, replica.pid, replica.port)  # skyserve: fixed ports
     new = verdict.status
     if new is ReplicaStatus.READY:
         extra = {"ready_at": rt.clock.now()} if replica.ready_at is None else {}

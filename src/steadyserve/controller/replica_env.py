@@ -30,6 +30,7 @@ class ReplicaEnvironment:
         Nothing else of the controller's environment, its token above all."""
         env = contract.base_env(os.environ)
         env.update(spec.envs)
+        env.update({k: v for k, v in spec.secrets.items() if v is not None})  # skyserve
         env.update(
             {
                 contract.REPLICA_ID: str(replica.id),

@@ -28,6 +28,7 @@ from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.canary import CanaryDriver
 from steadyserve.controller.clock import Clock, SystemClock
+from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.probes import probe_ready
@@ -38,6 +39,7 @@ from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import route_table
+from steadyserve.lb.tls import env_for as tls_env
 from steadyserve.paths import Home
 from steadyserve.planner import Plan, ReplicaView, service_status
 from steadyserve.spec import ServiceSpec
@@ -115,6 +117,12 @@ class ServiceRuntime:
         self._own_counts: asyncio.Task[None] | None = None
         # Canary hook: the step machine, weights and analysis (controller/canary.py).
         self.canary = CanaryDriver(self)
+        tls = self.spec.service.tls  # skyserve hook: the LB terminates service.tls
+        self.lb.tls_env = tls_env(tls.keyfile, tls.certfile) if tls else {}
+        # skyserve hook: replicas listening on a fixed port, not $PORT (fixed_ports.py).
+        self.port_watch = PortWatch(
+            lambda rid, notice: store.add_event(self.name, rid, None, EventKind.WRONG_PORT, notice)
+        )
 
     # versions ------------------------------------------------------------
     @property
@@ -428,5 +436,6 @@ class ServiceRuntime:
             await self.backend.stop(held.handle, svc.graceful_shutdown_timeout_s)
         self.replicas.pop(replica.id, None)
         self.held.pop(replica.id, None)
+        self.port_watch.forget(replica.id)
         self.store.remove_replica(replica, reason)
         self.wake()

@@ -74,6 +74,7 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
                 "launched_at": r.launched_at,
                 "resources": resources,
                 "region": REGION,
+                "notice": runtime.port_watch.notices.get(r.id),
             }
             for r in replicas
         ],

@@ -71,6 +71,11 @@ async def apply(
             f"service.port: the endpoint port cannot change in an update "
             f"(it is {runtime.row.port}; take the service down and up again)"
         )
+    if spec.service.tls != runtime.spec.service.tls:  # skyserve hook: the LB reads it at start
+        raise BadInput(
+            "service.tls: the endpoint's TLS files cannot change in an update"
+            " (take the service down and up again)"
+        )
     source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
     current = store.version(name, runtime.row.version)
     assert current is not None

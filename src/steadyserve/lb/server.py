@@ -23,6 +23,7 @@ from steadyserve.lb.preview import Preview
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
 from steadyserve.lb.shared_load import REFRESH_S, SharedLoad, refresh, share
+from steadyserve.lb.tls import server_context_from_env
 from steadyserve.lb.websocket import WebSockets
 from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
@@ -152,6 +153,8 @@ class LoadBalancer:
                 # wait in the shared socket's backlog for it instead (bounded).
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._first_table.wait(), FIRST_TABLE_WAIT_S)
+        # skyserve hook: service.tls -> the endpoint speaks HTTPS (lb/tls.py).
+        tls = server_context_from_env()
         if self.config.listen_fds:
             # Sockets the controller bound and keeps open too: connections that
             # arrive while this process restarts wait in their backlogs, not refused.
@@ -161,11 +164,12 @@ class LoadBalancer:
                         lambda: ClientConnection(self.proxy),
                         sock=socket.socket(fileno=fd),
                         backlog=4096,
+                        ssl=tls,
                     )
                 )
             sock = socket.socket(fileno=self.config.listen_fds[0])
             self._server = await loop.create_server(
-                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096
+                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096, ssl=tls
             )
         else:
             self._server = await loop.create_server(
@@ -174,6 +178,7 @@ class LoadBalancer:
                 self.config.port,
                 reuse_address=True,
                 backlog=4096,
+                ssl=tls,
             )
         # uvloop's Server has .sockets like asyncio's; typeshed only knows AbstractServer.
         sockets = getattr(self._server, "sockets", None) or ()

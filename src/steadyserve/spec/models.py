@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     Field,
     StrictBool,
     StrictStr,
+    field_validator,
     model_validator,
 )
 
+from steadyserve.spec.base import _Model
 from steadyserve.spec.convert import _validate
 from steadyserve.spec.errors import TOP_LEVEL, SpecError, _fail
 from steadyserve.spec.fields import (
@@ -34,7 +36,8 @@ from steadyserve.spec.fields import (
     StringOrJsonMapping,
     Text,
 )
-from steadyserve.spec.sections import ServiceSection, _Model
+from steadyserve.spec.sections import ServiceSection
+from steadyserve.spec.skypilot import check_file_mounts
 
 
 class Resources(_Model):
@@ -108,7 +111,18 @@ class ServiceSpec(_Model):
     num_nodes: NumNodes = 1
     """SkyPilot's key, accepted for compatibility: a replica is one process, so only 1."""
     file_mounts: JsonMapping = Field(default_factory=dict)
-    """SkyPilot's key, accepted for compatibility and ignored: replicas run locally."""
+    """SkyPilot's key: local sources are copied into the version's workdir (the
+    loaders make them absolute); cloud URLs are refused."""
+    secrets: dict[EnvName, ScalarText | None] = Field(default_factory=dict)
+    """SkyPilot's ``secrets``: environment variables like ``envs``, whose values
+    are never shown (plans, status, history). A null value is taken from the
+    environment of ``steady`` by the loaders (SkyPilot's ``--secret NAME``)."""
+
+    @field_validator("file_mounts")
+    @classmethod
+    def _local_mounts(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_file_mounts(value)
+        return value
 
     @model_validator(mode="after")
     def _command_or_python(self) -> ServiceSpec:

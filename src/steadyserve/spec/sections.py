@@ -4,22 +4,23 @@ update modes, canary, load-balancer limits and the ``service:`` section."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     StrictBool,
+    StrictStr,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from steadyserve.spec.base import _Model
+from steadyserve.spec.canary import BlueGreenPolicy, CanaryPolicy
+from steadyserve.spec.canary import CanaryAnalysis as CanaryAnalysis
+from steadyserve.spec.canary import CanaryStep as CanaryStep
 from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import (
-    Fraction,
     HeaderName,
     JsonData,
     LoadBalancingPolicyField,
@@ -35,40 +36,9 @@ from steadyserve.spec.fields import (
     Unavailable,
     UpdateModeField,
     UrlPath,
-    Weight,
     _finite,
 )
-
-# -------------------------------------------------------------------------- models
-
-
-class _Model(BaseModel):
-    """Base of every spec model.
-
-    Unknown fields are errors (a typo must not silently mean "default"); models are
-    frozen because a spec is a value stored per version and compared, never edited
-    (use ``model_copy(update=...)``); defaults are validated so they are stored in
-    the same normal form as user input (``600`` -> ``600.0``).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _plain_keys_and_null_sections(cls, data: Any) -> Any:
-        """Field names must be strings, and ``section:`` left empty in YAML (null)
-        means that section's defaults: it is what commenting out its lines leaves."""
-        if not isinstance(data, dict):
-            return data
-        for key in data:
-            if not isinstance(key, str):
-                raise _fail("field names must be strings (got {got})", got=repr(key)[:40])
-        fields = cls.model_fields
-        return {
-            key: value
-            for key, value in data.items()
-            if not (value is None and key in fields and fields[key].default_factory is not None)
-        }
+from steadyserve.spec.skypilot import TlsConfig
 
 
 class ReadinessProbe(_Model):
@@ -131,6 +101,10 @@ class ReplicaPolicy(_Model):
     downscaling_factor: PositiveNumber | None = None
     initial_replicas: NonNegativeInt | None = None
     """Ray's count at deploy time; None means ``min_replicas``."""
+    base_ondemand_fallback_replicas: NonNegativeInt | None = None
+    dynamic_ondemand_fallback: StrictBool | None = None
+    spot_placer: StrictStr | None = None
+    """SkyServe's spot keys: validated, reported as not applicable (spec/skypilot.py)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -260,90 +234,6 @@ def _resolve_percent(value: int | str, target: int, *, round_up: bool) -> int:
     return -(-scaled // 100) if round_up else scaled // 100
 
 
-def _pause(value: object) -> float | dict[str, Any]:
-    """``pause: 60`` (seconds) or ``pause: {}`` (until ``steady promote``)."""
-    if value == {} and isinstance(value, dict):
-        return {}
-    number = _finite(value)
-    if number is not None and number >= 0:
-        return number
-    raise _fail("must be seconds >= 0, or {} to wait for steady promote")
-
-
-class CanaryStep(_Model):
-    """One step of a canary: shift ``weight`` percent of traffic, or pause: ``pause``
-    seconds, or ``pause: {}`` until ``steady promote``."""
-
-    weight: Weight | None = None
-    pause: Annotated[float | dict[str, Any], BeforeValidator(_pause)] | None = None
-
-    @property
-    def pause_s(self) -> float | None:
-        """The pause in seconds; None for ``pause: {}`` (or a weight step)."""
-        return self.pause if isinstance(self.pause, float) else None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> CanaryStep:
-        if (self.weight is None) == (self.pause is None):
-            raise _fail("a step is either weight: N or pause: seconds (exactly one)")
-        return self
-
-
-class CanaryAnalysis(_Model):
-    """Thresholds that fail a canary step; an unset threshold is not checked."""
-
-    max_error_rate: Fraction | None = None
-    max_p99_latency_ms: PositiveNumber | None = None
-    min_requests: NonNegativeInt = 100
-    """Requests the canary must have served in the window before the thresholds are judged."""
-    max_error_rate_increase: Fraction | None = None
-    """Fail when the canary's error rate exceeds the stable version's by more than this."""
-    max_p99_ratio: PositiveNumber | None = None
-    """Fail when the canary's p99 exceeds the stable version's p99 times this."""
-    interval_s: PositiveSeconds = 10.0
-    """The sliding window and the time between two checks."""
-    failure_limit: PositiveInt = 1
-    """Failed checks in a row that abort the canary."""
-
-
-def _default_canary_steps() -> list[CanaryStep]:
-    return [CanaryStep(weight=10), CanaryStep(pause=60.0), CanaryStep(weight=100)]
-
-
-class CanaryPolicy(_Model):
-    """Steps for ``update_mode: canary``; always present so ``--mode canary`` works
-    on any service (the default in docs/design.md: 10%, wait a minute, 100%)."""
-
-    steps: list[CanaryStep] = Field(default_factory=_default_canary_steps)
-    analysis: CanaryAnalysis = Field(default_factory=CanaryAnalysis)
-
-    @field_validator("steps")
-    @classmethod
-    def _ends_at_full_weight(cls, steps: list[CanaryStep]) -> list[CanaryStep]:
-        if not steps:
-            raise _fail("must not be empty")
-        weights = [step.weight for step in steps if step.weight is not None]
-        if not weights or weights[-1] != 100:
-            raise _fail(
-                "the last weight must be 100 (a canary ends with all traffic on the new version)"
-            )
-        return steps
-
-
-class BlueGreenPolicy(_Model):
-    """``service.blue_green:``: for updates in ``blue_green`` mode, a preview of the
-    new version on its own port, a switch that waits for ``steady promote``, and
-    the old version kept warm after the switch (docs/canary.md)."""
-
-    preview_port: PortNumber | None = None
-    """While a blue-green update runs, this port serves only the new version."""
-    auto_promote: StrictBool = True
-    """False: all new replicas READY, the switch waits for ``steady promote``."""
-    scale_down_delay_s: Seconds = 0.0
-    """The old version stays up (out of routing) this long after the switch, so
-    ``steady abort`` is one route-table change."""
-
-
 class LoadBalancerLimits(_Model):
     """``service.load_balancer:``: how long the load balancer waits for clients and
     how many client connections it holds (docs/load-balancer.md)."""
@@ -402,6 +292,21 @@ class ServiceSection(_Model):
     balancer closes it with 1001 "going away" (docs/load-balancer.md)."""
     port: PortNumber | None = None
     """The endpoint's port; None means the next free one from 30001."""
+    tls: TlsConfig | None = None
+    """SkyServe's ``service.tls`` (older ``https``): the load balancer serves HTTPS."""
+    ports: PortNumber | None = None
+    """SkyServe's replica port: what a replica listens on when ``run`` ignores ``$PORT``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _https_is_tls(cls, data: Any) -> Any:
+        """SkyServe's older name ``https:`` (``key``/``cert``) means ``tls:``."""
+        if isinstance(data, dict) and "https" in data:
+            if data.get("tls") is not None:
+                raise _fail("tls and https are mutually exclusive (https is tls's older name)")
+            rest = {k: v for k, v in data.items() if k != "https"}
+            return {**rest, "tls": data["https"]}
+        return data
 
     @field_validator("readiness_probe", mode="before")
     @classmethod
