@@ -65,7 +65,12 @@ class FakeBackend:
         return self._port
 
     async def prepare(
-        self, service: str, version: int, setup: str | None, env: dict[str, str]
+        self,
+        service: str,
+        version: int,
+        setup: str | None,
+        env: dict[str, str],
+        pip: list[str] | str | None = None,
     ) -> Path:
         return self.home.version_workdir(service, version)
 

@@ -539,7 +539,9 @@ class ServiceRuntime:
         env = self._replica_env(replica, spec, port, control_port, secret)
         # setup is user code too: it never sees the control secret.
         setup_env = {k: v for k, v in env.items() if k != contract.CONTROL_SECRET}
-        workdir = await self.backend.prepare(self.name, replica.version, spec.setup, setup_env)
+        workdir = await self.backend.prepare(
+            self.name, replica.version, spec.setup, setup_env, pip=spec.pip
+        )
         if replica.status != ReplicaStatus.PROVISIONING.value:
             return None, None
         handle = await self.backend.launch(

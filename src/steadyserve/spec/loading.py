@@ -137,6 +137,8 @@ def _with_absolute_workdir(spec: ServiceSpec, base_dir: Path) -> ServiceSpec:
     """Resolve ``workdir`` now, while the file's folder is known: the controller
     runs elsewhere and later, and copies the directory per version."""
     if spec.workdir is None:
+        if isinstance(spec.pip, str):  # environments hook
+            raise SpecError("pip", f"the requirements file {spec.pip} needs a workdir")
         return spec
     try:
         path = Path(spec.workdir).expanduser()
@@ -148,6 +150,8 @@ def _with_absolute_workdir(spec: ServiceSpec, base_dir: Path) -> ServiceSpec:
         raise SpecError("workdir", f"no such directory: {spec.workdir}") from None
     if not exists:
         raise SpecError("workdir", f"no such directory: {path}")
+    if isinstance(spec.pip, str) and not (path / spec.pip).is_file():  # environments hook
+        raise SpecError("pip", f"no requirements file {spec.pip} in the workdir {path}")
     return spec.model_copy(update={"workdir": str(path)})
 
 
