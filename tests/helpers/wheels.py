@@ -19,9 +19,7 @@ def make_wheel(folder: Path, name: str, version: str) -> Path:
     info = f"{name}-{version}.dist-info"
     files = {
         f"{name}/__init__.py": f'__version__ = "{version}"\n'.encode(),
-        f"{info}/METADATA": (
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-        ).encode(),
+        f"{info}/METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n").encode(),
         f"{info}/WHEEL": (
             b"Wheel-Version: 1.0\nGenerator: steadyserve-tests\n"
             b"Root-Is-Purelib: true\nTag: py3-none-any\n"
