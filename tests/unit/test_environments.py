@@ -18,7 +18,10 @@ from tests.helpers.wheels import make_wheel, offline_env
 
 from steadyserve import environment_build as eb
 from steadyserve import environments as envs
+from steadyserve.changes import classify
 from steadyserve.paths import Home
+from steadyserve.spec import ServiceSpec, SpecError
+from steadyserve.spec.loading import parse_service
 
 PY = "cpython-311 3.11.7"
 
@@ -268,3 +271,50 @@ def test_prune_keeps_used_deletes_unused_and_dead_builds(tmp_path: Path, wheels:
     assert eb.existing(home, two.key) == two
     assert not dead.exists() and live.exists()
     assert sorted(os.listdir(root)) == sorted([".cafe-live", two.key, os.readlink(two.path)])
+
+
+# ------------------------------------------------------------ the pip: field
+
+
+def test_pip_field_takes_a_list_or_a_requirements_file_in_the_workdir(tmp_path: Path) -> None:
+    (tmp_path / "deps").mkdir()
+    (tmp_path / "deps" / "reqs.txt").write_text("pinme==1.0\n")
+    spec = parse_service({"run": "x", "pip": [" pinme==1.0 "]}, base_dir=tmp_path, name="a")
+    assert spec.pip == ["pinme==1.0"]
+    spec = parse_service(
+        {"run": "x", "pip": "deps/reqs.txt", "workdir": "."}, base_dir=tmp_path, name="a"
+    )
+    assert spec.pip == "deps/reqs.txt"
+    assert ServiceSpec.from_json(spec.spec_json()).pip == "deps/reqs.txt"
+
+
+@pytest.mark.parametrize(
+    ("pip", "workdir", "message"),
+    [
+        ("missing.txt", ".", "pip: no requirements file missing.txt in the workdir"),
+        ("deps/reqs.txt", None, "pip: the requirements file deps/reqs.txt needs a workdir"),
+        ("../reqs.txt", ".", "pip: a requirements file must be a relative path inside"),
+        ("/etc/reqs.txt", ".", "pip: a requirements file must be a relative path inside"),
+        ([1], None, "pip: each requirement must be a non-empty string"),
+        ([""], None, "pip: each requirement must be a non-empty string"),
+        ({"packages": ["a"]}, None, "pip: must be a list of requirements or a requirements"),
+        ("", None, "pip: must be a list of requirements or a requirements"),
+    ],
+)
+def test_bad_pip_is_one_line_naming_the_field(
+    tmp_path: Path, pip: object, workdir: str | None, message: str
+) -> None:
+    data: dict[str, object] = {"run": "x", "pip": pip}
+    if workdir is not None:
+        data["workdir"] = workdir
+    with pytest.raises(SpecError) as caught:
+        parse_service(data, base_dir=tmp_path, name="a")
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_changing_pip_is_a_restart() -> None:
+    old = ServiceSpec.model_validate({"run": "x", "pip": ["pinme==1.0"]})
+    new = ServiceSpec.model_validate({"run": "x", "pip": ["pinme==2.0"]})
+    changes = classify(old, new, old_workdir_hash=None, new_workdir_hash=None)
+    assert [(c.path, c.kind) for c in changes.changes] == [("pip", "restart")]
+    assert "new environment" in changes.changes[0].why
