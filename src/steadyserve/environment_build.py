@@ -7,6 +7,7 @@ module runs it. Layout::
     envs/.KEY16-RANDOM/venv/         the virtualenv (built where it stays: venvs
                                      do not survive being moved)
     envs/.KEY16-RANDOM/build.log     the output of creating it, pip: and setup
+    envs/.KEY16-RANDOM/outputs/      what setup added to the workdir (environment_outputs.py)
     envs/.KEY16-RANDOM/.building     locked while a build runs
 
 An environment exists exactly when its ``KEY`` link does, and the link is made
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import steadyserve
+from steadyserve import environment_outputs as outputs
 from steadyserve import environments as plan
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
@@ -162,9 +164,11 @@ async def ensure(
     lock = _locks.setdefault(root / key, asyncio.Lock())
     async with lock:
         found = existing(home, key)
-        if found is not None:
-            return found, False
-        return await _build(root, key, workdir, setup, pip, env, failure_log), True
+        built = found is None
+        if found is None:
+            found = await _build(root, key, workdir, setup, pip, env, failure_log)
+    await asyncio.to_thread(outputs.restore, found.path / outputs.OUTPUTS, workdir)
+    return found, built
 
 
 async def _build(
@@ -201,7 +205,9 @@ async def _build(
             if setup:
                 out.write(b"--- setup ---\n")
                 out.flush()
+                before = await asyncio.to_thread(outputs.listing, workdir)
                 await _step("setup", ["bash", "-c", setup], workdir, inside, out, folder)
+                await asyncio.to_thread(outputs.keep, workdir, before, folder / outputs.OUTPUTS)
         seconds = time.monotonic() - started
         meta = {"key": key, "tool": steps.tool, "built_at": time.time(), "seconds": seconds}
         (folder / "environment.json").write_text(json.dumps(meta))

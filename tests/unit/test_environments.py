@@ -318,3 +318,24 @@ def test_changing_pip_is_a_restart() -> None:
     changes = classify(old, new, old_workdir_hash=None, new_workdir_hash=None)
     assert [(c.path, c.kind) for c in changes.changes] == [("pip", "restart")]
     assert "new environment" in changes.changes[0].why
+
+
+def test_what_setup_adds_to_the_workdir_reaches_every_version_sharing_it(
+    tmp_path: Path, wheels: Path
+) -> None:
+    """setup runs once per environment; a later version with other code but the
+    same key still gets the files setup made (as when setup ran per version)."""
+    home = Home(tmp_path / "home")
+    env = build_env(wheels, TOOLS[-1])
+    setup = "mkdir -p models && echo weights > models/model.bin && python -c 'import app'"
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    for folder, code in ((v1, "x = 1\n"), (v2, "x = 2\n")):
+        folder.mkdir()
+        (folder / "app.py").write_text(code)
+    environment, built = asyncio.run(eb.ensure(home, v1, setup, None, env))
+    assert built and (v1 / "models" / "model.bin").read_text() == "weights\n"
+    again, built = asyncio.run(eb.ensure(home, v2, setup, None, env))
+    assert again == environment and not built
+    assert (v2 / "models" / "model.bin").read_text() == "weights\n"
+    assert (v2 / "app.py").read_text() == "x = 2\n"  # the version's own code stays
+    assert not (v2 / "__pycache__").exists()  # byte-code caches are not outputs
