@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import steadyserve
 from steadyserve import environment_outputs as outputs
@@ -199,7 +200,7 @@ async def _build(
             out.write(f"--- building environment {key[:16]} with {steps.tool} ---\n".encode())
             out.flush()
             await _step("creating the virtualenv", steps.create, workdir, env, out, folder)
-            _link_parent(venv, steps.tool)
+            _link_parent(venv)
             if steps.install is not None:
                 await _step("pip", steps.install, workdir, inside, out, folder)
             if setup:
@@ -229,16 +230,15 @@ async def _build(
 
 
 async def _step(
-    what: str, argv: list[str], cwd: Path, env: dict[str, str], out: object, folder: Path
+    what: str, argv: list[str], cwd: Path, env: dict[str, str], out: BinaryIO, folder: Path
 ) -> None:
-    assert hasattr(out, "fileno")
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=out,  # type: ignore[arg-type]
+            stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -255,7 +255,7 @@ async def _step(
         raise BuildError(f"{what} exited with code {code}: {plan.tail(output)}")
 
 
-def _link_parent(venv: Path, tool: str) -> None:
+def _link_parent(venv: Path) -> None:
     """Let the venv import SteadyServe's packages (after its own), and give it a
     ``pip`` command that installs into it."""
     for site in venv.glob("lib/python*/site-packages"):
