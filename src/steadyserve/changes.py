@@ -83,6 +83,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
 _RESTART_WHY: dict[str, str] = {
     "run": "the replica command changed",
     "setup": "the setup command changed",
+    "pip": "the version's packages changed (a new environment)",
     "import_path": "the replica code changed",
     "envs": "environment variables are read at start",
     "secrets": "environment variables are read at start",

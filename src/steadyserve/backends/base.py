@@ -60,9 +60,16 @@ class ReplicaHandle(Protocol):
 
 class Backend(Protocol):
     async def prepare(
-        self, service: str, version: int, setup: str | None, env: dict[str, str]
+        self,
+        service: str,
+        version: int,
+        setup: str | None,
+        env: dict[str, str],
+        pip: list[str] | str | None = None,
     ) -> Path:
-        """Make the version's workdir ready (setup runs once per version); return it."""
+        """Make the version's workdir ready; return it. With ``setup`` or ``pip``
+        the version gets its own environment (steadyserve/environments.py), which
+        its replicas then run in."""
 
     async def launch(self, request: LaunchRequest) -> ReplicaHandle:
         """Place and start the replica at an address the backend chose."""

@@ -96,7 +96,12 @@ class FakeBackend:
         return self._server_port
 
     async def prepare(
-        self, service: str, version: int, setup: str | None, env: dict[str, str]
+        self,
+        service: str,
+        version: int,
+        setup: str | None,
+        env: dict[str, str],
+        pip: list[str] | str | None = None,
     ) -> Path:
         if self.prepare_error is not None:
             raise ProvisionError(self.prepare_error)

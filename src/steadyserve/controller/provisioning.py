@@ -78,7 +78,9 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
     rt.transition(replica, ReplicaStatus.PROVISIONING, "preparing workdir")
     env = rt.environment.env(replica, spec)
     setup_env = rt.environment.setup_env(env)
-    workdir = await rt.backend.prepare(rt.name, replica.version, spec.setup, setup_env)
+    workdir = await rt.backend.prepare(
+        rt.name, replica.version, spec.setup, setup_env, pip=spec.pip
+    )
     if replica.status is not ReplicaStatus.PROVISIONING:
         return None
     return await rt.backend.launch(

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from steadyserve import environment_build
 from steadyserve.changes import classify, may_hold_secret
 from steadyserve.controller.errors import BadInput
 from steadyserve.paths import Home
@@ -252,7 +253,20 @@ async def prune(
             log.exception("%s: could not free stored files after pruning", name)
             removed = 0
         log.info("%s: pruned the files of versions %s (%d stored files)", name, doomed, removed)
+    await prune_environments(store, home)
     return doomed
+
+
+async def prune_environments(store: Store, home: Home) -> None:
+    """environments hook: delete the virtualenvs no kept version (of any service) uses."""
+    try:
+        kept = environment_build.kept_versions(home, store)
+        freed = await asyncio.to_thread(environment_build.prune_unused, home, kept)
+    except OSError:  # unreclaimed space is not a reason to fail the command
+        log.exception("could not delete unused environments")
+        return
+    if freed:
+        log.info("deleted %d unused environments: %s", len(freed), [k[:16] for k in freed])
 
 
 def _shown(path: str, value: object) -> object:

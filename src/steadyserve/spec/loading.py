@@ -186,6 +186,10 @@ def _with_resolved_paths(
 
     if spec.workdir is not None:
         update["workdir"] = resolve("workdir", spec.workdir, "dir")
+        if isinstance(spec.pip, str) and not (Path(update["workdir"]) / spec.pip).is_file():
+            raise SpecError("pip", f"no requirements file {spec.pip} in the workdir")
+    elif isinstance(spec.pip, str):
+        raise SpecError("pip", f"the requirements file {spec.pip} needs a workdir")
     if spec.file_mounts:
         update["file_mounts"] = {
             dest: resolve(f"file_mounts.{dest}", source, "any")

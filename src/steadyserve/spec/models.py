@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    BeforeValidator,
     Field,
     StrictBool,
     StrictStr,
@@ -13,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from steadyserve.environments import requirements_path
 from steadyserve.spec.base import _Model
 from steadyserve.spec.convert import _validate
 from steadyserve.spec.errors import TOP_LEVEL, SpecError, _fail
@@ -38,6 +40,26 @@ from steadyserve.spec.fields import (
 )
 from steadyserve.spec.sections import ServiceSection
 from steadyserve.spec.skypilot import check_file_mounts
+
+
+def _pip(value: object) -> list[str] | str:
+    """``pip:`` as Ray's ``runtime_env.pip``: requirement specifiers, or a
+    requirements file inside the workdir (checked against it by the loaders)."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise _fail("must be a list of requirements or a requirements file's path")
+        if requirements_path(value) is None:
+            raise _fail("a requirements file must be a relative path inside the workdir")
+        return value.strip()
+    if not isinstance(value, list):
+        raise _fail("must be a list of requirements or a requirements file's path")
+    for item in value:
+        if not isinstance(item, str) or not item.strip() or "\0" in item:
+            raise _fail("each requirement must be a non-empty string, like pinme==1.0")
+    return [item.strip() for item in value]
+
+
+PipField = Annotated[list[str] | str, BeforeValidator(_pip)]
 
 
 class Resources(_Model):
@@ -106,6 +128,8 @@ class ServiceSpec(_Model):
     envs: dict[EnvName, ScalarText] = Field(default_factory=dict)
     workdir: NonEmptyText | None = None
     setup: Text | None = None
+    pip: PipField | None = None
+    """Installed into the version's own environment (steadyserve/environments.py)."""
     run: Command | None = None
     import_path: ImportPath | None = None
     num_nodes: NumNodes = 1
