@@ -380,7 +380,7 @@ class ServiceRuntime:
                 "max_ongoing_requests": svc.max_ongoing_requests,
                 "max_queued_requests": svc.max_queued_requests,
                 "replicas": replicas,
-                "blocked_paths": [svc.reconfigure_path] if svc.reconfigure_path else [],
+                "blocked_paths": _blocked_paths(self.spec),
                 "load_balancer": svc.load_balancer.model_dump(),
                 "request_timeout_s": svc.request_timeout_s,
                 # Scale to zero: the LB holds requests that arrive at zero this long.
@@ -478,6 +478,9 @@ class ServiceRuntime:
                 env[contract.USER_CONFIG] = json.dumps(svc.user_config)
             if control_secret is not None:
                 env[contract.CONTROL_SECRET] = control_secret
+            # rsapi hook: handles (steadyserve.serve) read the callees' route tables.
+            env[contract.CONTROLLER_FILE] = str(self.home.controller_file)
+            env[contract.GRAPH_SECRET] = contract.graph_secret(self.home.root)
         return env
 
     def control_headers(self, replica: ReplicaRow) -> dict[str, str]:
@@ -685,3 +688,13 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return line[:500]
+
+
+def _blocked_paths(spec: ServiceSpec) -> list[str]:
+    """Control paths clients must never reach through the load balancer: a command
+    replica's reconfigure_path; a Python replica's handle-call path (rsapi hook)."""
+    reconfigure_path = spec.service.reconfigure_path
+    blocked = [reconfigure_path] if reconfigure_path else []
+    if spec.import_path is not None:
+        blocked.append(contract.HANDLE_CALL_PATH)
+    return blocked
