@@ -1,0 +1,91 @@
+"""Handles end to end: the text_ml graph as two services, the Summarizer calling the
+Translator through a handle, across an in-place reconfigure and a rolling restart
+of the callee, with no failed request."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from tests.helpers.figures import report
+from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
+
+TEXT = "Hello my friend. The cat is in the house. Good morning my friend, my good friend."
+QUERY = "/?text=" + TEXT.replace(" ", "+").replace(",", "%2C")
+
+
+def graph_copy(tmp: Path) -> Path:
+    """The example with short probe and drain periods (fast, and drains really happen)."""
+    app = tmp / "text_ml"
+    shutil.copytree(EXAMPLES / "text_ml", app)
+    fleet = app / "fleet.yaml"
+    text = fleet.read_text()
+    text = text.replace("health_check_period_s: 1", "health_check_period_s: 0.2")
+    text = text.replace("graceful_shutdown_timeout_s: 5", "graceful_shutdown_timeout_s: 3")
+    fleet.write_text(text)
+    return fleet
+
+
+def port_of(svc: dict[str, object]) -> int:
+    return int(str(svc["endpoint"]).rsplit(":", 1)[1])
+
+
+def test_handle_calls_follow_reconfigure_and_a_rolling_restart(
+    steady: Steady, tmp_path: Path
+) -> None:
+    fleet = graph_copy(tmp_path)
+    steady.run("deploy", str(fleet), "--wait", "--timeout", "90")
+    port = port_of(steady.service("summarizer"))
+    status, body = http_get(port, QUERY)
+    assert status == 200, body
+    assert body.decode() == "Bon matin mon ami, mon bon ami."
+
+    # In place: the translator's language changes, the summarizer's answers follow.
+    pids = sorted(r["pid"] for r in steady.service("translator")["replicas"])
+    client = LoadClient(port, path=QUERY, max_seconds=90).start()
+    time.sleep(0.5)
+    fleet.write_text(fleet.read_text().replace("language: french", "language: german"))
+    out = steady.run("deploy", str(fleet), "--wait", "--timeout", "60").stdout
+    assert "in place" in out
+    marker = time.time()
+    time.sleep(0.5)
+    # Rolling restart of the callee (a new env: new processes) under the same load.
+    text = fleet.read_text().replace(
+        "    import_path: text_ml:app.Translator\n",
+        "    import_path: text_ml:app.Translator\n    envs:\n      REVISION: '2'\n",
+    )
+    fleet.write_text(text)
+    steady.run("deploy", str(fleet), "--wait", "--timeout", "90")
+    time.sleep(0.5)
+    client.stop()
+    report(f"handle calls across reconfigure + rolling restart of the callee: {client.summary()}")
+    assert client.failed == 0, client.summary()
+    assert client.sent > 50
+    later = {b.decode() for t, b in client.bodies if t > marker}
+    assert later == {"Gut morgen mein freund, mein gut freund."}
+    translator = steady.wait_for(
+        "translator",
+        lambda svc: (
+            len(svc["replicas"]) == 2 and all(r["pid"] not in pids for r in svc["replicas"])
+        ),
+        what="the old translator replicas to be gone",
+    )
+    assert translator["version"] == 3
+    new_pids = sorted(r["pid"] for r in translator["replicas"])
+    assert not set(new_pids) & set(pids)  # the restart really replaced the callee
+    assert steady.service("summarizer")["version"] == 1
+
+
+def test_the_call_path_is_refused_by_the_load_balancer(steady: Steady, tmp_path: Path) -> None:
+    fleet = graph_copy(tmp_path)
+    steady.run("deploy", str(fleet), "--wait", "--timeout", "90")
+    svc = steady.service("translator")
+    status, _ = http_get(port_of(svc), "/-/steady/call")
+    assert status == 404
+    # The replica itself takes the call (what the handles use).
+    replica_port = svc["replicas"][0]["port"]
+    status, body = http_get(replica_port, "/-/steady/call")
+    assert status == 405 and b"POST" in body
+    assert json.loads(http_get(port_of(svc), "/?text=hello")[1])["translation"] == "bonjour"
