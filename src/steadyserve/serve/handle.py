@@ -18,7 +18,9 @@ through ``STEADY_CONTROLLER_FILE``; or ``STEADY_GRAPH_ROUTES`` (JSON
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import contextlib
 import json
 import os
 import threading
@@ -53,6 +55,13 @@ class _Runtime:
         self.session: aiohttp.ClientSession | None = None
         thread = threading.Thread(target=self.loop.run_forever, name="steady-handles", daemon=True)
         thread.start()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Close the connection pool at exit (quietly; the loop's thread is a daemon)."""
+        if self.session is not None and not self.loop.is_closed():
+            with contextlib.suppress(Exception):
+                self.submit(self.session.close()).result(timeout=2)
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)

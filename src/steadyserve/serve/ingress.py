@@ -20,9 +20,10 @@ def ingress(app: Any) -> Callable[[Any], Any]:
         raise TypeError(f"serve.ingress expects an ASGI app, not {type(app).__name__}")
 
     def mark(cls: Any) -> Any:
-        if not isinstance(cls, type):
+        target = getattr(cls, "func_or_class", cls)  # above @serve.deployment too
+        if not isinstance(target, type):
             raise TypeError("@serve.ingress(app) decorates a class, under @serve.deployment")
-        setattr(cls, INGRESS_ATTRIBUTE, app)
+        setattr(target, INGRESS_ATTRIBUTE, app)
         return cls
 
     return mark
