@@ -541,7 +541,8 @@ class ServiceRuntime:
         secret = self._control_secret(replica) if control_port is not None else None
         env = self._replica_env(replica, spec, port, control_port, secret)
         # setup is user code too: it never sees the control secret.
-        setup_env = {k: v for k, v in env.items() if k != contract.CONTROL_SECRET}
+        hidden = (contract.CONTROL_SECRET, contract.GRAPH_SECRET)  # graph secret: rsapi hook
+        setup_env = {k: v for k, v in env.items() if k not in hidden}
         workdir = await self.backend.prepare(self.name, replica.version, spec.setup, setup_env)
         if replica.status != ReplicaStatus.PROVISIONING.value:
             return None, None
