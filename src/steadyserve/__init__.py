@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
-from steadyserve.replica import deployment
+# Ray Serve's decorator (options, .bind(), .options()); steadyserve.serve has the rest.
+from steadyserve.serve.deployment import deployment
 
 __all__ = ["__version__", "deployment"]

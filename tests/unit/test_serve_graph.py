@@ -240,3 +240,22 @@ def test_frames_split_anywhere_come_out_whole_and_errors_raise() -> None:
             reader.feed(stream[i : i + 1])
             got.extend(reader.values())
     assert got == ["a", "bc", "d"]
+
+
+def test_the_cli_fills_service_fields_from_rays_options(tmp_path: Path) -> None:
+    from steadyserve.cli.python_defaults import with_deployment_defaults
+    from steadyserve.spec import parse_service
+
+    (tmp_path / "queued.py").write_text(
+        "from steadyserve import deployment\n"
+        "@deployment(name='Q', num_replicas=2, max_queued_requests=7,\n"
+        "            graceful_shutdown_wait_loop_s=0.5)\n"
+        "class Q:\n"
+        "    def __call__(self, request):\n"
+        "        return 'q'\n"
+    )
+    raw: dict[str, Any] = {"name": "q", "import_path": "queued:Q", "workdir": str(tmp_path)}
+    spec = with_deployment_defaults(parse_service(raw, base_dir=tmp_path), raw, tmp_path)
+    assert spec.service.replicas == 2
+    assert spec.service.max_queued_requests == 7
+    assert spec.service.graceful_shutdown_wait_loop_s == 0.5
