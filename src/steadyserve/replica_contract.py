@@ -45,6 +45,8 @@ USER_CONFIG = "STEADY_USER_CONFIG"
 # replicas of one home send each other pickle (read and removed like CONTROL_SECRET).
 CONTROLLER_FILE = "STEADY_CONTROLLER_FILE"
 GRAPH_SECRET = "STEADY_GRAPH_SECRET"
+ROUTES_TOKEN = "STEADY_ROUTES_TOKEN"
+"""Lets handles read route tables (only) from a controller that requires STEADY_TOKEN."""
 HANDLE_CALL_PATH = "/-/steady/call"
 """Where a Python replica takes handle calls; every load balancer refuses it."""
 
@@ -118,6 +120,11 @@ def graph_secret(home_root: Path) -> str:
     """The secret every Python replica of this home gets: handle calls carrying it
     may send pickle (docs/ray-serve-api.md)."""
     return hmac.new(_home_key(home_root), b"graph-pickle", hashlib.sha256).hexdigest()
+
+
+def routes_token(home_root: Path) -> str:
+    """The bearer token that reads ``GET /api/v1/lb/NAME/routes`` and nothing else."""
+    return hmac.new(_home_key(home_root), b"routes-read", hashlib.sha256).hexdigest()
 
 
 @lru_cache(maxsize=64)

@@ -9,6 +9,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
 
@@ -89,3 +91,20 @@ def test_the_call_path_is_refused_by_the_load_balancer(steady: Steady, tmp_path:
     status, body = http_get(replica_port, "/-/steady/call")
     assert status == 405 and b"POST" in body
     assert json.loads(http_get(port_of(svc), "/?text=hello")[1])["translation"] == "bonjour"
+
+
+def test_handles_read_routes_from_a_controller_that_requires_a_token(
+    monkeypatch: pytest.MonkeyPatch, steady: Steady, tmp_path: Path
+) -> None:
+    """Replicas never get STEADY_TOKEN; their routes-only token is enough for handles.
+    (monkeypatch first: its undo runs after ``steady``'s teardown, which needs the token.)"""
+    monkeypatch.setenv("STEADY_TOKEN", "controller-only-token")
+    fleet = graph_copy(tmp_path)
+    text = fleet.read_text().replace(
+        "    import_path: text_ml:app\n",
+        "    import_path: text_ml:app\n    envs:\n      STEADY_HANDLE_WAIT_S: 5\n",
+    )
+    fleet.write_text(text)
+    steady.run("deploy", str(fleet), "--wait", "--timeout", "90")
+    status, body = http_get(port_of(steady.service("summarizer")), QUERY, timeout=20)
+    assert (status, body.decode()) == (200, "Bon matin mon ami, mon bon ami.")

@@ -481,6 +481,7 @@ class ServiceRuntime:
             # rsapi hook: handles (steadyserve.serve) read the callees' route tables.
             env[contract.CONTROLLER_FILE] = str(self.home.controller_file)
             env[contract.GRAPH_SECRET] = contract.graph_secret(self.home.root)
+            env[contract.ROUTES_TOKEN] = contract.routes_token(self.home.root)
         return env
 
     def control_headers(self, replica: ReplicaRow) -> dict[str, str]:

@@ -81,7 +81,8 @@ class _Runtime:
             static = _json_env(GRAPH_ROUTES).get(service)
             controller_file = os.environ.get(CONTROLLER_FILE)
             home = Home(Path(controller_file).parent) if controller_file else None
-            router.start(home, static if isinstance(static, str) else None)
+            token = os.environ.get(contract.ROUTES_TOKEN) or None
+            router.start(home, static if isinstance(static, str) else None, token)
             self.routers[service] = router
         return router
 

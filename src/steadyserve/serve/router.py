@@ -1,7 +1,7 @@
 """A handle's own small load balancer: one callee service's replicas, called directly.
 
 The route table comes from the controller's long-poll, the one the service's
-load balancer reads (``RouteClient``), so a handle sees a rolling update as the
+load balancer reads, so a handle sees a rolling update as the
 load balancer does: new replicas appear, draining ones disappear within
 milliseconds. Replicas are picked by the service's own policy (``lb/policies``)
 under its ``max_ongoing_requests``, counting this process's calls.
@@ -16,21 +16,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import aiohttp
 
 from steadyserve.lb.policies import Policy, make_policy
-from steadyserve.lb.route_table import ReplicaRoute, RouteClient, RouteTable
+from steadyserve.lb.route_table import ReplicaRoute, RouteTable, service_url
 from steadyserve.paths import Home
 from steadyserve.serve import wire
 
 log = logging.getLogger("steadyserve.serve")
 
 RETRY_PAUSE_S = 0.05
+POLL_WAIT_S = 25
+MIN_BACKOFF_S = 0.2
+MAX_BACKOFF_S = 1.0
 
 
 class NoReplicaError(RuntimeError):
@@ -56,13 +61,43 @@ class ServiceRouter:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, home: Home | None, static: str | None) -> None:
+    def start(self, home: Home | None, static: str | None, token: str | None = None) -> None:
         """Follow the controller's table for the service, or use fixed addresses."""
         if static is not None:
             self.apply(RouteTable.static(static, "least_load", 0, 0))
         elif home is not None:
-            client = RouteClient(home, self.service, self.apply)
-            self._task = asyncio.ensure_future(client.run())
+            self._task = asyncio.ensure_future(self._follow(home, token))
+
+    async def _follow(self, home: Home, token: str | None) -> None:
+        """Long-poll the table as the service's load balancer does (``RouteClient``),
+        with the replica's routes-only token; keep the last table through failures.
+        The controller's address is re-read each time: a restarted one moves."""
+        known = ""
+        backoff = MIN_BACKOFF_S
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        while True:
+            try:
+                url = home.controller_url()
+                if url is None:
+                    raise ValueError("no controller recorded in STEADY_HOME")
+                target = service_url(url, self.service, "routes")
+                query = f"?known={quote(known, safe=':')}&wait={POLL_WAIT_S}"
+                timeout = aiohttp.ClientTimeout(total=POLL_WAIT_S + 10)
+                async with self.session.get(
+                    target + query, headers=headers, timeout=timeout
+                ) as response:
+                    if response.status != 200:
+                        raise ValueError(f"routes poll answered {response.status}")
+                    table = RouteTable.from_json(json.loads(await response.read()))
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+                log.debug("route poll for %s failed: %s", self.service, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            backoff = MIN_BACKOFF_S
+            if table.key != known:
+                self.apply(table)
+                known = table.key
 
     def apply(self, table: RouteTable) -> None:
         if self.table is None or self.table.policy != table.policy:
