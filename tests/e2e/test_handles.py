@@ -4,13 +4,16 @@ of the callee, with no failed request."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from steadyserve.backends.local import free_port
 from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
 
@@ -108,3 +111,52 @@ def test_handles_read_routes_from_a_controller_that_requires_a_token(
     steady.run("deploy", str(fleet), "--wait", "--timeout", "90")
     status, body = http_get(port_of(steady.service("summarizer")), QUERY, timeout=20)
     assert (status, body.decode()) == (200, "Bon matin mon ami, mon bon ami.")
+
+
+RAY_CONFIG_SUPPORT = importlib.util.find_spec("steadyserve.spec.ray_serve") is not None
+
+
+@pytest.mark.skipif(
+    not RAY_CONFIG_SUPPORT,
+    reason="needs `steady deploy serve_config.yaml` (rsconfig's steadyserve.spec.ray_serve); "
+    "this test is for the merged tree",
+)
+def test_the_ray_docs_serve_config_deploys_and_updates_in_place(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """The Ray docs' flow: serve_config.yaml with `steady deploy`, then a new
+    `language` deployed again: same pids, answers follow, no failed request."""
+    app = tmp_path / "text_ml"
+    shutil.copytree(EXAMPLES / "text_ml", app)
+    config = app / "serve_config.yaml"
+    port = free_port()
+    text = config.read_text().replace("port: 8000", f"port: {port}")
+    for name in ("Translator", "Summarizer"):
+        text = text.replace(
+            f"      - name: {name}\n",
+            f"      - name: {name}\n        health_check_period_s: 0.2\n"
+            "        graceful_shutdown_timeout_s: 3\n",
+        )
+    config.write_text(text)
+    steady.run("deploy", str(config), "--wait", "--timeout", "90")
+    status, body = http_get(port, QUERY, timeout=20)
+    assert (status, body.decode()) == (200, "Bon matin mon ami, mon bon ami.")
+
+    def translator() -> dict[str, Any]:
+        services = steady.status()["services"]
+        (found,) = [s for s in services if "translator" in str(s["name"]).lower()]
+        return found
+
+    pids = sorted(r["pid"] for r in translator()["replicas"])
+    client = LoadClient(port, path=QUERY, max_seconds=60).start()
+    time.sleep(0.5)
+    config.write_text(config.read_text().replace("language: french", "language: german"))
+    steady.run("deploy", str(config), "--wait", "--timeout", "60")
+    marker = time.time()
+    time.sleep(0.5)
+    client.stop()
+    report(f"serve_config.yaml language change in place: {client.summary()}")
+    assert client.failed == 0 and client.sent > 20, client.summary()
+    later = {b.decode() for t, b in client.bodies if t > marker}
+    assert later == {"Gut morgen mein freund, mein gut freund."}
+    assert sorted(r["pid"] for r in translator()["replicas"]) == pids
