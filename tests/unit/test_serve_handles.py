@@ -44,3 +44,20 @@ def test_a_refused_replica_is_skipped_and_responses_chain(
         # A pending response as an argument is resolved first, as in Ray.
         first = handle.translate.remote("good")
         assert handle.translate.remote(first).result(timeout_s=30) == "bon"
+
+
+def test_blocking_on_a_response_inside_an_event_loop_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STEADY_GRAPH_ROUTES", json.dumps({"loop-test": f"{HOST}:{_closed_port()}"}))
+    handle = DeploymentHandle("X", service="loop-test")
+
+    async def inside() -> None:
+        response = handle.remote()
+        try:
+            with pytest.raises(RuntimeError, match="use `await response` instead"):
+                response.result(timeout_s=1)
+        finally:
+            response.cancel()
+
+    asyncio.run(inside())

@@ -26,15 +26,17 @@ import os
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator
 from pathlib import Path
-from typing import Any, TypeVar
-
-import aiohttp
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from steadyserve import replica_contract as contract
 from steadyserve.paths import Home
 from steadyserve.serve import wire
 from steadyserve.serve.names import default_service_name
-from steadyserve.serve.router import ServiceRouter
+
+if TYPE_CHECKING:  # the HTTP client is imported by the first call, not by every replica
+    import aiohttp
+
+    from steadyserve.serve.router import ServiceRouter
 
 T = TypeVar("T")
 
@@ -68,6 +70,10 @@ class _Runtime:
 
     def router(self, service: str) -> ServiceRouter:
         """On the runtime's loop only."""
+        import aiohttp
+
+        from steadyserve.serve.router import ServiceRouter
+
         router = self.routers.get(service)
         if router is None:
             if self.session is None:
@@ -183,6 +189,9 @@ class DeploymentResponse:
         return asyncio.wrap_future(self._future).__await__()
 
     def result(self, *, timeout_s: float | None = None) -> Any:
+        """Wait in sync code; inside an event loop it would stall every other request
+        of the replica, so there (as in Ray) it raises: ``await`` the response."""
+        _refuse_in_event_loop("DeploymentResponse.result()", "await response")
         return self._future.result(timeout_s)
 
     def cancel(self) -> None:
@@ -212,6 +221,7 @@ class DeploymentResponseGenerator:
         return self
 
     def __next__(self) -> Any:
+        _refuse_in_event_loop("iterating a DeploymentResponseGenerator", "async for")
         items = self._stream.result()
         value, done = self._rt.submit(_next(items)).result()
         if done:
@@ -224,6 +234,14 @@ class DeploymentResponseGenerator:
             self._rt.submit(items.aclose())
         else:
             self._stream.cancel()
+
+
+def _refuse_in_event_loop(what: str, instead: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{what} blocks; inside an async method use `{instead}` instead")
 
 
 async def _next(items: AsyncIterator[Any]) -> tuple[Any, bool]:
