@@ -17,6 +17,7 @@ from steadyserve.backends.local import free_port
 from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
 
+APPS = Path(__file__).parent / "apps"
 TEXT = "Hello my friend. The cat is in the house. Good morning my friend, my good friend."
 QUERY = "/?text=" + TEXT.replace(" ", "+").replace(",", "%2C")
 
@@ -160,3 +161,32 @@ def test_the_ray_docs_serve_config_deploys_and_updates_in_place(
     later = {b.decode() for t, b in client.bodies if t > marker}
     assert later == {"Gut morgen mein freund, mein gut freund."}
     assert sorted(r["pid"] for r in translator()["replicas"]) == pids
+
+
+def test_a_handle_call_wakes_a_callee_scaled_to_zero(steady: Steady, tmp_path: Path) -> None:
+    """Handles bypass the load balancer, so they ask the controller for a replica."""
+    fleet = tmp_path / "zero.yaml"
+    common = (
+        f"    workdir: {APPS}\n"
+        "    service:\n"
+        "      health_check_period_s: 0.2\n"
+        "      graceful_shutdown_timeout_s: 2\n"
+    )
+    fleet.write_text(
+        "services:\n"
+        "  - name: callee\n"
+        "    import_path: graph_apps:app.Callee\n" + common + "      cold_start_timeout_s: 60\n"
+        "      replica_policy:\n"
+        "        min_replicas: 0\n"
+        "        max_replicas: 1\n"
+        "        target_ongoing_requests: 10\n"
+        "  - name: caller\n"
+        "    import_path: graph_apps:app\n"
+        "    envs:\n"
+        "      STEADY_HANDLE_WAIT_S: 30\n" + common + "      replicas: 1\n"
+    )
+    steady.run("deploy", str(fleet), "--wait", "--timeout", "90")
+    assert steady.service("callee")["total_replicas"] == 0
+    status, body = http_get(port_of(steady.service("caller")), "/", timeout=45)
+    assert (status, body) == (200, b"pong")
+    assert steady.service("callee")["total_replicas"] == 1

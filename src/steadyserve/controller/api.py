@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
 
 LONG_POLL_MAX_S = 60.0
-_ROUTES_PATH = re.compile(r"/api/v1/lb/[^/]+/routes")
+# What the routes-only token may do (rsapi hook): follow a table, wake a service at zero.
+_ROUTES_TOKEN_CALLS = {
+    "GET": re.compile(r"/api/v1/lb/[^/]+/routes"),
+    "POST": re.compile(r"/api/v1/lb/[^/]+/wake"),
+}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -47,8 +51,8 @@ def _file(data: dict[str, Any]) -> str | None:
 def token_required(token: str, routes_token: str | None = None) -> Middleware:
     """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``.
 
-    ``routes_token`` (rsapi hook) reads route tables and nothing else: Python
-    replicas get it so their handles can follow the services they call."""
+    ``routes_token`` (rsapi hook) reads route tables and wakes a service at zero,
+    nothing else: Python replicas get it for their handles."""
     expected = f"Bearer {token}".encode()
     routes_only = f"Bearer {routes_token}".encode() if routes_token else None
 
@@ -57,10 +61,11 @@ def token_required(token: str, routes_token: str | None = None) -> Middleware:
         if dashboard.is_public(request.path):  # the page's static files: no data
             return await handler(request)
         given = request.headers.get("Authorization", "").encode()
+        allowed = _ROUTES_TOKEN_CALLS.get(request.method)
         if (
             routes_only is not None
-            and request.method == "GET"
-            and _ROUTES_PATH.fullmatch(request.path)
+            and allowed is not None
+            and allowed.fullmatch(request.path)
             and hmac.compare_digest(given, routes_only)
         ):
             return await handler(request)

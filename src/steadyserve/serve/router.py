@@ -36,6 +36,7 @@ RETRY_PAUSE_S = 0.05
 POLL_WAIT_S = 25
 MIN_BACKOFF_S = 0.2
 MAX_BACKOFF_S = 1.0
+WAKE_EVERY_S = 1.0
 
 
 class NoReplicaError(RuntimeError):
@@ -60,21 +61,27 @@ class ServiceRouter:
         self.inflight: dict[int, int] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._home: Home | None = None
+        self._auth: dict[str, str] = {}
+        self._woke_at = -WAKE_EVERY_S
+        self._wake_task: asyncio.Future[None] | None = None
 
     def start(self, home: Home | None, static: str | None, token: str | None = None) -> None:
         """Follow the controller's table for the service, or use fixed addresses."""
         if static is not None:
             self.apply(RouteTable.static(static, "least_load", 0, 0))
         elif home is not None:
-            self._task = asyncio.ensure_future(self._follow(home, token))
+            self._home = home
+            self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+            self._task = asyncio.ensure_future(self._follow(home))
 
-    async def _follow(self, home: Home, token: str | None) -> None:
+    async def _follow(self, home: Home) -> None:
         """Long-poll the table as the service's load balancer does (``RouteClient``),
         with the replica's routes-only token; keep the last table through failures.
         The controller's address is re-read each time: a restarted one moves."""
         known = ""
         backoff = MIN_BACKOFF_S
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = self._auth
         while True:
             try:
                 url = home.controller_url()
@@ -118,6 +125,7 @@ class ServiceRouter:
         while True:
             replica = self._choose(exclude)
             if replica is None:
+                self._wake_from_zero()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise NoReplicaError(self._why_none())
@@ -144,6 +152,31 @@ class ServiceRouter:
                 exclude.add(replica.id)
                 continue
             return replica, response
+
+    def _wake_from_zero(self) -> None:
+        """At zero replicas a load balancer asks the controller for one; a handle
+        bypasses the load balancer, so it asks too (at most once a second)."""
+        table = self.table
+        if table is None or table.replicas or table.hold_at_zero_s <= 0 or self._home is None:
+            return
+        now = time.monotonic()
+        if now - self._woke_at < WAKE_EVERY_S:
+            return
+        self._woke_at = now
+        url = self._home.controller_url()
+        if url is not None:
+            self._wake_task = asyncio.ensure_future(
+                self._post_wake(service_url(url, self.service, "wake"))
+            )
+
+    async def _post_wake(self, url: str) -> None:
+        try:
+            async with self.session.post(
+                url, data=b"{}", headers=self._auth, timeout=aiohttp.ClientTimeout(total=5)
+            ) as response:
+                await response.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            log.debug("wake for %s failed: %s", self.service, exc)
 
     def release(self, replica: ReplicaRoute) -> None:
         count = self.inflight.get(replica.id, 0) - 1
