@@ -4,10 +4,14 @@ it still takes handle calls (JSON, and pickle only with the graph secret)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import pytest
 from tests.replica._proc import HOST, Replica
 
+from steadyserve.replica.errors import LoadError
+from steadyserve.replica.loader import load
 from steadyserve.serve import wire
 
 MODULE = """
@@ -62,3 +66,27 @@ def test_ingress_app_answers_http_and_methods_answer_handles(tmp_path: Path) -> 
         assert status == 400 and b"without the graph secret" in body
         status, body = _call(replica.port, "_private", 1, None)
         assert status == 404 and json.loads(body[5:])["type"] == "_Refused"
+
+
+def test_class_based_routes_are_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cbv_mod.py").write_text(
+        "from starlette.applications import Starlette\n"
+        "from starlette.routing import Route\n"
+        "from steadyserve import serve\n"
+        "web = Starlette()\n"
+        "@serve.deployment\n"
+        "@serve.ingress(web)\n"
+        "class Api:\n"
+        "    def root(self, request):\n"
+        "        return 'x'\n"
+        "web.router.routes.append(Route('/', Api.func_or_class.root))\n"
+        "app = Api.bind()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(LoadError, match=r"route '/' is the method Api.root: class-based"):
+            load("cbv_mod:app")
+    finally:
+        sys.modules.pop("cbv_mod", None)

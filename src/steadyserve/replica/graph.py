@@ -75,11 +75,29 @@ def resolve(import_path: str, obj: Any) -> Node:
     def to_handle(bound: Application) -> DeploymentHandle:
         return DeploymentHandle(bound.name)
 
+    ingress = ingress_of(cls)
+    if ingress is not None:
+        _refuse_class_based_routes(ingress, cls)
     options = {k: v for k, v in app.deployment.user_options.items() if k != "name"}
     return Node(
         cls=cls,
         options=options,
         init_args=tuple(replace_nodes(list(app.args), to_handle)),
         init_kwargs=dict(replace_nodes(dict(app.kwargs), to_handle)),
-        ingress=ingress_of(cls),
+        ingress=ingress,
     )
+
+
+def _refuse_class_based_routes(ingress: Any, cls: type) -> None:
+    """Ray's FastAPI class-based views (``def root(self)`` inside the class) would be
+    served with ``self`` as a query parameter: refuse them by name instead."""
+    prefix = cls.__qualname__ + "."
+    for route in getattr(ingress, "routes", None) or []:
+        name = str(getattr(getattr(route, "endpoint", None), "__qualname__", ""))
+        if name.startswith(prefix):
+            raise LoadError(
+                f"route {getattr(route, 'path', '?')!r} is the method "
+                f"{name}: class-based routes under @serve.ingress are "
+                f"not supported; define route functions outside the class "
+                f"(see docs/ray-serve-api.md)"
+            )
