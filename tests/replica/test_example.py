@@ -156,3 +156,11 @@ def test_summarizer_calls_a_translator_replica_through_a_handle(
 
         reply = asyncio.run(summarize())
         assert reply.status == 200 and reply.body == b"Hola mi amigo."
+
+
+def test_the_ray_docs_languages_are_all_there(text_ml: ModuleType) -> None:
+    translator = text_ml.Translator()
+    for language in ("french", "german", "romanian"):
+        translator.reconfigure({"language": language})
+        assert translator.translate("good night") != "good night"
+    assert translator.translate("Hello my friend") == "Salut meu prieten"
