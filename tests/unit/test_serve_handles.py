@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,58 @@ def test_blocking_on_a_response_inside_an_event_loop_is_refused(
             response.cancel()
 
     asyncio.run(inside())
+
+
+ENDLESS = """
+import itertools, threading, time
+
+from steadyserve import serve
+
+@serve.deployment
+class Endless:
+    def __init__(self):
+        self.closed = 0
+        self.lock = threading.Lock()
+
+    async def ticks(self):
+        try:
+            for i in itertools.count():
+                yield i
+        finally:
+            self.closed += 1
+
+    def sync_ticks(self):
+        try:
+            for i in itertools.count():
+                time.sleep(0.001)
+                yield i
+        finally:
+            with self.lock:
+                self.closed += 1
+
+    def closed_count(self):
+        return self.closed
+
+app = Endless.bind()
+"""
+
+
+def test_a_cancelled_stream_closes_the_callees_generator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "endless.py").write_text(ENDLESS)
+    with Replica(tmp_path, "endless:app", {}, log_dir=tmp_path) as replica:
+        replica.wait_health(200)
+        monkeypatch.setenv("STEADY_GRAPH_ROUTES", json.dumps({"endless": f"{HOST}:{replica.port}"}))
+        handle = DeploymentHandle("Endless", service="endless")
+        for method in ("ticks", "sync_ticks"):
+            stream = handle.options(stream=True, method_name=method).remote()
+            assert [next(stream) for _ in range(3)] == [0, 1, 2]
+            stream.cancel()
+        closed = 0
+        for _ in range(100):  # bounded: 100 x 0.05 s
+            closed = handle.closed_count.remote().result(timeout_s=10)
+            if closed == 2:
+                break
+            time.sleep(0.05)
+        assert closed == 2

@@ -13,10 +13,12 @@ error frame the caller raises. ``steadyserve.serve.wire`` has the format.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import hmac
 import inspect
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -66,7 +68,7 @@ class CallApp:
         except wire.WireError as exc:
             await _answer(send, 400, wire.error_frame(exc))
             return
-        await self._run(send, name, method, args, kwargs, stream, trusted)
+        await self._run(send, receive, name, method, args, kwargs, stream, trusted)
 
     def _trusted(self, given: bytes) -> bool:
         return self.secret is not None and hmac.compare_digest(given, self.secret)
@@ -83,6 +85,7 @@ class CallApp:
     async def _run(
         self,
         send: Send,
+        receive: Receive,
         name: str,
         method: Any,
         args: list[Any],
@@ -114,9 +117,11 @@ class CallApp:
             log.exception("%s.%s failed (handle call)", self.user.name, name)
             await _answer(send, 500, wire.error_frame(exc))
             return
-        await self._stream(send, result, trusted)
+        await self._stream(send, receive, result, trusted)
 
-    async def _stream(self, send: Send, result: Any, trusted: bool) -> None:
+    async def _stream(self, send: Send, receive: Receive, result: Any, trusted: bool) -> None:
+        """Send each item as a frame; if the caller goes away (the handle's stream
+        was cancelled), stop and close the user's generator at once."""
         await send(
             {
                 "type": "http.response.start",
@@ -124,17 +129,35 @@ class CallApp:
                 "headers": [(b"content-type", wire.CONTENT_TYPE.encode())],
             }
         )
+        pump = asyncio.ensure_future(self._pump(send, result, trusted))
+        gone = asyncio.ensure_future(_disconnected(receive))
         try:
-            async for item in self._items(result):
+            await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not pump.done():
+                pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pump
+
+    async def _pump(self, send: Send, result: Any, trusted: bool) -> None:
+        items = self._items(result)
+        try:
+            async for item in items:
                 chunk = wire.encode(item, allow_pickle=trusted)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                # Let the loop run between items: a generator that never awaits would
+                # otherwise hold it, and a gone caller would never be noticed.
+                await asyncio.sleep(0)
         except Exception as exc:  # after the head: an error frame ends the stream
             log.exception("%s stream failed (handle call)", self.user.name if self.user else "")
             chunk = wire.error_frame(exc)
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        finally:
+            await items.aclose()  # runs the user's generator's finally now
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _items(self, result: Any) -> AsyncIterator[Any]:
+    async def _items(self, result: Any) -> AsyncGenerator[Any, None]:
         if isinstance(result, AsyncIterator):
             try:
                 async for item in result:
@@ -145,23 +168,41 @@ class CallApp:
                     await aclose()
             return
         assert self.user is not None
-        loop = asyncio.get_running_loop()
+        executor = self.user.executor
+        pending: concurrent.futures.Future[Any] | None = None
         try:
             while True:
-                item = await loop.run_in_executor(self.user.executor, next, result, _DONE)
+                pending = executor.submit(next, result, _DONE)
+                item = await asyncio.wrap_future(pending)
+                pending = None
                 if item is _DONE:
                     return
                 yield item
         finally:
+            # The running next() cannot be interrupted: close right after it returns.
             close = getattr(result, "close", None)
             if close is not None:
-                await loop.run_in_executor(self.user.executor, close)
+                with contextlib.suppress(RuntimeError):  # the pool is shut down
+                    executor.submit(_close_after, pending, close)
+
+
+def _close_after(pending: concurrent.futures.Future[Any] | None, close: Any) -> None:
+    if pending is not None:
+        concurrent.futures.wait([pending])
+    with contextlib.suppress(Exception):
+        close()
 
 
 class _Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return once the caller has closed the connection."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _read_body(receive: Receive) -> bytes:
