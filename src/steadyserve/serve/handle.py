@@ -172,11 +172,14 @@ class DeploymentHandle:
         return f"DeploymentHandle(deployment={self.deployment_name!r}, service={self.service!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.deployment_name, self.app_name, self.service, self.method_name))
+        names = (self.deployment_name, self.app_name, self.service, self.method_name)
+        return (_rebuild, (*names, self.stream))
 
 
-def _rebuild(deployment: str, app: str, service: str, method: str) -> DeploymentHandle:
-    return DeploymentHandle(deployment, app, service=service, method_name=method)
+def _rebuild(
+    deployment: str, app: str, service: str, method: str, stream: bool
+) -> DeploymentHandle:
+    return DeploymentHandle(deployment, app, service=service, method_name=method, stream=stream)
 
 
 class DeploymentResponse:

@@ -6,9 +6,10 @@ load balancer does: new replicas appear, draining ones disappear within
 milliseconds. Replicas are picked by the service's own policy (``lb/policies``)
 under its ``max_ongoing_requests``, counting this process's calls.
 
-A call is retried on another replica only when the chosen one did not take it:
-the connection was refused, closed before any answer (a replica stopping), or
-the runner answered 503 at ``max_ongoing_requests``. When no replica is
+A call is retried on another replica only when the chosen one gave no answer:
+the connection was refused, closed before any answer (a replica stopping; a
+crash mid-method looks the same, docs/ray-serve-api.md says so), or the runner
+answered 503 at ``max_ongoing_requests``. When no replica is
 eligible the call waits for the table to change, up to ``wait_s``.
 """
 
