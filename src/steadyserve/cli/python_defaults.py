@@ -30,6 +30,8 @@ OPTION_FIELDS = {
     "num_replicas": "replicas",
     "user_config": "user_config",
     "max_ongoing_requests": "max_ongoing_requests",
+    "max_queued_requests": "max_queued_requests",  # rsapi hook: Ray's option, same field
+    "graceful_shutdown_wait_loop_s": "graceful_shutdown_wait_loop_s",  # rsapi hook
     "health_check_period_s": "health_check_period_s",
     "health_check_timeout_s": "health_check_timeout_s",
     "graceful_shutdown_timeout_s": "graceful_shutdown_timeout_s",

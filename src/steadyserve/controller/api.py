@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ import psutil
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from steadyserve import replica_contract as contract
 from steadyserve.controller import dashboard, progressive
 from steadyserve.controller.errors import ApiError, BadInput
 
@@ -23,6 +25,11 @@ if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
 
 LONG_POLL_MAX_S = 60.0
+# What the routes-only token may do (rsapi hook): follow a table, wake a service at zero.
+_ROUTES_TOKEN_CALLS = {
+    "GET": re.compile(r"/api/v1/lb/[^/]+/routes"),
+    "POST": re.compile(r"/api/v1/lb/[^/]+/wake"),
+}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -41,15 +48,27 @@ def _file(data: dict[str, Any]) -> str | None:
     return file if isinstance(file, str) else None
 
 
-def token_required(token: str) -> Middleware:
-    """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``."""
+def token_required(token: str, routes_token: str | None = None) -> Middleware:
+    """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``.
+
+    ``routes_token`` (rsapi hook) reads route tables and wakes a service at zero,
+    nothing else: Python replicas get it for their handles."""
     expected = f"Bearer {token}".encode()
+    routes_only = f"Bearer {routes_token}".encode() if routes_token else None
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if dashboard.is_public(request.path):  # the page's static files: no data
             return await handler(request)
         given = request.headers.get("Authorization", "").encode()
+        allowed = _ROUTES_TOKEN_CALLS.get(request.method)
+        if (
+            routes_only is not None
+            and allowed is not None
+            and allowed.fullmatch(request.path)
+            and hmac.compare_digest(given, routes_only)
+        ):
+            return await handler(request)
         if not hmac.compare_digest(given, expected):
             return web.json_response(
                 {"error": "missing or wrong STEADY_TOKEN", "kind": "unauthorized"}, status=401
@@ -60,7 +79,8 @@ def token_required(token: str) -> Middleware:
 
 
 def build_app(controller: Controller, token: str | None = None) -> web.Application:
-    middlewares: list[Middleware] = [token_required(token)] if token else []
+    routes_token = contract.routes_token(controller.home.root)
+    middlewares: list[Middleware] = [token_required(token, routes_token)] if token else []
     app = web.Application(
         middlewares=[*middlewares, errors_as_json], client_max_size=8 * 1024 * 1024
     )

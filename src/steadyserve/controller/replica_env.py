@@ -51,12 +51,17 @@ class ReplicaEnvironment:
             if svc.user_config is not None:
                 env[contract.USER_CONFIG] = json.dumps(svc.user_config)
             env[contract.CONTROL_SECRET] = self.control_secret(replica)
+            # Handles (steadyserve.serve) read the callees' route tables and call them.
+            env[contract.CONTROLLER_FILE] = str(self.home.controller_file)
+            env[contract.GRAPH_SECRET] = contract.graph_secret(self.home.root)
+            env[contract.ROUTES_TOKEN] = contract.routes_token(self.home.root)
         return env
 
     @staticmethod
     def setup_env(env: dict[str, str]) -> dict[str, str]:
-        """setup is user code too: it never sees the control secret."""
-        return {k: v for k, v in env.items() if k != contract.CONTROL_SECRET}
+        """setup is user code too: it never sees the control or graph secrets."""
+        hidden = (contract.CONTROL_SECRET, contract.GRAPH_SECRET)
+        return {k: v for k, v in env.items() if k not in hidden}
 
     def control_headers(self, replica: ReplicaRow) -> dict[str, str]:
         """What every request to a Python replica's control port carries."""

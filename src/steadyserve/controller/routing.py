@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from steadyserve import replica_contract as contract
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
 from steadyserve.states import ReplicaStatus
@@ -31,7 +32,7 @@ def route_table(
             for r in replicas
             if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
         ],
-        "blocked_paths": [svc.reconfigure_path] if svc.reconfigure_path else [],
+        "blocked_paths": blocked_paths(spec),
         "load_balancer": svc.load_balancer.model_dump(),
         "request_timeout_s": svc.request_timeout_s,
         # Scale to zero: the LB holds requests that arrive at zero this long.
@@ -39,3 +40,13 @@ def route_table(
         "access_log": svc.access_log,
         "websocket_drain_s": svc.websocket_drain_s,
     }
+
+
+def blocked_paths(spec: ServiceSpec) -> list[str]:
+    """Control paths clients must never reach through the load balancer: a command
+    replica's reconfigure_path; a Python replica's handle-call path (serve handles)."""
+    reconfigure_path = spec.service.reconfigure_path
+    blocked = [reconfigure_path] if reconfigure_path else []
+    if spec.import_path is not None:
+        blocked.append(contract.HANDLE_CALL_PATH)
+    return blocked
