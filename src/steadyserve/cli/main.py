@@ -43,7 +43,8 @@ from steadyserve.cli.tables import (
     update_notes,
 )
 from steadyserve.paths import Home
-from steadyserve.spec import SpecError, load_fleet_file, load_service_file
+from steadyserve.spec import SpecError, load_service_file
+from steadyserve.spec.ray_serve import load_deploy_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -416,12 +417,14 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool)
     Example:
       steady deploy fleet.yaml --dry-run
     """
-    specs = load_fleet_file(file)
-    items = (raw_document(file) or {}).get("services") or []
+    plan = load_deploy_file(file)  # a fleet file or a Ray Serve config (spec/ray_serve.py)
+    where = "services[{}]." if plan.scope == "all" else "applications: {}: "
     specs = [
-        _with_defaults(spec, item, file, f"services[{i}].")
-        for i, (spec, item) in enumerate(zip(specs, items, strict=True))
+        _with_defaults(spec, item, file, where.format(i if plan.scope == "all" else spec.name))
+        for i, (spec, item) in enumerate(zip(plan.specs, plan.documents, strict=True))
     ]
+    for notice in plan.notices:
+        click.echo(f"notice: {notice}", err=True)
     client = Client(_home())
     text = file.read_text(encoding="utf-8")
     result = client.call(
@@ -431,9 +434,13 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool)
             "services": [{"spec": s.spec_json(), "yaml": text} for s in specs],
             "dry_run": dry_run,
             "file": str(file.resolve()),
+            "gateway": None if plan.gateway_port is None else {"port": plan.gateway_port},
+            "scope": plan.scope,
         },
         timeout=600.0,
     )
+    if plan.gateway_port is not None and not as_json:
+        console.print(f"gateway: http://127.0.0.1:{plan.gateway_port}")
     for item in result["services"]:
         if item["action"] == "create":
             if item.get("notice"):

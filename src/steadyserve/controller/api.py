@@ -152,10 +152,16 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             isinstance(i, dict) and isinstance(i.get("spec"), str) for i in items
         ):
             raise BadInput("'services' must be a list of {spec, yaml}")
+        gateway = data.get("gateway")  # rsconfig hook: {port} or null; scope
+        port = gateway.get("port") if isinstance(gateway, dict) else None
+        if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
+            raise BadInput("gateway.port must be a port number")
         result = await controller.deploy(
             [(i["spec"], str(i.get("yaml", ""))) for i in items],
             bool(data.get("dry_run")),
             _file(data),
+            gateway_port=port,
+            scope=str(data.get("scope") or "all"),
         )
         return web.json_response(result)
 
@@ -200,7 +206,8 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
         except ValueError as exc:
             raise BadInput("wait must be a number of seconds") from exc
-        table = await runtime.routes.wait(request.query.get("known", ""), wait)
+        consumer = request.query.get("consumer", "")  # rsconfig hook: the gateway
+        table = await runtime.routes.wait(request.query.get("known", ""), wait, consumer)
         if table is None:
             return web.json_response({"error": "no route table yet"}, status=503)
         return web.Response(text=json.dumps(table), content_type="application/json")
@@ -216,11 +223,31 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             lb_pid = data.get("lb_pid") if isinstance(data.get("lb_pid"), int) else None
         except (TypeError, ValueError, AttributeError) as exc:
             raise BadInput("report counts must map replica ids to integers") from exc
+        consumer = data.get("consumer")  # rsconfig hook: the gateway's counts
+        if isinstance(consumer, str) and consumer:
+            runtime.routes.report(str(data.get("table", "")), inflight, requests, consumer)
+            return web.json_response({"ok": True})
         runtime.routes.report(str(data.get("table", "")), inflight, requests)
         # Autoscaling hook: the load window (controller/load.py).
         runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
         observer.ingest(runtime.name, data)
         return web.json_response({"ok": True})
+
+    @routes.get("/api/v1/gateway/routes")
+    async def gateway_routes(request: web.Request) -> web.Response:
+        """rsconfig hook: the gateway's route map (prefix -> service), long-polled."""
+        try:
+            wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
+        except ValueError as exc:
+            raise BadInput("wait must be a number of seconds") from exc
+        table = await controller.gateway.routes.wait(request.query.get("known", ""), wait)
+        if table is None:
+            return web.json_response({"error": "no gateway map yet"}, status=503)
+        return web.json_response(table)
+
+    @routes.get("/api/v1/gateway")
+    async def gateway_status(request: web.Request) -> web.Response:
+        return web.json_response(controller.gateway.status())
 
     @routes.post("/api/v1/lb/{name}/wake")
     async def lb_wake(request: web.Request) -> web.Response:

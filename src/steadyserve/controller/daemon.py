@@ -39,6 +39,7 @@ from steadyserve.controller.orphans import reap_orphans
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
+from steadyserve.lb.gateway_supervisor import GatewaySupervisor
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ServiceRow, Store, VersionRow
@@ -75,6 +76,10 @@ class Controller:
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._resumed_downs: list[asyncio.Task[None]] = []
+        # rsconfig hook: the gateway port (Ray Serve's http_options.port).
+        self.gateway = GatewaySupervisor(
+            home, self.epoch, lambda: [r.spec for r in self.services.values()]
+        )
 
     def info(self) -> dict[str, Any]:
         return {
@@ -192,9 +197,7 @@ class Controller:
         a client told to use it would otherwise reach whatever holds it."""
         if port == FIRST_ENDPOINT_PORT:
             return None
-        owner = next(
-            (r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None
-        )
+        owner = next((r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None)
         holder = f"the endpoint of service {owner}" if owner else "in use by another process"
         return f"{FIRST_ENDPOINT_PORT} is {holder}: using {port} (service.port sets it)"
 
@@ -274,13 +277,24 @@ class Controller:
         )
 
     async def deploy(
-        self, items: list[tuple[str, str]], dry_run: bool, spec_file: str | None = None
+        self,
+        items: list[tuple[str, str]],
+        dry_run: bool,
+        spec_file: str | None = None,
+        gateway_port: int | None = None,
+        scope: str = "all",
     ) -> dict[str, Any]:
-        """The file is the whole desired state: create, update, and take down the rest."""
+        """The file is the whole desired state: create, update, and take down the rest.
+
+        ``scope="applications"`` (a Ray Serve config) takes down only services
+        that a config created (those with an ``application``)."""
         specs = [(self._parse(text), yaml_text) for text, yaml_text in items]
         names = [s.name for s, _ in specs]
         if None in names or len(set(names)) != len(names):
             raise BadInput("services: every service needs a unique name")
+        problem = self.gateway.check_port(gateway_port)
+        if problem is not None:
+            raise BadInput(f"gateway: {problem}")
         results: list[dict[str, Any]] = []
         # Check everything before changing anything: bad input changes nothing.
         for spec, _ in specs:
@@ -310,10 +324,14 @@ class Controller:
                 )
                 results.append({**result, "action": "update" if result["changed"] else "none"})
         for name in [n for n in self.services if n not in names]:
+            if scope == "applications" and self.services[name].spec.application is None:
+                continue  # not the config's: steady up made it
             if not dry_run:
                 await self.delete_service(name, purge=False)
             results.append({"name": name, "action": "down"})
-        return {"dry_run": dry_run, "services": results}
+        if not dry_run:
+            await self.gateway.configure(gateway_port)
+        return {"dry_run": dry_run, "services": results, "gateway": {"port": gateway_port}}
 
     def _parse(self, spec_json: str) -> ServiceSpec:
         try:
@@ -360,6 +378,8 @@ class Controller:
         finally:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)
+        if not self.services:  # rsconfig hook: nothing left to serve (serve shutdown)
+            await self.gateway.configure(None)
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -387,6 +407,8 @@ class Controller:
         for row in self.store.services():
             self._new_runtime(row).start()
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
+        claimed |= self.gateway.pids
+        gateway_task = asyncio.create_task(self.gateway.run())
         reap_orphans(str(self.home.root), claimed)
         for row in self.store.services():
             if row.desired == "down":  # a down the previous controller did not finish
@@ -401,6 +423,8 @@ class Controller:
         await self._stop.wait()
         for runtime in list(self.services.values()):
             await runtime.detach()
+        gateway_task.cancel()
+        self.gateway.detach()
         await runner.cleanup()
         await self.probe_session.close()
         self.store.close()

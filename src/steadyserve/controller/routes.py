@@ -10,7 +10,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass, field
 from typing import Any
+
+# rsconfig hook: another load balancer (the gateway) that routes this service
+# too counts for draining while it polls; one silent this long is gone.
+CONSUMER_GONE_S = 45.0
+
+
+@dataclass
+class _Consumer:
+    """What one more load balancer (not the service's own) has seen and reported."""
+
+    acked_version: int = -1
+    report_version: int = -1
+    last_poll_at: float = 0.0
+    inflight: dict[int, int] = field(default_factory=dict)
 
 
 class RoutePublisher:
@@ -30,6 +45,7 @@ class RoutePublisher:
         self.report_at: float = 0.0
         self.report_version = -1
         self.ack_at: float = 0.0
+        self.consumers: dict[str, _Consumer] = {}
 
     @property
     def token(self) -> str:
@@ -46,21 +62,27 @@ class RoutePublisher:
         self._changed = asyncio.Event()
         return True
 
-    def acknowledge(self, known: str) -> None:
+    def acknowledge(self, known: str, consumer: str = "") -> None:
         epoch, _, version = known.partition(":")
+        if consumer:
+            seen = self.consumers.setdefault(consumer, _Consumer())
+            seen.last_poll_at = time.monotonic()
+            if epoch == self.epoch and version.isdigit():
+                seen.acked_version = max(seen.acked_version, int(version))
+            return
         self.last_poll_at = time.time()
         self.polls_since_start += 1
         if epoch == self.epoch and version.isdigit() and int(version) > self.acked_version:
             self.acked_version = int(version)
             self.ack_at = time.time()
 
-    async def wait(self, known: str, timeout: float) -> dict[str, Any] | None:
+    async def wait(self, known: str, timeout: float, consumer: str = "") -> dict[str, Any] | None:
         """The table, as soon as it differs from ``known`` (or after ``timeout``).
 
         None while nothing was published yet: a controller that just restarted has
         not looked at its replicas, and an empty table would make the LB drop them.
         """
-        self.acknowledge(known)
+        self.acknowledge(known, consumer)
         if known != self.token and self.version > 0:
             return self.table
         event = self._changed
@@ -68,8 +90,15 @@ class RoutePublisher:
             await asyncio.wait_for(event.wait(), timeout)
         return self.table if self.version > 0 else None
 
-    def report(self, table: str, inflight: dict[int, int], requests: dict[int, int]) -> None:
+    def report(
+        self, table: str, inflight: dict[int, int], requests: dict[int, int], consumer: str = ""
+    ) -> None:
         epoch, _, version = table.partition(":")
+        if consumer:
+            seen = self.consumers.setdefault(consumer, _Consumer())
+            seen.report_version = int(version) if epoch == self.epoch and version.isdigit() else -1
+            seen.inflight = inflight
+            return
         self.report_version = int(version) if epoch == self.epoch and version.isdigit() else -1
         self.inflight = inflight
         self.requests = requests
@@ -79,4 +108,12 @@ class RoutePublisher:
         """True once the LB routes by a table without the replica and it has nothing in flight."""
         if self.acked_version < removed_in or self.report_version < removed_in:
             return False
+        now = time.monotonic()
+        for seen in self.consumers.values():
+            if now - seen.last_poll_at > CONSUMER_GONE_S:
+                continue
+            if seen.acked_version < removed_in or seen.report_version < removed_in:
+                return False
+            if seen.inflight.get(replica_id, 0):
+                return False
         return self.inflight.get(replica_id, 0) == 0

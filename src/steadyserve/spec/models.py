@@ -109,6 +109,13 @@ class ServiceSpec(_Model):
     """SkyPilot's key, accepted for compatibility: a replica is one process, so only 1."""
     file_mounts: JsonMapping = Field(default_factory=dict)
     """SkyPilot's key, accepted for compatibility and ignored: replicas run locally."""
+    application: ServiceName | None = None
+    """The Ray Serve application this service was made from (rsconfig hook); a
+    Ray Serve config's deploy removes only services of applications."""
+    ray_options: JsonMapping = Field(default_factory=dict)
+    """Ray Serve options with no local meaning (``ray_actor_options``,
+    ``placement_group_*``, ``runtime_env``, ``args``): stored so that changing
+    them restarts replicas, as it does in Ray Serve."""
 
     @model_validator(mode="after")
     def _command_or_python(self) -> ServiceSpec:

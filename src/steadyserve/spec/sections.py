@@ -28,6 +28,7 @@ from steadyserve.spec.fields import (
     PositiveNumber,
     PositiveSeconds,
     QueueLimit,
+    RoutePrefix,
     ScalarText,
     Seconds,
     Surge,
@@ -350,6 +351,8 @@ class ServiceSection(_Model):
     """The load balancer logs one JSON line per request (docs/observability.md)."""
     port: PortNumber | None = None
     """The endpoint's port; None means the next free one from 30001."""
+    route_prefix: RoutePrefix | None = None
+    """Served under this prefix on the gateway port too (rsconfig hook); None: not on it."""
 
     @field_validator("readiness_probe", mode="before")
     @classmethod
