@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from steadyserve.cli import logs as logs_mod
+from steadyserve.cli import ray_status
 from steadyserve.cli.client import (
     Client,
     CommandError,
@@ -238,9 +239,18 @@ def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = Fal
 @click.option(
     "-v", "--verbose", is_flag=True, help="Add AUTOSCALING_POLICY and LOAD_BALANCING_POLICY."
 )
+@click.option(
+    "--format",
+    "layout",
+    type=click.Choice(["steady", "ray"]),
+    default="steady",
+    help="ray: Ray Serve's serve status layout (applications, deployments, replica_states).",
+)
 @utc_option
 @reports_errors
-def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, utc: bool) -> None:
+def status(
+    names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, layout: str, utc: bool
+) -> None:
     """Show services and their replicas (all services, or the NAMES given).
 
     A service whose last update failed or was rolled back has a line under the
@@ -249,10 +259,17 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     \b
     Example:
       steady status http-server --events
+      steady status --format ray
     """
     client = Client(_home())
     query = "&".join(f"name={n}" for n in names)
     services = client.call("GET", f"/api/v1/services?{query}")["services"]
+    if layout == "ray":  # rsconfig hook: cli/ray_status.py
+        if as_json:
+            _echo_json(ray_status.ray_status(services))
+        else:
+            click.echo(ray_status.render(services), nl=False)
+        return
     if events:
         for svc in services:
             svc["events"] = client.call("GET", f"/api/v1/services/{svc['name']}/events")["events"]

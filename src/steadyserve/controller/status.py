@@ -66,6 +66,10 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "load_balancing_policy": runtime.spec.service.load_balancing_policy,
         "update": _update_json(runtime),
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
+        # rsconfig hook: the Ray Serve application and deployment it was made from.
+        "application": runtime.spec.application,
+        "deployment": runtime.spec.ray_options.get("deployment"),
+        "route_prefix": runtime.spec.service.route_prefix,
         "replicas": [
             {
                 "id": r.id,

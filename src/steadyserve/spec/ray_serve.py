@@ -381,7 +381,7 @@ def _service_document(
     }
     if common.get("envs"):
         doc["envs"] = dict(common["envs"])
-    ray: dict[str, Any] = {"application": dict(ray_app)}
+    ray: dict[str, Any] = {"deployment": dep, "application": dict(ray_app)}
     for key in RESTART_KEYS:
         if options.get(key) is not None:
             ray[key] = options[key]
