@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 from steadyserve.spec.errors import NAME_PATTERN, SpecError
+from steadyserve.spec.fields import _route_prefix
 from steadyserve.spec.loading import parse_service
 from steadyserve.spec.models import ServiceSpec
 
@@ -233,6 +236,10 @@ def _application(
     seen_names[name] = index
     prefix = app.get("route_prefix", "/")
     if prefix is not None:
+        try:
+            _route_prefix(prefix)
+        except PydanticCustomError as exc:
+            raise SpecError(f"{where}.route_prefix", exc.message()) from None
         if prefix in seen_prefixes:
             raise SpecError(
                 f"{where}.route_prefix",

@@ -76,10 +76,16 @@ def test_two_applications_on_one_gateway_port(steady: Steady, tmp_path: Path) ->
     assert set(services) == {"translate-translator", "summarize-summarizer"}
     assert services["translate-translator"]["application"] == "translate"
 
+    # A service the config did not make is left alone by its deploys.
+    steady.run("up", str(EXAMPLES / "http_server" / "service.yaml"))
     again = steady.run("deploy", str(config), "--json").stdout
     actions = {item["name"]: item["action"] for item in json.loads(again)["services"]}
     assert actions == {"translate-translator": "none", "summarize-summarizer": "none"}
+    assert steady.service("http-server")["version"] == 1
+    for name in ("translate-translator", "summarize-summarizer"):
+        assert steady.service(name)["version"] == 1
 
+    steady.run("down", "http-server")
     ray = json.loads(steady.run("status", "--format", "ray", "--json").stdout)
     app = ray["applications"]["translate"]
     assert app["status"] == "RUNNING" and app["route_prefix"] == "/translate"
@@ -114,3 +120,15 @@ def test_rolling_update_through_the_gateway_fails_nothing(steady: Steady, tmp_pa
     assert after["version"] == 2
     assert not before & {r["pid"] for r in after["replicas"]}
     assert steady.service("summarize-summarizer")["version"] == 1
+
+
+def test_a_mistake_in_a_ray_config_changes_nothing(steady: Steady, tmp_path: Path) -> None:
+    config = write_config(tmp_path, free_port())
+    config.write_text(config.read_text().replace("num_replicas: 2", "num_replica: 2"))
+    proc = steady.run("deploy", str(config), check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith(
+        "applications[0].deployments[0].num_replica: unknown field (did you mean num_replicas?)"
+    )
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not steady.home.exists()  # no controller was even started
