@@ -225,10 +225,12 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             raise BadInput("report counts must map replica ids to integers") from exc
         consumer = data.get("consumer")  # rsconfig hook: the gateway's counts
         if isinstance(consumer, str) and consumer:
-            runtime.routes.report(str(data.get("table", "")), inflight, requests, consumer)
+            table = str(data.get("table", ""))
+            runtime.routes.report(table, inflight, requests, consumer, queued)
             return web.json_response({"ok": True})
         runtime.routes.report(str(data.get("table", "")), inflight, requests)
-        # Autoscaling hook: the load window (controller/load.py).
+        # Autoscaling hook: the load window (controller/load.py), with the gateway's counts.
+        inflight, requests, queued = runtime.routes.with_others(inflight, requests, queued)
         runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
         observer.ingest(runtime.name, data)
         return web.json_response({"ok": True})

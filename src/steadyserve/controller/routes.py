@@ -26,6 +26,8 @@ class _Consumer:
     report_version: int = -1
     last_poll_at: float = 0.0
     inflight: dict[int, int] = field(default_factory=dict)
+    requests: dict[int, int] = field(default_factory=dict)
+    queued: int = 0
 
 
 class RoutePublisher:
@@ -91,18 +93,42 @@ class RoutePublisher:
         return self.table if self.version > 0 else None
 
     def report(
-        self, table: str, inflight: dict[int, int], requests: dict[int, int], consumer: str = ""
+        self,
+        table: str,
+        inflight: dict[int, int],
+        requests: dict[int, int],
+        consumer: str = "",
+        queued: int = 0,
     ) -> None:
         epoch, _, version = table.partition(":")
         if consumer:
             seen = self.consumers.setdefault(consumer, _Consumer())
             seen.report_version = int(version) if epoch == self.epoch and version.isdigit() else -1
             seen.inflight = inflight
+            seen.requests = requests
+            seen.queued = queued
             return
         self.report_version = int(version) if epoch == self.epoch and version.isdigit() else -1
         self.inflight = inflight
         self.requests = requests
         self.report_at = time.time()
+
+    def with_others(
+        self, inflight: dict[int, int], requests: dict[int, int], queued: int
+    ) -> tuple[dict[int, int], dict[int, int], int]:
+        """The own load balancer's counts plus the latest of every live other one
+        (the gateway's), so autoscaling sees the traffic of both ports."""
+        now = time.monotonic()
+        inflight, requests = dict(inflight), dict(requests)
+        for seen in self.consumers.values():
+            if now - seen.last_poll_at > CONSUMER_GONE_S:
+                continue
+            for rid, count in seen.inflight.items():
+                inflight[rid] = inflight.get(rid, 0) + count
+            for rid, count in seen.requests.items():
+                requests[rid] = requests.get(rid, 0) + count
+            queued += seen.queued
+        return inflight, requests, queued
 
     def drained(self, replica_id: int, removed_in: int) -> bool:
         """True once the LB routes by a table without the replica and it has nothing in flight."""

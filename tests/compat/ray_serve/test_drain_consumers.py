@@ -51,3 +51,13 @@ def test_a_gateway_gone_silent_does_not_hold_draining_forever() -> None:
     assert not pub.drained(1, 2)
     pub.consumers["gateway"].last_poll_at -= routes.CONSUMER_GONE_S + 1
     assert pub.drained(1, 2)
+
+
+def test_autoscaling_sees_the_gateways_traffic_too() -> None:
+    pub = publisher_with_two_versions()
+    pub.acknowledge("e1:2", "gateway")
+    pub.report("e1:2", {2: 3}, {2: 40}, "gateway", queued=2)
+    inflight, requests, queued = pub.with_others({2: 1}, {2: 10}, 1)
+    assert (inflight, requests, queued) == ({2: 4}, {2: 50}, 3)
+    pub.consumers["gateway"].last_poll_at -= routes.CONSUMER_GONE_S + 1
+    assert pub.with_others({2: 1}, {2: 10}, 1) == ({2: 1}, {2: 10}, 1)
