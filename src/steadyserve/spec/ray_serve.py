@@ -16,12 +16,6 @@ the whole table.
 
 from __future__ import annotations
 
-import difflib
-import importlib
-import importlib.util
-import json
-import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +23,20 @@ from typing import Any
 
 from pydantic_core import PydanticCustomError
 
-from steadyserve.spec.errors import NAME_PATTERN, SpecError
+from steadyserve.spec.errors import SpecError
 from steadyserve.spec.fields import _route_prefix
 from steadyserve.spec.loading import parse_service
 from steadyserve.spec.models import ServiceSpec
+from steadyserve.spec.ray_deployment import (
+    as_json,
+    hint,
+    overrides,
+    service_document,
+    service_name,
+)
+from steadyserve.spec.ray_graph import describe_graph
 
 RAY_DEFAULT_PORT = 8000
-HANDLE_KEY = "__steady_handle__"
 
 TOP_KEYS = (
     "applications",
@@ -57,34 +58,6 @@ APP_KEYS = (
     "external_scaler_enabled",
 )
 # Deployment override -> the ``service:`` field it sets (Ray's lightweight list).
-SERVICE_FIELDS = {
-    "user_config": "user_config",
-    "max_ongoing_requests": "max_ongoing_requests",
-    "max_queued_requests": "max_queued_requests",
-    "graceful_shutdown_wait_loop_s": "graceful_shutdown_wait_loop_s",
-    "graceful_shutdown_timeout_s": "graceful_shutdown_timeout_s",
-    "health_check_period_s": "health_check_period_s",
-    "health_check_timeout_s": "health_check_timeout_s",
-}
-# Kept in ``ray_options``: a change restarts replicas, as Ray Serve's docs list.
-RESTART_KEYS = (
-    "ray_actor_options",
-    "placement_group_bundles",
-    "placement_group_strategy",
-    "max_replicas_per_node",
-)
-NOT_APPLICABLE_KEYS = ("logging_config", "request_router_config")
-DEPLOYMENT_KEYS = (
-    "name",
-    "num_replicas",
-    "autoscaling_config",
-    *SERVICE_FIELDS,
-    *RESTART_KEYS,
-    *NOT_APPLICABLE_KEYS,
-)
-# ``num_replicas: auto``: Ray Serve's autoscaling defaults for it.
-AUTO_AUTOSCALING = {"min_replicas": 1, "max_replicas": 100, "target_ongoing_requests": 2}
-
 Describe = Callable[[str, Path, Mapping[str, Any]], "list[dict[str, Any]] | None"]
 """``(import_path, workdir, args)`` -> the deployments it binds, or None when
 this installation cannot look inside application graphs."""
@@ -110,47 +83,15 @@ def is_ray_config(data: object) -> bool:
     return isinstance(data, dict) and "applications" in data
 
 
-def service_name(app: str, deployment: str) -> str:
-    """``<app>-<deployment>``, lowercased and made name-safe (``Summarizer`` -> ``summarizer``)."""
-    return name_safe(f"{app}-{deployment}")
-
-
-def name_safe(text: str) -> str:
-    """Lowercase, runs of other characters as ``-``, at most 63 characters."""
-    raw = re.sub(r"[^a-z0-9_-]+", "-", text.lower())
-    return raw.strip("-_")[:63].rstrip("-_")
-
-
-def default_describe(import_path: str, workdir: Path, args: Mapping[str, Any]) -> Any:
-    """rsapi's ``steadyserve.serve.graph.describe`` when installed, else None."""
-    if importlib.util.find_spec("steadyserve.serve") is None:
-        return None
-    if importlib.util.find_spec("steadyserve.serve.graph") is None:
-        return None
-    graph = importlib.import_module("steadyserve.serve.graph")
-    found = graph.describe(import_path, workdir, dict(args))
-    return [_as_dict(info) for info in found]
-
-
-def _as_dict(info: Any) -> dict[str, Any]:
-    if isinstance(info, dict):
-        return info
-    return {
-        key: getattr(info, key)
-        for key in ("name", "import_path", "options", "ingress", "init_args", "init_kwargs")
-        if hasattr(info, key)
-    }
-
-
 def translate(
-    data: Mapping[str, Any], base_dir: Path, describe: Describe = default_describe
+    data: Mapping[str, Any], base_dir: Path, describe: Describe = describe_graph
 ) -> Translation:
     """The services a Ray Serve config stands for; SpecError (with every mistake) if bad."""
     out = Translation()
     mistakes: list[SpecError] = []
     for key, value in data.items():
         if key not in TOP_KEYS:
-            mistakes.append(SpecError(str(key), f"unknown field{_hint(key, TOP_KEYS)}"))
+            mistakes.append(SpecError(str(key), f"unknown field{hint(key, TOP_KEYS)}"))
         elif key != "applications" and value is not None:
             _top_level(key, value, out, mistakes)
     apps = data.get("applications")
@@ -167,11 +108,6 @@ def translate(
     if mistakes:
         raise SpecError.combine(mistakes)
     return out
-
-
-def _hint(key: object, options: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(str(key), options, n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _top_level(key: str, value: Any, out: Translation, mistakes: list[SpecError]) -> None:
@@ -198,7 +134,7 @@ def _top_level(key: str, value: Any, out: Translation, mistakes: list[SpecError]
                 )
             else:
                 mistakes.append(
-                    SpecError(f"http_options.{sub}", f"unknown field{_hint(sub, HTTP_KEYS)}")
+                    SpecError(f"http_options.{sub}", f"unknown field{hint(sub, HTTP_KEYS)}")
                 )
         return
     why = {
@@ -224,7 +160,7 @@ def _application(
         raise SpecError(where, "must be a mapping")
     for key in app:
         if key not in APP_KEYS:
-            raise SpecError(f"{where}.{key}", f"unknown field{_hint(key, APP_KEYS)}")
+            raise SpecError(f"{where}.{key}", f"unknown field{hint(key, APP_KEYS)}")
     name = app.get("name", "default")
     if not isinstance(name, str) or not name:
         raise SpecError(f"{where}.name", "must be a non-empty string")
@@ -256,12 +192,15 @@ def _application(
     if not isinstance(args, dict):
         raise SpecError(f"{where}.args", "must be a mapping")
     common, workdir = _runtime_env(runtime_env, f"{where}.runtime_env", base_dir, out)
-    overrides = _overrides(app.get("deployments"), f"{where}.deployments")
+    given = overrides(app.get("deployments"), f"{where}.deployments")
     if app.get("logging_config") is not None:
         out.notices.append(f"{where}.logging_config: does not apply here (see steady logs)")
     if app.get("external_scaler_enabled"):
         out.notices.append(f"{where}.external_scaler_enabled: does not apply here")
-    found = describe(import_path, workdir, args)
+    try:
+        found = describe(import_path, workdir, args)
+    except SpecError as exc:
+        raise SpecError(f"{where}.import_path", exc.message) from None
     if found is None:
         if args:
             raise SpecError(
@@ -269,10 +208,10 @@ def _application(
                 "application builders need steadyserve.serve, which is not installed here",
             )
         attr = import_path.rpartition(":")[2].rpartition(".")[2]
-        only = next(iter(overrides), attr) if len(overrides) == 1 else attr
+        only = next(iter(given), attr) if len(given) == 1 else attr
         found = [{"name": only, "import_path": import_path, "options": {}, "ingress": True}]
     names = {str(info.get("name")) for info in found}
-    for dep in overrides:
+    for dep in given:
         if dep not in names:
             raise SpecError(
                 f"{where}.deployments",
@@ -280,10 +219,19 @@ def _application(
                 f" (it binds: {', '.join(sorted(names))})",
             )
     ray_app = {"import_path": import_path, "runtime_env": runtime_env, "args": args}
+    # Handles find the service of a deployment by name (rsapi's runner reads these).
+    graph_env = {
+        "STEADY_GRAPH_SERVICES": as_json(
+            {str(i.get("name")): service_name(name, str(i.get("name"))) for i in found}
+        )
+    }
+    if args:
+        graph_env["STEADY_APP_ARGS"] = as_json(args)
+    common = {**common, "envs": {**common.get("envs", {}), **graph_env}}
     for info in found:
         dep_name = str(info.get("name"))
-        doc = _service_document(
-            name, dep_name, info, overrides.get(dep_name, {}), common, ray_app, out
+        doc = service_document(
+            name, dep_name, info, given.get(dep_name, {}), common, ray_app, out.notices
         )
         if info.get("ingress"):
             doc["service"]["route_prefix"] = prefix
@@ -331,112 +279,7 @@ def _runtime_env(
     return fields, workdir
 
 
-def _overrides(value: object, where: str) -> dict[str, dict[str, Any]]:
-    if value is None:
-        return {}
-    if not isinstance(value, list):
-        raise SpecError(where, "must be a list of deployments")
-    found: dict[str, dict[str, Any]] = {}
-    for index, item in enumerate(value):
-        if not isinstance(item, dict):
-            raise SpecError(f"{where}[{index}]", "must be a mapping")
-        for key in item:
-            if key not in DEPLOYMENT_KEYS:
-                raise SpecError(
-                    f"{where}[{index}].{key}", f"unknown field{_hint(key, DEPLOYMENT_KEYS)}"
-                )
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            raise SpecError(f"{where}[{index}].name", "required (the deployment's name)")
-        if name in found:
-            raise SpecError(f"{where}[{index}].name", f"duplicate deployment {name!r}")
-        found[name] = item
-    return found
-
-
-def _service_document(
-    app: str,
-    dep: str,
-    info: Mapping[str, Any],
-    override: Mapping[str, Any],
-    common: Mapping[str, Any],
-    ray_app: Mapping[str, Any],
-    out: Translation,
-) -> dict[str, Any]:
-    name = service_name(app, dep)
-    if not NAME_PATTERN.fullmatch(name):
-        raise SpecError(f"deployments[{dep}]", f"makes no valid service name ({name!r})")
-    options = {**dict(info.get("options") or {}), **override}
-    service: dict[str, Any] = {}
-    replicas = options.get("num_replicas")
-    autoscaling = options.get("autoscaling_config")
-    if replicas == "auto":
-        autoscaling = {**AUTO_AUTOSCALING, **(autoscaling or {})}
-    elif replicas is not None and autoscaling is None:
-        service["replicas"] = replicas
-    if autoscaling is not None:
-        service["autoscaling_config"] = autoscaling
-    for key, target in SERVICE_FIELDS.items():
-        if key in options:
-            service[target] = options[key]
-    doc: dict[str, Any] = {
-        "name": name,
-        "application": name_safe(app) or "default",
-        "import_path": info.get("import_path"),
-        "service": service,
-        **common,
-    }
-    if common.get("envs"):
-        doc["envs"] = dict(common["envs"])
-    ray: dict[str, Any] = {"deployment": dep, "application": dict(ray_app)}
-    for key in RESTART_KEYS:
-        if options.get(key) is not None:
-            ray[key] = options[key]
-    actor = options.get("ray_actor_options") or {}
-    if isinstance(actor, dict):
-        doc["resources"] = _resources(actor)
-    for key in NOT_APPLICABLE_KEYS:
-        if override.get(key) is not None:
-            out.notices.append(f"{name}: {key}: does not apply here")
-    init = {k: info[k] for k in ("init_args", "init_kwargs") if info.get(k)}
-    if init:
-        ray["init"] = _resolve_handles(init, app)
-        doc.setdefault("envs", {})["STEADY_SERVE_INIT"] = _json(ray["init"])
-    doc["ray_options"] = ray
-    return doc
-
-
-def _resources(actor: Mapping[str, Any]) -> dict[str, Any]:
-    """``ray_actor_options`` -> ``resources:`` (what the Ray backend places by)."""
-    res: dict[str, Any] = {}
-    cpus = actor.get("num_cpus")
-    if cpus:
-        res["cpus"] = cpus
-    gpus = actor.get("num_gpus")
-    if gpus:
-        res["accelerators"] = {str(actor.get("accelerator_type") or "GPU"): gpus}
-    memory = actor.get("memory")
-    if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
-        res["memory"] = f"{math.ceil(memory / (1 << 20))}MB"
-    return res
-
-
-def _resolve_handles(value: Any, app: str) -> Any:
-    """Handle placeholders name a deployment; the service that runs it is ``<app>-<name>``."""
-    if isinstance(value, dict):
-        if set(value) == {HANDLE_KEY}:
-            return {HANDLE_KEY: service_name(app, str(value[HANDLE_KEY]))}
-        return {k: _resolve_handles(v, app) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolve_handles(v, app) for v in value]
-    return value
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def load_deploy_file(path: str | Path, describe: Describe = default_describe) -> Translation:
+def load_deploy_file(path: str | Path, describe: Describe = describe_graph) -> Translation:
     """What ``steady deploy FILE`` sends: a fleet file (``services:``, optional
     ``gateway: {port: N}``) or a Ray Serve config (``applications:``)."""
     from steadyserve.spec.loading import _read_document, load_fleet_file

@@ -44,21 +44,22 @@ applications:
 
 
 def graph(import_path: str, workdir: Path, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What rsapi's steadyserve.serve.graph.describe says about text_ml:app."""
+    """What ``python -m steadyserve.serve.graph text_ml:app`` prints (docs/ray-serve-api.md)."""
     assert import_path == "text_ml:app"
     return [
         {
-            "name": "Translator",
-            "import_path": "text_ml:Translator",
-            "options": {"user_config": {"language": "english"}},
-            "ingress": False,
-        },
-        {
             "name": "Summarizer",
-            "import_path": "text_ml:Summarizer",
+            "class_path": "text_ml:app",
             "options": {},
             "ingress": True,
             "init_args": [{"__steady_handle__": "Translator"}],
+            "init_kwargs": {},
+        },
+        {
+            "name": "Translator",
+            "class_path": "text_ml:app.Translator",
+            "options": {"user_config": {"language": "english"}},
+            "ingress": False,
         },
     ]
 
@@ -72,16 +73,16 @@ def test_the_ray_docs_config_becomes_one_service_per_deployment(tmp_path: Path) 
     specs = {s.name: s for s in out.specs}
     assert set(specs) == {"app1-translator", "app1-summarizer"}
     translator, summarizer = specs["app1-translator"], specs["app1-summarizer"]
-    assert translator.import_path == "text_ml:Translator"
+    assert translator.import_path == "text_ml:app.Translator"
+    assert summarizer.import_path == "text_ml:app"
     assert translator.service.user_config == {"language": "french"}  # the config wins
     assert translator.service.replicas == 1
     assert translator.application == "app1"
     assert translator.service.route_prefix is None
     assert summarizer.service.route_prefix == "/"  # the ingress only
-    assert (
-        summarizer.envs["STEADY_SERVE_INIT"]
-        == '{"init_args":[{"__steady_handle__":"app1-translator"}]}'
-    )
+    # Handles reach the service that runs a deployment (rsapi's runner reads this).
+    services = '{"Summarizer":"app1-summarizer","Translator":"app1-translator"}'
+    assert translator.envs["STEADY_GRAPH_SERVICES"] == services
     assert out.gateway_port == 8000
     # Every top-level key beside applications is named once.
     for key in ("proxy_location", "http_options.host", "grpc_options", "logging_config"):

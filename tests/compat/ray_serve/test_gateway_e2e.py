@@ -6,13 +6,14 @@ with zero failed requests."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
 from steadyserve.backends.local import free_port
 from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
+
+APPS = Path(__file__).parent / "apps"
 
 CONFIG = """\
 proxy_location: EveryNode
@@ -24,36 +25,35 @@ logging_config:
 applications:
 - name: translate
   route_prefix: /translate
-  import_path: text_ml:Translator
+  import_path: echo:Echo
   runtime_env:
-    working_dir: .
+    working_dir: {apps}
     env_vars: {{GREETING: "{greeting}"}}
   deployments:
-  - name: Translator
+  - name: Echo
     num_replicas: 2
     user_config:
-      language: french
+      message: french
     health_check_period_s: 0.2
     graceful_shutdown_timeout_s: 5
     graceful_shutdown_wait_loop_s: 0.1
 - name: summarize
   route_prefix: /summarize
-  import_path: text_ml:Summarizer
+  import_path: echo:Echo
   runtime_env:
-    working_dir: .
+    working_dir: {apps}
   deployments:
-  - name: Summarizer
+  - name: Echo
     num_replicas: 1
+    user_config:
+      message: summary
     health_check_period_s: 0.2
 """
 
 
 def write_config(tmp: Path, port: int, greeting: str = "hi") -> Path:
-    app = tmp / "text_ml"
-    if not app.exists():
-        shutil.copytree(EXAMPLES / "text_ml", app)
-    path = app / "serve_config.yaml"
-    path.write_text(CONFIG.format(port=port, greeting=greeting))
+    path = tmp / "serve_config.yaml"
+    path.write_text(CONFIG.format(port=port, greeting=greeting, apps=APPS))
     return path
 
 
@@ -63,33 +63,43 @@ def test_two_applications_on_one_gateway_port(steady: Steady, tmp_path: Path) ->
     out = steady.run("deploy", str(config), "--wait", "--timeout", "90")
     assert "proxy_location: does not apply here" in out.stderr
     assert "logging_config" in out.stderr
-    status, body = http_get(port, "/translate?text=good+morning")
+    status, body = http_get(port, "/translate/v1?x=1")
     assert status == 200, body
-    assert json.loads(body)["translation"] == "bon matin"
-    status, body = http_get(port, "/summarize?text=One.+Two.")
-    assert status == 200 and "summary" in json.loads(body)
+    answer = json.loads(body)
+    assert answer["message"] == "french"
+    assert answer["path"] == "/translate/v1"  # forwarded whole, as Ray Serve does
+    status, body = http_get(port, "/summarize")
+    assert status == 200 and json.loads(body)["message"] == "summary"
     status, body = http_get(port, "/translatex")  # not under /translate
     assert status == 404
     assert b"translate" not in body and b"127.0.0.1" not in body
 
     services = {s["name"]: s for s in steady.status()["services"]}
-    assert set(services) == {"translate-translator", "summarize-summarizer"}
-    assert services["translate-translator"]["application"] == "translate"
+    assert set(services) == {"translate-echo", "summarize-echo"}
+    assert services["translate-echo"]["application"] == "translate"
 
     # A service the config did not make is left alone by its deploys.
     steady.run("up", str(EXAMPLES / "http_server" / "service.yaml"))
     again = steady.run("deploy", str(config), "--json").stdout
     actions = {item["name"]: item["action"] for item in json.loads(again)["services"]}
-    assert actions == {"translate-translator": "none", "summarize-summarizer": "none"}
+    assert actions == {"translate-echo": "none", "summarize-echo": "none"}
     assert steady.service("http-server")["version"] == 1
-    for name in ("translate-translator", "summarize-summarizer"):
+    for name in ("translate-echo", "summarize-echo"):
         assert steady.service(name)["version"] == 1
 
     steady.run("down", "http-server")
+
+    # A lightweight update, as Ray Serve's docs describe it: user_config in place.
+    pids = {r["pid"] for r in steady.service("translate-echo")["replicas"]}
+    config.write_text(config.read_text().replace("message: french", "message: german"))
+    out = steady.run("deploy", str(config), "--wait", "--timeout", "60").stdout
+    assert "in place" in out
+    assert json.loads(http_get(port, "/translate")[1])["message"] == "german"
+    assert {r["pid"] for r in steady.service("translate-echo")["replicas"]} == pids
     ray = json.loads(steady.run("status", "--format", "ray", "--json").stdout)
     app = ray["applications"]["translate"]
     assert app["status"] == "RUNNING" and app["route_prefix"] == "/translate"
-    dep = app["deployments"]["Translator"]
+    dep = app["deployments"]["Echo"]
     assert dep["status"] == "HEALTHY" and dep["replica_states"] == {"RUNNING": 2}
     text = steady.run("status", "--format", "ray").stdout
     assert "applications:" in text and "replica_states:" in text
@@ -99,10 +109,10 @@ def test_rolling_update_through_the_gateway_fails_nothing(steady: Steady, tmp_pa
     port = free_port()
     config = write_config(tmp_path, port)
     steady.run("deploy", str(config), "--wait", "--timeout", "90")
-    before = {r["pid"] for r in steady.service("translate-translator")["replicas"]}
+    before = {r["pid"] for r in steady.service("translate-echo")["replicas"]}
     # POSTs: the load balancer never replays them, so a replica stopped while
     # the gateway still routes to it would show up as a failure.
-    body = b'{"text": "hello my friend"}'
+    body = b'{"text": "hello"}'
     clients = [
         LoadClient(port, path="/translate", method="POST", body=body, max_seconds=90).start()
         for _ in range(3)
@@ -116,10 +126,11 @@ def test_rolling_update_through_the_gateway_fails_nothing(steady: Steady, tmp_pa
         report(f"rolling update through the gateway (POST): {client.summary()}")
     assert "restart" in out
     assert all(c.failed == 0 and c.sent > 20 for c in clients)
-    after = steady.service("translate-translator")
+    assert json.loads(clients[0].bodies[-1][1])["greeting"] == "hello"
+    after = steady.service("translate-echo")
     assert after["version"] == 2
     assert not before & {r["pid"] for r in after["replicas"]}
-    assert steady.service("summarize-summarizer")["version"] == 1
+    assert steady.service("summarize-echo")["version"] == 1
 
 
 def test_a_mistake_in_a_ray_config_changes_nothing(steady: Steady, tmp_path: Path) -> None:
