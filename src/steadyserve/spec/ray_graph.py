@@ -58,9 +58,7 @@ def describe_graph(
     app (or when this installation has no ``steadyserve.serve``)."""
     if not workdir.is_dir():
         return None  # the missing working_dir is reported by the service's workdir
-    if importlib.util.find_spec("steadyserve.serve") is None:
-        return None
-    if importlib.util.find_spec(GRAPH_MODULE) is None:
+    if not _has_graph_module():
         return None
     command = [GRAPH_MODULE, import_path, *(["--args", json.dumps(dict(args))] if args else [])]
     proc = _run(command, workdir)
@@ -75,6 +73,13 @@ def describe_graph(
     if not args and _servable_alone(import_path, workdir):
         return None
     raise SpecError("import_path", _last_line(proc, f"{GRAPH_MODULE}: "))
+
+
+def _has_graph_module() -> bool:
+    """Is ``steadyserve.serve.graph`` installed? (Found without importing it.)"""
+    package = importlib.util.find_spec("steadyserve.serve")
+    folders = package.submodule_search_locations if package is not None else None
+    return any((Path(folder) / "graph.py").is_file() for folder in folders or ())
 
 
 def _servable_alone(import_path: str, workdir: Path) -> bool:

@@ -246,9 +246,13 @@ def _application(
 def _runtime_env(
     env: Mapping[str, Any], where: str, base_dir: Path, out: Translation
 ) -> tuple[dict[str, Any], Path]:
-    """The service fields ``runtime_env`` sets, and the folder user code is read from."""
-    fields: dict[str, Any] = {}
-    workdir = base_dir
+    """The service fields ``runtime_env`` sets, and the folder user code is read from.
+
+    Without a ``working_dir`` the code is next to the config file (where ``serve
+    deploy`` would have found it on the cluster's path): that folder is the workdir.
+    """
+    workdir = base_dir.resolve()
+    fields: dict[str, Any] = {"workdir": str(workdir)}
     for key, value in env.items():
         if key == "working_dir":
             if not isinstance(value, str) or "://" in value:
