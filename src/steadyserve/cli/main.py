@@ -428,11 +428,15 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool)
     """Make the services in FILE (services: [...]) the whole desired state.
 
     Services in FILE are created or updated; running services missing from it
-    are taken down.
+    are taken down. FILE may also be a Ray Serve config (applications: [...]):
+    each deployment becomes a service <app>-<deployment>, served on the gateway
+    port under its route_prefix, and only services a config made are taken down
+    (docs/ray-serve.md).
 
     \b
     Example:
       steady deploy fleet.yaml --dry-run
+      steady deploy serve_config.yaml
     """
     plan = load_deploy_file(file)  # a fleet file or a Ray Serve config (spec/ray_serve.py)
     where = "services[{}]." if plan.scope == "all" else "applications: {}: "
