@@ -6,6 +6,8 @@ with zero failed requests."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -143,3 +145,32 @@ def test_a_mistake_in_a_ray_config_changes_nothing(steady: Steady, tmp_path: Pat
     )
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not steady.home.exists()  # no controller was even started
+
+
+def test_the_gateway_outlives_a_killed_controller(steady: Steady, tmp_path: Path) -> None:
+    """Like a service's load balancer, the gateway keeps serving while the controller
+    is gone, and the restarted controller adopts it instead of starting another."""
+    port = free_port()
+    steady.run("deploy", str(write_config(tmp_path, port)), "--wait", "--timeout", "90")
+    gateway = json.loads((steady.home / "gateway.json").read_text())
+    client = LoadClient(port, path="/translate", max_seconds=60).start()
+    time.sleep(0.3)
+    info = json.loads(steady.run("controller", "status", "--json").stdout)
+    os.kill(info["pid"], signal.SIGKILL)
+    time.sleep(1.0)  # served by the gateway alone
+    steady.run("status")  # restarts the controller
+    steady.wait_for("translate-echo", lambda s: s["status"] == "READY", timeout=30)
+    time.sleep(0.5)
+    client.stop()
+    report(f"gateway across a controller kill: {client.summary()}")
+    assert client.failed == 0 and client.sent > 20
+    assert json.loads((steady.home / "gateway.json").read_text())["pid"] == gateway["pid"]
+    # The gateway follows the new controller: a new route shows up on it.
+    config = write_config(tmp_path, port)
+    config.write_text(config.read_text().replace("route_prefix: /summarize", "route_prefix: /s"))
+    steady.run("deploy", str(config), "--wait", "--timeout", "60")
+    deadline = time.monotonic() + 10
+    while http_get(port, "/s")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert http_get(port, "/s")[0] == 200
+    assert http_get(port, "/summarize")[0] == 404
