@@ -109,8 +109,10 @@ class Gateway:
         for name in set(self.lanes) - wanted:
             lane = self.lanes.pop(name)
             lane.proxy.begin_drain()
-            # In-flight requests on it still finish; only its polls stop.
+            # In-flight requests on it still finish; its polls stop now and its
+            # pooled replica connections close once a drain's time has passed.
             lane.cancel()
+            asyncio.get_running_loop().call_later(DRAIN_SECONDS, lane.proxy.close_all)
         self.proxy.set_lanes(
             {prefix.encode(): self.lanes[name].proxy for prefix, name in routes.items()}
         )
