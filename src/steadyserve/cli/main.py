@@ -460,7 +460,7 @@ def deploy(file: Path, dry_run: bool, wait: bool, timeout: float, as_json: bool)
         },
         timeout=600.0,
     )
-    if plan.gateway_port is not None and not as_json:
+    if plan.gateway_port is not None and not as_json and not dry_run:
         console.print(f"gateway: http://127.0.0.1:{plan.gateway_port}")
     for item in result["services"]:
         if item["action"] == "create":

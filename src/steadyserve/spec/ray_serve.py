@@ -201,6 +201,7 @@ def _application(
         found = describe(import_path, workdir, args)
     except SpecError as exc:
         raise SpecError(f"{where}.import_path", exc.message) from None
+    single = found is None
     if found is None:
         if args:
             raise SpecError(
@@ -216,7 +217,11 @@ def _application(
             raise SpecError(
                 f"{where}.deployments",
                 f"no deployment named {dep!r} in {import_path}"
-                f" (it binds: {', '.join(sorted(names))})",
+                + (
+                    f" ({import_path} is served as one deployment, {next(iter(names))!r})"
+                    if single
+                    else f" (it binds: {', '.join(sorted(names))})"
+                ),
             )
     ray_app = {"import_path": import_path, "runtime_env": runtime_env, "args": args}
     # Handles find the service of a deployment by name (rsapi's runner reads these).
@@ -262,6 +267,8 @@ def _runtime_env(
                 )
             path = Path(value).expanduser()
             workdir = (path if path.is_absolute() else base_dir / path).resolve()
+            if not workdir.is_dir():
+                raise SpecError(f"{where}.working_dir", f"no such directory: {workdir}")
             fields["workdir"] = str(workdir)
         elif key == "env_vars":
             if not isinstance(value, dict):

@@ -179,6 +179,11 @@ def test_application_level_import_path_and_runtime_env_restart(tmp_path: Path) -
         ),
         (("- name: Summarizer", "- name: Sumarizer"), "no deployment named 'Sumarizer'"),
         (("  port: 8000", "  port: 80000"), "http_options.port: must be a port"),
+        (
+            ("runtime_env: {}", "runtime_env: {working_dir: nowhere}"),
+            "runtime_env.working_dir: no such",
+        ),
+        (("runtime_env: {}", "runtime_env: {working_dir: 's3://b/x.zip'}"), "must be a local"),
     ],
 )
 def test_mistakes_name_the_field(tmp_path: Path, edit: tuple[str, str], where: str) -> None:
