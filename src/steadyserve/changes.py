@@ -76,6 +76,12 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "blue_green": "applies to the next update",
     "access_log": "applied by the load balancer",
     "websocket_drain_s": "applies to the next drain",
+    "route_prefix": "applied by the gateway",  # rsconfig hook
+}
+
+# Top-level fields that describe a service without changing its replicas (rsconfig hook).
+_IN_PLACE_TOP_FIELDS: dict[str, str] = {
+    "application": "which Ray Serve application lists the service",
 }
 
 # Fields that are restart changes for a reason worth naming; anything else
@@ -90,6 +96,7 @@ _RESTART_WHY: dict[str, str] = {
     "resources": "resources are allocated at start",
     "service.reconfigure_path": "the control path is read at start",
     "service.port": "the endpoint port cannot change in an update",
+    "ray_options": "Ray Serve restarts replicas for these options",
 }
 _UNKNOWN_WHY = "not known to apply in place"
 
@@ -136,6 +143,10 @@ def classify(
                             _RESTART_WHY[key],
                         )
                     )
+        elif key in _IN_PLACE_TOP_FIELDS and not _same(before, after):
+            changes.append(
+                FieldChange(key, before, after, "in_place", _IN_PLACE_TOP_FIELDS[key])
+            )
         elif not _same(before, after):
             why = _RESTART_WHY.get(key, _UNKNOWN_WHY)
             changes.append(FieldChange(key, before, after, "restart", why))

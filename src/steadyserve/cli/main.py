@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from steadyserve.cli import logs as logs_mod
-from steadyserve.cli import progressive
+from steadyserve.cli import progressive, ray_status
 from steadyserve.cli.client import (
     Client,
     CommandError,
@@ -46,7 +46,8 @@ from steadyserve.cli.tables import (
 from steadyserve.file_mounts import staged
 from steadyserve.paths import Home
 from steadyserve.skyserve_compat import MaskedOutput, preflight, secret_values, unique_name
-from steadyserve.spec import SpecError, load_fleet_file, load_service_file
+from steadyserve.spec import SpecError, load_service_file
+from steadyserve.spec.ray_serve import load_deploy_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -296,9 +297,18 @@ def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = Fal
 @click.option(
     "-v", "--verbose", is_flag=True, help="Add AUTOSCALING_POLICY and LOAD_BALANCING_POLICY."
 )
+@click.option(
+    "--format",
+    "layout",
+    type=click.Choice(["steady", "ray"]),
+    default="steady",
+    help="ray: Ray Serve's serve status layout (applications, deployments, replica_states).",
+)
 @utc_option
 @reports_errors
-def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, utc: bool) -> None:
+def status(
+    names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, layout: str, utc: bool
+) -> None:
     """Show services and their replicas (all services, or the NAMES given).
 
     A service whose last update failed or was rolled back has a line under the
@@ -307,6 +317,7 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     \b
     Example:
       steady status http-server --events
+      steady status --format ray
     """
     client = Client(_home())
     running = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
@@ -318,6 +329,12 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     services = (
         client.call("GET", f"/api/v1/services?{query}")["services"] if query or not names else []
     )
+    if layout == "ray":  # rsconfig hook: cli/ray_status.py
+        if as_json:
+            _echo_json(ray_status.ray_status(services))
+        else:
+            click.echo(ray_status.render(services), nl=False)
+        return
     if events:
         for svc in services:
             svc["events"] = client.call("GET", f"/api/v1/services/{svc['name']}/events")["events"]
@@ -518,29 +535,39 @@ def deploy(
     and no longer lists are taken down, after a confirmation (-y skips it; without
     a terminal, -y is required). Services made with 'steady up' or another file
     are kept unless --prune-all.
+    FILE may also be a Ray Serve config (applications: [...]): each deployment
+    becomes a service <app>-<deployment>, served on the gateway port under its
+    route_prefix (docs/ray-serve.md).
 
     \b
     Example:
       steady deploy fleet.yaml --dry-run
+      steady deploy serve_config.yaml
     """
-    specs = load_fleet_file(file)
-    items = (raw_document(file) or {}).get("services") or []
+    plan = load_deploy_file(file)  # a fleet file or a Ray Serve config (spec/ray_serve.py)
+    where = "services[{}]." if plan.scope == "all" else "applications: {}: "
     specs = [
-        _with_defaults(spec, item, file, f"services[{i}].")
-        for i, (spec, item) in enumerate(zip(specs, items, strict=True))
+        _with_defaults(spec, item, file, where.format(i if plan.scope == "all" else spec.name))
+        for i, (spec, item) in enumerate(zip(plan.specs, plan.documents, strict=True))
     ]
     notes: list[str] = []
     mistakes: list[SpecError] = []
     for i, spec in enumerate(specs):
         try:
             notes.extend(
-                preflight(spec, ignore_resources=ignore_resources, prefix=f"services[{i}].")
+                preflight(
+                    spec,
+                    ignore_resources=ignore_resources,
+                    prefix=where.format(i if plan.scope == "all" else spec.name),
+                )
             )
         except SpecError as exc:
             mistakes.append(exc)
     if mistakes:
         raise SpecError.combine(mistakes, file=str(file))
     _print_notes(notes)
+    for notice in plan.notices:
+        click.echo(f"notice: {notice}", err=True)
     client = Client(_home())
     text = file.read_text(encoding="utf-8")
     with contextlib.ExitStack() as stack:  # skyserve hook: file_mounts into the workdir
@@ -550,14 +577,17 @@ def deploy(
             "dry_run": True,
             "file": str(file.resolve()),
             "prune_all": prune_all,
+            "gateway": None if plan.gateway_port is None else {"port": plan.gateway_port},
         }
         if not dry_run:
-            plan = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
-            removals = [i["name"] for i in plan["services"] if i["action"] == "down"]
+            preview = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
+            removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
             if removals:
                 _confirm(f"deploy takes down {', '.join(removals)}", yes)
             request = {**request, "dry_run": False, "expect_down": removals}
         result = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
+    if plan.gateway_port is not None and not as_json and not dry_run:
+        console.print(f"gateway: http://127.0.0.1:{plan.gateway_port}")
     for item in result["services"]:
         if item["action"] == "create":
             if item.get("notice"):

@@ -86,7 +86,7 @@ def with_deployment_defaults(spec: ServiceSpec, raw: dict[str, Any], base_dir: P
     for option, field in OPTION_FIELDS.items():
         if option not in options or options[option] is None or field in service:
             continue
-        if field == "replicas" and "replica_policy" in service:
+        if field == "replicas" and ("replica_policy" in service or "autoscaling_config" in service):
             continue
         service[field] = options[option]
         changed = True

@@ -177,12 +177,17 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             isinstance(expect_down, list) and all(isinstance(n, str) for n in expect_down)
         ):
             raise BadInput("'expect_down' must be a list of service names")
+        gateway = data.get("gateway")  # rsconfig hook: {port} or null
+        port = gateway.get("port") if isinstance(gateway, dict) else None
+        if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
+            raise BadInput("gateway.port must be a port number")
         result = await controller.deploy(
             [(i["spec"], str(i.get("yaml", ""))) for i in items],
             bool(data.get("dry_run")),
             _file(data),
             prune_all=bool(data.get("prune_all")),
             expect_down=expect_down,
+            gateway_port=port,
         )
         return web.json_response(result)
 
@@ -231,8 +236,11 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
         except ValueError as exc:
             raise BadInput("wait must be a number of seconds") from exc
-        # lbscale: each LB worker polls with its own id (controller/routes.py).
+        # lbscale: each LB worker polls with its own id (controller/routes.py); another
+        # load balancer routing this service too (the gateway) is one more such view.
         known, worker = request.query.get("known", ""), request.query.get("worker", "")
+        if consumer := request.query.get("consumer", ""):
+            worker = f"consumer:{consumer}"
         table = await runtime.routes.wait(known, wait, worker)
         if table is None:
             return web.json_response({"error": "no route table yet"}, status=503)
@@ -249,6 +257,13 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             lb_pid = data.get("lb_pid") if isinstance(data.get("lb_pid"), int) else None
         except (TypeError, ValueError, AttributeError) as exc:
             raise BadInput("report counts must map replica ids to integers") from exc
+        consumer = data.get("consumer")  # the gateway: one more view of the service
+        if isinstance(consumer, str) and consumer:
+            # Counted for draining and summed into the service LB's own next report
+            # (which feeds autoscaling and metrics, with its own process's counters).
+            data = {**data, "worker": f"consumer:{consumer}"}
+            runtime.routes.report(str(data.get("table", "")), inflight, requests, queued, data)
+            return web.json_response({"ok": True})
         # lbscale: one view of the service summed over the LB's workers.
         inflight, requests, queued, data = runtime.routes.report(
             str(data.get("table", "")), inflight, requests, queued, data
@@ -258,6 +273,22 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         observer.ingest(runtime.name, data)
         runtime.canary.ingest(observer.traffic.get(runtime.name))  # canary hook: analysis
         return web.json_response({"ok": True})
+
+    @routes.get("/api/v1/gateway/routes")
+    async def gateway_routes(request: web.Request) -> web.Response:
+        """rsconfig hook: the gateway's route map (prefix -> service), long-polled."""
+        try:
+            wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
+        except ValueError as exc:
+            raise BadInput("wait must be a number of seconds") from exc
+        table = await controller.gateway.routes.wait(request.query.get("known", ""), wait)
+        if table is None:
+            return web.json_response({"error": "no gateway map yet"}, status=503)
+        return web.json_response(table)
+
+    @routes.get("/api/v1/gateway")
+    async def gateway_status(request: web.Request) -> web.Response:
+        return web.json_response(controller.gateway.status())
 
     @routes.post("/api/v1/lb/{name}/wake")
     async def lb_wake(request: web.Request) -> web.Response:

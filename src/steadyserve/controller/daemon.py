@@ -40,6 +40,7 @@ from steadyserve.controller.orphans import reap_orphans
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
+from steadyserve.lb.gateway_supervisor import GatewaySupervisor
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.skypilot import not_applicable_notes
@@ -70,6 +71,10 @@ class Controller:
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._resumed_downs: list[asyncio.Task[None]] = []
+        # rsconfig hook: the gateway port (Ray Serve's http_options.port).
+        self.gateway = GatewaySupervisor(
+            home, self.epoch, lambda: [r.spec for r in self.services.values()]
+        )
 
     def info(self) -> dict[str, Any]:
         return {
@@ -264,6 +269,7 @@ class Controller:
         *,
         prune_all: bool = False,
         expect_down: list[str] | None = None,
+        gateway_port: int | None = None,
     ) -> dict[str, Any]:
         """The file is the whole desired state of the services it made: create,
         update, and take down the ones this file made earlier and no longer lists.
@@ -278,6 +284,9 @@ class Controller:
         if None in names or len(set(names)) != len(names):
             raise BadInput("services: every service needs a unique name")
         owner = fleet_owner(spec_file)
+        problem = self.gateway.check_port(gateway_port)
+        if problem is not None:
+            raise BadInput(f"gateway: {problem}")
         results: list[dict[str, Any]] = []
         # Check everything before changing anything: bad input changes nothing.
         for spec, _ in specs:
@@ -322,7 +331,9 @@ class Controller:
             results.append({"name": name, "action": "down"})
         for name, reason in kept:
             results.append({"name": name, "action": "keep", "reason": reason})
-        return {"dry_run": dry_run, "services": results}
+        if not dry_run:
+            await self.gateway.configure(gateway_port)
+        return {"dry_run": dry_run, "services": results, "gateway": {"port": gateway_port}}
 
     def _unlisted(
         self, listed: list[str | None], owner: str, prune_all: bool
@@ -396,6 +407,8 @@ class Controller:
         finally:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)
+        if not self.services:  # rsconfig hook: nothing left to serve (serve shutdown)
+            await self.gateway.configure(None)
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -423,6 +436,8 @@ class Controller:
         for row in self.store.services():
             self._new_runtime(row).start()
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
+        claimed |= self.gateway.pids
+        gateway_task = asyncio.create_task(self.gateway.run())
         reap_orphans(str(self.home.root), claimed)
         for row in self.store.services():
             if row.desired is Desired.DOWN:  # a down the previous controller did not finish
@@ -437,6 +452,8 @@ class Controller:
         await self._stop.wait()
         for runtime in list(self.services.values()):
             await runtime.detach()
+        gateway_task.cancel()
+        self.gateway.detach()
         await runner.cleanup()
         await self.probe_session.close()
         self.store.close()

@@ -269,8 +269,15 @@ def load_fleet_file(path: str | Path) -> list[ServiceSpec]:
         raise SpecError(
             None, f"file must contain a mapping with services: [...], not {_kind(data)}", file=label
         )
+    if "applications" in data:  # rsconfig hook: a Ray Serve config file
+        from steadyserve.spec.ray_serve import translate
+
+        try:
+            return translate(data, Path(path).absolute().parent).specs
+        except SpecError as exc:
+            raise exc.in_file(label) from None
     for key in data:
-        if key != "services":
+        if key not in ("services", "gateway"):
             hint = (
                 " (did you mean services?)"
                 if difflib.get_close_matches(str(key), ["services"])

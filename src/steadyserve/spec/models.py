@@ -147,6 +147,13 @@ class ServiceSpec(_Model):
     def _local_mounts(cls, value: dict[str, Any]) -> dict[str, Any]:
         check_file_mounts(value)
         return value
+    application: ServiceName | None = None
+    """The Ray Serve application this service was made from (rsconfig hook); a
+    Ray Serve config's deploy removes only services of applications."""
+    ray_options: JsonMapping = Field(default_factory=dict)
+    """Ray Serve options with no local meaning (``ray_actor_options``,
+    ``placement_group_*``, ``runtime_env``, ``args``): stored so that changing
+    them restarts replicas, as it does in Ray Serve."""
 
     @model_validator(mode="after")
     def _command_or_python(self) -> ServiceSpec:

@@ -30,6 +30,7 @@ from steadyserve.spec.fields import (
     PositiveNumber,
     PositiveSeconds,
     QueueLimit,
+    RoutePrefix,
     ScalarText,
     Seconds,
     Surge,
@@ -307,6 +308,8 @@ class ServiceSection(_Model):
             rest = {k: v for k, v in data.items() if k != "https"}
             return {**rest, "tls": data["https"]}
         return data
+    route_prefix: RoutePrefix | None = None
+    """Served under this prefix on the gateway port too (rsconfig hook); None: not on it."""
 
     @field_validator("readiness_probe", mode="before")
     @classmethod
