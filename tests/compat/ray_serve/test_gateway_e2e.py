@@ -84,7 +84,7 @@ def test_two_applications_on_one_gateway_port(steady: Steady, tmp_path: Path) ->
     steady.run("up", str(EXAMPLES / "http_server" / "service.yaml"))
     again = steady.run("deploy", str(config), "--json").stdout
     actions = {item["name"]: item["action"] for item in json.loads(again)["services"]}
-    assert actions == {"translate-echo": "none", "summarize-echo": "none"}
+    assert actions == {"translate-echo": "none", "summarize-echo": "none", "http-server": "keep"}
     assert steady.service("http-server")["version"] == 1
     for name in ("translate-echo", "summarize-echo"):
         assert steady.service(name)["version"] == 1
