@@ -14,10 +14,6 @@ import pytest
 from tests.helpers.raycluster import RayCluster
 from tests.helpers.steady import Steady, processes_of_home
 
-BACKENDS = ["local", "ray"]
-"""What the core and update end-to-end tests run on: ``pytestmark =
-pytest.mark.parametrize("steady", BACKENDS, indirect=True)`` in their module."""
-
 
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:

@@ -1,13 +1,17 @@
-"""Two Python replicas in the style of the Ray Serve docs' text example, with no
-model weights: deterministic word-level stand-ins for a translator and a summarizer.
+"""The Ray Serve docs' text_ml app, written for SteadyServe with no model weights:
+deterministic word-level stand-ins for the translation and summarization models.
 
-    steady deploy examples/text_ml/fleet.yaml
-    curl -s 'http://127.0.0.1:PORT/?text=Hello+my+friend'
-    curl -s -X POST http://127.0.0.1:PORT/ -d '{"text": "the cat is in the house"}'
-    curl -sN 'http://127.0.0.1:PORT/?text=good+morning+my+friend&stream=1'   # token by token
+As in the Ray docs, ``Summarizer`` calls ``Translator`` through a handle, the
+translator's language is a ``user_config`` applied by ``reconfigure()``, and
+``app = Summarizer.bind(Translator.bind())`` is the application:
 
-Change ``user_config: {language: german}`` in fleet.yaml and deploy again: the
-running replicas answer in German without restarting (same pids).
+    steady deploy examples/text_ml/serve_config.yaml   # Ray's config format
+    steady deploy examples/text_ml/fleet.yaml          # the same graph as a fleet file
+    curl -s -X POST http://127.0.0.1:PORT/ -d '"Hello my friend. The cat is in the house."'
+
+Change ``language: french`` to ``german`` and deploy again: the running
+translator replicas answer in German without restarting (same pids).
+Only the import lines differ from the Ray docs' file.
 """
 
 from __future__ import annotations
@@ -22,67 +26,68 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from steadyserve import deployment
+from steadyserve import serve
+from steadyserve.serve.handle import DeploymentHandle
 
+LANGUAGES = ("french", "german", "spanish", "romanian")  # the Ray docs': French, German, Romanian
 DICTIONARY: dict[str, dict[str, str]] = {
-    # english: (french, german, spanish)
-    word: dict(zip(("french", "german", "spanish"), translations, strict=True))
+    # english: (french, german, spanish, romanian)
+    word: dict(zip(LANGUAGES, translations, strict=True))
     for word, translations in {
-        "hello": ("bonjour", "hallo", "hola"),
-        "goodbye": ("au revoir", "auf wiedersehen", "adiós"),
-        "good": ("bon", "gut", "bueno"),
-        "morning": ("matin", "morgen", "mañana"),
-        "night": ("nuit", "nacht", "noche"),
-        "day": ("jour", "tag", "día"),
-        "my": ("mon", "mein", "mi"),
-        "your": ("ton", "dein", "tu"),
-        "friend": ("ami", "freund", "amigo"),
-        "friends": ("amis", "freunde", "amigos"),
-        "the": ("le", "der", "el"),
-        "a": ("un", "ein", "un"),
-        "and": ("et", "und", "y"),
-        "or": ("ou", "oder", "o"),
-        "is": ("est", "ist", "es"),
-        "are": ("sont", "sind", "son"),
-        "in": ("dans", "in", "en"),
-        "on": ("sur", "auf", "sobre"),
-        "with": ("avec", "mit", "con"),
-        "i": ("je", "ich", "yo"),
-        "you": ("tu", "du", "tú"),
-        "we": ("nous", "wir", "nosotros"),
-        "they": ("ils", "sie", "ellos"),
-        "have": ("avoir", "haben", "tener"),
-        "like": ("aime", "mag", "gusta"),
-        "love": ("amour", "liebe", "amor"),
-        "cat": ("chat", "katze", "gato"),
-        "dog": ("chien", "hund", "perro"),
-        "house": ("maison", "haus", "casa"),
-        "city": ("ville", "stadt", "ciudad"),
-        "water": ("eau", "wasser", "agua"),
-        "bread": ("pain", "brot", "pan"),
-        "book": ("livre", "buch", "libro"),
-        "world": ("monde", "welt", "mundo"),
-        "time": ("temps", "zeit", "tiempo"),
-        "model": ("modèle", "modell", "modelo"),
-        "server": ("serveur", "server", "servidor"),
-        "fast": ("rapide", "schnell", "rápido"),
-        "slow": ("lent", "langsam", "lento"),
-        "big": ("grand", "groß", "grande"),
-        "small": ("petit", "klein", "pequeño"),
-        "new": ("nouveau", "neu", "nuevo"),
-        "old": ("vieux", "alt", "viejo"),
-        "yes": ("oui", "ja", "sí"),
-        "no": ("non", "nein", "no"),
-        "thank": ("merci", "danke", "gracias"),
-        "thanks": ("merci", "danke", "gracias"),
-        "please": ("s'il vous plaît", "bitte", "por favor"),
-        "today": ("aujourd'hui", "heute", "hoy"),
-        "tomorrow": ("demain", "morgen", "mañana"),
-        "very": ("très", "sehr", "muy"),
-        "beautiful": ("beau", "schön", "hermoso"),
+        "hello": ("bonjour", "hallo", "hola", "salut"),
+        "goodbye": ("au revoir", "auf wiedersehen", "adiós", "la revedere"),
+        "good": ("bon", "gut", "bueno", "bun"),
+        "morning": ("matin", "morgen", "mañana", "dimineață"),
+        "night": ("nuit", "nacht", "noche", "noapte"),
+        "day": ("jour", "tag", "día", "zi"),
+        "my": ("mon", "mein", "mi", "meu"),
+        "your": ("ton", "dein", "tu", "tău"),
+        "friend": ("ami", "freund", "amigo", "prieten"),
+        "friends": ("amis", "freunde", "amigos", "prieteni"),
+        "the": ("le", "der", "el", "cel"),
+        "a": ("un", "ein", "un", "un"),
+        "and": ("et", "und", "y", "și"),
+        "or": ("ou", "oder", "o", "sau"),
+        "is": ("est", "ist", "es", "este"),
+        "are": ("sont", "sind", "son", "sunt"),
+        "in": ("dans", "in", "en", "în"),
+        "on": ("sur", "auf", "sobre", "pe"),
+        "with": ("avec", "mit", "con", "cu"),
+        "i": ("je", "ich", "yo", "eu"),
+        "you": ("tu", "du", "tú", "tu"),
+        "we": ("nous", "wir", "nosotros", "noi"),
+        "they": ("ils", "sie", "ellos", "ei"),
+        "have": ("avoir", "haben", "tener", "avea"),
+        "like": ("aime", "mag", "gusta", "place"),
+        "love": ("amour", "liebe", "amor", "dragoste"),
+        "cat": ("chat", "katze", "gato", "pisică"),
+        "dog": ("chien", "hund", "perro", "câine"),
+        "house": ("maison", "haus", "casa", "casă"),
+        "city": ("ville", "stadt", "ciudad", "oraș"),
+        "water": ("eau", "wasser", "agua", "apă"),
+        "bread": ("pain", "brot", "pan", "pâine"),
+        "book": ("livre", "buch", "libro", "carte"),
+        "world": ("monde", "welt", "mundo", "lume"),
+        "time": ("temps", "zeit", "tiempo", "timp"),
+        "model": ("modèle", "modell", "modelo", "model"),
+        "server": ("serveur", "server", "servidor", "server"),
+        "fast": ("rapide", "schnell", "rápido", "rapid"),
+        "slow": ("lent", "langsam", "lento", "lent"),
+        "big": ("grand", "groß", "grande", "mare"),
+        "small": ("petit", "klein", "pequeño", "mic"),
+        "new": ("nouveau", "neu", "nuevo", "nou"),
+        "old": ("vieux", "alt", "viejo", "vechi"),
+        "yes": ("oui", "ja", "sí", "da"),
+        "no": ("non", "nein", "no", "nu"),
+        "thank": ("merci", "danke", "gracias", "mulțumesc"),
+        "thanks": ("merci", "danke", "gracias", "mulțumesc"),
+        "please": ("s'il vous plaît", "bitte", "por favor", "vă rog"),
+        "today": ("aujourd'hui", "heute", "hoy", "azi"),
+        "tomorrow": ("demain", "morgen", "mañana", "mâine"),
+        "very": ("très", "sehr", "muy", "foarte"),
+        "beautiful": ("beau", "schön", "hermoso", "frumos"),
     }.items()
 }
-LANGUAGES = ("french", "german", "spanish")
 _TOKENS = re.compile(r"\w+|[^\w\s]+|\s+")
 
 
@@ -99,7 +104,8 @@ def translate_words(text: str, language: str) -> list[str]:
 
 
 async def text_of(request: Request) -> str | None:
-    """``?text=`` on any method, else a JSON body ``{"text": ...}``."""
+    """``?text=`` on any method, else a JSON body: a string (as in the Ray docs)
+    or ``{"text": ...}``."""
     text = request.query_params.get("text")
     if text is not None:
         return text
@@ -110,7 +116,7 @@ async def text_of(request: Request) -> str | None:
         payload = await request.json()
     except ValueError:
         return None
-    value = payload.get("text") if isinstance(payload, dict) else None
+    value = payload.get("text") if isinstance(payload, dict) else payload
     return value if isinstance(value, str) else None
 
 
@@ -118,13 +124,22 @@ def _missing_text() -> JSONResponse:
     return JSONResponse({"error": 'send ?text=... or a JSON body {"text": "..."}'}, 400)
 
 
-@deployment(user_config={"language": "french"}, health_check_period_s=1)
+@serve.deployment
 class Translator:
     """English to French, German or Spanish; the language is a ``user_config``,
     so changing it reconfigures running replicas instead of restarting them."""
 
     def __init__(self) -> None:
         self.language = "french"
+
+    def translate(self, text: str) -> str:
+        """What ``Summarizer`` calls through its handle."""
+        return "".join(translate_words(text, self.language))
+
+    async def words(self, text: str) -> AsyncIterator[str]:
+        """Streamed through a handle: ``translator.options(stream=True).words.remote()``."""
+        for token in translate_words(text, self.language):
+            yield token
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         language = user_config.get("language", "french")
@@ -179,16 +194,29 @@ def summarize(text: str, max_sentences: int = 1) -> str:
     return " ".join(sentences[i] for i in sorted(best[:max_sentences]))
 
 
+@serve.deployment
 class Summarizer:
-    """A plain class (no decorator, no user_config): ``max_sentences`` may be
-    given per request as ``?sentences=N``."""
+    """Summarizes English text, then has the ``Translator`` deployment translate
+    the summary (a handle call, straight to the translator's replicas).
+    ``?sentences=N`` keeps N sentences."""
 
-    async def __call__(self, request: Request) -> Any:
-        text = await text_of(request)
-        if text is None:
+    def __init__(self, translator: DeploymentHandle) -> None:
+        self.translator = translator
+
+    def summarize(self, text: str, max_sentences: int = 1) -> str:
+        return summarize(text, max_sentences)
+
+    async def __call__(self, http_request: Request) -> Any:
+        english_text = await text_of(http_request)
+        if english_text is None:
             return _missing_text()
         try:
-            n = max(1, int(request.query_params.get("sentences", "1")))
+            n = max(1, int(http_request.query_params.get("sentences", "1")))
         except ValueError:
             return JSONResponse({"error": "sentences must be an integer"}, 400)
-        return {"summary": summarize(text, n)}
+        summary = self.summarize(english_text, n)
+        translation: str = await self.translator.translate.remote(summary)
+        return translation
+
+
+app = Summarizer.bind(Translator.bind())

@@ -73,7 +73,15 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "history_limit": "applies when the next version is recorded",
     "rolling_update": "applies to the next update",
     "canary": "applies to the next update",
+    "blue_green": "applies to the next update",
     "access_log": "applied by the load balancer",
+    "websocket_drain_s": "applies to the next drain",
+    "route_prefix": "applied by the gateway",  # rsconfig hook
+}
+
+# Top-level fields that describe a service without changing its replicas (rsconfig hook).
+_IN_PLACE_TOP_FIELDS: dict[str, str] = {
+    "application": "which Ray Serve application lists the service",
 }
 
 # Fields that are restart changes for a reason worth naming; anything else
@@ -81,16 +89,19 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
 _RESTART_WHY: dict[str, str] = {
     "run": "the replica command changed",
     "setup": "the setup command changed",
+    "pip": "the version's packages changed (a new environment)",
     "import_path": "the replica code changed",
     "envs": "environment variables are read at start",
+    "secrets": "environment variables are read at start",
     "resources": "resources are allocated at start",
     "service.reconfigure_path": "the control path is read at start",
     "service.port": "the endpoint port cannot change in an update",
+    "ray_options": "Ray Serve restarts replicas for these options",
 }
 _UNKNOWN_WHY = "not known to apply in place"
 
 # Top-level mappings reported one key at a time (``envs.MODEL``, ``resources.cpus``).
-_PER_KEY = ("envs", "resources")
+_PER_KEY = ("envs", "secrets", "resources")
 # Never a change: the name identifies the service rather than describing it.
 _IGNORED = frozenset({"name"})
 
@@ -132,6 +143,10 @@ def classify(
                             _RESTART_WHY[key],
                         )
                     )
+        elif key in _IN_PLACE_TOP_FIELDS and not _same(before, after):
+            changes.append(
+                FieldChange(key, before, after, "in_place", _IN_PLACE_TOP_FIELDS[key])
+            )
         elif not _same(before, after):
             why = _RESTART_WHY.get(key, _UNKNOWN_WHY)
             changes.append(FieldChange(key, before, after, "restart", why))
@@ -208,15 +223,19 @@ def _is_number(value: object) -> bool:
 # --------------------------------------------------------------------- describe
 
 _TOKEN = re.compile(r"^[\w./%:+@-]{1,32}$")
-# Values that may hold secrets (API keys in envs, tokens in user_config) or are
-# too long to be useful on one line are named, not shown.
-_HIDDEN_PATHS = frozenset({"service.user_config", "workdir", "run", "setup"})
-_HIDDEN_PREFIXES = ("envs.",)
+# Too long to be useful on one line: named, not shown, in descriptions.
+_LONG_PATHS = frozenset({"workdir", "run", "setup"})
+
+
+def may_hold_secret(path: str) -> bool:
+    """The one rule for what plans and history never show: values that may hold
+    secrets (API keys in ``envs``, tokens in ``user_config``) are named, not shown."""
+    return path.startswith(("envs.", "secrets.")) or path == "service.user_config"
 
 
 def _describe_one(change: FieldChange) -> str:
     label = "in place" if change.kind == "in_place" else "restart"
-    shown = change.path not in _HIDDEN_PATHS and not change.path.startswith(_HIDDEN_PREFIXES)
+    shown = change.path not in _LONG_PATHS and not may_hold_secret(change.path)
     old, new = _short(change.old), _short(change.new)
     if shown and old is not None and new is not None:
         return f"{change.path} {old}->{new} ({label})"

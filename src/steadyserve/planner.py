@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from steadyserve.autoscale.victims import Candidate, choose_victims
-from steadyserve.states import ReplicaStatus, ServiceStatus
+from steadyserve.states import ReplicaStatus, ServiceStatus, UpdateMode
 
 # A failed replica stays listed for debugging; only the most recent few, so a
 # service that crashes every minute does not grow an endless list.
@@ -118,13 +117,15 @@ class UpdatePlan:
 
 
 def plan_update(
-    mode: Literal["rolling", "blue_green"],
+    mode: UpdateMode,
     target: int,
     new_version: int,
     replicas: Sequence[ReplicaView],
     *,
     max_surge: int,
     max_unavailable: int,
+    switch_allowed: bool = True,
+    keep_old: bool = False,
 ) -> UpdatePlan:
     """The next step from the live replicas of any version to ``target`` of ``new_version``.
 
@@ -138,7 +139,10 @@ def plan_update(
     at least ``target - max_unavailable`` (unless already fewer: then none is
     drained). *blue_green*: the full target of new replicas is started; traffic
     stays on the old ones until ``target`` new replicas are READY, then all old
-    ones drain in the same step that routes the new ones.
+    ones drain in the same step that routes the new ones. Blue-green only:
+    ``switch_allowed=False`` holds the switch (``auto_promote: false`` before
+    ``steady promote``), and ``keep_old`` keeps the old replicas up, out of
+    routing, after it (``scale_down_delay_s``); the update is not done meanwhile.
     """
     target = max(0, target)
     max_surge = max(0, max_surge)
@@ -165,12 +169,14 @@ def plan_update(
     replaced = f"replaced by version {new_version}"
 
     if mode == "blue_green":
-        if old and len(new_ready) < target:
+        if old and (len(new_ready) < target or not switch_allowed):
             # Before the switch: the old version serves alone, at whatever it has.
             routable = frozenset(r.id for r in old_ready)
         else:
-            # The switch (or after it): one routing change, then the old ones drain.
-            drain.extend((r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old))
+            # The switch (or after it): one routing change, then the old ones drain
+            # (or stay warm, out of routing, while keep_old).
+            if not keep_old:
+                drain.extend((r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old))
             routable = frozenset(r.id for r in new_ready)
         launch = target - len(new)
         return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)
@@ -194,3 +200,42 @@ def plan_update(
 def _oldest_first(replicas: Iterable[ReplicaView]) -> list[ReplicaView]:
     """The order old replicas drain in: the oldest version first, then the highest id."""
     return sorted(replicas, key=lambda r: (r.version, -r.id))
+
+
+def plan_canary(
+    target: int,
+    new_version: int,
+    replicas: Sequence[ReplicaView],
+    *,
+    new_count: int,
+    complete: bool,
+) -> UpdatePlan:
+    """One step of a canary update (the weights themselves go in the route table).
+
+    The new version runs ``new_count`` replicas (what the current weight needs,
+    controller/canary.py sizes it); the old version keeps every replica it has
+    until the canary is ``complete`` and ``target`` new replicas are READY, so
+    the stable version never drops below its target, and an abort needs no
+    launch. Every READY replica is routable: the weights decide who gets what.
+    """
+    target = max(0, target)
+    live = [r for r in replicas if r.status.is_live]
+    old = [r for r in live if r.version != new_version]
+    new = [r for r in live if r.version == new_version]
+    wanted = target if complete else min(max(0, new_count), target)
+    drain: list[tuple[int, str]] = []
+    surplus = len(new) - wanted
+    if surplus > 0:
+        order = sorted(new, key=lambda r: (_STOP_ORDER[r.status], -r.id))
+        drain.extend((r.id, f"canary needs {wanted} replicas") for r in order[:surplus])
+        gone = {rid for rid, _ in drain}
+        new = [r for r in new if r.id not in gone]
+    new_ready = [r for r in new if r.status is ReplicaStatus.READY]
+    launch = max(0, wanted - len(new))
+    if complete and len(new_ready) >= target and old:
+        replaced = f"replaced by version {new_version} (canary complete)"
+        drain.extend((r.id, replaced) for r in _oldest_first(old))
+        old = []
+    routable = frozenset(r.id for r in [*old, *new_ready] if r.status is ReplicaStatus.READY)
+    done = complete and not old and len(new) == target and len(new_ready) == target
+    return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)

@@ -44,6 +44,14 @@ HEALTH_CHECK_TIMEOUT_S = "STEADY_HEALTH_CHECK_TIMEOUT_S"
 GRACEFUL_SHUTDOWN_TIMEOUT_S = "STEADY_GRACEFUL_SHUTDOWN_TIMEOUT_S"
 GRACEFUL_SHUTDOWN_WAIT_LOOP_S = "STEADY_GRACEFUL_SHUTDOWN_WAIT_LOOP_S"
 USER_CONFIG = "STEADY_USER_CONFIG"
+# Handles (steadyserve.serve): where the controller is, and the secret that lets
+# replicas of one home send each other pickle (read and removed like CONTROL_SECRET).
+CONTROLLER_FILE = "STEADY_CONTROLLER_FILE"
+GRAPH_SECRET = "STEADY_GRAPH_SECRET"
+ROUTES_TOKEN = "STEADY_ROUTES_TOKEN"
+"""Lets handles read route tables (only) from a controller that requires STEADY_TOKEN."""
+HANDLE_CALL_PATH = "/-/steady/call"
+"""Where a Python replica takes handle calls; every load balancer refuses it."""
 
 # The runner's defaults where neither the environment nor the decorator says.
 DEFAULT_MAX_ONGOING_REQUESTS = 100
@@ -109,6 +117,17 @@ def control_secret(home_root: Path, service: str, replica_id: int, launched_at: 
     key = _home_key(home_root)
     message = f"{service}/{replica_id}/{launched_at!r}".encode()
     return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def graph_secret(home_root: Path) -> str:
+    """The secret every Python replica of this home gets: handle calls carrying it
+    may send pickle (docs/ray-serve-api.md)."""
+    return hmac.new(_home_key(home_root), b"graph-pickle", hashlib.sha256).hexdigest()
+
+
+def routes_token(home_root: Path) -> str:
+    """The bearer token that reads ``GET /api/v1/lb/NAME/routes`` and nothing else."""
+    return hmac.new(_home_key(home_root), b"routes-read", hashlib.sha256).hexdigest()
 
 
 @lru_cache(maxsize=64)

@@ -2,7 +2,9 @@
 
 One file under ``$STEADY_HOME`` in WAL mode, so a controller killed mid-write
 leaves a consistent database and a restarted controller re-adopts what runs.
-Only the controller writes; every method is one short transaction.
+Only the controller writes; every method is one short transaction. Rows carry
+the lifecycle enums of ``steadyserve.states``: columns are converted here, at the
+boundary, and nowhere else.
 """
 
 from __future__ import annotations
@@ -15,6 +17,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from steadyserve.states import (
+    Desired,
+    EventKind,
+    EventState,
+    ReplicaStatus,
+    ServiceStatus,
+    UpdateMode,
+    UpdateStatus,
+    VersionOutcome,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS services (
@@ -86,19 +99,23 @@ CREATE INDEX IF NOT EXISTS events_by_service ON events (service, id);
 @dataclass
 class ServiceRow:
     name: str
-    status: str
+    status: ServiceStatus
     version: int
     created_at: float
     port: int
     lb_pid: int | None = None
     lb_create_time: float | None = None
     next_replica_id: int = 1
-    desired: str = "running"
+    desired: Desired = Desired.RUNNING
     purge: int = 0
     stable_version: int = 1
     owner: str = ""
     """Who made the service: ``""`` for ``steady up``, ``"fleet:<absolute path>"``
     for a fleet file. ``steady deploy`` takes down only what its own file made."""
+
+    def __post_init__(self) -> None:
+        self.status = ServiceStatus(self.status)
+        self.desired = Desired(self.desired)
 
 
 @dataclass
@@ -109,9 +126,9 @@ class VersionRow:
     spec_json: str
     spec_yaml: str
     workdir_hash: str | None = None
-    mode: str = "initial"
+    mode: UpdateMode = UpdateMode.INITIAL
     changes: str = ""
-    outcome: str = ""
+    outcome: VersionOutcome = VersionOutcome.NONE
     base_version: int | None = None
     """For an in-place version: the version it was applied onto, whose folder its
     relabelled replicas still run in (so that folder is kept while they run)."""
@@ -119,13 +136,17 @@ class VersionRow:
     """1 once ``history_limit`` pruned this version's files: it stays in history,
     but cannot be rolled back to."""
 
+    def __post_init__(self) -> None:
+        self.mode = UpdateMode(self.mode)
+        self.outcome = VersionOutcome(self.outcome)
+
 
 @dataclass
 class ReplicaRow:
     service: str
     id: int
     version: int
-    status: str
+    status: ReplicaStatus
     launched_at: float
     ip: str = "127.0.0.1"
     port: int | None = None
@@ -134,22 +155,32 @@ class ReplicaRow:
     ready_at: float | None = None
     control_port: int | None = None
 
+    def __post_init__(self) -> None:
+        self.status = ReplicaStatus(self.status)
+
 
 @dataclass
 class UpdateRow:
     id: int | None
     service: str
-    mode: str
+    mode: UpdateMode
     from_version: int
     to_version: int
-    status: str
+    status: UpdateStatus
     message: str
     started_at: float
     finished_at: float | None = None
 
+    def __post_init__(self) -> None:
+        self.mode = UpdateMode(self.mode)
+        self.status = UpdateStatus(self.status)
+
 
 @dataclass
 class EventRow:
+    """An event as recorded: its from/to columns are the value of an
+    :data:`~steadyserve.states.EventState` (history may hold kinds of older releases)."""
+
     id: int
     service: str
     replica_id: int | None
@@ -229,7 +260,7 @@ class Store:
         with self.transaction():
             self._insert("services", service)
             self._insert("versions", version)
-            self._event(service.name, None, None, service.status, "service created")
+            self.add_event(service.name, None, None, service.status, "service created")
 
     def services(self) -> list[ServiceRow]:
         rows: list[ServiceRow] = self._select(ServiceRow, "services", "ORDER BY created_at, name")
@@ -239,13 +270,15 @@ class Store:
         rows: list[ServiceRow] = self._select(ServiceRow, "services", "WHERE name = ?", (name,))
         return rows[0] if rows else None
 
-    def update_service(self, name: str, **values: Any) -> None:
+    def set_service_fields(self, name: str, **values: Any) -> None:
         self._update("services", {"name": name}, values)
 
-    def set_service_status(self, name: str, old: str | None, new: str, reason: str) -> None:
+    def set_service_status(
+        self, name: str, old: ServiceStatus | None, new: ServiceStatus, reason: str
+    ) -> None:
         with self.transaction():
             self._update("services", {"name": name}, {"status": new})
-            self._event(name, None, old, new, reason)
+            self.add_event(name, None, old, new, reason)
 
     def has_history(self, name: str) -> bool:
         """Whether a service that is not running left versions behind (a down
@@ -287,11 +320,10 @@ class Store:
             else:
                 # An update cut short by the down must not stay "in progress" forever.
                 self._db.execute(
-                    "UPDATE versions SET outcome = 'cancelled' "
-                    "WHERE service = ? AND outcome = 'in progress'",
-                    (name,),
+                    "UPDATE versions SET outcome = ? WHERE service = ? AND outcome = ?",
+                    (VersionOutcome.CANCELLED, name, VersionOutcome.IN_PROGRESS),
                 )
-                self._event(name, None, None, "DELETED", "service taken down")
+                self.add_event(name, None, None, EventKind.DELETED, "service taken down")
 
     # versions
     def add_version(self, version: VersionRow) -> None:
@@ -368,7 +400,7 @@ class Store:
     def add_replica(self, replica: ReplicaRow, reason: str) -> None:
         with self.transaction():
             self._insert("replicas", replica)
-            self._event(replica.service, replica.id, None, replica.status, reason)
+            self.add_event(replica.service, replica.id, None, replica.status, reason)
 
     def replicas(self, service: str) -> list[ReplicaRow]:
         rows: list[ReplicaRow] = self._select(
@@ -379,8 +411,11 @@ class Store:
     def update_replica(self, service: str, replica_id: int, **values: Any) -> None:
         self._update("replicas", {"service": service, "id": replica_id}, values)
 
-    def set_replica_status(self, replica: ReplicaRow, new: str, reason: str, **values: Any) -> None:
-        """Move a replica to a new state and record the transition as an event row."""
+    def set_replica_status(
+        self, replica: ReplicaRow, new: ReplicaStatus, reason: str, **values: Any
+    ) -> None:
+        """Move a replica to a new state and record the transition as an event row.
+        The controller calls this only through its one checked ``transition()``."""
         old = replica.status
         with self.transaction():
             self._update(
@@ -388,7 +423,7 @@ class Store:
                 {"service": replica.service, "id": replica.id},
                 {"status": new, **values},
             )
-            self._event(replica.service, replica.id, old, new, reason)
+            self.add_event(replica.service, replica.id, old, new, reason)
         replica.status = new
         for key, value in values.items():
             setattr(replica, key, value)
@@ -398,22 +433,22 @@ class Store:
             self._db.execute(
                 "DELETE FROM replicas WHERE service = ? AND id = ?", (replica.service, replica.id)
             )
-            self._event(replica.service, replica.id, replica.status, "STOPPED", reason)
+            self.add_event(replica.service, replica.id, replica.status, EventKind.STOPPED, reason)
 
     # events
-    def _event(
-        self, service: str, replica_id: int | None, old: str | None, new: str, reason: str
+    def add_event(
+        self,
+        service: str,
+        replica_id: int | None,
+        old: EventState | None,
+        new: EventState,
+        reason: str,
     ) -> None:
         self._db.execute(
             "INSERT INTO events (service, replica_id, time, from_status, to_status, reason) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (service, replica_id, time.time(), old, new, reason),
         )
-
-    def add_event(
-        self, service: str, replica_id: int | None, old: str | None, new: str, reason: str
-    ) -> None:
-        self._event(service, replica_id, old, new, reason)
 
     def events(self, service: str, limit: int = 200) -> list[EventRow]:
         rows: list[EventRow] = self._select(

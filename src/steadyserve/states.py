@@ -1,11 +1,33 @@
-"""Replica and service states, named as SkyServe names them (docs/design.md, "States")."""
+"""Lifecycles as types: replica and service states (named as SkyServe names them,
+docs/design.md "States"), update statuses and modes, version outcomes, event kinds.
+
+The store reads and writes these enums, so no state is ever a bare string in the
+controller. Each is a :class:`StrEnum`: its value is what the database and the JSON
+API carry, unchanged from the strings of earlier releases.
+
+:data:`REPLICA_MOVES` is the one table of the replica state changes the
+controller may make; :func:`check_move` refuses every other one.
+"""
 
 from __future__ import annotations
 
 from enum import Enum
 
 
-class ReplicaStatus(str, Enum):
+class StrEnum(str, Enum):
+    """A string-valued enum whose ``str()`` and format are its value (``enum.StrEnum``
+    arrived in Python 3.11; this package supports 3.10)."""
+
+    value: str
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class ReplicaStatus(StrEnum):
     PENDING = "PENDING"
     PROVISIONING = "PROVISIONING"
     STARTING = "STARTING"
@@ -26,6 +48,16 @@ class ReplicaStatus(str, Enum):
     def is_live(self) -> bool:
         """A replica that holds (or is about to hold) a process and counts toward the target."""
         return self in LIVE_REPLICA_STATES
+
+    @property
+    def is_probed(self) -> bool:
+        """A replica whose process runs and whose readiness the controller probes."""
+        return self in PROBED_REPLICA_STATES
+
+    @property
+    def before_ready(self) -> bool:
+        """Started (or starting) but never judged ready yet: a failure here judges the version."""
+        return self in (ReplicaStatus.PROVISIONING, ReplicaStatus.STARTING)
 
 
 FAILED_REPLICA_STATES = frozenset(
@@ -48,8 +80,46 @@ LIVE_REPLICA_STATES = frozenset(
     }
 )
 
+PROBED_REPLICA_STATES = frozenset(
+    {ReplicaStatus.STARTING, ReplicaStatus.READY, ReplicaStatus.NOT_READY}
+)
 
-class ServiceStatus(str, Enum):
+# Any replica with a process (or about to have one) may fail for a reason that is not
+# its own state's: it exits, a reconfigure is refused, it vanished while the
+# controller was down.
+_R = ReplicaStatus
+REPLICA_MOVES: dict[ReplicaStatus, frozenset[ReplicaStatus]] = {
+    _R.PENDING: frozenset({_R.PROVISIONING, _R.SHUTTING_DOWN, _R.FAILED_PROVISION, _R.FAILED}),
+    _R.PROVISIONING: frozenset({_R.STARTING, _R.SHUTTING_DOWN, _R.FAILED_PROVISION, _R.FAILED}),
+    # PREEMPTED: the node the replica ran on is gone (the Ray backend); not its fault.
+    _R.STARTING: frozenset(
+        {_R.READY, _R.SHUTTING_DOWN, _R.FAILED_INITIAL_DELAY, _R.FAILED, _R.PREEMPTED}
+    ),
+    _R.READY: frozenset(
+        {_R.NOT_READY, _R.SHUTTING_DOWN, _R.FAILED_PROBING, _R.FAILED, _R.PREEMPTED}
+    ),
+    _R.NOT_READY: frozenset(
+        {_R.READY, _R.SHUTTING_DOWN, _R.FAILED_PROBING, _R.FAILED, _R.PREEMPTED}
+    ),
+    # Only when its process vanished while no controller watched; else it is removed.
+    _R.SHUTTING_DOWN: frozenset({_R.FAILED}),
+    # A failed replica stays listed until the planner forgets it: no way back.
+    **{failed: frozenset() for failed in FAILED_REPLICA_STATES},
+}
+"""Every replica state change the controller may make (a new replica starts PENDING;
+leaving the table, a replica is removed with a ``STOPPED`` event)."""
+
+
+class IllegalMove(RuntimeError):
+    """A replica state change the table does not allow: a controller bug, never input."""
+
+
+def check_move(old: ReplicaStatus, new: ReplicaStatus) -> None:
+    if new not in REPLICA_MOVES[old]:
+        raise IllegalMove(f"replica state {old} -> {new} is not an allowed move")
+
+
+class ServiceStatus(StrEnum):
     CONTROLLER_INIT = "CONTROLLER_INIT"
     REPLICA_INIT = "REPLICA_INIT"
     READY = "READY"
@@ -58,3 +128,74 @@ class ServiceStatus(str, Enum):
     SHUTTING_DOWN = "SHUTTING_DOWN"
     FAILED = "FAILED"
     FAILED_CLEANUP = "FAILED_CLEANUP"
+
+
+class Desired(StrEnum):
+    """What the user last asked of a service: a down is recorded before it is carried
+    out, so a controller that dies mid-way finishes it on restart."""
+
+    RUNNING = "running"
+    DOWN = "down"
+
+
+class UpdateStatus(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    ROLLED_BACK = "ROLLED_BACK"
+
+
+class UpdateMode(StrEnum):
+    """How a version is reached: ``initial`` (created by up), in place, or by a
+    restart strategy. ``RESTART_MODES`` are the ones a user may ask for."""
+
+    INITIAL = "initial"
+    IN_PLACE = "in_place"
+    ROLLING = "rolling"
+    BLUE_GREEN = "blue_green"
+    CANARY = "canary"
+
+
+RESTART_MODES = (UpdateMode.ROLLING, UpdateMode.BLUE_GREEN, UpdateMode.CANARY)
+
+
+class VersionOutcome(StrEnum):
+    """What became of a version; empty for versions recorded before outcomes existed."""
+
+    NONE = ""
+    IN_PROGRESS = "in progress"
+    ACTIVE = "active"
+    RETIRED = "retired"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+    CANCELLED = "cancelled"
+
+
+class EventKind(StrEnum):
+    """Event rows that are not a replica's or service's state: things that happened."""
+
+    STOPPED = "STOPPED"
+    DELETED = "DELETED"
+    UPDATE_STARTED = "UPDATE_STARTED"
+    UPDATE_SUCCEEDED = "UPDATE_SUCCEEDED"
+    UPDATE_FAILED = "UPDATE_FAILED"
+    UPDATE_ROLLED_BACK = "UPDATE_ROLLED_BACK"
+    VERSION_BROKEN = "VERSION_BROKEN"
+    AUTOSCALE = "AUTOSCALE"
+    LB_PORT_BUSY = "LB_PORT_BUSY"
+    LB_RUNNING = "LB_RUNNING"
+    LB_RESTARTING = "LB_RESTARTING"
+    CANARY_STEP = "CANARY_STEP"
+    CANARY_ANALYSIS = "CANARY_ANALYSIS"
+    BLUE_GREEN = "BLUE_GREEN"
+    WRONG_PORT = "WRONG_PORT"
+    NOT_APPLICABLE = "NOT_APPLICABLE"
+
+
+EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind
+"""What an event row's from/to columns hold."""
+
+
+def update_event(status: UpdateStatus) -> EventKind:
+    """The event that records an update ending with ``status``."""
+    return EventKind(f"UPDATE_{status.value}")

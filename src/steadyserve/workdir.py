@@ -5,7 +5,8 @@ not a reason to restart replicas (SkyServe restarts on any workdir). Two kinds
 of file are not part of the code: the service or fleet file being deployed
 (users keep it beside the code and edit it to change ``user_config``), and
 whatever ``.steadyignore`` lists (one glob a line, like ``.gitignore`` without
-negation; matched against the relative path and each path component).
+negation; matched against the relative path and each path component), and
+``__pycache__`` folders.
 
 A snapshot holds directories, regular files and symlinks only (``rsync -a``
 without devices and specials): a device, FIFO or socket is refused by name, as
@@ -32,6 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 IGNORE_FILE = ".steadyignore"
+ALWAYS_IGNORED = ("__pycache__",)
+"""Python's byte-code caches: derived from the code, and written by the replicas
+into their version's copy, so a rollback (which copies that copy) would
+otherwise count as a code change and an in-place update after it as a restart."""
 MAX_BYTES_ENV = "STEADY_WORKDIR_MAX_BYTES"
 DEFAULT_MAX_BYTES = 1 << 30
 """1 GiB: a workdir is code and small assets; models belong in file_mounts or a cache."""
@@ -78,8 +83,9 @@ def _patterns(root: Path) -> list[str]:
     try:
         lines = (root / IGNORE_FILE).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        return []
-    return [p.strip().rstrip("/") for p in lines if p.strip() and not p.startswith("#")]
+        lines = []
+    listed = [p.strip().rstrip("/") for p in lines if p.strip() and not p.startswith("#")]
+    return [*ALWAYS_IGNORED, *listed]
 
 
 def _ignored(rel: str, patterns: list[str], exclude: set[str]) -> bool:

@@ -20,7 +20,11 @@ import psutil
 import pytest
 
 from tests.helpers.figures import report
+from tests.helpers.raycluster import BACKENDS
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
+
+# Every test here runs on both backends: local processes, and a two-node Ray cluster.
+pytestmark = pytest.mark.parametrize("steady", BACKENDS, indirect=True)
 
 SERVER = EXAMPLES / "http_server"
 

@@ -286,7 +286,7 @@ def test_any_launch_exception_fails_the_replica_with_an_event(tmp_path: Path) ->
     async def scenario() -> str:
         async with new_probe_session() as session:
             runtime = ServiceRuntime(home, store, _NoRoomBackend(home), session, "e", row)
-            runtime._launch(1)
+            runtime.launch(1)
             (replica,) = runtime.replicas.values()
             for _ in range(200):
                 if replica.status not in ("PENDING", "PROVISIONING"):

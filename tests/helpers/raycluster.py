@@ -27,6 +27,10 @@ from pathlib import Path
 
 import psutil
 
+BACKENDS = ["local", "ray"]
+"""What the core and update end-to-end tests run on: ``pytestmark =
+pytest.mark.parametrize("steady", BACKENDS, indirect=True)`` in their module."""
+
 HEAD_IP = "10.77.0.1"
 WORKER_IP = "10.77.0.2"
 GCS_PORT = 6379

@@ -116,6 +116,8 @@ class LoadClient:
 
     port: int
     path: str = "/"
+    method: str = "GET"
+    body: bytes | None = None  # a POST is never retried by the load balancer
     max_requests: int = 100_000
     max_seconds: float = 120.0
     sent: int = 0
@@ -148,7 +150,7 @@ class LoadClient:
             self.sent += 1
             started = time.time()
             try:
-                conn.request("GET", self.path)
+                conn.request(self.method, self.path, body=self.body)
                 resp = conn.getresponse()
                 body = resp.read()
                 self.statuses[resp.status] += 1

@@ -30,6 +30,7 @@ def test_defaults_match_the_load_balancers(tmp_path: Path) -> None:
         "body_timeout_s": defaults.body_timeout_s,
         "idle_timeout_s": defaults.idle_timeout_s,
         "max_connections": defaults.max_connections,
+        "workers": 1,  # not a limit: how many LB processes the controller runs
     }
 
 
@@ -40,6 +41,9 @@ def test_defaults_match_the_load_balancers(tmp_path: Path) -> None:
         ({"load_balancer": {"body_timeout_s": 0}}, "body_timeout_s"),
         ({"load_balancer": {"max_connections": -1}}, "max_connections"),
         ({"request_timeout_s": "soon"}, "request_timeout_s"),
+        ({"load_balancer": {"workers": 0}}, "workers"),
+        ({"load_balancer": {"workers": "many"}}, "workers"),
+        ({"websocket_drain_s": -1}, "websocket_drain_s"),
     ],
 )
 def test_bad_limits_are_refused_naming_the_field(
@@ -51,7 +55,12 @@ def test_bad_limits_are_refused_naming_the_field(
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("load_balancer", {"header_timeout_s": 5}), ("request_timeout_s", 30)],
+    [
+        ("load_balancer", {"header_timeout_s": 5}),
+        ("request_timeout_s", 30),
+        ("load_balancer", {"workers": "auto"}),
+        ("websocket_drain_s", 60),
+    ],
 )
 def test_limit_changes_are_in_place(tmp_path: Path, field: str, value: Any) -> None:
     result = classify(

@@ -8,11 +8,14 @@ import importlib
 import json
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from steadyserve.replica.app import ClassApp
+from steadyserve.replica.user import UserClass
 from steadyserve.spec import load_fleet_file
 from tests.replica._asgi import Reply, call, host
 from tests.replica._proc import HOST, Replica
@@ -60,7 +63,7 @@ def test_translator_reconfigure_refuses_an_unknown_language(text_ml: ModuleType)
 
 def test_translator_answers_get_and_post(text_ml: ModuleType) -> None:
     async def scenario() -> tuple[Reply, Reply, Reply]:
-        app, user = await host(text_ml.Translator)
+        app, user = await host(text_ml.Translator.func_or_class)
         await user.reconfigure({"language": "spanish"})
         by_get = await call(app, query="text=good+morning")
         by_post = await call(app, "POST", body=json.dumps({"text": "thank you"}).encode())
@@ -81,20 +84,14 @@ def test_summarizer_picks_the_most_representative_sentence(text_ml: ModuleType) 
     assert text_ml.summarize(text) == "Replicas serve requests."
     assert text_ml.summarize(text, 5) == text
 
-    async def scenario() -> Reply:
-        app, _ = await host(text_ml.Summarizer)
-        return await call(app, "POST", body=json.dumps({"text": text}).encode())
-
-    assert asyncio.run(scenario()).json() == {"summary": "Replicas serve requests."}
-
 
 def test_fleet_file_is_valid() -> None:
     specs = {spec.name: spec for spec in load_fleet_file(EXAMPLE / "fleet.yaml")}
     assert set(specs) == {"translator", "summarizer"}
-    assert specs["translator"].import_path == "text_ml:Translator"
+    assert specs["translator"].import_path == "text_ml:app.Translator"
     assert specs["translator"].service.replicas == 2
     assert specs["translator"].service.user_config == {"language": "french"}
-    assert specs["summarizer"].import_path == "text_ml:Summarizer"
+    assert specs["summarizer"].import_path == "text_ml:app"
     assert specs["summarizer"].service.replicas == 1
 
 
@@ -121,3 +118,49 @@ def test_translator_replica_reconfigures_in_place_and_streams(tmp_path: Path) ->
         assert response.getheader("transfer-encoding") == "chunked"
         assert response.read() == b"gut nacht\n"
         conn.close()
+
+
+def test_summarizer_calls_a_translator_replica_through_a_handle(
+    text_ml: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real Translator replica; handles find it through STEADY_GRAPH_ROUTES."""
+    from steadyserve.serve import DeploymentHandle
+
+    env = {"STEADY_USER_CONFIG": json.dumps({"language": "spanish"})}
+    with Replica(EXAMPLE, "text_ml:app.Translator", env, log_dir=tmp_path) as replica:
+        replica.wait_health(200)
+        routes = json.dumps({"translator": f"{HOST}:{replica.port}"})
+        monkeypatch.setenv("STEADY_GRAPH_ROUTES", routes)
+        handle = DeploymentHandle("Translator")
+        assert handle.service == "translator"
+
+        async def scenario() -> tuple[str, list[str]]:
+            translated = await handle.translate.remote("good morning")
+            words = [w async for w in handle.options(stream=True).words.remote("thank you")]
+            return translated, words
+
+        translated, words = asyncio.run(scenario())
+        assert translated == "bueno mañana"
+        assert words == ["gracias", " ", "tú"]
+        # Sync code waits with .result(); the callee's exception is raised here.
+        assert handle.translate.remote("my friend").result(timeout_s=30) == "mi amigo"
+        with pytest.raises(RuntimeError, match="TypeError"):
+            handle.translate.remote().result(timeout_s=30)
+
+        async def summarize() -> Reply:
+            # Built as the runner builds a graph node: the handle is its constructor argument.
+            user = UserClass(text_ml.Summarizer.func_or_class, ThreadPoolExecutor(2), (handle,))
+            await user.construct()
+            body = json.dumps("Hello my friend. The cat.").encode()
+            return await call(ClassApp(user), "POST", body=body)
+
+        reply = asyncio.run(summarize())
+        assert reply.status == 200 and reply.body == b"Hola mi amigo."
+
+
+def test_the_ray_docs_languages_are_all_there(text_ml: ModuleType) -> None:
+    translator = text_ml.Translator()
+    for language in ("french", "german", "romanian"):
+        translator.reconfigure({"language": language})
+        assert translator.translate("good night") != "good night"
+    assert translator.translate("Hello my friend") == "Salut meu prieten"

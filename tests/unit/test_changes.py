@@ -113,7 +113,7 @@ RESTART_TOP: list[tuple[str, Any]] = [
     ("setup", "pip install -r requirements.txt"),
     ("resources", {"cpus": 2}),
     ("envs", {"MODEL": "small"}),
-    ("file_mounts", {"/data": "s3://bucket"}),  # not named in docs/design.md: "anything else"
+    ("file_mounts", {"/data": "."}),  # a local source, resolved from the file's folder
 ]
 
 
@@ -310,3 +310,12 @@ def test_describe_shows_short_scalars_and_hides_secrets(tmp_path: Path) -> None:
     )
     assert "secret" not in text
     assert "\n" not in text
+
+
+def test_secrets_are_per_key_and_never_described(tmp_path: Path) -> None:
+    old = spec(tmp_path, secrets={"HF_TOKEN": "hf_first_value"})
+    new = spec(tmp_path, secrets={"HF_TOKEN": "hf_second_value"})
+    result = changes(old, new)
+    change = only(result)
+    assert (change.path, change.kind) == ("secrets.HF_TOKEN", "restart")
+    assert result.describe() == "secrets.HF_TOKEN (restart)"

@@ -97,8 +97,6 @@ resources:
     - region: us-west-2
   job_recovery: FAILOVER
 num_nodes: 1
-file_mounts:
-  /data: s3://bucket/data
 envs:
   MODEL: meta-llama/Llama-3-8B
 setup: pip install vllm
@@ -190,7 +188,6 @@ def test_skyserve_task_with_resource_extras_runs_unchanged(tmp_path: Path) -> No
     assert spec.service.readiness_probe.path == "/v1/models"
     assert spec.resources.accelerator_choices() == [("L4", 1.0), ("A10G", 1.0)]
     assert spec.resources.any_of is not None and spec.resources.any_of[1].cpus == 8
-    assert spec.file_mounts == {"/data": "s3://bucket/data"}
     assert ServiceSpec.from_json(spec.spec_json()) == spec
 
 
@@ -407,7 +404,7 @@ SERVICE_CASES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"canary": {"steps": [{"weight": 10}, {"pause": -1}]}},
-        "canary.steps[1].pause: must be a number >= 0",
+        "canary.steps[1].pause: must be seconds >= 0, or {} to wait for steady promote",
     ),
     (
         {"canary": {"steps": [{"wieght": 100}]}},
@@ -613,7 +610,8 @@ def test_workdir_is_resolved_against_the_file_folder(in_tmp: Path) -> None:
     (sub / "file").write_text("")
     write(sub, "run: x\nworkdir: file\n")
     assert file_error("svc/service.yaml") == (
-        f"svc/service.yaml: workdir: no such directory: {(sub / 'file').resolve()}"
+        f"svc/service.yaml: workdir: no such directory: file (looked in the file's folder"
+        f" {sub.resolve()} and the current directory {in_tmp})"
     )
 
 

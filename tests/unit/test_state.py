@@ -71,7 +71,7 @@ def test_failed_transaction_changes_nothing(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     try:
         with store.transaction():
-            store.update_service("svc", status="READY")
+            store.set_service_fields("svc", status="READY")
             raise RuntimeError("boom")
     except RuntimeError:
         pass

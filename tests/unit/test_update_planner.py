@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyserve.planner import ReplicaView, UpdatePlan, plan_update
+from steadyserve.planner import ReplicaView, UpdatePlan, plan_canary, plan_update
 from steadyserve.states import ReplicaStatus
 
 R = ReplicaStatus
@@ -393,3 +393,71 @@ def test_any_fleet_gets_a_sound_plan(
     assert plan.done == (
         len(live) == target and all(r.version == version and r.status is R.READY for r in live)
     )
+
+
+# ------------------------------------------------------------------ canary
+
+
+def _views(spec: list[tuple[int, int, ReplicaStatus]]) -> list[ReplicaView]:
+    return [ReplicaView(i, v, s) for i, v, s in spec]
+
+
+def test_canary_keeps_the_stable_target_and_sizes_the_new_version() -> None:
+    R = ReplicaStatus.READY
+    views = _views([(1, 1, R), (2, 1, R), (3, 1, R), (4, 1, R)])
+    step = plan_canary(4, 2, views, new_count=1, complete=False)
+    assert (step.launch, step.drain, step.done) == (1, (), False)
+    views += _views([(5, 2, R)])
+    step = plan_canary(4, 2, views, new_count=2, complete=False)
+    assert step.launch == 1 and not step.drain and step.routable == {1, 2, 3, 4, 5}
+    # Complete, but not all new replicas READY yet: the old ones stay.
+    views += _views([(6, 2, R), (7, 2, ReplicaStatus.STARTING)])
+    step = plan_canary(4, 2, views, new_count=2, complete=True)
+    assert step.launch == 1 and not step.drain
+    views = [v for v in views if v.id != 7] + _views([(7, 2, R), (8, 2, R)])
+    step = plan_canary(4, 2, views, new_count=2, complete=True)
+    assert {rid for rid, _ in step.drain} == {1, 2, 3, 4} and step.routable == {5, 6, 7, 8}
+
+
+def test_canary_scaling_down_drains_the_unready_new_replicas_first() -> None:
+    R, S = ReplicaStatus.READY, ReplicaStatus.STARTING
+    views = _views([(1, 1, R), (2, 2, R), (3, 2, S), (4, 2, R)])
+    step = plan_canary(2, 2, views, new_count=1, complete=False)
+    assert step.drain[0][0] == 3 and len(step.drain) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    target=st.integers(0, 6),
+    new_count=st.integers(0, 8),
+    complete=st.booleans(),
+    spec=st.lists(st.tuples(st.integers(1, 3), st.sampled_from(list(ReplicaStatus))), max_size=12),
+)
+def test_canary_never_drains_a_ready_stable_replica_before_the_end(
+    target: int, new_count: int, complete: bool, spec: list[tuple[int, ReplicaStatus]]
+) -> None:
+    views = [ReplicaView(i + 1, v, s) for i, (v, s) in enumerate(spec)]
+    step = plan_canary(target, 3, views, new_count=new_count, complete=complete)
+    drained = {rid for rid, _ in step.drain}
+    old_ready = {v.id for v in views if v.version != 3 and v.status is ReplicaStatus.READY}
+    if drained & old_ready:
+        new_ready = [v for v in views if v.version == 3 and v.status is ReplicaStatus.READY]
+        assert complete and len(new_ready) >= target
+    new_ids = {v.id for v in views if v.version == 3 and v.status.is_live}
+    wanted = target if complete else min(new_count, target)
+    # The new version ends up with exactly the replicas the weight (or the end) needs.
+    assert len(new_ids) - len(drained & new_ids) + step.launch == wanted
+    assert not (step.routable & drained)
+
+
+def test_blue_green_holds_the_switch_and_keeps_the_old_version_warm() -> None:
+    R = ReplicaStatus.READY
+    views = _views([(1, 1, R), (2, 1, R), (3, 2, R), (4, 2, R)])
+    held = plan_update(
+        "blue_green", 2, 2, views, max_surge=2, max_unavailable=0, switch_allowed=False
+    )
+    assert held.routable == {1, 2} and not held.drain and not held.done
+    warm = plan_update("blue_green", 2, 2, views, max_surge=2, max_unavailable=0, keep_old=True)
+    assert warm.routable == {3, 4} and not warm.drain and not warm.done and warm.launch == 0
+    switched = plan_update("blue_green", 2, 2, views, max_surge=2, max_unavailable=0)
+    assert switched.routable == {3, 4} and {rid for rid, _ in switched.drain} == {1, 2}

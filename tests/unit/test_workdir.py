@@ -88,6 +88,19 @@ def test_snapshot_returns_the_hash_of_what_it_stored(tmp_path: Path) -> None:
     assert stored == content_hash(src) == content_hash(dest)
 
 
+def test_byte_code_caches_are_not_content(tmp_path: Path) -> None:
+    """A replica writes __pycache__ into its version's copy; a rollback copies that
+    copy, and must still hash like the source (or the next in-place update restarts)."""
+    src = make(tmp_path / "src", {"app.py": "x = 1\n"})
+    stored = snapshot(src, tmp_path / "v1", objects=tmp_path / "objects")
+    make(
+        tmp_path / "v1", {"__pycache__/app.cpython-311.pyc": "bytes", "sub/__pycache__/m.pyc": "b"}
+    )
+    assert content_hash(tmp_path / "v1") == stored == content_hash(src)
+    again = snapshot(tmp_path / "v1", tmp_path / "v3", objects=tmp_path / "objects")
+    assert again == stored and not (tmp_path / "v3" / "__pycache__").exists()
+
+
 def test_no_workdir_makes_an_empty_folder_and_no_hash(tmp_path: Path) -> None:
     dest = tmp_path / "v1" / "workdir"
     assert snapshot(None, dest, objects=tmp_path / "objects") is None

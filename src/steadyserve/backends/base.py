@@ -1,8 +1,11 @@
 """The contract between the controller and wherever replicas run.
 
-The controller decides; a backend only prepares a version, starts and stops
-replica processes and says whether they still run. ``local`` runs them as
-subprocesses; a Ray backend would run them as actors behind the same calls.
+The controller decides; a backend carries out. The backend owns placement, the
+replica's address (host and port: it allocates them), the part of the
+environment that says where to listen (``PORT``, ``STEADY_CONTROL_PORT``),
+start, stop, liveness and logs. The runtime owns states and decisions and never
+picks a port. ``local`` runs replicas as subprocesses; a Ray backend would run
+them as actors behind the same calls (docs/design.md, "The backend seam").
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from steadyserve.spec import Resources
+
 
 class ProvisionError(Exception):
     """A version could not be prepared (workdir copy or setup failed); one line."""
@@ -18,6 +23,9 @@ class ProvisionError(Exception):
 
 @dataclass(frozen=True)
 class LaunchRequest:
+    """One replica to start. ``env`` is everything but the address: the backend adds
+    ``PORT`` (and ``STEADY_CONTROL_PORT`` when ``control_port`` is asked for)."""
+
     service: str
     version: int
     replica_id: int
@@ -25,6 +33,14 @@ class LaunchRequest:
     env: dict[str, str]
     workdir: Path
     log_path: Path
+    control_port: bool = False
+    """A Python replica: its runner also listens on a control port."""
+    setup: str | None = None
+    """The version's ``setup``: a backend that places replicas on other machines
+    runs it there (once per node); the local backend ran it in ``prepare``."""
+    pip: list[str] | str | None = None
+    resources: Resources | None = None
+    """What one replica needs: placement for backends that place (Ray)."""
 
 
 class ReplicaHandle(Protocol):
@@ -35,7 +51,16 @@ class ReplicaHandle(Protocol):
     def create_time(self) -> float | None: ...
 
     @property
-    def port(self) -> int: ...
+    def host(self) -> str:
+        """Where the load balancer and the probes reach the replica."""
+
+    @property
+    def port(self) -> int:
+        """The port the replica serves on."""
+
+    @property
+    def control_port(self) -> int | None:
+        """A Python replica's runner control port (health, reconfigure), else None."""
 
     def exit_code(self) -> int | None:
         """None while the replica runs, else its exit code (-N for signal N)."""
@@ -43,14 +68,34 @@ class ReplicaHandle(Protocol):
 
 class Backend(Protocol):
     async def prepare(
-        self, service: str, version: int, setup: str | None, env: dict[str, str]
+        self,
+        service: str,
+        version: int,
+        setup: str | None,
+        env: dict[str, str],
+        pip: list[str] | str | None = None,
     ) -> Path:
-        """Make the version's workdir ready (setup runs once per version); return it."""
+        """Make the version's workdir ready; return it. With ``setup`` or ``pip``
+        the version gets its own environment (steadyserve/environments.py), which
+        its replicas then run in."""
 
-    async def launch(self, request: LaunchRequest) -> ReplicaHandle: ...
+    async def launch(self, request: LaunchRequest) -> ReplicaHandle:
+        """Place and start the replica at an address the backend chose."""
 
-    def adopt(self, pid: int, create_time: float | None, port: int) -> ReplicaHandle | None:
-        """Re-attach to a replica a previous controller started, if it still runs."""
+    def adopt(
+        self,
+        pid: int,
+        create_time: float | None,
+        host: str,
+        port: int,
+        control_port: int | None,
+        *,
+        service: str = "",
+        replica_id: int = 0,
+    ) -> ReplicaHandle | None:
+        """Re-attach to a replica a previous controller started, if it still runs
+        (by its pid locally, by ``service`` and ``replica_id`` where replicas are
+        named, as Ray actors are)."""
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         """Ask the replica to exit, and make sure it has after ``timeout_s``."""

@@ -16,13 +16,16 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 
+from steadyserve import environment_build
 from steadyserve import replica_contract as contract
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.environments import needs_environment
 from steadyserve.paths import Home
 
 
@@ -43,22 +46,34 @@ class LocalProcess:
         port: int,
         popen: subprocess.Popen[bytes] | None = None,
         tag: str | None = None,
+        *,
+        host: str = "127.0.0.1",
+        control_port: int | None = None,
     ) -> None:
         self._pid = pid
         self._create_time = create_time
+        self._host = host
         self._port = port
+        self._control_port = control_port
         self._popen = popen
         self._exit: int | None = None
         self.tag = tag  # the replica's STEADY_REPLICA_TAG; None for the LB
 
     @classmethod
-    def of(cls, popen: subprocess.Popen[bytes], port: int, tag: str | None = None) -> LocalProcess:
+    def of(
+        cls,
+        popen: subprocess.Popen[bytes],
+        port: int,
+        tag: str | None = None,
+        *,
+        control_port: int | None = None,
+    ) -> LocalProcess:
         """A process we just started (its create time guards against pid reuse later)."""
         try:
             create_time: float | None = psutil.Process(popen.pid).create_time()
         except psutil.Error:
             create_time = None
-        return cls(popen.pid, create_time, port, popen, tag)
+        return cls(popen.pid, create_time, port, popen, tag, control_port=control_port)
 
     @property
     def pid(self) -> int | None:
@@ -69,8 +84,16 @@ class LocalProcess:
         return self._create_time
 
     @property
+    def host(self) -> str:
+        return self._host
+
+    @property
     def port(self) -> int:
         return self._port
+
+    @property
+    def control_port(self) -> int | None:
+        return self._control_port
 
     def exit_code(self) -> int | None:
         if self._exit is not None:
@@ -105,13 +128,23 @@ class LocalBackend:
     def __init__(self, home: Home) -> None:
         self.home = home
         self._setup_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        # environments hook: the virtualenv each prepared version runs in, if any.
+        self.environments: dict[tuple[str, int], environment_build.Environment] = {}
 
     async def prepare(
-        self, service: str, version: int, setup: str | None, env: dict[str, str]
+        self,
+        service: str,
+        version: int,
+        setup: str | None,
+        env: dict[str, str],
+        pip: list[str] | str | None = None,
     ) -> Path:
         workdir = self.home.version_workdir(service, version)
         if not workdir.is_dir():
             raise ProvisionError(f"workdir of version {version} is missing: {workdir}")
+        if needs_environment(setup, pip):
+            await self._prepare_environment(service, version, workdir, setup, pip, env)
+            return workdir
         if not setup:
             return workdir
         lock = self._setup_locks.setdefault((service, version), asyncio.Lock())
@@ -143,7 +176,52 @@ class LocalBackend:
             marker.touch()
         return workdir
 
+    async def _prepare_environment(
+        self,
+        service: str,
+        version: int,
+        workdir: Path,
+        setup: str | None,
+        pip: list[str] | str | None,
+        env: dict[str, str],
+    ) -> None:
+        """The version's own virtualenv, built once per content key (environments
+        hook): ``pip:`` and ``setup`` run inside it, and so will its replicas."""
+        version_dir = self.home.version_dir(service, version)
+        setup_log = version_dir / "setup.log"
+        try:
+            environment, _ = await environment_build.ensure(
+                self.home, workdir, setup, pip, env, failure_log=setup_log
+            )
+        except environment_build.BuildError as exc:
+            raise ProvisionError(f"{exc} (see {setup_log})") from None
+        self.environments[(service, version)] = environment
+        staging = version_dir / ".setup.log.new"
+        with contextlib.suppress(OSError):  # its build's output, shown in replica logs
+            staging.unlink(missing_ok=True)
+            os.link(environment.log, staging)
+            os.rename(staging, setup_log)
+        (version_dir / contract.SETUP_MARKER).touch()
+
+    def _in_environment(self, request: LaunchRequest) -> tuple[list[str], dict[str, str]]:
+        """The command and environment of a replica of a version with its own
+        virtualenv: activated, and the venv's interpreter for a Python replica."""
+        environment = self.environments.get((request.service, request.version))
+        if environment is None:
+            return request.command, request.env
+        command = list(request.command)
+        if command and command[0] == sys.executable:
+            command[0] = environment.python
+        return command, environment.activate(request.env)
+
     async def launch(self, request: LaunchRequest) -> LocalProcess:
+        """Start the replica on this machine, on ports the OS just handed out."""
+        port = free_port()
+        control_port = free_port() if request.control_port else None
+        command, env = self._in_environment(request)
+        env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
+        if control_port is not None:
+            env[contract.CONTROL_PORT] = str(control_port)
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
         setup_log = self.home.version_dir(request.service, request.version) / "setup.log"
         with open(request.log_path, "ab") as log:
@@ -153,22 +231,34 @@ class LocalBackend:
                 log.write(b"--- replica output ---\n")
                 log.flush()
             popen = subprocess.Popen(
-                request.command,
+                command,
                 cwd=request.workdir,
-                env=request.env,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         return LocalProcess.of(
-            popen, int(request.env[contract.PORT]), request.env.get(contract.REPLICA_TAG)
+            popen, port, request.env.get(contract.REPLICA_TAG), control_port=control_port
         )
 
-    def adopt(self, pid: int, create_time: float | None, port: int) -> LocalProcess | None:
+    def adopt(
+        self,
+        pid: int,
+        create_time: float | None,
+        host: str,
+        port: int,
+        control_port: int | None,
+        *,
+        service: str = "",
+        replica_id: int = 0,
+    ) -> LocalProcess | None:
         if not same_process_alive(pid, create_time):
             return None
-        return LocalProcess(pid, create_time, port, tag=tag_of(pid))
+        return LocalProcess(
+            pid, create_time, port, tag=tag_of(pid), host=host, control_port=control_port
+        )
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         await stop_group(handle, timeout_s)

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,8 @@ class RayReplica:
         self.preempted = False
         """True when the actor died with its node: the replica was lost, not failed."""
         self._poller: asyncio.Task[None] | None = None
+        self.resources = str(info.get("resources") or "Ray(cpus=1)")
+        """The RESOURCES column: what the actor asked Ray for."""
 
     @property
     def pid(self) -> int | None:
@@ -116,7 +119,8 @@ class RayReplica:
     @property
     def region(self) -> str:
         """The node, for the REGION column: its hostname, or its Ray id shortened."""
-        return self.hostname or self.node_id[:12]
+        short = self.node_id[:8]
+        return f"{self.hostname}:{short}" if self.hostname and short else self.hostname or short
 
     def exit_code(self) -> int | None:
         return self._exit
@@ -165,10 +169,16 @@ class RayBackend:
         self.home = home
         self.address = address
         self.home_id = contract.home_id(home.root)
+        self._uploaded: dict[str, dict[str, Any]] = {}
         connect(address)
 
     async def prepare(
-        self, service: str, version: int, setup: str | None, env: dict[str, str]
+        self,
+        service: str,
+        version: int,
+        setup: str | None,
+        env: dict[str, str],
+        pip: list[str] | str | None = None,
     ) -> Path:
         """The version's workdir here; it travels to nodes with each actor's
         runtime_env, and ``setup`` runs on each node before its first replica."""
@@ -187,15 +197,17 @@ class RayBackend:
             raise ProvisionError(f"resources: {problem}; no node of the Ray cluster can hold it")
         from steadyserve.backends.ray_actor import ReplicaActor
 
+        runtime_env = await self._shipped(request)
+
         name = actor_name(self.home_id, request.service, request.replica_id)
-        remote_cls = ray.remote(ReplicaActor)
-        actor = remote_cls.options(  # type: ignore[attr-defined]
+        remote_cls: Any = ray.remote(ReplicaActor)
+        actor: Any = remote_cls.options(
             name=name,
             namespace=NAMESPACE,
             lifetime="detached",
             max_restarts=0,
             scheduling_strategy="SPREAD",
-            runtime_env={"working_dir": str(request.workdir)},
+            runtime_env=runtime_env,
             **placement.actor_options(),
         ).remote(name)
         command = list(request.command)
@@ -212,7 +224,8 @@ class RayBackend:
                 if code != 0:
                     raise ProvisionError(f"setup exited with code {code} on its node: {tail}")
             info = await asyncio.wait_for(
-                actor.start.remote(command, request.env, ports), START_TIMEOUT_S
+                actor.start.remote(command, request.env, ports, placement.describe()),
+                START_TIMEOUT_S,
             )
         except BaseException:
             with contextlib.suppress(Exception):
@@ -222,21 +235,28 @@ class RayBackend:
         replica.watch()
         return replica
 
-    async def adopt_replica(self, service: str, replica_id: int) -> RayReplica | None:
-        """A replica a previous controller started, found by its actor's name."""
+    def adopt(
+        self,
+        pid: int,
+        create_time: float | None,
+        host: str,
+        port: int,
+        control_port: int | None,
+        *,
+        service: str = "",
+        replica_id: int = 0,
+    ) -> RayReplica | None:
+        """A replica a previous controller started, found by its actor's name (blocks
+        for at most a few seconds: re-adoption runs once, when the controller starts)."""
         import ray
 
         name = actor_name(self.home_id, service, replica_id)
         try:
-            actor = await asyncio.to_thread(ray.get_actor, name, NAMESPACE)
-        except ValueError:
-            return None
-        try:
-            code = await asyncio.wait_for(actor.poll.remote(), CALL_TIMEOUT_S)
-            info = await asyncio.wait_for(actor.info.remote(), CALL_TIMEOUT_S)
+            actor = ray.get_actor(name, namespace=NAMESPACE)
+            code, info = ray.get([actor.poll.remote(), actor.info.remote()], timeout=CALL_TIMEOUT_S)
         except Exception:
             return None
-        if code is not None or info is None:
+        if code is not None or not info:
             return None
         log_path = self.home.replica_log(service, replica_id)
         replica = RayReplica(actor, name, info, log_path)
@@ -245,6 +265,26 @@ class RayBackend:
             replica.log_offset = min(log_path.stat().st_size, int(info.get("log_size", 0)))
         replica.watch()
         return replica
+
+    async def _shipped(self, request: LaunchRequest) -> dict[str, Any]:
+        """The runtime_env with the workdir uploaded to the cluster once per version
+        (Ray takes a local directory only for a whole job, so it is packaged here
+        and each actor names the package)."""
+        key = str(request.workdir)
+        shipped = self._uploaded.get(key)
+        if shipped is None:
+            from ray._private.runtime_env.working_dir import upload_working_dir_if_needed
+
+            with tempfile.TemporaryDirectory(prefix="steady-ray-") as scratch:
+                shipped = await asyncio.to_thread(
+                    upload_working_dir_if_needed,
+                    {"working_dir": key},
+                    False,
+                    scratch,
+                    log,
+                )
+            self._uploaded[key] = shipped
+        return {**_runtime_env(request), **shipped}
 
     async def stop(self, handle: Any, timeout_s: float) -> None:
         import ray
@@ -265,4 +305,16 @@ class RayBackend:
 def _alive_node_resources() -> list[dict[str, float]]:
     import ray
 
-    return [dict(n.get("Resources", {})) for n in ray.nodes() if n.get("Alive")]
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return [dict(n.get("Resources", {})) for n in nodes if n.get("Alive")]
+
+
+def _runtime_env(request: LaunchRequest) -> dict[str, Any]:
+    """What travels with the actor: the version's workdir, and its ``pip``
+    requirements, which Ray installs per node into an environment of their own."""
+    env: dict[str, Any] = {"working_dir": str(request.workdir)}
+    if isinstance(request.pip, list) and request.pip:
+        env["pip"] = list(request.pip)
+    elif isinstance(request.pip, str):
+        env["pip"] = str(request.workdir / request.pip)
+    return env

@@ -41,7 +41,7 @@ def node_address() -> str:
     """The address other nodes reach this one at (Ray's own view of the node)."""
     import ray
 
-    return str(ray.util.get_node_ip_address())
+    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 
 
 class ReplicaActor:
@@ -82,7 +82,9 @@ class ReplicaActor:
             tail = done.stdout.decode(errors="replace").strip().splitlines()[-5:]
             return done.returncode, "\n".join(tail)
 
-    def start(self, command: list[str], env: dict[str, str], ports: list[str]) -> dict[str, Any]:
+    def start(
+        self, command: list[str], env: dict[str, str], ports: list[str], resources: str = ""
+    ) -> dict[str, Any]:
         """Start the replica; pick a free port on this node for each env name in
         ``ports`` (the backend owns placement and addresses, not the controller)."""
         host = node_address()
@@ -116,6 +118,7 @@ class ReplicaActor:
             "pid": self.proc.pid,
             "node_id": context.get_node_id(),
             "hostname": socket.gethostname(),
+            "resources": resources,  # what the actor asked Ray for (the RESOURCES column)
         }
         return self.started
 

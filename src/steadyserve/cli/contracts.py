@@ -93,6 +93,7 @@ SERVICE = Shape(
         "update",
         "load_balancer_pid",
         "replicas",
+        "canary",
     ),
     (("update", UPDATE), ("replicas[]", REPLICA)),
 )
@@ -125,7 +126,11 @@ CONTRACTS: dict[str, Contract] = {
         "With `--events`, each service also has `events[]`, its state transitions "
         "(newest last): " + ", ".join(f"`{k}`" for k in EVENT.keys) + ". `update` is the "
         "last update (null before the first), kept until the next one; its `status` "
-        "is `IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`. When NAMES are "
+        "is `IN_PROGRESS`, `SUCCEEDED`, `FAILED` or `ROLLED_BACK`. `canary` is null, or "
+        "the canary update in flight: `step`, `steps`, `weight` (percent on the new "
+        "version), `phase` (`RUNNING`, `WAITING` for promote, `PAUSED`, `COMPLETE`), "
+        "`new_replicas_wanted`, `pause_left_s` during a timed pause, and `analysis` "
+        "(`outcome`, `reason`) after the first check (docs/canary.md). When NAMES are "
         "given, `down` lists those that are down but kept their history (`name`, and "
         "`events` with `--events`).",
     ),
@@ -139,7 +144,7 @@ CONTRACTS: dict[str, Contract] = {
         "One object: the plan (with `--dry-run`, what would happen).",
         PLAN,
         "`old`/`new` are the whole values (any JSON type). `kind` is `in_place` or "
-        "`restart`; `mode` is `in_place`, `rolling`, `blue_green` or `none` (no change). "
+        "`restart`; `mode` is `in_place`, `rolling`, `blue_green`, `canary` or `none` (no change). "
         "With `--wait`, the object is printed when the update ends and has one more "
         "key, `update` (as in `status --json`); progress goes to stderr.",
     ),

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from steadyserve.cli import logs as logs_mod
+from steadyserve.cli import progressive, ray_status
 from steadyserve.cli.client import (
     Client,
     CommandError,
@@ -42,8 +43,11 @@ from steadyserve.cli.tables import (
     services_table,
     update_notes,
 )
+from steadyserve.file_mounts import staged
 from steadyserve.paths import Home
-from steadyserve.spec import SpecError, load_fleet_file, load_service_file
+from steadyserve.skyserve_compat import MaskedOutput, preflight, secret_values, unique_name
+from steadyserve.spec import SpecError, load_service_file
+from steadyserve.spec.ray_serve import load_deploy_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -118,6 +122,11 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON for scripts (see docs/cli.md)."
 )
 utc_option = click.option("--utc", is_flag=True, help="Show times in UTC, not local time.")
+ignore_resources_option = click.option(
+    "--ignore-resources",
+    is_flag=True,
+    help="Start even when this machine lacks the file's resources (GPUs, CPUs, memory).",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -132,6 +141,8 @@ def main() -> None:
 
 
 main.add_command(dashboard)
+for _command in progressive.COMMANDS:  # steady promote / pause / resume / abort
+    main.add_command(_command)
 
 
 @main.command()
@@ -139,43 +150,78 @@ main.add_command(dashboard)
 @click.option("-n", "--name", help="Service name (default: the file's name:, else its folder).")
 @click.option("--wait", is_flag=True, help="Wait until every replica is READY.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
+@ignore_resources_option
 @json_option
 @reports_errors
-def up(file: Path, name: str | None, wait: bool, timeout: float, as_json: bool) -> None:
+def up(
+    file: Path,
+    name: str | None,
+    wait: bool,
+    timeout: float,
+    ignore_resources: bool,
+    as_json: bool,
+) -> None:
     """Start a service from FILE.
+
+    Without -n and name:, the service is named after the file's folder, or
+    sky-service-xxxx when a service of that name already runs.
 
     \b
     Example:
       steady up examples/http_server/service.yaml --wait
     """
-    spec = _load_one(file, name)
+    notes: list[str] = []
+    spec = _load_one(file, name, notes, ignore_resources)
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
-    created = client.call(
-        "POST",
-        "/api/v1/services",
-        {"spec": spec.spec_json(), "yaml": text, "file": str(file.resolve())},
-    )
-    _print_created(created, as_json)
+    if name is None and not (raw_document(file) or {}).get("name"):
+        # SkyServe hook: a second file from the same folder gets a new name.
+        taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
+        if spec.name in taken:
+            new = unique_name(taken)
+            notes.append(f"name: {spec.name} is taken, so this service is {new} (-n chooses)")
+            spec = spec.model_copy(update={"name": new})
+    _print_notes(notes)
+    with staged(spec, file) as sent:  # skyserve hook: file_mounts copied into the workdir
+        created = client.call(
+            "POST",
+            "/api/v1/services",
+            {"spec": sent.spec_json(), "yaml": text, "file": str(file.resolve())},
+        )
+    _print_created(created, as_json, "https" if spec.service.tls else "http")
     if wait:
         _wait_ready(client, created["name"], timeout, to_stderr=as_json)
     if as_json:
-        _echo_json({"notice": None, **created})
+        _echo_json({"notice": None, **created, "notes": notes})
 
 
-def _print_created(created: dict[str, Any], as_json: bool) -> None:
+def _print_notes(notes: list[str]) -> None:
+    """What the loader and the SkyServe checks want the user to know (on stderr)."""
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+
+
+def _print_created(created: dict[str, Any], as_json: bool, scheme: str = "http") -> None:
     """The real endpoint first; then, on stderr, why it is not the usual port."""
     if not as_json:
         console.print(
-            f"Service [bold]{created['name']}[/] is starting at http://{created['endpoint']}"
+            f"Service [bold]{created['name']}[/] is starting at {scheme}://{created['endpoint']}"
         )
     if created.get("notice"):
         click.echo(f"warning: {created['notice']}", err=True)
 
 
-def _load_one(file: Path, name: str | None) -> Any:
-    spec = load_service_file(file, name)
-    return _with_defaults(spec, raw_document(file), file, "")
+def _load_one(
+    file: Path, name: str | None, notes: list[str] | None = None, ignore_resources: bool = False
+) -> Any:
+    notes = [] if notes is None else notes
+    spec = load_service_file(file, name, notes)
+    spec = _with_defaults(spec, raw_document(file), file, "")
+    try:
+        notes.extend(preflight(spec, ignore_resources=ignore_resources))
+    except SpecError as exc:
+        raise SpecError.combine([exc], file=str(file)) from None
+    return spec
 
 
 def _with_defaults(spec: Any, raw: Any, file: Path, prefix: str) -> Any:
@@ -251,9 +297,18 @@ def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = Fal
 @click.option(
     "-v", "--verbose", is_flag=True, help="Add AUTOSCALING_POLICY and LOAD_BALANCING_POLICY."
 )
+@click.option(
+    "--format",
+    "layout",
+    type=click.Choice(["steady", "ray"]),
+    default="steady",
+    help="ray: Ray Serve's serve status layout (applications, deployments, replica_states).",
+)
 @utc_option
 @reports_errors
-def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, utc: bool) -> None:
+def status(
+    names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, layout: str, utc: bool
+) -> None:
     """Show services and their replicas (all services, or the NAMES given).
 
     A service whose last update failed or was rolled back has a line under the
@@ -262,6 +317,7 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     \b
     Example:
       steady status http-server --events
+      steady status --format ray
     """
     client = Client(_home())
     running = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
@@ -273,6 +329,12 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     services = (
         client.call("GET", f"/api/v1/services?{query}")["services"] if query or not names else []
     )
+    if layout == "ray":  # rsconfig hook: cli/ray_status.py
+        if as_json:
+            _echo_json(ray_status.ray_status(services))
+        else:
+            click.echo(ray_status.render(services), nl=False)
+        return
     if events:
         for svc in services:
             svc["events"] = client.call("GET", f"/api/v1/services/{svc['name']}/events")["events"]
@@ -295,11 +357,17 @@ def status(names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, u
     _print_table(services_table(services, verbose))
     for line in autoscaling_lines(services):
         console.print(line, highlight=False, markup=False)
+    for line in progressive.canary_lines(services):  # canary hook: step, weight, analysis
+        console.print(line, highlight=False, markup=False)
     for note in update_notes(services):
         console.print(note, style="red", markup=False)
     console.print()
     console.print("Service Replicas", style="bold")
     _print_table(replicas_table(services))
+    for svc in services:  # skyserve hook: replicas on a fixed port (controller/fixed_ports.py)
+        for rep in svc["replicas"]:
+            if rep.get("notice"):
+                console.print(f"{svc['name']}: {rep['notice']}", style="red", markup=False)
     for svc in services if events else []:
         console.print()
         console.print(f"Events of {svc['name']}", style="bold")
@@ -365,13 +433,14 @@ def _after_plan(
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--mode",
-    type=click.Choice(["rolling", "blue_green"]),
+    type=click.Choice(["rolling", "blue_green", "canary"]),
     default=None,
     help="How replicas restart (default: the file's service.update_mode).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--wait", is_flag=True, help="Show progress; exit 1 if the update fails.")
 @click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
+@ignore_resources_option
 @json_option
 @reports_errors
 def update(
@@ -381,6 +450,7 @@ def update(
     dry_run: bool,
     wait: bool,
     timeout: float,
+    ignore_resources: bool,
     as_json: bool,
 ) -> None:
     """Update service NAME to the spec in FILE (a new version).
@@ -392,19 +462,22 @@ def update(
     Example:
       steady update http-server examples/http_server/service.yaml --dry-run
     """
-    spec = _load_one(file, name)
+    notes: list[str] = []
+    spec = _load_one(file, name, notes, ignore_resources)
+    _print_notes(notes)
     client = Client(_home())
-    result = client.call(
-        "POST",
-        f"/api/v1/services/{name}/update",
-        {
-            "spec": spec.spec_json(),
-            "yaml": file.read_text(encoding="utf-8"),
-            "file": str(file.resolve()),
-            "mode": mode,
-            "dry_run": dry_run,
-        },
-    )
+    with staged(spec, file) as sent:  # skyserve hook: file_mounts copied into the workdir
+        result = client.call(
+            "POST",
+            f"/api/v1/services/{name}/update",
+            {
+                "spec": sent.spec_json(),
+                "yaml": file.read_text(encoding="utf-8"),
+                "file": str(file.resolve()),
+                "mode": mode,
+                "dry_run": dry_run,
+            },
+        )
     _after_plan(client, result, wait, timeout, as_json)
 
 
@@ -443,6 +516,7 @@ def rollback(
     help="Also take down running services FILE did not make (steady up, other files).",
 )
 @yes_option
+@ignore_resources_option
 @json_option
 @reports_errors
 def deploy(
@@ -452,6 +526,7 @@ def deploy(
     timeout: float,
     prune_all: bool,
     yes: bool,
+    ignore_resources: bool,
     as_json: bool,
 ) -> None:
     """Make the services in FILE (services: [...]) the whole desired state.
@@ -460,32 +535,59 @@ def deploy(
     and no longer lists are taken down, after a confirmation (-y skips it; without
     a terminal, -y is required). Services made with 'steady up' or another file
     are kept unless --prune-all.
+    FILE may also be a Ray Serve config (applications: [...]): each deployment
+    becomes a service <app>-<deployment>, served on the gateway port under its
+    route_prefix (docs/ray-serve.md).
 
     \b
     Example:
       steady deploy fleet.yaml --dry-run
+      steady deploy serve_config.yaml
     """
-    specs = load_fleet_file(file)
-    items = (raw_document(file) or {}).get("services") or []
+    plan = load_deploy_file(file)  # a fleet file or a Ray Serve config (spec/ray_serve.py)
+    where = "services[{}]." if plan.scope == "all" else "applications: {}: "
     specs = [
-        _with_defaults(spec, item, file, f"services[{i}].")
-        for i, (spec, item) in enumerate(zip(specs, items, strict=True))
+        _with_defaults(spec, item, file, where.format(i if plan.scope == "all" else spec.name))
+        for i, (spec, item) in enumerate(zip(plan.specs, plan.documents, strict=True))
     ]
+    notes: list[str] = []
+    mistakes: list[SpecError] = []
+    for i, spec in enumerate(specs):
+        try:
+            notes.extend(
+                preflight(
+                    spec,
+                    ignore_resources=ignore_resources,
+                    prefix=where.format(i if plan.scope == "all" else spec.name),
+                )
+            )
+        except SpecError as exc:
+            mistakes.append(exc)
+    if mistakes:
+        raise SpecError.combine(mistakes, file=str(file))
+    _print_notes(notes)
+    for notice in plan.notices:
+        click.echo(f"notice: {notice}", err=True)
     client = Client(_home())
     text = file.read_text(encoding="utf-8")
-    request = {
-        "services": [{"spec": s.spec_json(), "yaml": text} for s in specs],
-        "dry_run": True,
-        "file": str(file.resolve()),
-        "prune_all": prune_all,
-    }
-    if not dry_run:
-        plan = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
-        removals = [i["name"] for i in plan["services"] if i["action"] == "down"]
-        if removals:
-            _confirm(f"deploy takes down {', '.join(removals)}", yes)
-        request = {**request, "dry_run": False, "expect_down": removals}
-    result = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
+    with contextlib.ExitStack() as stack:  # skyserve hook: file_mounts into the workdir
+        sent = [stack.enter_context(staged(s, file)) for s in specs]
+        request = {
+            "services": [{"spec": s.spec_json(), "yaml": text} for s in sent],
+            "dry_run": True,
+            "file": str(file.resolve()),
+            "prune_all": prune_all,
+            "gateway": None if plan.gateway_port is None else {"port": plan.gateway_port},
+        }
+        if not dry_run:
+            preview = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
+            removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
+            if removals:
+                _confirm(f"deploy takes down {', '.join(removals)}", yes)
+            request = {**request, "dry_run": False, "expect_down": removals}
+        result = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
+    if plan.gateway_port is not None and not as_json and not dry_run:
+        console.print(f"gateway: http://127.0.0.1:{plan.gateway_port}")
     for item in result["services"]:
         if item["action"] == "create":
             if item.get("notice"):
@@ -597,8 +699,11 @@ def logs(
             path = found[-1]
     if not path.exists():
         raise CommandError(f"no log yet at {path}", 1)
+    out: Any = sys.stdout.buffer
+    if not controller_log:  # skyserve hook: secrets values never shown
+        out = MaskedOutput(out, secret_values(home.db_path, name))
     writer = logs_mod.LineWriter(
-        sys.stdout.buffer, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)
+        out, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)
     )
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
         logs_mod.show(path, tail, follow, writer=writer)

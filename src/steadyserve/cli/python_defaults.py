@@ -16,8 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
+from steadyserve import environment_build
+from steadyserve.environments import needs_environment
+from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
 
 DESCRIBE_TIMEOUT_S = 120.0
@@ -26,17 +30,19 @@ OPTION_FIELDS = {
     "num_replicas": "replicas",
     "user_config": "user_config",
     "max_ongoing_requests": "max_ongoing_requests",
+    "max_queued_requests": "max_queued_requests",  # rsapi hook: Ray's option, same field
+    "graceful_shutdown_wait_loop_s": "graceful_shutdown_wait_loop_s",  # rsapi hook
     "health_check_period_s": "health_check_period_s",
     "health_check_timeout_s": "health_check_timeout_s",
     "graceful_shutdown_timeout_s": "graceful_shutdown_timeout_s",
 }
 
 
-def describe(import_path: str, workdir: Path) -> dict[str, Any]:
+def describe(import_path: str, workdir: Path, python: str | None = None) -> dict[str, Any]:
     """What the runner finds at ``import_path``: its kind and decorator options."""
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "steadyserve.replica", "--describe", import_path],
+            [python or sys.executable, "-m", "steadyserve.replica", "--describe", import_path],
             cwd=workdir,
             capture_output=True,
             text=True,
@@ -61,14 +67,26 @@ def with_deployment_defaults(spec: ServiceSpec, raw: dict[str, Any], base_dir: P
     if spec.import_path is None:
         return spec
     workdir = Path(spec.workdir) if spec.workdir else base_dir
-    options = describe(spec.import_path, workdir).get("options") or {}
+    try:
+        options = describe(spec.import_path, workdir, _environment_python(spec, workdir))
+    except SpecError as exc:
+        if not _needs_its_environment(spec, exc):
+            raise
+        click.echo(
+            f"warning: import_path: {spec.import_path} imports packages its setup/pip installs"
+            f" ({exc.message}); its @deployment options are not read before its environment"
+            " is built: set them in the service file",
+            err=True,
+        )
+        return spec
+    options = options.get("options") or {}
     service = dict(raw.get("service") or {})
     merged = copy.deepcopy(raw)
     changed = False
     for option, field in OPTION_FIELDS.items():
         if option not in options or options[option] is None or field in service:
             continue
-        if field == "replicas" and "replica_policy" in service:
+        if field == "replicas" and ("replica_policy" in service or "autoscaling_config" in service):
             continue
         service[field] = options[option]
         changed = True
@@ -81,3 +99,22 @@ def with_deployment_defaults(spec: ServiceSpec, raw: dict[str, Any], base_dir: P
 def raw_document(path: Path) -> Any:
     """The file's YAML as data (it was already validated by the spec loader)."""
     return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+# environments hook: a module whose packages come from the version's own
+# environment is described with that environment's interpreter when it was
+# already built (same setup, pip: and dependency files), and otherwise cannot be
+# imported here yet: a one-line warning instead of an error.
+def _environment_python(spec: ServiceSpec, workdir: Path) -> str | None:
+    if not needs_environment(spec.setup, spec.pip):
+        return None
+    try:
+        key = environment_build.key_for(workdir, spec.setup, spec.pip)
+    except environment_build.BuildError:
+        return None
+    found = environment_build.existing(Home.from_env(), key)
+    return found.python if found is not None else None
+
+
+def _needs_its_environment(spec: ServiceSpec, exc: SpecError) -> bool:
+    return needs_environment(spec.setup, spec.pip) and "No module named" in exc.message

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -16,13 +17,19 @@ import psutil
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from steadyserve.controller import dashboard
+from steadyserve import replica_contract as contract
+from steadyserve.controller import dashboard, progressive
 from steadyserve.controller.errors import ApiError, BadInput
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
 
 LONG_POLL_MAX_S = 60.0
+# What the routes-only token may do (rsapi hook): follow a table, wake a service at zero.
+_ROUTES_TOKEN_CALLS = {
+    "GET": re.compile(r"/api/v1/lb/[^/]+/routes"),
+    "POST": re.compile(r"/api/v1/lb/[^/]+/wake"),
+}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -41,15 +48,27 @@ def _file(data: dict[str, Any]) -> str | None:
     return file if isinstance(file, str) else None
 
 
-def token_required(token: str) -> Middleware:
-    """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``."""
+def token_required(token: str, routes_token: str | None = None) -> Middleware:
+    """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``.
+
+    ``routes_token`` (rsapi hook) reads route tables and wakes a service at zero,
+    nothing else: Python replicas get it for their handles."""
     expected = f"Bearer {token}".encode()
+    routes_only = f"Bearer {routes_token}".encode() if routes_token else None
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if dashboard.is_public(request.path):  # the page's static files: no data
             return await handler(request)
         given = request.headers.get("Authorization", "").encode()
+        allowed = _ROUTES_TOKEN_CALLS.get(request.method)
+        if (
+            routes_only is not None
+            and allowed is not None
+            and allowed.fullmatch(request.path)
+            and hmac.compare_digest(given, routes_only)
+        ):
+            return await handler(request)
         if not hmac.compare_digest(given, expected):
             return web.json_response(
                 {"error": "missing or wrong STEADY_TOKEN", "kind": "unauthorized"}, status=401
@@ -60,7 +79,8 @@ def token_required(token: str) -> Middleware:
 
 
 def build_app(controller: Controller, token: str | None = None) -> web.Application:
-    middlewares: list[Middleware] = [token_required(token)] if token else []
+    routes_token = contract.routes_token(controller.home.root)
+    middlewares: list[Middleware] = [token_required(token, routes_token)] if token else []
     app = web.Application(
         middlewares=[*middlewares, errors_as_json], client_max_size=8 * 1024 * 1024
     )
@@ -122,7 +142,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         if not isinstance(spec_json, str) or not isinstance(spec_yaml, str):
             raise BadInput("'spec' must be the service spec as a JSON string")
         if mode is not None and not isinstance(mode, str):
-            raise BadInput("--mode must be rolling or blue_green")
+            raise BadInput("--mode must be rolling, blue_green or canary")
         result = await controller.update_service(
             request.match_info["name"],
             spec_json,
@@ -157,12 +177,17 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             isinstance(expect_down, list) and all(isinstance(n, str) for n in expect_down)
         ):
             raise BadInput("'expect_down' must be a list of service names")
+        gateway = data.get("gateway")  # rsconfig hook: {port} or null
+        port = gateway.get("port") if isinstance(gateway, dict) else None
+        if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
+            raise BadInput("gateway.port must be a port number")
         result = await controller.deploy(
             [(i["spec"], str(i.get("yaml", ""))) for i in items],
             bool(data.get("dry_run")),
             _file(data),
             prune_all=bool(data.get("prune_all")),
             expect_down=expect_down,
+            gateway_port=port,
         )
         return web.json_response(result)
 
@@ -211,7 +236,12 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
         except ValueError as exc:
             raise BadInput("wait must be a number of seconds") from exc
-        table = await runtime.routes.wait(request.query.get("known", ""), wait)
+        # lbscale: each LB worker polls with its own id (controller/routes.py); another
+        # load balancer routing this service too (the gateway) is one more such view.
+        known, worker = request.query.get("known", ""), request.query.get("worker", "")
+        if consumer := request.query.get("consumer", ""):
+            worker = f"consumer:{consumer}"
+        table = await runtime.routes.wait(known, wait, worker)
         if table is None:
             return web.json_response({"error": "no route table yet"}, status=503)
         return web.Response(text=json.dumps(table), content_type="application/json")
@@ -227,11 +257,38 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             lb_pid = data.get("lb_pid") if isinstance(data.get("lb_pid"), int) else None
         except (TypeError, ValueError, AttributeError) as exc:
             raise BadInput("report counts must map replica ids to integers") from exc
-        runtime.routes.report(str(data.get("table", "")), inflight, requests)
+        consumer = data.get("consumer")  # the gateway: one more view of the service
+        if isinstance(consumer, str) and consumer:
+            # Counted for draining and summed into the service LB's own next report
+            # (which feeds autoscaling and metrics, with its own process's counters).
+            data = {**data, "worker": f"consumer:{consumer}"}
+            runtime.routes.report(str(data.get("table", "")), inflight, requests, queued, data)
+            return web.json_response({"ok": True})
+        # lbscale: one view of the service summed over the LB's workers.
+        inflight, requests, queued, data = runtime.routes.report(
+            str(data.get("table", "")), inflight, requests, queued, data
+        )
         # Autoscaling hook: the load window (controller/load.py).
         runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
         observer.ingest(runtime.name, data)
+        runtime.canary.ingest(observer.traffic.get(runtime.name))  # canary hook: analysis
         return web.json_response({"ok": True})
+
+    @routes.get("/api/v1/gateway/routes")
+    async def gateway_routes(request: web.Request) -> web.Response:
+        """rsconfig hook: the gateway's route map (prefix -> service), long-polled."""
+        try:
+            wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
+        except ValueError as exc:
+            raise BadInput("wait must be a number of seconds") from exc
+        table = await controller.gateway.routes.wait(request.query.get("known", ""), wait)
+        if table is None:
+            return web.json_response({"error": "no gateway map yet"}, status=503)
+        return web.json_response(table)
+
+    @routes.get("/api/v1/gateway")
+    async def gateway_status(request: web.Request) -> web.Response:
+        return web.json_response(controller.gateway.status())
 
     @routes.post("/api/v1/lb/{name}/wake")
     async def lb_wake(request: web.Request) -> web.Response:
@@ -239,5 +296,6 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         runtime = controller.runtime(request.match_info["name"])
         return web.json_response({"target_replicas": runtime.scale_from_zero()})
 
+    progressive.add_routes(routes, controller)  # promote / pause / resume / abort
     app.add_routes(routes)
     return app

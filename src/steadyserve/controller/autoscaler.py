@@ -32,9 +32,6 @@ from steadyserve.autoscale import (
 from steadyserve.autoscale.policies import QPS_WINDOW_S, clip
 from steadyserve.controller.load import ServiceLoad
 
-EVENT = "AUTOSCALE"
-"""The event kind of a target change."""
-
 
 def policy_name(policy: Policy) -> str:
     """``fixed``, ``qps`` (SkyServe's) or ``ongoing_requests`` (Ray Serve's)."""

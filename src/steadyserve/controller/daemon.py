@@ -33,30 +33,21 @@ from steadyserve.backends import BackendChoiceError, backend_name, choose_backen
 from steadyserve.backends.base import Backend
 from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
+from steadyserve.controller.endpoint import endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.orphans import reap_orphans
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
+from steadyserve.lb.gateway_supervisor import GatewaySupervisor
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.skypilot import not_applicable_notes
 from steadyserve.state import ServiceRow, Store, VersionRow
-from steadyserve.states import ServiceStatus
+from steadyserve.states import Desired, EventKind, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.workdir import relative_excludes
 
 log = logging.getLogger("steadyserve.controller")
-
-FIRST_ENDPOINT_PORT = 30001
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def fleet_owner(spec_file: str | None) -> str:
@@ -78,6 +69,10 @@ class Controller:
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._resumed_downs: list[asyncio.Task[None]] = []
+        # rsconfig hook: the gateway port (Ray Serve's http_options.port).
+        self.gateway = GatewaySupervisor(
+            home, self.epoch, lambda: [r.spec for r in self.services.values()]
+        )
 
     def info(self) -> dict[str, Any]:
         return {
@@ -123,19 +118,6 @@ class Controller:
         chosen = names or list(self.services)
         return [service_json(self.services[n]) for n in chosen]
 
-    def _endpoint_port(self, requested: int | None) -> int:
-        taken = {r.port for r in self.store.services()}
-        if requested is not None:
-            if requested in taken or not port_is_free(requested):
-                raise BadInput(f"service.port: port {requested} is already in use")
-            return requested
-        port = FIRST_ENDPOINT_PORT
-        while port in taken or not port_is_free(port):
-            port += 1
-            if port > 65535:
-                raise BadInput("service.port: no free port from 30001 up")
-        return port
-
     async def create_service(
         self, spec_json: str, spec_yaml: str, spec_file: str | None = None, owner: str = ""
     ) -> dict[str, Any]:
@@ -159,7 +141,7 @@ class Controller:
         expected = (
             await updates.hash_workdir(source, exclude, self.home) if source is not None else None
         )
-        port = self._endpoint_port(spec.service.port)
+        port = endpoint_port(self.store, spec.service.port)
         # A name that was taken down (not purged) keeps its history: continue after it.
         number = self.store.latest_version_number(name) + 1
         workdir_hash = await updates.take_snapshot(
@@ -168,7 +150,7 @@ class Controller:
         now = time.time()
         row = ServiceRow(
             name=name,
-            status=ServiceStatus.CONTROLLER_INIT.value,
+            status=ServiceStatus.CONTROLLER_INIT,
             version=number,
             created_at=now,
             port=port,
@@ -183,9 +165,9 @@ class Controller:
             spec_json=spec.spec_json(),
             spec_yaml=spec_yaml,
             workdir_hash=workdir_hash,
-            mode="initial",
+            mode=UpdateMode.INITIAL,
             changes="initial version",
-            outcome="active",
+            outcome=VersionOutcome.ACTIVE,
         )
         try:
             self.store.add_service(row, version)
@@ -194,21 +176,14 @@ class Controller:
             raise
         runtime = self._new_runtime(row)
         runtime.start()
+        for note in not_applicable_notes(spec):  # skyserve hook: named once, as an event
+            self.store.add_event(name, None, None, EventKind.NOT_APPLICABLE, note)
         await updates.prune(self.store, self.home, runtime, spec.service.history_limit)
         return {
             "name": name,
             "endpoint": f"127.0.0.1:{port}",
-            "notice": self._port_notice(port) if spec.service.port is None else None,
+            "notice": port_notice(self.store, port) if spec.service.port is None else None,
         }
-
-    def _port_notice(self, port: int) -> str | None:
-        """Why a service without service.port did not get the first endpoint port:
-        a client told to use it would otherwise reach whatever holds it."""
-        if port == FIRST_ENDPOINT_PORT:
-            return None
-        owner = next((r.name for r in self.store.services() if r.port == FIRST_ENDPOINT_PORT), None)
-        holder = f"the endpoint of service {owner}" if owner else "in use by another process"
-        return f"{FIRST_ENDPOINT_PORT} is {holder}: using {port} (service.port sets it)"
 
     async def update_service(
         self,
@@ -293,6 +268,7 @@ class Controller:
         *,
         prune_all: bool = False,
         expect_down: list[str] | None = None,
+        gateway_port: int | None = None,
     ) -> dict[str, Any]:
         """The file is the whole desired state of the services it made: create,
         update, and take down the ones this file made earlier and no longer lists.
@@ -307,6 +283,9 @@ class Controller:
         if None in names or len(set(names)) != len(names):
             raise BadInput("services: every service needs a unique name")
         owner = fleet_owner(spec_file)
+        problem = self.gateway.check_port(gateway_port)
+        if problem is not None:
+            raise BadInput(f"gateway: {problem}")
         results: list[dict[str, Any]] = []
         # Check everything before changing anything: bad input changes nothing.
         for spec, _ in specs:
@@ -343,7 +322,7 @@ class Controller:
                     spec_file=spec_file,
                 )
                 if not dry_run and owner:  # the file now owns what it lists
-                    self.store.update_service(spec.name, owner=owner)
+                    self.store.set_service_fields(spec.name, owner=owner)
                 results.append({**result, "action": "update" if result["changed"] else "none"})
         for name in removed:
             if not dry_run:
@@ -351,7 +330,9 @@ class Controller:
             results.append({"name": name, "action": "down"})
         for name, reason in kept:
             results.append({"name": name, "action": "keep", "reason": reason})
-        return {"dry_run": dry_run, "services": results}
+        if not dry_run:
+            await self.gateway.configure(gateway_port)
+        return {"dry_run": dry_run, "services": results, "gateway": {"port": gateway_port}}
 
     def _unlisted(
         self, listed: list[str | None], owner: str, prune_all: bool
@@ -387,7 +368,7 @@ class Controller:
             except BadInput as exc:
                 raise BadInput(f"{spec.name}: {exc}") from exc
         if spec.service.port is not None:
-            self._endpoint_port(spec.service.port)
+            endpoint_port(self.store, spec.service.port)
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
         runtime = ServiceRuntime(
@@ -425,6 +406,8 @@ class Controller:
         finally:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)
+        if not self.services:  # rsconfig hook: nothing left to serve (serve shutdown)
+            await self.gateway.configure(None)
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -452,9 +435,11 @@ class Controller:
         for row in self.store.services():
             self._new_runtime(row).start()
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
+        claimed |= self.gateway.pids
+        gateway_task = asyncio.create_task(self.gateway.run())
         reap_orphans(str(self.home.root), claimed)
         for row in self.store.services():
-            if row.desired == "down":  # a down the previous controller did not finish
+            if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
                     asyncio.create_task(self.delete_service(row.name, bool(row.purge)))
                 )
@@ -466,6 +451,8 @@ class Controller:
         await self._stop.wait()
         for runtime in list(self.services.values()):
             await runtime.detach()
+        gateway_task.cancel()
+        self.gateway.detach()
         await runner.cleanup()
         await self.probe_session.close()
         self.store.close()

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from steadyserve.controller.metrics import ControllerCollector, Observer
-from steadyserve.controller.rollout import IN_PROGRESS
 from steadyserve.controller.status import REGION, service_json
 from steadyserve.lb.exposition import render
 from steadyserve.lb.metrics import CONTENT_TYPE
+from steadyserve.states import ReplicaStatus, UpdateMode, UpdateStatus
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -56,15 +56,15 @@ def _static(name: str) -> bytes | None:
 
 def plan_lines(runtime: ServiceRuntime) -> list[str]:
     """The update's plan in words, from its mode and the spec's limits."""
-    update = runtime.update
+    update = runtime.rollout.update
     if update is None:
         return []
     svc = runtime.spec.service
     target = svc.target_replicas
     old, new = f"v{update.from_version}", f"v{update.to_version}"
-    if update.mode == "in_place":
+    if update.mode is UpdateMode.IN_PLACE:
         return [f"{old} -> {new} in place: running replicas are relabelled, none restart"]
-    if update.mode == "blue_green":
+    if update.mode is UpdateMode.BLUE_GREEN:
         return [
             f"start {target} replica(s) of {new}; traffic stays on {old}",
             f"when all {target} are ready, switch all traffic to {new} at once",
@@ -81,11 +81,11 @@ def plan_lines(runtime: ServiceRuntime) -> list[str]:
 
 
 def _update(controller: Controller, runtime: ServiceRuntime) -> dict[str, Any] | None:
-    update = runtime.update
+    update = runtime.rollout.update
     if update is None:
         return None
     replicas = runtime.replicas.values()
-    ready = [r for r in replicas if r.status == "READY"]
+    ready = [r for r in replicas if r.status is ReplicaStatus.READY]
     events = [
         {
             "time": e.time,
@@ -103,7 +103,7 @@ def _update(controller: Controller, runtime: ServiceRuntime) -> dict[str, Any] |
         "from_version": update.from_version,
         "to_version": update.to_version,
         "status": update.status,
-        "in_progress": update.status == IN_PROGRESS,
+        "in_progress": update.status is UpdateStatus.IN_PROGRESS,
         "message": update.message,
         "started_at": update.started_at,
         "finished_at": update.finished_at,

@@ -2,19 +2,33 @@
 
 The LB runs in its own process group, so a controller crash or restart never
 stops traffic; the controller only watches it and restarts it on the same port.
+
+With ``service.load_balancer.workers: N`` the LB is a supervisor of N worker
+processes (lb/workers.py), one per listening socket; the controller binds those
+N sockets to the endpoint's port with SO_REUSEPORT and keeps them open, so a
+restarting LB (or worker) finds connections waiting in the backlogs. A changed
+worker count replaces the LB: the new one starts on the sockets first, then the
+old one drains. Sockets are never closed while the service runs (a socket
+nobody accepts on would strand the connections the kernel hashes to it): with
+fewer workers than sockets, a worker accepts on several.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
 import time
 
+import psutil
+
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
+from steadyserve.lb.workers import reuseport_socket, worker_count
 from steadyserve.paths import Home
 from steadyserve.state import ServiceRow, Store
+from steadyserve.states import EventKind
 
 RESTART_BACKOFF_S = 0.5
 STOP_TIMEOUT_S = 10.0
@@ -27,10 +41,14 @@ class LoadBalancerProcess:
         self.port = port
         self.handle: LocalProcess | None = None
         self._last_start = 0.0
-        # The endpoint's listening socket, shared with the LB process: while a
-        # crashed LB restarts, new connections wait in its backlog instead of
-        # being refused.
-        self.listener: socket.socket | None = None
+        # The endpoint's listening sockets (one per worker), shared with the LB
+        # process: while a crashed LB restarts, new connections wait in their
+        # backlogs instead of being refused.
+        self.listeners: list[socket.socket] = []
+        self.workers: int | None = None  # of the running LB (None: adopted, not known yet)
+        self._replacing: set[asyncio.Task[None]] = set()
+        # skyserve hook: service.tls's files for the LB process (lb/tls.py env_for).
+        self.tls_env: dict[str, str] = {}
 
     @property
     def running(self) -> bool:
@@ -41,44 +59,40 @@ class LoadBalancerProcess:
             return
         if same_process_alive(pid, create_time):
             self.handle = LocalProcess(pid, create_time, self.port)
+            self.workers = _workers_of(pid)
 
     def detach(self) -> None:
         self.handle = None
         self._close_listener()
 
     def _close_listener(self) -> None:
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
+        while self.listeners:
+            self.listeners.pop().close()
 
-    def _listen(self) -> socket.socket:
-        if self.listener is None:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", self.port))
-                sock.listen(4096)
-            except OSError:
-                sock.close()
-                raise
-            self.listener = sock
-        return self.listener
+    def _listen(self, count: int) -> list[socket.socket]:
+        while len(self.listeners) < count:
+            self.listeners.append(reuseport_socket("127.0.0.1", self.port))
+        return self.listeners
 
-    def supervise(self, store: Store, row: ServiceRow) -> None:
-        """Start the LB if it is not running (first start, or it died)."""
+    def supervise(self, store: Store, row: ServiceRow, workers: int | str = 1) -> None:
+        """Start the LB if it is not running (first start, or it died), or replace
+        it when ``service.load_balancer.workers`` changed."""
+        want = worker_count(workers)
         if self.running:
+            if self.workers is not None and self.workers != want and not self._replacing:
+                self._replace(store, row, want)
             return
         if time.monotonic() - self._last_start < RESTART_BACKOFF_S:
             return
         code = self.handle.exit_code() if self.handle is not None else None
         try:
-            listener = self._listen()
+            listeners = self._listen(want)
         except OSError as exc:
             store.add_event(
                 self.service,
                 None,
                 None,
-                "LB_PORT_BUSY",
+                EventKind.LB_PORT_BUSY,
                 f"cannot listen on port {self.port}: {exc.strerror}; retrying",
             )
             self._last_start = time.monotonic()
@@ -87,23 +101,60 @@ class LoadBalancerProcess:
             store.add_event(
                 self.service,
                 None,
-                "LB_RUNNING",
-                "LB_RESTARTING",
+                EventKind.LB_RUNNING,
+                EventKind.LB_RESTARTING,
                 f"load balancer exited with code {code}; restarting on port {self.port}",
             )
-        self.start(listener)
+        self.start(listeners, want)
+        self._record(store, row)
+
+    def _record(self, store: Store, row: ServiceRow) -> None:
         assert self.handle is not None
-        store.update_service(
+        store.set_service_fields(
             self.service, lb_pid=self.handle.pid, lb_create_time=self.handle.create_time
         )
         row.lb_pid = self.handle.pid
         row.lb_create_time = self.handle.create_time
 
-    def start(self, listener: socket.socket) -> None:
+    def _replace(self, store: Store, row: ServiceRow, want: int) -> None:
+        """Start an LB with ``want`` workers, then drain the old one."""
+        try:
+            listeners = self._listen(want)
+        except OSError as exc:
+            store.add_event(
+                self.service,
+                None,
+                None,
+                EventKind.LB_PORT_BUSY,
+                f"cannot add a worker socket: {exc}",
+            )
+            return
+        old, before = self.handle, self.workers
+        self.start(listeners, want)
+        self._record(store, row)
+        store.add_event(
+            self.service,
+            None,
+            EventKind.LB_RUNNING,
+            EventKind.LB_RESTARTING,
+            f"load balancer workers {before} -> {want}: new LB started, the old one drains",
+        )
+        task = asyncio.get_running_loop().create_task(self._retire(old))
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
+
+    async def _retire(self, old: LocalProcess | None) -> None:
+        if old is not None:
+            await stop_group(old, STOP_TIMEOUT_S)
+
+    def start(self, listeners: list[socket.socket], workers: int = 1) -> None:
         self._last_start = time.monotonic()
+        self.workers = workers
+        fds = [str(s.fileno()) for s in listeners]
         log_path = self.home.lb_log(self.service)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, STEADY_HOME=str(self.home.root))
+        env.update(self.tls_env)
         with open(log_path, "ab") as log:
             os.chmod(log_path, 0o600)
             popen = subprocess.Popen(
@@ -118,9 +169,11 @@ class LoadBalancerProcess:
                     "--home",
                     str(self.home.root),
                     "--listen-fd",
-                    str(listener.fileno()),
+                    ",".join(fds),
+                    "--workers",
+                    str(workers),
                 ],
-                pass_fds=(listener.fileno(),),
+                pass_fds=tuple(s.fileno() for s in listeners),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -134,4 +187,16 @@ class LoadBalancerProcess:
         if self.handle is not None:
             await stop_group(self.handle, STOP_TIMEOUT_S)
         self.handle = None
+        for task in list(self._replacing):
+            await task
         self._close_listener()
+
+
+def _workers_of(pid: int) -> int | None:
+    """How many workers an adopted LB runs (its load-balancer children; 1 if none)."""
+    try:
+        children = psutil.Process(pid).children()
+        count = sum(1 for c in children if "steadyserve.lb" in " ".join(c.cmdline()))
+    except psutil.Error:
+        return None
+    return count or 1

@@ -33,9 +33,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from steadyserve.controller.rollout import IN_PROGRESS
 from steadyserve.lb.exposition import families
 from steadyserve.lb.metrics import LATENCY_BUCKETS, merge_counts
+from steadyserve.states import ReplicaStatus, UpdateStatus
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -265,21 +265,21 @@ class ControllerCollector(Collector):
                 replicas.add_metric([name, v, state], n)
             target.add_metric([name], runtime.spec.service.target_replicas)
             ready.add_metric(
-                [name], sum(1 for r in runtime.replicas.values() if r.status == "READY")
+                [name], sum(1 for r in runtime.replicas.values() if r.status is ReplicaStatus.READY)
             )
             version.add_metric([name], runtime.row.version)
             outcomes: dict[tuple[str, str], int] = {}
             durations: dict[str, list[float]] = {}
             for update in controller.store.updates(name):
-                if update.status == IN_PROGRESS or update.finished_at is None:
+                if update.status is UpdateStatus.IN_PROGRESS or update.finished_at is None:
                     continue
                 key2 = (update.mode, update.status.lower())
                 outcomes[key2] = outcomes.get(key2, 0) + 1
                 durations.setdefault(update.mode, []).append(update.finished_at - update.started_at)
             for (mode, outcome), n in sorted(outcomes.items()):
                 updates.add_metric([name, mode, outcome], n)
-            current = runtime.update
-            if current is not None and current.status == IN_PROGRESS:
+            current = runtime.rollout.update
+            if current is not None and current.status is UpdateStatus.IN_PROGRESS:
                 in_progress.add_metric([name, current.mode], 1.0)
             for mode, seconds in sorted(durations.items()):
                 duration.add_metric(

@@ -3,6 +3,14 @@
 Load balancers hold a GET open until the table changes, so a change reaches
 them in milliseconds (SkyServe syncs every 20 s). The ``known`` value of an
 LB's next poll is its acknowledgement, which draining waits for.
+
+A load balancer may run several worker processes on one endpoint
+(``service.load_balancer.workers``). Each worker polls and reports with its own
+id (its pid), and each routes by the table it last saw: so a replica is drained
+only when *every* live worker has acknowledged a table without it and reports
+nothing in flight for it. A worker not heard from for ``WORKER_STALE_S`` (it
+died; its supervisor starts a new one with a new id) no longer holds draining up.
+Autoscaling and metrics see one report: the live workers' counts summed.
 """
 
 from __future__ import annotations
@@ -10,25 +18,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any
+
+from steadyserve.lb.metrics import merge_counts
+
+# A worker reports twice a second and always has a poll open or on its way: one
+# silent for this long is gone.
+WORKER_STALE_S = 5.0
+
+
+@dataclass
+class WorkerView:
+    """What one load-balancer worker has acknowledged and reported."""
+
+    acked_version: int = -1
+    report_version: int = -1
+    inflight: dict[int, int] = field(default_factory=dict)
+    requests: dict[int, int] = field(default_factory=dict)
+    queued: int = 0
+    report: dict[str, Any] = field(default_factory=dict)
+    seen_at: float = 0.0
+    polling: int = 0  # long-polls open right now
 
 
 class RoutePublisher:
-    """One service's current route table and what its load balancer has seen."""
+    """One service's current route table and what its load balancer workers have seen."""
 
-    def __init__(self, epoch: str) -> None:
+    def __init__(self, epoch: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.epoch = epoch
         self.version = 0
         self.table: dict[str, Any] = {}
         self._content: dict[str, Any] | None = None
         self._changed = asyncio.Event()
-        self.acked_version = -1
+        self._clock = clock
+        self.workers: dict[str, WorkerView] = {}
         self.last_poll_at: float | None = None
         self.polls_since_start = 0
-        self.inflight: dict[int, int] = {}
-        self.requests: dict[int, int] = {}
         self.report_at: float = 0.0
-        self.report_version = -1
         self.ack_at: float = 0.0
 
     @property
@@ -46,37 +75,124 @@ class RoutePublisher:
         self._changed = asyncio.Event()
         return True
 
-    def acknowledge(self, known: str) -> None:
-        epoch, _, version = known.partition(":")
+    def _version_of(self, key: str) -> int:
+        epoch, _, version = key.partition(":")
+        return int(version) if epoch == self.epoch and version.isdigit() else -1
+
+    def _worker(self, worker: str) -> WorkerView:
+        view = self.workers.get(worker)
+        if view is None:
+            view = self.workers[worker] = WorkerView()
+        view.seen_at = self._clock()
+        return view
+
+    def live(self) -> list[WorkerView]:
+        """Workers heard from lately (or polling now); forgets the others."""
+        horizon = self._clock() - WORKER_STALE_S
+        for key in [k for k, w in self.workers.items() if w.seen_at < horizon and not w.polling]:
+            del self.workers[key]
+        return list(self.workers.values())
+
+    def acknowledge(self, known: str, worker: str = "") -> None:
+        view = self._worker(worker)
         self.last_poll_at = time.time()
         self.polls_since_start += 1
-        if epoch == self.epoch and version.isdigit() and int(version) > self.acked_version:
-            self.acked_version = int(version)
+        version = self._version_of(known)
+        if version > view.acked_version:
+            view.acked_version = version
             self.ack_at = time.time()
 
-    async def wait(self, known: str, timeout: float) -> dict[str, Any] | None:
+    async def wait(self, known: str, timeout: float, worker: str = "") -> dict[str, Any] | None:
         """The table, as soon as it differs from ``known`` (or after ``timeout``).
 
         None while nothing was published yet: a controller that just restarted has
         not looked at its replicas, and an empty table would make the LB drop them.
         """
-        self.acknowledge(known)
+        self.acknowledge(known, worker)
         if known != self.token and self.version > 0:
             return self.table
         event = self._changed
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+        view = self._worker(worker)
+        view.polling += 1
+        try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            view.polling -= 1
+            view.seen_at = self._clock()
         return self.table if self.version > 0 else None
 
-    def report(self, table: str, inflight: dict[int, int], requests: dict[int, int]) -> None:
-        epoch, _, version = table.partition(":")
-        self.report_version = int(version) if epoch == self.epoch and version.isdigit() else -1
-        self.inflight = inflight
-        self.requests = requests
+    def report(
+        self,
+        table: str,
+        inflight: dict[int, int],
+        requests: dict[int, int],
+        queued: int = 0,
+        raw: dict[str, Any] | None = None,
+    ) -> tuple[dict[int, int], dict[int, int], int, dict[str, Any]]:
+        """Record one worker's report; return the service-wide one (every live
+        worker summed): in-flight and request counts, queued, and the raw report
+        with its metrics merged, for autoscaling and the controller's metrics."""
+        raw = raw or {}
+        view = self._worker(str(raw.get("worker", "")))
+        view.report_version = self._version_of(table)
+        view.inflight = inflight
+        view.requests = requests
+        view.queued = queued
+        view.report = raw
         self.report_at = time.time()
+        live = self.live()
+        if len(live) == 1:
+            return inflight, requests, queued, raw
+        return self.inflight, self.requests, sum(w.queued for w in live), _merged(raw, live)
+
+    @property
+    def inflight(self) -> dict[int, int]:
+        return _summed(w.inflight for w in self.live())
+
+    @property
+    def requests(self) -> dict[int, int]:
+        return _summed(w.requests for w in self.live())
 
     def drained(self, replica_id: int, removed_in: int) -> bool:
-        """True once the LB routes by a table without the replica and it has nothing in flight."""
-        if self.acked_version < removed_in or self.report_version < removed_in:
-            return False
-        return self.inflight.get(replica_id, 0) == 0
+        """True once every live LB worker routes by a table without the replica and
+        has nothing in flight for it."""
+        live = self.live()
+        return bool(live) and all(
+            w.acked_version >= removed_in
+            and w.report_version >= removed_in
+            and w.inflight.get(replica_id, 0) == 0
+            for w in live
+        )
+
+
+def _summed(counts: Any) -> dict[int, int]:
+    total: dict[int, int] = {}
+    for one in counts:
+        for rid, n in one.items():
+            total[rid] = total.get(rid, 0) + n
+    return total
+
+
+_SUMMED_GAUGES = ("inflight_total", "queued", "websockets_going_away")
+
+
+def _merged(raw: dict[str, Any], live: list[WorkerView]) -> dict[str, Any]:
+    """``raw`` with its ``metrics`` replaced by every live worker's, added up."""
+    parts = [w.report["metrics"] for w in live if isinstance(w.report.get("metrics"), dict)]
+    if not parts:
+        return raw
+    metrics = reduce(merge_counts, parts)
+    for gauge in _SUMMED_GAUGES:
+        metrics[gauge] = sum(int(p.get(gauge) or 0) for p in parts)
+    for name in ("websockets_open", "websockets_total"):
+        metrics[name] = {
+            str(k): v for k, v in _summed(_int_keys(p.get(name)) for p in parts).items()
+        }
+    return {**raw, "metrics": metrics}
+
+
+def _int_keys(counts: Any) -> dict[int, int]:
+    if not isinstance(counts, dict):
+        return {}
+    return {int(k): int(v) for k, v in counts.items()}

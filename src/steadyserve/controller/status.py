@@ -26,7 +26,7 @@ def resources_label(resources: Resources) -> str:
 
 
 def _update_json(runtime: ServiceRuntime) -> dict[str, Any] | None:
-    update = runtime.update
+    update = runtime.rollout.update
     if update is None:
         return None
     return {
@@ -46,12 +46,8 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
     routable = runtime.plan.routable
     active = sorted({r.version for r in replicas if r.id in routable})
     resources = resources_label(runtime.spec.resources)
-    ready = sum(1 for r in replicas if r.status == ReplicaStatus.READY.value)
-    total = sum(
-        1
-        for r in replicas
-        if ReplicaStatus(r.status).is_live or r.status == ReplicaStatus.SHUTTING_DOWN.value
-    )
+    ready = sum(1 for r in replicas if r.status is ReplicaStatus.READY)
+    total = sum(1 for r in replicas if r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN)
     return {
         "name": row.name,
         "status": row.status,
@@ -65,7 +61,12 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "autoscaling": runtime.autoscaler.status_json(time.monotonic()),
         "load_balancing_policy": runtime.spec.service.load_balancing_policy,
         "update": _update_json(runtime),
+        "canary": runtime.canary.status_json(),  # canary hook: step, weight, analysis
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
+        # rsconfig hook: the Ray Serve application and deployment it was made from.
+        "application": runtime.spec.application,
+        "deployment": runtime.spec.ray_options.get("deployment"),
+        "route_prefix": runtime.spec.service.route_prefix,
         "replicas": [
             {
                 "id": r.id,
@@ -75,9 +76,25 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
                 "port": r.port,
                 "pid": r.pid,
                 "launched_at": r.launched_at,
-                "resources": resources,
-                "region": REGION,
+                "resources": _resources_of(runtime, r.id, resources),
+                "region": _region_of(runtime, r.id),
+                "notice": runtime.port_watch.notices.get(r.id),
             }
             for r in replicas
         ],
     }
+
+
+def _resources_of(runtime: ServiceRuntime, replica_id: int, local: str) -> str:
+    """What the replica asked its backend for: ``1x Ray(cpus=1, gpus=T4:1)`` for a
+    Ray actor, else the local label."""
+    held = runtime.held.get(replica_id)
+    described = getattr(held.handle, "resources", None) if held is not None else None
+    return f"1x {described}" if isinstance(described, str) else local
+
+
+def _region_of(runtime: ServiceRuntime, replica_id: int) -> str:
+    """Where the replica runs: the Ray node (hostname or shortened id), else local."""
+    held = runtime.held.get(replica_id)
+    region = getattr(held.handle, "region", None) if held is not None else None
+    return region if isinstance(region, str) and region else REGION

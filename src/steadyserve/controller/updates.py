@@ -15,14 +15,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from steadyserve.changes import classify
-from steadyserve.controller import rollout
+from steadyserve import environment_build
+from steadyserve.changes import classify, may_hold_secret
 from steadyserve.controller.errors import BadInput
 from steadyserve.paths import Home
 from steadyserve.replica_contract import SETUP_MARKER
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import Store, VersionRow
-from steadyserve.states import ReplicaStatus
+from steadyserve.states import (
+    RESTART_MODES,
+    UpdateMode,
+    UpdateStatus,
+    VersionOutcome,
+)
 from steadyserve.workdir import (
     WorkdirError,
     check_root,
@@ -38,16 +43,15 @@ if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
     from steadyserve.controller.runtime import ServiceRuntime
 
-MODES = ("rolling", "blue_green")
-
 log = logging.getLogger("steadyserve.controller")
 
 
-def _mode(spec: ServiceSpec, requested: str | None) -> str:
+def _mode(spec: ServiceSpec, requested: str | None) -> UpdateMode:
     mode = requested or spec.service.update_mode
-    if mode not in MODES:
-        raise BadInput(f"update mode {mode}: not implemented yet (use rolling or blue_green)")
-    return mode
+    if mode not in RESTART_MODES:
+        choices = " or ".join(RESTART_MODES)
+        raise BadInput(f"update mode {mode}: use {choices}")
+    return UpdateMode(mode)
 
 
 async def apply(
@@ -68,6 +72,11 @@ async def apply(
             f"service.port: the endpoint port cannot change in an update "
             f"(it is {runtime.row.port}; take the service down and up again)"
         )
+    if spec.service.tls != runtime.spec.service.tls:  # skyserve hook: the LB reads it at start
+        raise BadInput(
+            "service.tls: the endpoint's TLS files cannot change in an update"
+            " (take the service down and up again)"
+        )
     source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
     current = store.version(name, runtime.row.version)
     assert current is not None
@@ -77,8 +86,8 @@ async def apply(
         runtime.spec, spec, old_workdir_hash=current.workdir_hash, new_workdir_hash=new_hash
     )
     in_place = not changes.needs_restart
-    chosen = "in_place" if in_place else _mode(spec, mode)
-    live = sum(1 for r in runtime.replicas.values() if ReplicaStatus(r.status).is_live)
+    chosen = UpdateMode.IN_PLACE if in_place else _mode(spec, mode)
+    live = sum(1 for r in runtime.replicas.values() if r.status.is_live)
     target = spec.service.target_replicas
     result: dict[str, Any] = {
         "name": name,
@@ -123,16 +132,14 @@ async def apply(
                 workdir_hash=workdir_hash,
                 mode=chosen,
                 changes=message,
-                outcome="in progress",
+                outcome=VersionOutcome.IN_PROGRESS,
                 base_version=runtime.row.version if in_place else None,
             )
         )
     except BaseException:  # never leave files of a version that was not recorded
         await asyncio.to_thread(shutil.rmtree, home.version_dir(name, number), True)
         raise
-    rollout.begin_update(
-        runtime, number, spec, chosen, in_place, message, rollback=rollback_to is not None
-    )
+    runtime.rollout.begin(number, spec, chosen, message, rollback=rollback_to is not None)
     result["version"] = number
     await prune(store, home, runtime, spec.service.history_limit, keep=rollback_to)
     return result
@@ -200,12 +207,17 @@ def protected_versions(store: Store, runtime: ServiceRuntime, keep: int | None) 
     found = {runtime.row.version, runtime.row.stable_version}
     if keep is not None:
         found.add(keep)
-    if runtime.update is not None and runtime.update.status == rollout.IN_PROGRESS:
-        found |= {runtime.update.from_version, runtime.update.to_version}
+    if (
+        runtime.rollout.update is not None
+        and runtime.rollout.update.status is UpdateStatus.IN_PROGRESS
+    ):
+        found |= {runtime.rollout.update.from_version, runtime.rollout.update.to_version}
     earlier = [
         v.version
         for v in rows.values()
-        if v.version < runtime.row.version and v.outcome != "failed" and not v.pruned
+        if v.version < runtime.row.version
+        and v.outcome is not VersionOutcome.FAILED
+        and not v.pruned
     ]
     if earlier:
         found.add(max(earlier))
@@ -241,12 +253,25 @@ async def prune(
             log.exception("%s: could not free stored files after pruning", name)
             removed = 0
         log.info("%s: pruned the files of versions %s (%d stored files)", name, doomed, removed)
+    await prune_environments(store, home)
     return doomed
 
 
+async def prune_environments(store: Store, home: Home) -> None:
+    """environments hook: delete the virtualenvs no kept version (of any service) uses."""
+    try:
+        kept = environment_build.kept_versions(home, store)
+        freed = await asyncio.to_thread(environment_build.prune_unused, home, kept)
+    except OSError:  # unreclaimed space is not a reason to fail the command
+        log.exception("could not delete unused environments")
+        return
+    if freed:
+        log.info("deleted %d unused environments: %s", len(freed), [k[:16] for k in freed])
+
+
 def _shown(path: str, value: object) -> object:
-    """Env values may be secrets: a plan says that they changed, not what they are."""
-    if path.startswith("envs.") and value is not None:
+    """A value that may be a secret: a plan says that it changed, not what it is."""
+    if may_hold_secret(path) and value is not None:
         return "(set)"
     return value
 
@@ -268,7 +293,9 @@ def rollback_target(store: Store, runtime: ServiceRuntime, to: int | None) -> Ve
             )
         return found
     earlier = [
-        v for v in versions if v.version < current and v.outcome != "failed" and not v.pruned
+        v
+        for v in versions
+        if v.version < current and v.outcome is not VersionOutcome.FAILED and not v.pruned
     ]
     if not earlier:
         raise BadInput(f"service {runtime.name} has no earlier version to roll back to")

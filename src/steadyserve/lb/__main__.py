@@ -2,13 +2,16 @@
 
 It is a separate process so that restarting the controller never interrupts
 traffic. SIGTERM/SIGINT stop accepting, let in-flight requests finish (at most
-about ten seconds) and exit 0; a second signal exits at once.
+about ten seconds) and exit 0; a second signal exits at once. With
+``--workers N`` (N > 1) this process supervises N such load balancers on the
+same port (lb/workers.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -20,6 +23,7 @@ from steadyserve.lb.policies import POLICIES
 from steadyserve.lb.proxy import SEND_TIMEOUT
 from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.server import LBConfig, LoadBalancer
+from steadyserve.lb.workers import supervise, worker_count
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -43,6 +47,29 @@ def _port(text: str) -> int:
     if not 0 <= value < 65536:
         raise argparse.ArgumentTypeError(f"not a TCP port: {value}")
     return value
+
+
+def _listen_fds(text: str) -> list[int]:
+    try:
+        fds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a descriptor list: {text!r}") from None
+    if any(fd < 0 for fd in fds):
+        raise argparse.ArgumentTypeError(f"not a descriptor list: {text!r}")
+    return fds
+
+
+def _shared_load(text: str) -> tuple[int, int, int]:
+    parts = text.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[1]) >= int(parts[2]):
+        raise argparse.ArgumentTypeError(f"expected FD:INDEX:WORKERS, got {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _workers(text: str) -> int:
+    if text == "auto":
+        return worker_count("auto")
+    return _positive_int(text)
 
 
 def _interval(text: str) -> float:
@@ -124,10 +151,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--access-log", default=None, help="log every request to this file")
     p.add_argument(
         "--listen-fd",
-        type=int,
+        type=_listen_fds,
         default=None,
-        help="serve on this inherited, already listening socket instead of binding",
+        help="serve on this inherited, already listening socket instead of binding"
+        " (with --workers: one per worker, comma-separated)",
     )
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        help="load-balancer processes sharing the port with SO_REUSEPORT ('auto': cores / 2)",
+    )
+    p.add_argument("--worker-of", type=int, default=None, help=argparse.SUPPRESS)
+    # A worker's shared in-flight counts: FD:INDEX:WORKERS (lb/shared_load.py).
+    p.add_argument("--shared-load", type=_shared_load, default=None, help=argparse.SUPPRESS)
     return p
 
 
@@ -145,7 +182,10 @@ def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
         max_header_bytes=args.max_header_bytes,
         max_body_bytes=args.max_body_bytes,
         report_interval=args.report_interval,
-        listen_fd=args.listen_fd,
+        listen_fds=tuple(args.listen_fd or ()),
+        workers=args.workers,
+        worker_of=args.worker_of,
+        shared_load=args.shared_load,
         send_timeout=args.send_timeout,
         limits=Limits(
             header_timeout_s=args.header_timeout,
@@ -162,6 +202,10 @@ def parse_config(argv: Sequence[str] | None = None) -> LBConfig:
             RouteTable.static(config.static_routes, config.policy, 1, -1)
         except ValueError as exc:
             build_parser().error(str(exc))
+    if config.listen_fds and len(config.listen_fds) < config.workers:
+        build_parser().error(
+            f"--listen-fd: {len(config.listen_fds)} sockets for {config.workers} workers"
+        )
     return config
 
 
@@ -172,11 +216,16 @@ async def serve(config: LBConfig) -> None:
     stop = asyncio.Event()
     signals = 0
 
+    first_signal = 0.0
+
     def on_signal() -> None:
-        nonlocal signals
+        nonlocal signals, first_signal
+        if config.worker_of is not None and signals and loop.time() - first_signal < 1.0:
+            return  # a worker gets the group's signal and its supervisor's: one stop
         signals += 1
         if signals > 1:
             os._exit(0)
+        first_signal = loop.time()
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -187,13 +236,28 @@ async def serve(config: LBConfig) -> None:
         f"metrics on http://127.0.0.1:{lb.observe.server.port}/metrics)",
         flush=True,
     )
-    await stop.wait()
+    if config.worker_of is None:
+        await stop.wait()
+    else:
+        # A worker whose supervisor is gone (killed outright) stops on its own.
+        while os.getppid() == config.worker_of and not stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
     log.info("stopping: draining in-flight requests")
     await lb.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_config(argv)
+    if config.workers > 1:
+        return supervise(
+            sys.argv[1:] if argv is None else argv,
+            config.listen_fds,
+            config.host,
+            config.port,
+            config.workers,
+            config.metrics_port,
+        )
     logging.basicConfig(
         level=os.environ.get("STEADY_LB_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s lb[%(process)d] %(message)s",

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
+from steadyserve.canary.weighted import SmoothWeighted
 from steadyserve.lb.policies import NO_EXCLUDE, Policy, make_policy
 from steadyserve.lb.route_table import ReplicaRoute, RouteTable
 
@@ -79,6 +80,15 @@ class Balancer:
         self.eject_seconds = eject_seconds
         self._ejected: dict[int, float] = {}
         self.ejections = 0  # for the metrics
+        # Per-version pools: for a pinned request (X-Steady-Version) and for weights.
+        self.pools: dict[int, list[ReplicaState]] = {}
+        # One policy per pool: a policy's own state (a rotating start) is per list.
+        self._pool_policies: dict[int, Policy] = {}
+        # A canary's weights: the exact choice between version pools; None when the
+        # table has no weights (then every routable replica is alike, as before).
+        self._chooser: SmoothWeighted | None = None
+        self._weighted: list[ReplicaState] = []
+        self._all_pooled = True
         if table is not None:
             self.apply(table)
 
@@ -102,11 +112,38 @@ class Balancer:
             if state.id not in ids:
                 self._retire(state)
         self.replicas = routable
+        self._apply_weights(table)
         if table.policy != self.policy.name:
             self.policy = make_policy(table.policy)
         self.max_ongoing = table.max_ongoing_requests
         self.max_queued = table.max_queued_requests
         self.table = table
+
+    def _apply_weights(self, table: RouteTable) -> None:
+        pools: dict[int, list[ReplicaState]] = {}
+        for state in self.replicas:
+            pools.setdefault(state.version, []).append(state)
+        self.pools = pools
+        policies = self._pool_policies
+        for version in list(policies):
+            if version not in pools or policies[version].name != table.policy:
+                del policies[version]
+        for version in pools:
+            if version not in policies:
+                policies[version] = make_policy(table.policy)
+        weights = dict(table.weights)
+        if not weights:
+            self._chooser = None
+            self._weighted = []
+            return
+        if self._chooser is None or self._chooser.weights != {
+            v: w for v, w in weights.items() if w > 0
+        }:
+            # Keep the chooser across tables with the same weights, so the share
+            # stays exact while replicas come and go.
+            self._chooser = SmoothWeighted(weights)
+        self._weighted = [r for r in self.replicas if weights.get(r.version, 0) > 0]
+        self._all_pooled = all(v in pools for v, w in weights.items() if w > 0)
 
     def _retire(self, state: ReplicaState) -> None:
         state.in_table = False
@@ -127,9 +164,17 @@ class Balancer:
                 return self._ejected.keys() | tried if tried else self._ejected.keys()
         return tried if tried else NO_EXCLUDE
 
-    def choose(self, tried: set[int] | None) -> ReplicaState | None:
-        """Pick a replica and take one of its slots, or None if none is eligible."""
-        if tried or self._ejected:
+    def choose(self, tried: set[int] | None, pin: int | None = None) -> ReplicaState | None:
+        """Pick a replica and take one of its slots, or None if none is eligible.
+
+        ``pin``: only a replica of that version (the X-Steady-Version header).
+        With weights, the version pool is chosen first (exactly by weight), then
+        a replica in it by the policy; a pool with no free replica hands the
+        request to the next weighted pool rather than holding it.
+        """
+        if pin is not None or self._chooser is not None:
+            replica = self._choose_pool(tried, pin)
+        elif tried or self._ejected:
             replica = self.policy.choose(self.replicas, self.max_ongoing, self.excluded(tried))
         else:
             replica = self.policy.choose(self.replicas, self.max_ongoing)
@@ -137,10 +182,43 @@ class Balancer:
             replica.inflight += 1
         return replica
 
-    def has_candidate(self, tried: set[int] | None) -> bool:
+    def _choose_pool(self, tried: set[int] | None, pin: int | None) -> ReplicaState | None:
+        excluded = self.excluded(tried) if tried or self._ejected else NO_EXCLUDE
+        pools = self.pools
+        policies = self._pool_policies
+        if pin is not None:
+            pool = pools.get(pin)
+            return policies[pin].choose(pool, self.max_ongoing, excluded) if pool else None
+        chooser = self._chooser
+        assert chooser is not None
+        # Every weighted version has replicas (the usual case): no per-pick check.
+        version = chooser.pick(None if self._all_pooled else pools.__contains__)
+        if version is None:
+            return None
+        replica = policies[version].choose(pools[version], self.max_ongoing, excluded)
+        if replica is None:
+            # That pool is full or ejected: another weighted pool takes the request.
+            for other, _ in sorted(chooser.weights.items(), key=lambda kv: -kv[1]):
+                if other != version and other in pools:
+                    replica = policies[other].choose(pools[other], self.max_ongoing, excluded)
+                    if replica is not None:
+                        break
+        return replica
+
+    def has_candidate(self, tried: set[int] | None, pin: int | None = None) -> bool:
         """Whether some replica could take the request once a slot frees up."""
         excluded = self.excluded(tried)
-        return any(r.id not in excluded for r in self.replicas)
+        if pin is not None:
+            candidates = self.pools.get(pin, ())
+        elif self._chooser is not None:
+            candidates = self._weighted
+        else:
+            candidates = self.replicas
+        return any(r.id not in excluded for r in candidates)
+
+    def weights(self) -> dict[int, int]:
+        """The weights in force ({} when the table has none), for the report."""
+        return self._chooser.weights if self._chooser is not None else {}
 
     def release(self, replica: ReplicaState) -> None:
         """Give back a slot taken by ``choose``."""

@@ -71,6 +71,21 @@ def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
     bytes_out = CounterMetricFamily(
         "steady_lb_sent_bytes", "Bytes sent to clients.", labels=["service"]
     )
+    ws_open = GaugeMetricFamily(
+        "steady_lb_websockets_open",
+        "WebSockets open through the load balancer, by replica (each holds a replica slot).",
+        labels=["service", "replica"],
+    )
+    ws_total = CounterMetricFamily(
+        "steady_lb_websockets",
+        "WebSockets the replicas accepted (101) through the load balancer, by replica.",
+        labels=["service", "replica"],
+    )
+    ws_going_away = CounterMetricFamily(
+        "steady_lb_websockets_going_away",
+        "WebSockets the load balancer closed with 1001 (their replica drained).",
+        labels=["service"],
+    )
     for service, report in reports:
         merged: dict[tuple[str, str, str, str], float] = {}
         for key, n in (report.get("requests") or {}).items():
@@ -93,6 +108,10 @@ def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
         connect_failures.add_metric([service], float(report.get("upstream_connect_failures") or 0))
         bytes_in.add_metric([service], float(report.get("bytes_in") or 0))
         bytes_out.add_metric([service], float(report.get("bytes_out") or 0))
+        for family, key in ((ws_open, "websockets_open"), (ws_total, "websockets_total")):
+            for replica, n in sorted((report.get(key) or {}).items()):
+                family.add_metric([service, str(replica)], float(n))
+        ws_going_away.add_metric([service], float(report.get("websockets_going_away") or 0))
     yield from (
         requests,
         latency,
@@ -103,6 +122,9 @@ def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
         connect_failures,
         bytes_in,
         bytes_out,
+        ws_open,
+        ws_total,
+        ws_going_away,
     )
 
 

@@ -30,8 +30,10 @@ WATCHED_NAME_LENGTHS = frozenset(
     len(n) for n in (*HOP_BY_HOP, b"content-length", b"x-forwarded-for")
 )
 
-# The request side also watches Host (exactly one is required, RFC 9112 3.2).
-REQUEST_WATCHED_NAME_LENGTHS = WATCHED_NAME_LENGTHS | {len(b"host")}
+# The request side also watches Host (exactly one is required, RFC 9112 3.2), and
+# the canary's X-Steady-Version pin (stripped: a replica never sees it).
+PIN_HEADER = b"x-steady-version"
+REQUEST_WATCHED_NAME_LENGTHS = WATCHED_NAME_LENGTHS | {len(b"host"), len(PIN_HEADER)}
 
 # Requests that may be sent twice: replayed on another replica when the first one
 # died before answering. Only when they carry no body (see Exchange.idempotent).

@@ -196,4 +196,6 @@ def live_report(proxy: Proxy, metrics_port: int) -> dict[str, Any]:
     report["queued"] = len(proxy.waiting)
     report["ejections"] = balancer.ejections
     report["metrics_port"] = metrics_port
+    if proxy.websockets is not None:  # lbscale: open and total WebSockets per replica
+        report.update(proxy.websockets.report())
     return report

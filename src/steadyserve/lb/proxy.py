@@ -22,16 +22,28 @@ import contextlib
 import logging
 from collections import deque
 from functools import partial
-from time import perf_counter
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer, ReplicaState
+from steadyserve.lb.exchange import (
+    CONNECTING,
+    DONE,
+    READY,
+    SENT,
+    WAITING,
+    Deadlines,
+    step,
+)
+
+# Exchange is re-exported: the connections and other modules' hooks import it from here.
+from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
 
 if TYPE_CHECKING:
     from steadyserve.lb.downstream import ClientConnection
+    from steadyserve.lb.websocket import WebSockets
     from steadyserve.lb.zero import ZeroHold
 
 log = logging.getLogger("steadyserve.lb")
@@ -44,68 +56,6 @@ FD_RESERVE = 64
 # A client that reads none of its response for this long is disconnected, freeing
 # the replica slot it holds through backpressure (nginx's send_timeout: 60 s).
 SEND_TIMEOUT = 60.0
-
-# Exchange states
-PARSING = 0  # request head not complete yet
-READY = 1  # head complete, waiting for earlier pipelined requests to be answered
-WAITING = 2  # all replicas at max_ongoing_requests: in the proxy's FIFO queue
-CONNECTING = 3
-SENT = 4  # attached to an upstream connection
-DONE = 5  # response complete, answered locally, or aborted
-
-
-class Exchange:
-    """One request and its response as it moves through the proxy."""
-
-    __slots__ = (
-        "attempts",
-        "buffering",
-        "client",
-        "head",
-        "http10",
-        "idempotent",
-        "keep_alive",
-        "local",
-        "method_head",
-        "passthrough_ok",
-        "pending",
-        "pending_size",
-        "replica",
-        "request_done",
-        "response_started",
-        "served",
-        "started",
-        "state",
-        "status",
-        "timer",
-        "tried",
-        "upstream",
-    )
-
-    def __init__(self, client: ClientConnection) -> None:
-        self.client = client
-        self.state = PARSING
-        self.head = b""  # the request head as sent upstream
-        self.local: bytes | None = None  # a response the LB answers itself
-        self.keep_alive = True
-        self.http10 = False
-        self.passthrough_ok = True  # may the replica's response bytes go out unchanged?
-        self.idempotent = False
-        self.method_head = False
-        self.request_done = False
-        self.response_started = False
-        self.pending: list[bytes] | None = None  # body received but not yet sent upstream
-        self.pending_size = 0
-        self.replica: ReplicaState | None = None  # holds one of its slots while set
-        self.upstream: UpstreamConnection | None = None
-        self.tried: set[int] | None = None
-        self.attempts = 0
-        # Body still being read into ``pending``: not dispatched yet (request buffering).
-        self.buffering = False
-        self.timer: asyncio.TimerHandle | None = None  # request_timeout_s, while sent
-        self.started = perf_counter()  # for the latency metrics
-        self.status = 0  # of the response the client got
-        self.served: ReplicaState | None = None  # the replica that answered
 
 
 class Proxy:
@@ -142,7 +92,13 @@ class Proxy:
         self.default_limits = limits or Limits()
         # Scale to zero (lb/zero.py): holds requests while the table lists no replica.
         self.zero: ZeroHold | None = None
+        # lbscale: WebSocket tunnels (lb/websocket.py); None answers upgrades 501.
+        self.websockets: WebSockets | None = None
         self.limits = self.default_limits
+        # request_timeout_s of the exchanges in flight, and the one timer serving them.
+        self.deadlines = Deadlines()
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_at = 0.0
         # Each client connection may hold one replica connection: two descriptors.
         self.fd_cap = max(1, (fd_limit - FD_RESERVE) // 2) if fd_limit else None
         self.max_connections = self._connection_cap()
@@ -157,6 +113,23 @@ class Proxy:
             )
             cap = self.fd_cap
         return cap
+
+    # -- phases -------------------------------------------------------------------
+    # The proxy is the only writer of Exchange.state, always through
+    # ``step`` (lb/exchange.py), which refuses a move its table does not list.
+    def ready(self, ex: Exchange) -> None:
+        """The request head of ``ex`` is parsed (or ``ex`` is a local answer queued
+        behind earlier pipelined requests): it may be routed once it is first."""
+        ex.state = step(ex.state, READY)
+
+    def answered_locally(self, ex: Exchange) -> None:
+        """The client connection wrote a response of the load balancer's own."""
+        ex.state = step(ex.state, DONE)
+
+    def enqueue(self, ex: Exchange) -> None:
+        """Queue ``ex`` until a replica slot (or, at zero, a first replica) frees up."""
+        ex.state = step(ex.state, WAITING)
+        self.waiting.append(ex)
 
     # -- table -----------------------------------------------------------------
     def apply_table(self, table: RouteTable) -> None:
@@ -181,15 +154,14 @@ class Proxy:
     def dispatch(self, ex: Exchange) -> None:
         """Send ``ex`` to a replica, queue it, or answer it with an error."""
         balancer = self.balancer
-        replica = balancer.choose(ex.tried)
+        replica = balancer.choose(ex.tried, ex.pin)
         if replica is not None:
             self._start_attempt(ex, replica)
             return
-        if balancer.has_candidate(ex.tried):
+        if balancer.has_candidate(ex.tried, ex.pin):
             limit = balancer.max_queued
             if limit < 0 or len(self.waiting) < limit:
-                ex.state = WAITING
-                self.waiting.append(ex)
+                self.enqueue(ex)
             else:
                 self._respond(ex, 503, f"service {self.service!r} is at capacity, queue full")
             return
@@ -198,7 +170,14 @@ class Proxy:
         self._no_route(ex)
 
     def _no_route(self, ex: Exchange) -> None:
-        if ex.attempts:
+        if ex.pin is not None and not ex.attempts:
+            self._respond(
+                ex,
+                503,
+                f"no ready replica of version {ex.pin} for service {self.service!r} "
+                "(X-Steady-Version)",
+            )
+        elif ex.attempts:
             self._respond(ex, 502, f"no replica of service {self.service!r} answered")
         elif self.balancer.replicas:
             self._respond(ex, 503, f"no reachable replica for service {self.service!r}")
@@ -215,9 +194,9 @@ class Proxy:
             balancer = self.balancer
             while waiting:
                 ex = waiting[0]
-                replica = balancer.choose(ex.tried)
+                replica = balancer.choose(ex.tried, ex.pin)
                 if replica is None:
-                    if balancer.has_candidate(ex.tried) or (self.zero and self.zero.keep()):
+                    if balancer.has_candidate(ex.tried, ex.pin) or (self.zero and self.zero.keep()):
                         break
                     waiting.popleft()
                     self._no_route(ex)
@@ -238,7 +217,7 @@ class Proxy:
                 self._attach(ex, conn)
                 return
             conn.in_pool = False
-        ex.state = CONNECTING
+        ex.state = step(ex.state, CONNECTING)
         task = self.loop.create_task(self._connect(ex, replica))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -262,20 +241,22 @@ class Proxy:
                 self.balancer.eject_seconds,
             )
             self.balancer.eject(replica)
-            if ex.replica is replica and ex.state == CONNECTING:
+            if ex.replica is replica and ex.state is CONNECTING:
                 self._failed(ex, replica, retry=True)
             return
-        if ex.replica is replica and ex.state == CONNECTING:
+        if ex.replica is replica and ex.state is CONNECTING:
             self._attach(ex, conn)
         else:
             self._park(conn)
 
     def _attach(self, ex: Exchange, conn: UpstreamConnection) -> None:
-        ex.state = SENT
+        ex.state = step(ex.state, SENT)
         ex.upstream = conn
         timeout = self.limits.request_timeout_s
         if timeout is not None:
-            ex.timer = self.loop.call_later(timeout, self._timed_out, ex, conn)
+            due = ex.deadline = self.now() + timeout
+            self.deadlines.add(ex, due)
+            self._arm_deadlines(due)
         pending = ex.pending
         if pending:
             ex.pending = None
@@ -299,13 +280,37 @@ class Proxy:
         if self.waiting:
             self._wake()
 
+    # -- request_timeout_s: one timer for every exchange in flight (Deadlines) -----
+    def _arm_deadlines(self, due: float) -> None:
+        """Have the deadline timer fire by ``due`` (it may already, or earlier)."""
+        timer = self._deadline_timer
+        if timer is not None:
+            if self._deadline_at <= due:
+                return  # the usual case: armed for an earlier request's deadline
+            timer.cancel()  # request_timeout_s was lowered: this one is due first
+        self._deadline_at = due
+        self._deadline_timer = self.loop.call_at(due, self._deadlines_due)
+
+    def _deadlines_due(self) -> None:
+        self._deadline_timer = None
+        for ex in self.deadlines.expired(self.now()):
+            ex.deadline = 0.0
+            self._timed_out(ex)
+        earliest = self.deadlines.earliest()
+        if earliest is not None:
+            self._arm_deadlines(earliest)
+
+    def _forget_deadline(self, ex: Exchange) -> None:
+        ex.deadline = 0.0
+        self.deadlines.discard(ex)
+
     # -- outcomes (called by the connections) -------------------------------------
-    def _timed_out(self, ex: Exchange, conn: UpstreamConnection) -> None:
+    def _timed_out(self, ex: Exchange) -> None:
         """``request_timeout_s`` passed without a complete response: 504, or close
         the client when part of the response already went out."""
-        ex.timer = None
         replica = ex.replica
-        if ex.upstream is not conn or ex.state != SENT or replica is None:
+        conn = ex.upstream
+        if conn is None or ex.state is not SENT or replica is None:
             return
         log.warning(
             "replica %d: no complete response within request_timeout_s %.1fs",
@@ -317,7 +322,7 @@ class Proxy:
         conn.close()
         replica.errors += 1
         if conn.wrote:
-            ex.state = DONE
+            ex.state = step(ex.state, DONE)
             self._release(replica)
             ex.client.abort_response(ex)
             return
@@ -326,14 +331,12 @@ class Proxy:
 
     def response_complete(self, ex: Exchange, conn: UpstreamConnection, reusable: bool) -> None:
         """The replica finished its response: pool the connection, free the slot."""
-        timer = ex.timer
-        if timer is not None:
-            ex.timer = None
-            timer.cancel()
+        if ex.deadline:
+            self._forget_deadline(ex)
         replica = ex.replica
         ex.replica = None
         ex.upstream = None
-        ex.state = DONE
+        ex.state = step(ex.state, DONE)
         ex.status = conn.status
         ex.served = replica
         if reusable and ex.request_done and conn.replica.in_table and not self.draining:
@@ -355,15 +358,13 @@ class Proxy:
         if ex.upstream is not conn or replica is None:
             return
         ex.upstream = None
-        timer = ex.timer
-        if timer is not None:
-            ex.timer = None
-            timer.cancel()
+        if ex.deadline:
+            self._forget_deadline(ex)
         log.warning("replica %d: %s", replica.id, reason)
         if conn.wrote:
             replica.errors += 1
             ex.replica = None
-            ex.state = DONE
+            ex.state = step(ex.state, DONE)
             self._release(replica)
             ex.client.abort_response(ex)
             return
@@ -378,7 +379,7 @@ class Proxy:
             if ex.tried is None:
                 ex.tried = set()
             ex.tried.add(replica.id)
-            ex.state = READY
+            ex.state = step(ex.state, READY)
             self.metrics.retries += 1
             self.dispatch(ex)
         else:
@@ -387,14 +388,15 @@ class Proxy:
 
     def abort(self, ex: Exchange) -> None:
         """Forget ``ex`` (its client left or broke the protocol); keep the counts right."""
-        if ex.state == WAITING:
+        state = ex.state
+        if state is DONE:
+            return  # answered already: nothing is held
+        if state is WAITING:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(ex)
-        ex.state = DONE
-        timer = ex.timer
-        if timer is not None:
-            ex.timer = None
-            timer.cancel()
+        ex.state = step(ex.state, DONE)
+        if ex.deadline:
+            self._forget_deadline(ex)
         conn = ex.upstream
         if conn is not None:
             ex.upstream = None
@@ -405,7 +407,7 @@ class Proxy:
             self._release(replica)
 
     def _respond(self, ex: Exchange, status: int, message: str) -> None:
-        ex.state = DONE
+        ex.state = step(ex.state, DONE)
         ex.response_started = True
         ex.client.respond_local(ex, status, message)
 
@@ -464,6 +466,9 @@ class Proxy:
             replica.close_idle()
         for task in list(self._tasks):
             task.cancel()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         if self.zero is not None:
             self.zero.close()
 

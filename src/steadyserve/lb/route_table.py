@@ -62,6 +62,7 @@ class Limits:
             "body_timeout_s",
             "idle_timeout_s",
             "max_connections",
+            "workers",  # lbscale: how many LB processes run; the controller's business
         }
         if unknown:
             raise ValueError(f"route table: unknown load_balancer field {sorted(unknown)[0]!r}")
@@ -90,6 +91,43 @@ def _hold_at_zero(value: Any) -> float:
     return float(value)
 
 
+def _websocket_drain(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError("route table: websocket_drain_s must be a number >= 0")
+    return float(value)
+
+
+def _weights(value: Any) -> tuple[tuple[int, int], ...]:
+    """``{"version": percent}``; None or {} is no weights (all versions alike)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError("route table: weights must map versions to percents")
+    out = []
+    for key, percent in value.items():
+        try:
+            version = int(key)
+        except (TypeError, ValueError):
+            raise ValueError(f"route table: weights key {key!r} is not a version") from None
+        if not isinstance(percent, int) or isinstance(percent, bool) or not 0 <= percent <= 100:
+            raise ValueError(f"route table: weights[{key}] must be an int 0-100")
+        out.append((version, percent))
+    return tuple(sorted(out))
+
+
+def _preview(value: Any) -> tuple[int, int] | None:
+    """``{"port": P, "version": V}`` or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("route table: preview must be an object or null")
+    port = _int_field(value, "port", "preview.")
+    version = _int_field(value, "version", "preview.")
+    if not 0 < port < 65536:
+        raise ValueError("route table: preview.port must be a port number")
+    return port, version
+
+
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
@@ -112,6 +150,13 @@ class RouteTable:
     # Scale to zero (lb/zero.py): hold requests this long while no replica is listed.
     hold_at_zero_s: float = 0.0
     access_log: bool = False  # service.access_log: one JSON line per request
+    # lbscale: how long a WebSocket to a replica that left the table stays open.
+    websocket_drain_s: float = 10.0
+    # Progressive delivery: percent of traffic per version (a canary). Empty: every
+    # routable replica alike, whatever its version (as without a canary).
+    weights: tuple[tuple[int, int], ...] = ()
+    # Blue-green preview: (port, version) the LB also listens on, for that version only.
+    preview: tuple[int, int] | None = None
 
     @property
     def key(self) -> str:
@@ -163,6 +208,9 @@ class RouteTable:
             limits,
             _hold_at_zero(data.get("hold_at_zero_s", 0)),
             data.get("access_log", False),
+            _websocket_drain(data.get("websocket_drain_s", 10.0)),
+            _weights(data.get("weights")),
+            _preview(data.get("preview")),
         )
 
     @classmethod
@@ -217,8 +265,10 @@ class RouteClient:
         wait_s: float = 25.0,
         min_backoff_s: float = 0.2,
         max_backoff_s: float = 1.0,
+        worker: str = "",
     ) -> None:
         self._home = home
+        self._worker = worker  # lbscale: this LB worker's id in its polls (its acknowledgement)
         self._service = service
         self._on_table = on_table
         self._wait_s = wait_s
@@ -235,6 +285,7 @@ class RouteClient:
         target = (
             service_url(url, self._service, "routes")
             + f"?known={quote(self.known, safe=':')}&wait={wait}"
+            + (f"&worker={quote(self._worker)}" if self._worker else "")
         )
         status, body = await control_http.request(target, timeout=self._wait_s + 10.0)
         if status != 200:

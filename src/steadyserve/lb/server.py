@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import resource
 import socket
 from dataclasses import dataclass, field
@@ -18,8 +19,12 @@ from typing import Any
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
+from steadyserve.lb.preview import Preview
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
 from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
+from steadyserve.lb.shared_load import REFRESH_S, SharedLoad, refresh, share
+from steadyserve.lb.tls import server_context_from_env
+from steadyserve.lb.websocket import WebSockets
 from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
 
@@ -28,6 +33,7 @@ log = logging.getLogger("steadyserve.lb")
 DRAIN_SECONDS = 10.0
 SWEEP_SECONDS = 1.0
 FIRST_TABLE_WAIT_S = 5.0
+DRAIN_IDLE_GRACE_S = 0.5  # busy keep-alive clients get a "connection: close" response first
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,13 @@ class LBConfig:
     report_interval: float = 0.5
     poll_wait: float = 25.0
     drain_seconds: float = DRAIN_SECONDS
-    listen_fd: int | None = None
+    # Inherited, already listening sockets (a worker may accept on several); and with
+    # workers (lb/workers.py), their count and a worker's supervisor pid (its reports
+    # name the supervisor as the LB, and itself as the worker).
+    listen_fds: tuple[int, ...] = ()
+    workers: int = 1
+    worker_of: int | None = None
+    shared_load: tuple[int, int, int] | None = None  # fd, this worker's index, workers
     # Client-facing limits until the controller's table says otherwise.
     limits: Limits = field(default_factory=Limits)
     send_timeout: float = SEND_TIMEOUT
@@ -88,7 +100,11 @@ class LoadBalancer:
         self.home = Home.from_env(config.home)
         self._first_table = asyncio.Event()
         self.route_client = RouteClient(
-            self.home, config.service, self._apply_table, wait_s=config.poll_wait
+            self.home,
+            config.service,
+            self._apply_table,
+            wait_s=config.poll_wait,
+            worker=str(os.getpid()),
         )
         # Autoscaling hooks: the queue length goes with the per-replica counts, and
         # requests that arrive at zero replicas are held (lb/zero.py).
@@ -96,18 +112,35 @@ class LoadBalancer:
         self.reporter = LoadReporter(
             self.home, config.service, self._load_snapshot, config.report_interval
         )
+        self.proxy.websockets = WebSockets(self.proxy)
+        self.shared: SharedLoad | None = None
+        if config.shared_load is not None:
+            fd, index, workers = config.shared_load
+            self.shared = SharedLoad(fd, workers, index)
+            share(self.balancer, self.shared)
         if config.static_routes is None:
             self.proxy.zero = ZeroHold(self.proxy, controller_asker(self.home, config.service))
+        self.preview = Preview(self.proxy, config.host)  # blue-green preview_port
         self._server: asyncio.AbstractServer | None = None
+        self._extra: list[asyncio.AbstractServer] = []  # more inherited sockets
         self.port = config.port  # the bound port once started (useful with port 0)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _load_snapshot(self) -> dict[str, Any]:
-        return {**self.observe.snapshot(), "queued": len(self.proxy.waiting)}
+        snapshot = {**self.observe.snapshot(), "queued": len(self.proxy.waiting)}
+        snapshot["worker"] = str(os.getpid())
+        if self.config.worker_of is not None:
+            snapshot["lb_pid"] = self.config.worker_of  # the LB process the controller knows
+        return snapshot
 
     def _apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)
+        if self.shared is not None:
+            share(self.balancer, self.shared)  # a new policy decides on shared counts too
+        if self.proxy.websockets is not None:
+            self.proxy.websockets.apply_table(table)
         self.observe.apply_table(table)
+        self.preview.apply(table.preview)  # canary hook: the blue-green preview port
         self._first_table.set()
 
     async def start(self) -> None:
@@ -115,17 +148,28 @@ class LoadBalancer:
         if self.config.static_routes is None:
             self._tasks.append(loop.create_task(self.route_client.run()))
             self._tasks.append(loop.create_task(self.reporter.run()))
-            if self.config.listen_fd is not None:
+            if self.config.listen_fds:
                 # A restarted LB would answer 503 until its first table: let clients
                 # wait in the shared socket's backlog for it instead (bounded).
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._first_table.wait(), FIRST_TABLE_WAIT_S)
-        if self.config.listen_fd is not None:
-            # A socket the controller bound and keeps open too: connections that
-            # arrive while this process restarts wait in its backlog, not refused.
-            sock = socket.socket(fileno=self.config.listen_fd)
+        # skyserve hook: service.tls -> the endpoint speaks HTTPS (lb/tls.py).
+        tls = server_context_from_env()
+        if self.config.listen_fds:
+            # Sockets the controller bound and keeps open too: connections that
+            # arrive while this process restarts wait in their backlogs, not refused.
+            for fd in self.config.listen_fds[1:]:
+                self._extra.append(
+                    await loop.create_server(
+                        lambda: ClientConnection(self.proxy),
+                        sock=socket.socket(fileno=fd),
+                        backlog=4096,
+                        ssl=tls,
+                    )
+                )
+            sock = socket.socket(fileno=self.config.listen_fds[0])
             self._server = await loop.create_server(
-                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096
+                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096, ssl=tls
             )
         else:
             self._server = await loop.create_server(
@@ -134,12 +178,25 @@ class LoadBalancer:
                 self.config.port,
                 reuse_address=True,
                 backlog=4096,
+                ssl=tls,
             )
         # uvloop's Server has .sockets like asyncio's; typeshed only knows AbstractServer.
         sockets = getattr(self._server, "sockets", None) or ()
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
         self._tasks.append(loop.create_task(self._sweep()))
+        if self.shared is not None:
+            self._tasks.append(loop.create_task(self._share(self.shared)))
         await self.observe.start()
+
+    async def _share(self, shared: SharedLoad) -> None:
+        """Publish this worker's counts (releases included); a slot freed by another
+        worker may let requests queued here go."""
+        while True:
+            busy = refresh(self.balancer, shared)
+            if self.proxy.waiting:
+                self.proxy._wake()
+                busy = True
+            await asyncio.sleep(REFRESH_S if busy else 0.1)
 
     async def _sweep(self) -> None:
         while True:
@@ -151,10 +208,23 @@ class LoadBalancer:
         """Stop accepting, let in-flight requests finish (bounded), then close everything."""
         if self._server is not None:
             self._server.close()
-        self.proxy.begin_drain()
+        for server in self._extra:
+            server.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.drain_seconds
-        while self.proxy.clients and loop.time() < deadline:
+        # Draining marks every response "connection: close"; a keep-alive client
+        # busy sending gets one within moments and leaves cleanly, where closing
+        # its idle connection at once could cross its next request on the wire.
+        self.proxy.draining = True
+        grace = loop.time() + DRAIN_IDLE_GRACE_S
+        while loop.time() < grace and self.proxy.clients:
+            await asyncio.sleep(0.02)
+        self.proxy.begin_drain()
+        websockets = self.proxy.websockets
+        if websockets is not None:
+            websockets.stop(max(0.0, deadline - loop.time() - 1.0))
+        tunnels = websockets.tunnels if websockets is not None else set()
+        while (self.proxy.clients or tunnels) and loop.time() < deadline:
             await asyncio.sleep(0.02)
         if self.proxy.clients:
             log.warning("%d client connections still open after drain", len(self.proxy.clients))
@@ -167,6 +237,9 @@ class LoadBalancer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if websockets is not None:
+            websockets.close_all()
+        await self.preview.stop()
         self.proxy.close_all()
         await self.observe.stop()
         if self._server is not None:

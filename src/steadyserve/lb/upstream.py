@@ -34,7 +34,8 @@ from steadyserve.lb.http import (
 
 if TYPE_CHECKING:
     from steadyserve.lb.balancer import ReplicaState
-    from steadyserve.lb.proxy import Exchange, Proxy
+    from steadyserve.lb.exchange import Exchange
+    from steadyserve.lb.proxy import Proxy
 
 # How a rebuilt response's body is framed towards the client.
 BODY_NONE = 0  # no body (HEAD, 1xx, 204, 304), or passthrough (the bytes go as they are)

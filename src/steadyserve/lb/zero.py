@@ -24,12 +24,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from steadyserve.lb import control_http
-from steadyserve.lb.proxy import WAITING
+from steadyserve.lb.exchange import WAITING
 from steadyserve.lb.route_table import service_url
 from steadyserve.paths import Home
 
 if TYPE_CHECKING:
-    from steadyserve.lb.proxy import Exchange, Proxy
+    from steadyserve.lb.exchange import Exchange
+    from steadyserve.lb.proxy import Proxy
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -43,6 +44,7 @@ class ZeroHold:
     def __init__(self, proxy: Proxy, ask: Callable[[], Awaitable[bool]]) -> None:
         self.proxy = proxy
         self._ask_controller = ask
+        self.ask_controller = ask  # lbscale: a WebSocket handshake at zero asks too
         self._held: deque[tuple[float, Exchange]] = deque()
         self._ids: set[int] = set()
         self._timer: asyncio.TimerHandle | None = None
@@ -67,8 +69,7 @@ class ZeroHold:
         if 0 <= limit <= len(proxy.waiting):
             proxy._respond(ex, 503, f"service {proxy.service!r} is starting from zero, queue full")
             return True
-        ex.state = WAITING
-        proxy.waiting.append(ex)
+        proxy.enqueue(ex)
         self._register(ex)
         self._ask()
         return True
@@ -113,7 +114,7 @@ class ZeroHold:
         while self._held and self._held[0][0] <= now:
             _, ex = self._held.popleft()
             self._ids.discard(id(ex))
-            if ex.state != WAITING:
+            if ex.state is not WAITING:
                 continue  # answered, or the client left
             with contextlib.suppress(ValueError):
                 proxy.waiting.remove(ex)
@@ -126,7 +127,7 @@ class ZeroHold:
         self._arm()
 
     def _waiting(self) -> bool:
-        return any(ex.state == WAITING for _, ex in self._held)
+        return any(ex.state is WAITING for _, ex in self._held)
 
     def _ask(self) -> None:
         if self._asking is None or self._asking.done():

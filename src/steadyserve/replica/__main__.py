@@ -41,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Taken out before any user code is imported: neither it nor its children see it.
     secret = os.environ.pop(contract.CONTROL_SECRET, None)
+    graph_secret = os.environ.pop(contract.GRAPH_SECRET, None)
     _put_cwd_first()
     try:
         if args.describe:  # stdout carries only the JSON, whatever the module prints
@@ -54,13 +55,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.describe:
         print(json.dumps(target.describe()), flush=True)
         return 0
-    return _run(target, secret)
+    return _run(target, secret, graph_secret)
 
 
-def _run(target: Target, secret: str | None) -> int:
+def _run(target: Target, secret: str | None, graph_secret: str | None = None) -> int:
     env = dict(os.environ)
     if secret:
         env[contract.CONTROL_SECRET] = secret
+    if graph_secret:
+        from steadyserve.serve.handle import set_graph_secret
+
+        env[contract.GRAPH_SECRET] = graph_secret
+        set_graph_secret(graph_secret)  # this replica's handles may send pickle
     try:
         settings = from_env(env, target.options)
     except SettingsError as exc:

@@ -67,6 +67,10 @@ class ClassApp:
         if scope["type"] != "http":  # websockets: not served by a class
             await send({"type": "websocket.close", "code": 1000})
             return
+        if not self.user.has_call:
+            message = f"{self.user.name} has no __call__: it is reached through handles only\n"
+            await PlainTextResponse(message, status_code=404)(scope, receive, send)
+            return
         started = False
 
         async def tracked_send(message: Message) -> None:

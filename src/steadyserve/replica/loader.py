@@ -14,13 +14,14 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from steadyserve.replica import graph
 from steadyserve.replica.deployment import options_of
+from steadyserve.replica.errors import LoadError
+from steadyserve.serve import graph as serve_graph
+
+__all__ = ["Kind", "LoadError", "Target", "load"]
 
 Kind = Literal["class", "asgi", "deployment"]
-
-
-class LoadError(Exception):
-    """An import path that does not lead to something the runner can host."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class Target:
     kind: Kind
     obj: Any
     options: dict[str, Any] = field(default_factory=dict)
+    # A graph node's constructor arguments (bound deployments already handles).
+    init_args: tuple[Any, ...] = ()
+    init_kwargs: dict[str, Any] = field(default_factory=dict)
+    ingress: Any = None  # the ASGI app of an @serve.ingress class
 
     @property
     def is_class(self) -> bool:
@@ -68,6 +73,10 @@ def load(import_path: str) -> Target:
     obj: Any = module
     owner = f"module {module_name!r}"
     for depth, name in enumerate(names, start=1):
+        if graph.is_graph(obj):  # ``module:app.Translator``: a node of the graph
+            obj = graph.node(obj, name, owner)
+            owner = repr(f"{module_name}:{'.'.join(names[:depth])}")
+            continue
         if not hasattr(obj, name):
             raise LoadError(f"{owner} has no attribute {name!r}{_did_you_mean(obj, name)}")
         obj = getattr(obj, name)
@@ -76,6 +85,17 @@ def load(import_path: str) -> Target:
 
 
 def classify(import_path: str, obj: Any) -> Target:
+    if graph.is_graph(obj):
+        node = graph.resolve(import_path, obj)
+        return Target(
+            import_path,
+            "deployment",
+            node.cls,
+            serve_graph.jsonable(node.options),
+            node.init_args,
+            node.init_kwargs,
+            node.ingress,
+        )
     if isinstance(obj, type):
         if not has_method(obj, "__call__"):
             raise LoadError(f"{import_path!r} is a class without a __call__(self, request) method")

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import uvicorn
 
 from steadyserve.replica.app import ClassApp, OngoingLimit
+from steadyserve.replica.calls import CallApp
 from steadyserve.replica.control import Phase, ReplicaState, control_app
 from steadyserve.replica.loader import Target
 from steadyserve.replica.settings import Settings
@@ -86,9 +87,17 @@ class ReplicaServer:
         self.settings = settings
         workers = max(1, min(settings.max_ongoing_requests, MAX_REQUEST_THREADS))
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix="replica-call")
-        self.user = UserClass(target.obj, self.executor) if target.is_class else None
-        inner = ClassApp(self.user) if self.user is not None else target.obj
-        self.limit = OngoingLimit(inner, settings.max_ongoing_requests)
+        self.user = (
+            UserClass(target.obj, self.executor, target.init_args, target.init_kwargs)
+            if target.is_class
+            else None
+        )
+        inner = target.obj if self.user is None else ClassApp(self.user)
+        if target.ingress is not None:  # @serve.ingress(app): the app answers HTTP
+            inner = target.ingress
+        # Handle calls (POST /-/steady/call) count against max_ongoing_requests too.
+        calls = CallApp(inner, self.user, settings.graph_secret)
+        self.limit = OngoingLimit(calls, settings.max_ongoing_requests)
         self.state = ReplicaState(
             target,
             settings.health_check_timeout_s,
@@ -127,7 +136,8 @@ class ReplicaServer:
         s = self.settings
         if self.user is not None and not await self._initialize(self.user):
             return 0 if self.stop.is_set() else 1
-        lifespan: Literal["auto", "off"] = "off" if self.target.is_class else "auto"
+        plain_class = self.target.is_class and self.target.ingress is None
+        lifespan: Literal["auto", "off"] = "off" if plain_class else "auto"
         app = _Server(_config(self.limit, s.port, s.host, lifespan, s.graceful_shutdown_timeout_s))
         app_task = asyncio.create_task(_serve(app))
         self.servers.append(app)

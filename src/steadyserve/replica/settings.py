@@ -31,6 +31,7 @@ class Settings:
     graceful_shutdown_timeout_s: float
     graceful_shutdown_wait_loop_s: float = contract.DEFAULT_GRACEFUL_SHUTDOWN_WAIT_LOOP_S
     control_secret: str | None = None  # None: control requests need no secret
+    graph_secret: str | None = None  # None: handle calls carry JSON only, never pickle
     host: str = "127.0.0.1"
 
 
@@ -78,6 +79,7 @@ def from_env(env: Mapping[str, str], options: Mapping[str, Any]) -> Settings:
             allow_zero=False,
         ),
         control_secret=env.get(contract.CONTROL_SECRET) or None,
+        graph_secret=env.get(contract.GRAPH_SECRET) or None,
     )
 
 

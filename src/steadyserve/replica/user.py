@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import threading
 from collections.abc import Callable
@@ -57,20 +58,31 @@ def runs_on_loop(fn: object) -> bool:
 class UserClass:
     """One replica's instance of the user's class, with each method called right."""
 
-    def __init__(self, cls: type, executor: Executor) -> None:
+    def __init__(
+        self,
+        cls: type,
+        executor: Executor,
+        init_args: tuple[Any, ...] = (),
+        init_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         self.cls = cls
+        self.init_args = init_args
+        self.init_kwargs = init_kwargs or {}
         self.name = cls.__qualname__
         self.executor = executor
         self.instance: Any = None
         self.has_reconfigure = has_method(cls, "reconfigure")
         self.has_check_health = has_method(cls, "check_health")
+        self.has_call = has_method(cls, "__call__")  # False: reached through handles only
         self._call_on_loop = runs_on_loop(cls.__call__)
         self._reconfigure_lock = asyncio.Lock()
         self._health: asyncio.Future[Any] | None = None
 
     async def construct(self) -> None:
         """``__init__`` off the loop: a model load must not block the control server."""
-        self.instance = await in_daemon_thread(self.cls)
+        self.instance = await in_daemon_thread(
+            functools.partial(self.cls, *self.init_args, **self.init_kwargs)
+        )
 
     async def reconfigure(self, user_config: Any) -> None:
         """One at a time: two quick updates must land in the order they were sent."""

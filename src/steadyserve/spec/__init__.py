@@ -37,6 +37,7 @@ __all__ = [
     "parse_service",
 ]
 
+from steadyserve.spec.canary import CanaryAnalysis, CanaryPolicy, CanaryStep
 from steadyserve.spec.errors import (
     MAX_FILE_BYTES,
     NAME_PATTERN,
@@ -47,9 +48,6 @@ from steadyserve.spec.loading import load_fleet_file, load_service_file, parse_s
 from steadyserve.spec.models import Resources, ServiceSpec
 from steadyserve.spec.sections import (
     AutoscalingConfig,
-    CanaryAnalysis,
-    CanaryPolicy,
-    CanaryStep,
     ReadinessProbe,
     ReplicaPolicy,
     RollingUpdate,

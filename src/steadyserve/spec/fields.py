@@ -105,6 +105,19 @@ def _url_path(value: object) -> str:
     return value
 
 
+def _route_prefix(value: object) -> str:
+    """Ray Serve's rule (rsconfig hook): ``/`` or ``/a/b``, no trailing slash, no
+    wildcard braces (docs/ray-serve.md)."""
+    if (
+        not isinstance(value, str)
+        or not value.startswith("/")
+        or (value != "/" and value.endswith("/"))
+        or re.search(r"[\s\x00-\x1f{}?#]", value)
+    ):
+        raise _fail('must be "/" or a URL path like /summarize (no trailing /, no {, }, ?, #)')
+    return value
+
+
 def _no_nul(value: str) -> str:
     """Strings that become a process's argv, environment or paths cannot hold NUL."""
     if "\x00" in value:
@@ -355,6 +368,7 @@ PositiveSeconds = Annotated[float, BeforeValidator(_number(gt=0))]
 PositiveNumber = Annotated[float, BeforeValidator(_number(gt=0))]
 Fraction = Annotated[float, BeforeValidator(_number(ge=0, le=1))]
 UrlPath = Annotated[str, BeforeValidator(_url_path)]
+RoutePrefix = Annotated[str, BeforeValidator(_route_prefix)]
 Command = Annotated[str, BeforeValidator(_command)]
 NonEmptyText = Annotated[str, BeforeValidator(_non_empty_text)]
 Text = Annotated[str, BeforeValidator(_optional_text)]

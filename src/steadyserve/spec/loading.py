@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import os
 import stat
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -14,6 +15,7 @@ from steadyserve.spec.convert import _format_loc, _validate
 from steadyserve.spec.errors import _NAME_RULE, MAX_FILE_BYTES, NAME_PATTERN, TOP_LEVEL, SpecError
 from steadyserve.spec.fields import _is_number, _short_repr
 from steadyserve.spec.models import ServiceSpec
+from steadyserve.spec.skypilot import resolve_path
 
 # ------------------------------------------------------------------------- loading
 
@@ -108,12 +110,24 @@ def _folder_name(base_dir: Path) -> str:
     return base_dir.resolve().name.lower().replace("_", "-")
 
 
-def parse_service(data: object, *, base_dir: Path, name: str | None = None) -> ServiceSpec:
+def parse_service(
+    data: object,
+    *,
+    base_dir: Path,
+    name: str | None = None,
+    cwd: Path | None = None,
+    notes: list[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ServiceSpec:
     """Validate one service document already parsed from YAML/JSON.
 
-    ``base_dir`` stands for the file's folder: relative ``workdir`` paths resolve
-    against it, and its name is the fallback service name. ``name`` (the CLI's
-    ``-n``) wins over the document's ``name:``.
+    ``base_dir`` stands for the file's folder: relative paths (``workdir``,
+    ``file_mounts`` sources, ``service.tls`` files) resolve against it, or against
+    ``cwd`` when given and the path is only found there (SkyPilot's rule, see
+    :func:`~steadyserve.spec.skypilot.resolve_path`); which one was used is added
+    to ``notes``. The folder's name is the fallback service name. ``name`` (the
+    CLI's ``-n``) wins over the document's ``name:``. A ``secrets`` entry left null
+    is read from ``environ``.
     """
     if not isinstance(data, dict):
         raise SpecError(TOP_LEVEL, f"must be a mapping of service fields, not {_kind(data)}")
@@ -130,29 +144,87 @@ def parse_service(data: object, *, base_dir: Path, name: str | None = None) -> S
             )
         fields["name"] = derived
     spec = _validate(ServiceSpec, fields)
-    return _with_absolute_workdir(spec, base_dir)
+    spec = _with_secret_values(spec, environ)
+    return _with_resolved_paths(spec, base_dir, cwd, notes if notes is not None else [])
 
 
-def _with_absolute_workdir(spec: ServiceSpec, base_dir: Path) -> ServiceSpec:
-    """Resolve ``workdir`` now, while the file's folder is known: the controller
-    runs elsewhere and later, and copies the directory per version."""
-    if spec.workdir is None:
+def _with_secret_values(spec: ServiceSpec, environ: Mapping[str, str] | None) -> ServiceSpec:
+    missing = [key for key, value in spec.secrets.items() if value is None]
+    if not missing:
         return spec
-    try:
-        path = Path(spec.workdir).expanduser()
-        if not path.is_absolute():
-            path = base_dir.resolve() / path
-        path = path.resolve()
-        exists = path.is_dir()
-    except (OSError, RuntimeError, ValueError):
-        raise SpecError("workdir", f"no such directory: {spec.workdir}") from None
-    if not exists:
-        raise SpecError("workdir", f"no such directory: {path}")
-    return spec.model_copy(update={"workdir": str(path)})
+    found = dict(spec.secrets)
+    for key in missing:
+        value = (environ or {}).get(key)
+        if value is None:
+            raise SpecError(
+                f"secrets.{key}",
+                f"no value: set it in the file, or export {key} before running steady",
+            )
+        found[key] = value
+    return spec.model_copy(update={"secrets": found})
 
 
-def load_service_file(path: str | Path, name: str | None = None) -> ServiceSpec:
+def _with_resolved_paths(
+    spec: ServiceSpec, base_dir: Path, cwd: Path | None, notes: list[str]
+) -> ServiceSpec:
+    """Make every path absolute now, while the file's folder and the current
+    directory are known: the controller runs elsewhere and later, and copies the
+    workdir per version."""
+    update: dict[str, Any] = {}
+
+    def resolve(field: str, text: str, kind: Literal["dir", "any"]) -> str:
+        try:
+            found = resolve_path(text, file_dir=base_dir.resolve(), cwd=cwd, kind=kind)
+        except (OSError, RuntimeError, ValueError):
+            found = None
+        if found is None:
+            what = "directory" if kind == "dir" else "file or directory"
+            raise SpecError(field, f"no such {what}: {_looked_in(text, base_dir, cwd)}")
+        if found.origin != "absolute" and (cwd is None or cwd.resolve() != base_dir.resolve()):
+            notes.append(f"{field}: {text} resolved from the {found.origin}: {found.path}")
+        return str(found.path)
+
+    if spec.workdir is not None:
+        update["workdir"] = resolve("workdir", spec.workdir, "dir")
+        if isinstance(spec.pip, str) and not (Path(update["workdir"]) / spec.pip).is_file():
+            raise SpecError("pip", f"no requirements file {spec.pip} in the workdir")
+    elif isinstance(spec.pip, str):
+        raise SpecError("pip", f"the requirements file {spec.pip} needs a workdir")
+    if spec.file_mounts:
+        update["file_mounts"] = {
+            dest: resolve(f"file_mounts.{dest}", source, "any")
+            for dest, source in spec.file_mounts.items()
+        }
+    tls = spec.service.tls
+    if tls is not None:
+        files = {
+            key: resolve(f"service.tls.{key}", getattr(tls, key), "any")
+            for key in ("keyfile", "certfile")
+        }
+        update["service"] = spec.service.model_copy(update={"tls": tls.model_copy(update=files)})
+    return spec.model_copy(update=update) if update else spec
+
+
+def _looked_in(text: str, base_dir: Path, cwd: Path | None) -> str:
+    """The path that is missing: one absolute path when only one place was tried."""
+    path = Path(text).expanduser()
+    if path.is_absolute() or cwd is None or cwd.resolve() == base_dir.resolve():
+        try:
+            return str((base_dir / path).resolve())
+        except (OSError, RuntimeError, ValueError):
+            return text
+    return (
+        f"{text} (looked in the file's folder {base_dir.resolve()} and the current directory {cwd})"
+    )
+
+
+def load_service_file(
+    path: str | Path, name: str | None = None, notes: list[str] | None = None
+) -> ServiceSpec:
     """Read and validate a service file (what ``steady up``/``update`` take).
+
+    Relative paths follow SkyPilot's rule (the current directory when the path
+    is not in the file's folder); ``notes`` receives which one each used.
 
     Every problem, from a missing file to a bad field, is one SpecError whose text
     starts with the file as given: ``service.yaml: service.replicas: ...``.
@@ -175,7 +247,14 @@ def load_service_file(path: str | Path, name: str | None = None) -> ServiceSpec:
             None, f"file must contain a mapping of service fields, not {_kind(data)}", file=label
         )
     try:
-        return parse_service(data, base_dir=Path(path).absolute().parent, name=name)
+        return parse_service(
+            data,
+            base_dir=Path(path).absolute().parent,
+            name=name,
+            cwd=Path.cwd(),
+            notes=notes,
+            environ=os.environ,
+        )
     except SpecError as exc:
         raise exc.in_file(label) from None
 
@@ -190,8 +269,15 @@ def load_fleet_file(path: str | Path) -> list[ServiceSpec]:
         raise SpecError(
             None, f"file must contain a mapping with services: [...], not {_kind(data)}", file=label
         )
+    if "applications" in data:  # rsconfig hook: a Ray Serve config file
+        from steadyserve.spec.ray_serve import translate
+
+        try:
+            return translate(data, Path(path).absolute().parent).specs
+        except SpecError as exc:
+            raise exc.in_file(label) from None
     for key in data:
-        if key != "services":
+        if key not in ("services", "gateway"):
             hint = (
                 " (did you mean services?)"
                 if difflib.get_close_matches(str(key), ["services"])
@@ -221,7 +307,7 @@ def load_fleet_file(path: str | Path) -> list[ServiceSpec]:
                 SpecError(f"{where}.name", "required (every service in a fleet file needs a name)")
             )
         try:
-            spec = parse_service(item, base_dir=base_dir)
+            spec = parse_service(item, base_dir=base_dir, environ=os.environ)
         except SpecError as exc:
             mistakes.append(exc.under(where))
             continue

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    BeforeValidator,
     Field,
     StrictBool,
     StrictStr,
+    field_validator,
     model_validator,
 )
 
+from steadyserve.environments import requirements_path
+from steadyserve.spec.base import _Model
 from steadyserve.spec.convert import _validate
 from steadyserve.spec.errors import TOP_LEVEL, SpecError, _fail
 from steadyserve.spec.fields import (
@@ -34,7 +38,28 @@ from steadyserve.spec.fields import (
     StringOrJsonMapping,
     Text,
 )
-from steadyserve.spec.sections import ServiceSection, _Model
+from steadyserve.spec.sections import ServiceSection
+from steadyserve.spec.skypilot import check_file_mounts
+
+
+def _pip(value: object) -> list[str] | str:
+    """``pip:`` as Ray's ``runtime_env.pip``: requirement specifiers, or a
+    requirements file inside the workdir (checked against it by the loaders)."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise _fail("must be a list of requirements or a requirements file's path")
+        if requirements_path(value) is None:
+            raise _fail("a requirements file must be a relative path inside the workdir")
+        return value.strip()
+    if not isinstance(value, list):
+        raise _fail("must be a list of requirements or a requirements file's path")
+    for item in value:
+        if not isinstance(item, str) or not item.strip() or "\0" in item:
+            raise _fail("each requirement must be a non-empty string, like pinme==1.0")
+    return [item.strip() for item in value]
+
+
+PipField = Annotated[list[str] | str, BeforeValidator(_pip)]
 
 
 class Resources(_Model):
@@ -103,12 +128,32 @@ class ServiceSpec(_Model):
     envs: dict[EnvName, ScalarText] = Field(default_factory=dict)
     workdir: NonEmptyText | None = None
     setup: Text | None = None
+    pip: PipField | None = None
+    """Installed into the version's own environment (steadyserve/environments.py)."""
     run: Command | None = None
     import_path: ImportPath | None = None
     num_nodes: NumNodes = 1
     """SkyPilot's key, accepted for compatibility: a replica is one process, so only 1."""
     file_mounts: JsonMapping = Field(default_factory=dict)
-    """SkyPilot's key, accepted for compatibility and ignored: replicas run locally."""
+    """SkyPilot's key: local sources are copied into the version's workdir (the
+    loaders make them absolute); cloud URLs are refused."""
+    secrets: dict[EnvName, ScalarText | None] = Field(default_factory=dict)
+    """SkyPilot's ``secrets``: environment variables like ``envs``, whose values
+    are never shown (plans, status, history). A null value is taken from the
+    environment of ``steady`` by the loaders (SkyPilot's ``--secret NAME``)."""
+
+    @field_validator("file_mounts")
+    @classmethod
+    def _local_mounts(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_file_mounts(value)
+        return value
+    application: ServiceName | None = None
+    """The Ray Serve application this service was made from (rsconfig hook); a
+    Ray Serve config's deploy removes only services of applications."""
+    ray_options: JsonMapping = Field(default_factory=dict)
+    """Ray Serve options with no local meaning (``ray_actor_options``,
+    ``placement_group_*``, ``runtime_env``, ``args``): stored so that changing
+    them restarts replicas, as it does in Ray Serve."""
 
     @model_validator(mode="after")
     def _command_or_python(self) -> ServiceSpec:

@@ -7,18 +7,20 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StrictBool,
+    StrictStr,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from steadyserve.spec.base import _Model
+from steadyserve.spec.canary import BlueGreenPolicy, CanaryPolicy
+from steadyserve.spec.canary import CanaryAnalysis as CanaryAnalysis
+from steadyserve.spec.canary import CanaryStep as CanaryStep
 from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import (
-    Fraction,
     HeaderName,
     JsonData,
     LoadBalancingPolicyField,
@@ -28,46 +30,16 @@ from steadyserve.spec.fields import (
     PositiveNumber,
     PositiveSeconds,
     QueueLimit,
+    RoutePrefix,
     ScalarText,
     Seconds,
     Surge,
     Unavailable,
     UpdateModeField,
     UrlPath,
-    Weight,
     _finite,
 )
-
-# -------------------------------------------------------------------------- models
-
-
-class _Model(BaseModel):
-    """Base of every spec model.
-
-    Unknown fields are errors (a typo must not silently mean "default"); models are
-    frozen because a spec is a value stored per version and compared, never edited
-    (use ``model_copy(update=...)``); defaults are validated so they are stored in
-    the same normal form as user input (``600`` -> ``600.0``).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _plain_keys_and_null_sections(cls, data: Any) -> Any:
-        """Field names must be strings, and ``section:`` left empty in YAML (null)
-        means that section's defaults: it is what commenting out its lines leaves."""
-        if not isinstance(data, dict):
-            return data
-        for key in data:
-            if not isinstance(key, str):
-                raise _fail("field names must be strings (got {got})", got=repr(key)[:40])
-        fields = cls.model_fields
-        return {
-            key: value
-            for key, value in data.items()
-            if not (value is None and key in fields and fields[key].default_factory is not None)
-        }
+from steadyserve.spec.skypilot import TlsConfig
 
 
 class ReadinessProbe(_Model):
@@ -130,6 +102,10 @@ class ReplicaPolicy(_Model):
     downscaling_factor: PositiveNumber | None = None
     initial_replicas: NonNegativeInt | None = None
     """Ray's count at deploy time; None means ``min_replicas``."""
+    base_ondemand_fallback_replicas: NonNegativeInt | None = None
+    dynamic_ondemand_fallback: StrictBool | None = None
+    spot_placer: StrictStr | None = None
+    """SkyServe's spot keys: validated, reported as not applicable (spec/skypilot.py)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -259,52 +235,6 @@ def _resolve_percent(value: int | str, target: int, *, round_up: bool) -> int:
     return -(-scaled // 100) if round_up else scaled // 100
 
 
-class CanaryStep(_Model):
-    """One step of a canary: shift ``weight`` percent of traffic, or ``pause`` seconds."""
-
-    weight: Weight | None = None
-    pause: Seconds | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> CanaryStep:
-        if (self.weight is None) == (self.pause is None):
-            raise _fail("a step is either weight: N or pause: seconds (exactly one)")
-        return self
-
-
-class CanaryAnalysis(_Model):
-    """Thresholds that fail a canary step; an unset threshold is not checked."""
-
-    max_error_rate: Fraction | None = None
-    max_p99_latency_ms: PositiveNumber | None = None
-    min_requests: NonNegativeInt = 100
-    """Requests the canary must have served before the thresholds are judged."""
-
-
-def _default_canary_steps() -> list[CanaryStep]:
-    return [CanaryStep(weight=10), CanaryStep(pause=60.0), CanaryStep(weight=100)]
-
-
-class CanaryPolicy(_Model):
-    """Steps for ``update_mode: canary``; always present so ``--mode canary`` works
-    on any service (the default in docs/design.md: 10%, wait a minute, 100%)."""
-
-    steps: list[CanaryStep] = Field(default_factory=_default_canary_steps)
-    analysis: CanaryAnalysis = Field(default_factory=CanaryAnalysis)
-
-    @field_validator("steps")
-    @classmethod
-    def _ends_at_full_weight(cls, steps: list[CanaryStep]) -> list[CanaryStep]:
-        if not steps:
-            raise _fail("must not be empty")
-        weights = [step.weight for step in steps if step.weight is not None]
-        if not weights or weights[-1] != 100:
-            raise _fail(
-                "the last weight must be 100 (a canary ends with all traffic on the new version)"
-            )
-        return steps
-
-
 class LoadBalancerLimits(_Model):
     """``service.load_balancer:``: how long the load balancer waits for clients and
     how many client connections it holds (docs/load-balancer.md)."""
@@ -313,6 +243,15 @@ class LoadBalancerLimits(_Model):
     body_timeout_s: PositiveSeconds = 30.0
     idle_timeout_s: PositiveSeconds = 75.0
     max_connections: PositiveInt = 10000
+    workers: int | Literal["auto"] = 1
+    """Load-balancer processes on the endpoint (SO_REUSEPORT); ``auto``: cores / 2."""
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> Any:
+        if value == "auto" or (type(value) is int and value > 0):
+            return value
+        raise _fail('must be an integer >= 1 or "auto" (half the cores, at least 1)')
 
 
 class ServiceSection(_Model):
@@ -330,6 +269,7 @@ class ServiceSection(_Model):
     """How many versions keep their workdir snapshot (like revisionHistoryLimit)."""
     rolling_update: RollingUpdate = Field(default_factory=RollingUpdate)
     canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    blue_green: BlueGreenPolicy = Field(default_factory=BlueGreenPolicy)
     max_ongoing_requests: PositiveInt = 100
     max_queued_requests: QueueLimit = -1
     """-1 is unbounded; beyond the limit the load balancer answers 503 at once."""
@@ -348,8 +288,28 @@ class ServiceSection(_Model):
     reconfigure_path: UrlPath | None = None
     access_log: StrictBool = False
     """The load balancer logs one JSON line per request (docs/observability.md)."""
+    websocket_drain_s: Seconds = 10.0
+    """A WebSocket to a draining replica may stay open this long; then the load
+    balancer closes it with 1001 "going away" (docs/load-balancer.md)."""
     port: PortNumber | None = None
     """The endpoint's port; None means the next free one from 30001."""
+    tls: TlsConfig | None = None
+    """SkyServe's ``service.tls`` (older ``https``): the load balancer serves HTTPS."""
+    ports: PortNumber | None = None
+    """SkyServe's replica port: what a replica listens on when ``run`` ignores ``$PORT``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _https_is_tls(cls, data: Any) -> Any:
+        """SkyServe's older name ``https:`` (``key``/``cert``) means ``tls:``."""
+        if isinstance(data, dict) and "https" in data:
+            if data.get("tls") is not None:
+                raise _fail("tls and https are mutually exclusive (https is tls's older name)")
+            rest = {k: v for k, v in data.items() if k != "https"}
+            return {**rest, "tls": data["https"]}
+        return data
+    route_prefix: RoutePrefix | None = None
+    """Served under this prefix on the gateway port too (rsconfig hook); None: not on it."""
 
     @field_validator("readiness_probe", mode="before")
     @classmethod
@@ -373,6 +333,15 @@ class ServiceSection(_Model):
         ):
             return {**data, "replicas": 1}
         return data
+
+    @model_validator(mode="after")
+    def _preview_is_another_port(self) -> ServiceSection:
+        preview = self.blue_green.preview_port
+        if preview is not None and preview == self.port:
+            raise _fail(
+                f"blue_green.preview_port: {preview} is the service's own port (use another)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _count_or_policy(self) -> ServiceSection:

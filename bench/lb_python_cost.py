@@ -1,0 +1,119 @@
+"""The load balancer's Python cost per proxied request, without the network.
+
+wrk through the LB measures everything at once (kernel TCP, the event loop, the
+Python code) and on a shared machine its numbers move with the other load. This
+drives the real ``ClientConnection`` / ``Proxy`` / ``UpstreamConnection`` objects
+(real httptools parsing, routing, pooling, metrics) with transports that only
+count writes, so what is measured is the Python (and httptools) work of one
+request: parse the request, route it, hand it to a pooled replica connection,
+parse the response, pass it through, finish the exchange. The time is the
+thread's CPU time (``time.thread_time``), so other processes on the machine
+barely move it: use it to compare two versions of the hot path.
+
+    python bench/lb_python_cost.py                 # best of 5 runs of 50,000 requests
+    python bench/lb_python_cost.py --profile       # plus cProfile's top functions
+    python bench/lb_python_cost.py --request-timeout 30   # with request_timeout_s set
+    py-spy record -r 1000 -f raw -o out.txt -- python bench/lb_python_cost.py -n 400000
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from typing import Any
+
+import uvloop
+
+from steadyserve.lb.balancer import Balancer
+from steadyserve.lb.downstream import ClientConnection
+from steadyserve.lb.proxy import Proxy
+from steadyserve.lb.route_table import Limits, RouteTable
+from steadyserve.lb.upstream import UpstreamConnection
+
+# What wrk sends, and what bench/hello_replica.py answers.
+REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"
+RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 13\r\n\r\nHello, world!"
+
+
+class CountingTransport:
+    """Just enough of a transport for the connections: counts writes."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+
+    def writelines(self, data: list[bytes]) -> None:
+        self.writes += 1
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def measure(n: int, runs: int, profile: bool, request_timeout: float | None) -> float:
+    table = RouteTable.static("127.0.0.1:9", "least_load", 100, -1)
+    balancer = Balancer(table, "least_load", 100, -1)
+    proxy = Proxy("bench", balancer, limits=Limits(request_timeout_s=request_timeout))
+    replica = balancer.replicas[0]
+    upstream = UpstreamConnection(proxy, replica)
+    upstream.connection_made(CountingTransport())  # type: ignore[arg-type]
+    upstream.in_pool = True
+    replica.idle.append(upstream)
+    client = ClientConnection(proxy)
+    client_transport = CountingTransport()
+    client.connection_made(client_transport)  # type: ignore[arg-type]
+
+    def requests(count: int) -> None:
+        for _ in range(count):
+            client.data_received(REQUEST)  # routed to the pooled connection at once
+            upstream.data_received(RESPONSE)  # passed through to the client
+
+    requests(2000)  # warm up
+    best = float("inf")
+    for _ in range(runs):
+        started = time.thread_time()
+        requests(n)
+        best = min(best, (time.thread_time() - started) / n)
+    if client_transport.writes < n or proxy.balancer.replicas[0].requests < n:
+        raise RuntimeError("requests were not proxied: the harness is out of date")
+    if profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        requests(n)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+    return best * 1e6
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("-n", type=int, default=50_000, help="requests per run")
+    p.add_argument("--runs", type=int, default=5, help="runs; the fastest is shown")
+    p.add_argument("--profile", action="store_true", help="print cProfile's top functions")
+    p.add_argument(
+        "--request-timeout", type=float, default=None, help="the service's request_timeout_s"
+    )
+    args = p.parse_args()
+    us = uvloop.run(measure(args.n, args.runs, args.profile, args.request_timeout))
+    print(f"{us:.2f} us of CPU per proxied request in the load balancer's Python code")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

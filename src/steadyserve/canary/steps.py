@@ -1,0 +1,222 @@
+"""The canary's step machine: which weight the new version gets, and when to move on.
+
+A canary update walks ``service.canary.steps`` in order. A ``weight`` step sets
+the share of traffic on the new version and is complete once the new version has
+the replicas that share needs (READY); a ``pause`` step waits its seconds, or,
+with no seconds (``pause: {}``), until ``steady promote``. The machine is a
+table of moves (:data:`MOVES`): a phase and an input give the next phase, and
+every input a phase does not list is refused with a one-line reason, which the
+controller hands back to the user (``steady resume`` of a running canary, say).
+
+The state is a small frozen value the controller persists after every move, so
+a restarted controller resumes at the same step; times are wall-clock seconds
+(``time.time()``) for that reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``weight`` percent, or a pause of ``pause_s`` seconds (None: until promoted)."""
+
+    weight: int | None = None
+    pause_s: float | None = None
+
+    @property
+    def is_weight(self) -> bool:
+        return self.weight is not None
+
+
+class Phase(str, Enum):
+    RUNNING = "RUNNING"
+    """Working through the steps: scaling for a weight, or timing a pause."""
+    WAITING = "WAITING"
+    """At a ``pause: {}`` step: waits for ``steady promote``."""
+    PAUSED = "PAUSED"
+    """Held by ``steady pause``: no step moves until ``steady resume``."""
+    COMPLETE = "COMPLETE"
+    """Every step done: the new version takes all traffic, the old one drains."""
+    ABORTED = "ABORTED"
+    """Aborted by a failed analysis or ``steady abort``: weight 0, the new version fails."""
+
+    @property
+    def is_final(self) -> bool:
+        return self in (Phase.COMPLETE, Phase.ABORTED)
+
+
+class Input(str, Enum):
+    TICK = "tick"
+    PROMOTE = "promote"
+    PROMOTE_FULL = "promote --full"
+    PAUSE = "pause"
+    RESUME = "resume"
+    ABORT = "abort"
+    FAILED_ANALYSIS = "failed analysis"
+
+
+# The table of moves: what each input does in each phase. A pair that is not
+# listed is refused (see refusal()); TICK is the only input a final phase takes,
+# and it changes nothing there.
+MOVES: dict[tuple[Phase, Input], str] = {
+    (Phase.RUNNING, Input.TICK): "advance while the current step is complete",
+    (Phase.RUNNING, Input.PROMOTE): "end the current pause (or go on at once) and advance",
+    (Phase.RUNNING, Input.PROMOTE_FULL): "skip every remaining step: weight 100",
+    (Phase.RUNNING, Input.PAUSE): "hold at the current step",
+    (Phase.RUNNING, Input.ABORT): "weight 0, fail the new version",
+    (Phase.RUNNING, Input.FAILED_ANALYSIS): "weight 0, fail the new version",
+    (Phase.WAITING, Input.TICK): "keep waiting for promote",
+    (Phase.WAITING, Input.PROMOTE): "advance past the pause",
+    (Phase.WAITING, Input.PROMOTE_FULL): "skip every remaining step: weight 100",
+    (Phase.WAITING, Input.PAUSE): "hold at the current step",
+    (Phase.WAITING, Input.ABORT): "weight 0, fail the new version",
+    (Phase.WAITING, Input.FAILED_ANALYSIS): "weight 0, fail the new version",
+    (Phase.PAUSED, Input.TICK): "stay held",
+    (Phase.PAUSED, Input.RESUME): "carry on; a timed pause starts its time again",
+    (Phase.PAUSED, Input.PROMOTE): "carry on past the current step",
+    (Phase.PAUSED, Input.PROMOTE_FULL): "skip every remaining step: weight 100",
+    (Phase.PAUSED, Input.ABORT): "weight 0, fail the new version",
+    (Phase.PAUSED, Input.FAILED_ANALYSIS): "weight 0, fail the new version",
+    (Phase.COMPLETE, Input.TICK): "nothing",
+    (Phase.ABORTED, Input.TICK): "nothing",
+}
+
+
+@dataclass(frozen=True)
+class CanaryState:
+    """Where a canary is. ``step`` is an index into the steps (len(steps) when done)."""
+
+    step: int = 0
+    weight: int = 0
+    phase: Phase = Phase.RUNNING
+    step_started: float = 0.0
+    """When the current step began (wall clock): a timed pause ends step_started + pause_s."""
+    reason: str = ""
+    """Why the last move happened, for the event it records."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "weight": self.weight,
+            "phase": self.phase.value,
+            "step_started": self.step_started,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CanaryState:
+        return cls(
+            step=int(data["step"]),
+            weight=int(data["weight"]),
+            phase=Phase(data["phase"]),
+            step_started=float(data["step_started"]),
+            reason=str(data.get("reason", "")),
+        )
+
+
+class Refused(Exception):
+    """An input the current phase does not take; the message is for the user."""
+
+
+def start(now: float) -> CanaryState:
+    """A new canary: weight 0, at the first step."""
+    return CanaryState(step=0, weight=0, phase=Phase.RUNNING, step_started=now, reason="started")
+
+
+def refusal(state: CanaryState, event: Input) -> str | None:
+    """Why ``event`` cannot be taken now, or None when the table lists it."""
+    if (state.phase, event) in MOVES:
+        return None
+    if state.phase is Phase.COMPLETE:
+        return f"the canary is complete; nothing to {event.value}"
+    if state.phase is Phase.ABORTED:
+        return f"the canary was aborted; nothing to {event.value}"
+    if event is Input.RESUME:
+        return "the canary is not paused"
+    return f"{event.value} does not apply while the canary is {state.phase.value.lower()}"
+
+
+def new_replicas(target: int, weight: int) -> int:
+    """Replicas of the new version a weight needs: its share of the target, at least one."""
+    if target <= 0:
+        return 0
+    return max(1, math.ceil(target * weight / 100))
+
+
+def move(
+    state: CanaryState,
+    steps: Sequence[Step],
+    event: Input,
+    now: float,
+    *,
+    scaled: bool = True,
+    reason: str = "",
+) -> CanaryState:
+    """The state after ``event`` at ``now``; raises :class:`Refused` for a pair not in MOVES.
+
+    ``scaled`` says whether the new version has the READY replicas the current
+    weight needs (a weight step is complete only then).
+    """
+    why = refusal(state, event)
+    if why is not None:
+        raise Refused(why)
+    if state.phase.is_final:
+        return state
+    if event in (Input.ABORT, Input.FAILED_ANALYSIS):
+        return replace(state, weight=0, phase=Phase.ABORTED, reason=reason or event.value)
+    if event is Input.PROMOTE_FULL:
+        return replace(
+            state, step=len(steps), weight=100, phase=Phase.COMPLETE, reason="promoted in full"
+        )
+    if event is Input.PAUSE:
+        return replace(state, phase=Phase.PAUSED, reason="paused")
+    if event is Input.RESUME:
+        resumed = replace(state, phase=Phase.RUNNING, step_started=now, reason="resumed")
+        return _advance(resumed, steps, now, scaled)
+    if event is Input.PROMOTE:
+        promoted = _next_step(replace(state, phase=Phase.RUNNING), steps, now, "promoted")
+        return _advance(promoted, steps, now, scaled)
+    if state.phase is not Phase.RUNNING:
+        return state  # a TICK while waiting or held
+    return _advance(state, steps, now, scaled)
+
+
+def _advance(state: CanaryState, steps: Sequence[Step], now: float, scaled: bool) -> CanaryState:
+    """Take every step that is complete at ``now``, in order (bounded by the step count)."""
+    for _ in range(len(steps) + 1):
+        if state.step >= len(steps):
+            return replace(state, weight=100, phase=Phase.COMPLETE)
+        step = steps[state.step]
+        if step.weight is not None:
+            if state.weight != step.weight:
+                # Set the weight now; the step is complete once its replicas are READY,
+                # which the caller reports on a later tick.
+                return replace(state, weight=step.weight, step_started=now, reason="weight set")
+            if not scaled:
+                return state
+            state = _next_step(state, steps, now, f"weight {step.weight} reached")
+            continue
+        if step.pause_s is None:
+            return replace(state, phase=Phase.WAITING, reason="waiting for promote")
+        if now < state.step_started + step.pause_s:
+            return state
+        state = _next_step(state, steps, now, f"paused {step.pause_s:g}s")
+    return state
+
+
+def _next_step(state: CanaryState, steps: Sequence[Step], now: float, why: str) -> CanaryState:
+    done = state.step + 1 >= len(steps)
+    return replace(
+        state,
+        step=min(state.step + 1, len(steps)),
+        step_started=now,
+        phase=Phase.COMPLETE if done else state.phase,
+        weight=100 if done else state.weight,
+        reason=why,
+    )

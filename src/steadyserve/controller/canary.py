@@ -1,0 +1,329 @@
+"""Carry out a canary update: the step machine's weight in the route table, the new
+version sized to it, the analysis on the load balancers' counts, the commands.
+
+The decisions are pure (steadyserve.canary, planner.plan_canary); this driver
+feeds them the clock, the replicas and the counts, and does what they say
+through the runtime: it publishes weights, plans launches and drains, records
+each move and each analysis result as an event, and on an abort rolls the
+service back (rollout.roll_back: the new version is FAILED, its replicas drain
+in the same tick, the stable version, which never dropped below its target,
+takes all traffic again).
+
+The machine's state is saved after every move in a small table of the state
+database (controller/canary_store.py), so a controller killed during a canary
+resumes it at the same step.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from steadyserve.canary.analysis import Analysis, Counts, Thresholds, Verdict
+from steadyserve.canary.steps import (
+    CanaryState,
+    Input,
+    Phase,
+    Refused,
+    Step,
+    move,
+    new_replicas,
+    start,
+)
+from steadyserve.controller.blue_green import BlueGreen
+from steadyserve.controller.canary_store import CanaryTable
+from steadyserve.controller.errors import BadInput
+from steadyserve.controller.metrics import version_totals
+from steadyserve.lb.metrics import LATENCY_BUCKETS
+from steadyserve.planner import Plan, ReplicaView, plan_canary
+from steadyserve.states import EventKind, ReplicaStatus
+
+if TYPE_CHECKING:
+    from steadyserve.controller.metrics import Traffic
+    from steadyserve.controller.runtime import ServiceRuntime
+
+MODE = "canary"
+EVENT_STEP = EventKind.CANARY_STEP
+EVENT_ANALYSIS = EventKind.CANARY_ANALYSIS
+COMMANDS = {
+    "promote": Input.PROMOTE,
+    "promote_full": Input.PROMOTE_FULL,
+    "pause": Input.PAUSE,
+    "resume": Input.RESUME,
+    "abort": Input.ABORT,
+}
+
+
+def steps_of(runtime: ServiceRuntime) -> list[Step]:
+    """The target version's steps (``service.canary.steps``) as the machine takes them."""
+    return [Step(weight=s.weight, pause_s=s.pause_s) for s in runtime.spec.service.canary.steps]
+
+
+def thresholds_of(runtime: ServiceRuntime) -> Thresholds:
+    a = runtime.spec.service.canary.analysis
+    return Thresholds(
+        max_error_rate=a.max_error_rate,
+        max_p99_latency_ms=a.max_p99_latency_ms,
+        max_error_rate_increase=a.max_error_rate_increase,
+        max_p99_ratio=a.max_p99_ratio,
+        min_requests=a.min_requests,
+        interval_s=a.interval_s,
+        failure_limit=a.failure_limit,
+    )
+
+
+class CanaryDriver:
+    """The canary of one service's update in flight (idle when there is none)."""
+
+    def __init__(self, runtime: ServiceRuntime) -> None:
+        self.rt = runtime
+        self.table = CanaryTable(runtime.store.path)
+        self.state: CanaryState | None = None
+        self._update_id: int | None = None
+        self.analysis: Analysis | None = None
+        self.last_verdict: Verdict | None = None
+        self._held_for: int | None = None
+        self._hold: tuple[float | None, float] = (None, 0.0)
+        # Blue-green hook (controller/blue_green.py): preview, promote, warm old version.
+        self.blue_green = BlueGreen(runtime, self.table)
+
+    @property
+    def active(self) -> bool:
+        update = self.rt.rollout.update
+        return update is not None and update.mode == MODE and self.rt.updating
+
+    # state ---------------------------------------------------------------
+    def _current(self) -> CanaryState:
+        """The state of the update in flight: loaded after a restart, or a new one."""
+        update = self.rt.rollout.update
+        assert update is not None and update.id is not None
+        if self._update_id != update.id or self.state is None:
+            self._update_id = update.id
+            self.analysis = Analysis(thresholds_of(self.rt), LATENCY_BUCKETS)
+            self.last_verdict = None
+            loaded = self.table.load(update.id)
+            if loaded is None:
+                self.state = start(time.time())
+                self._record(self.state, f"canary of version {update.to_version} started")
+            else:
+                self.state = loaded
+                self._event(
+                    EVENT_STEP,
+                    f"resumed at step {loaded.step + 1} (weight {loaded.weight}%, "
+                    f"{loaded.phase.value.lower()})",
+                )
+        return self.state
+
+    def _record(self, state: CanaryState, message: str) -> None:
+        update = self.rt.rollout.update
+        assert update is not None and update.id is not None
+        self.state = state
+        self.table.save(update.id, self.rt.name, state)
+        self._event(EVENT_STEP, message)
+
+    def _event(self, kind: EventKind, message: str) -> None:
+        self.rt.store.add_event(self.rt.name, None, None, kind, message)
+
+    def _moved(self, before: CanaryState, after: CanaryState) -> None:
+        if after == before:
+            return
+        steps = steps_of(self.rt)
+        where = (
+            f"step {min(after.step + 1, len(steps))}/{len(steps)}"
+            if not after.phase.is_final
+            else after.phase.value.lower()
+        )
+        self._record(after, f"{where}: weight {after.weight}% ({after.reason})")
+
+    # rolling and blue-green updates: steady pause holds launches and drains -----
+    def held(self) -> bool:
+        """Whether the rolling or blue-green update in flight is held by ``steady pause``."""
+        update = self.rt.rollout.update
+        if update is None or update.id is None or not self.rt.updating or update.mode == MODE:
+            return False
+        if self._held_for != update.id:
+            self._held_for, self._hold = update.id, self.table.hold(update.id)
+        return self._hold[0] is not None
+
+    def paused_seconds(self) -> float:
+        """How long the update in flight has been held, in all (the deadline skips it)."""
+        self.held()
+        since, paused = self._hold
+        return paused + (time.time() - since if since is not None else 0.0)
+
+    def set_held(self, held: bool) -> None:
+        update = self.rt.rollout.update
+        assert update is not None and update.id is not None
+        self.table.set_held(update.id, held, time.time())
+        self._held_for, self._hold = update.id, self.table.hold(update.id)
+        self._event(EVENT_STEP, f"{update.mode} update {'paused' if held else 'resumed'}")
+        self.rt.wake()
+
+    def hold_plan(self) -> Plan:
+        """While held: launch and drain nothing, keep routing what was routed."""
+        ready = {r.id for r in self.rt.replicas.values() if r.status == ReplicaStatus.READY}
+        return Plan(routable=self.rt.plan.routable & ready)
+
+    # the reconcile tick ---------------------------------------------------
+    def tick(self) -> None:
+        """Judge, then move the machine; an abort rolls back in this same tick."""
+        if not self.active:
+            return
+        state = self._current()
+        update = self.rt.rollout.update
+        assert update is not None
+        if not state.phase.is_final and self.analysis is not None:
+            verdict = self.analysis.check(time.monotonic(), update.to_version, update.from_version)
+            if verdict is not None:
+                self.last_verdict = verdict
+                self._event(EVENT_ANALYSIS, f"{verdict.outcome}: {_figures(verdict)}")
+                if verdict.failed:
+                    self._apply(Input.FAILED_ANALYSIS, f"analysis failed: {verdict.reason}")
+                    return
+        self._apply(Input.TICK)
+
+    def _apply(self, event: Input, reason: str = "") -> CanaryState:
+        before = self._current()
+        scaled = self._scaled(before)
+        after = move(before, steps_of(self.rt), event, time.time(), scaled=scaled, reason=reason)
+        self._moved(before, after)
+        if after.phase is Phase.ABORTED and before.phase is not Phase.ABORTED:
+            self.rt.rollout.roll_back(f"canary aborted: {after.reason}")
+        return after
+
+    def _scaled(self, state: CanaryState) -> bool:
+        """Whether the new version has the READY replicas the weight needs."""
+        update = self.rt.rollout.update
+        assert update is not None
+        ready = sum(
+            1
+            for r in self.rt.replicas.values()
+            if r.version == update.to_version and r.status == ReplicaStatus.READY
+        )
+        return ready >= new_replicas(self.rt.target_replicas(), state.weight)
+
+    def plan(
+        self, target: int, version: int, views: list[ReplicaView], broken: bool
+    ) -> tuple[Plan, bool]:
+        state = self._current()
+        step = plan_canary(
+            target,
+            version,
+            views,
+            new_count=new_replicas(target, state.weight),
+            complete=state.phase is Phase.COMPLETE,
+        )
+        plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
+        return plan, step.done
+
+    # the load balancer -----------------------------------------------------
+    def route_fields(self, routable: frozenset[int]) -> tuple[frozenset[int], dict[str, Any]]:
+        """What the route table adds for a canary or a blue-green preview: the
+        replicas to list (a preview lists the new version's READY replicas, at
+        weight 0 for ordinary requests), ``weights`` and ``preview``."""
+        if self.active:
+            return routable, {"weights": self.weights(routable), "preview": None}
+        preview = self.blue_green.preview()
+        if preview is None:
+            return routable, {"weights": {}, "preview": None}
+        version = preview["version"]
+        ready = {
+            r.id
+            for r in self.rt.replicas.values()
+            if r.version == version and r.status == ReplicaStatus.READY
+        }
+        hidden = ready - routable
+        if not hidden:  # switched: the new version is routed as usual
+            return routable, {"weights": {}, "preview": preview}
+        counts: dict[int, int] = {}
+        for r in self.rt.replicas.values():
+            if r.id in routable:
+                counts[r.version] = counts.get(r.version, 0) + 1
+        total = sum(counts.values())
+        weights = {str(v): max(1, round(100 * n / total)) for v, n in counts.items()}
+        weights[str(version)] = 0
+        return routable | hidden, {"weights": weights, "preview": preview}
+
+    def weights(self, routable: frozenset[int]) -> dict[str, int]:
+        """The route table's weights: the canary's share, the rest to the old versions."""
+        if not self.active:
+            return {}
+        update = self.rt.rollout.update
+        assert update is not None
+        new = update.to_version
+        weight = self._current().weight  # loaded first if a restart published before a tick
+        old = sorted(
+            {r.version for r in self.rt.replicas.values() if r.id in routable and r.version != new}
+            or {update.from_version}
+        )
+        out = {str(new): weight}
+        rest = 100 - weight
+        for i, version in enumerate(old):
+            out[str(version)] = rest // len(old) + (1 if i < rest % len(old) else 0)
+        return out
+
+    def ingest(self, traffic: Traffic | None) -> None:
+        """A load report arrived: add the per-version counts to the analysis window."""
+        if traffic is None or not self.active or self.analysis is None:
+            return
+        totals = {
+            int(v): Counts(t.requests, t.errors, tuple(t.buckets))
+            for v, t in version_totals(traffic.counts()).items()
+            if v.isdigit()
+        }
+        self.analysis.observe(time.monotonic(), totals)
+
+    # commands --------------------------------------------------------------
+    def command(self, name: str) -> str:
+        """``promote``, ``promote_full``, ``pause``, ``resume`` or ``abort``; BadInput
+        (one line) where it does not apply."""
+        event = COMMANDS[name]
+        if not self.active:
+            raise BadInput(f"{self.rt.name}: no canary update in progress")
+        before = self._current()
+        try:
+            after = self._apply(event, reason=f"steady {event.value}")
+        except Refused as exc:
+            raise BadInput(f"{self.rt.name}: {exc}") from None
+        self.rt.wake()
+        if after.phase is Phase.ABORTED:
+            return f"canary of version {self._to_version()} aborted; back on the stable version"
+        if after.phase is Phase.COMPLETE:
+            return "canary promoted: the new version takes all traffic"
+        if before == after:
+            return f"nothing to do: step {after.step + 1}, weight {after.weight}%"
+        return f"step {after.step + 1}: weight {after.weight}% ({after.phase.value.lower()})"
+
+    def _to_version(self) -> int:
+        return self.rt.rollout.update.to_version if self.rt.rollout.update is not None else 0
+
+    # status ------------------------------------------------------------------
+    def status_json(self) -> dict[str, Any] | None:
+        if not self.active:
+            return None
+        steps = steps_of(self.rt)
+        state = self._current()
+        out: dict[str, Any] = {
+            "step": min(state.step + 1, len(steps)),
+            "steps": len(steps),
+            "weight": state.weight,
+            "phase": state.phase.value,
+            "new_replicas_wanted": new_replicas(self.rt.target_replicas(), state.weight),
+        }
+        if state.step < len(steps) and state.phase is Phase.RUNNING:
+            pause = steps[state.step].pause_s
+            if steps[state.step].weight is None and pause is not None:
+                left = state.step_started + pause - time.time()
+                out["pause_left_s"] = round(max(0.0, left), 1)
+        verdict = self.last_verdict
+        if verdict is not None:
+            out["analysis"] = {"outcome": verdict.outcome, "reason": verdict.reason}
+        return out
+
+
+def _figures(verdict: Verdict) -> str:
+    """The verdict's reason and both versions' counts in the window, for the event."""
+    c, s = verdict.canary, verdict.stable
+    rate = f"canary {c.requests:g} requests, {c.error_rate:.1%} failed"
+    base = f"stable {s.requests:g} requests, {s.error_rate:.1%} failed"
+    return f"{verdict.reason} [{rate}; {base}]"

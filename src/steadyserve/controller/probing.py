@@ -1,0 +1,160 @@
+"""Readiness probing of one replica: the rules (pure) and the loop that applies them.
+
+:func:`judge_probe` is the whole rule set, without I/O: a probe that passes
+makes a starting or not-ready replica READY; a starting replica that fails
+past ``initial_delay_seconds`` is FAILED_INITIAL_DELAY (and judges its
+version); a running one turns NOT_READY at its first failure and is replaced
+after ``FAILED_PROBES_TO_REPLACE`` in a row. :func:`probe_loop` runs the probes
+through the runtime's injected prober and clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from steadyserve.spec import ReadinessProbe, ServiceSpec
+from steadyserve.state import ReplicaRow
+from steadyserve.states import ReplicaStatus
+
+if TYPE_CHECKING:
+    from steadyserve.controller.runtime import ServiceRuntime
+
+# A replica that is still starting is probed this often (backing off to the
+# configured period), so it turns READY within moments of listening.
+STARTING_PROBE_MIN_S = 0.1
+FAILED_PROBES_TO_REPLACE = 3
+CONTROL_HEALTH = "/-/healthz"
+
+Prober = Callable[[str, int, ReadinessProbe], Awaitable[tuple[bool, str]]]
+"""Probe ``host:port`` once: (ready, why not). The real one is an HTTP GET."""
+
+
+@dataclass(frozen=True)
+class ProbeVerdict:
+    """What one probe result does to a replica."""
+
+    failed_probes: int
+    """The count of failed probes in a row, after this one."""
+    status: ReplicaStatus | None = None
+    """The replica's new state, or None when it stays."""
+    reason: str = ""
+    judge_version: bool = False
+    """A failure before the version ever served: judge whether the version is broken."""
+
+
+def judge_probe(
+    status: ReplicaStatus,
+    ok: bool,
+    why: str,
+    *,
+    failed_probes: int,
+    running_for_s: float,
+    initial_delay_s: float,
+) -> ProbeVerdict:
+    if ok:
+        if status in (ReplicaStatus.STARTING, ReplicaStatus.NOT_READY):
+            return ProbeVerdict(0, ReplicaStatus.READY, "readiness probe passed")
+        return ProbeVerdict(0)
+    if status is ReplicaStatus.STARTING:
+        if running_for_s > initial_delay_s:
+            return ProbeVerdict(
+                failed_probes,
+                ReplicaStatus.FAILED_INITIAL_DELAY,
+                f"not ready after initial_delay_seconds={initial_delay_s}: {why}",
+                judge_version=True,
+            )
+        return ProbeVerdict(failed_probes)
+    failed = failed_probes + 1
+    if failed >= FAILED_PROBES_TO_REPLACE:
+        return ProbeVerdict(
+            failed, ReplicaStatus.FAILED_PROBING, f"{failed} probes failed in a row: {why}"
+        )
+    if status is ReplicaStatus.READY:
+        return ProbeVerdict(failed, ReplicaStatus.NOT_READY, why)
+    return ProbeVerdict(failed)
+
+
+def probe_target(
+    rt: ServiceRuntime, replica: ReplicaRow, spec: ServiceSpec
+) -> tuple[ReadinessProbe, int]:
+    """Command replicas: the file's readiness probe. Python replicas: the runner's
+    health endpoint, which also runs check_health() within health_check_timeout_s."""
+    if replica.control_port is None:
+        assert replica.port is not None
+        return spec.service.readiness_probe, replica.port
+    probe = ReadinessProbe(
+        path=CONTROL_HEALTH,
+        initial_delay_seconds=spec.service.readiness_probe.initial_delay_seconds,
+        # A little past the runner's own check_health() bound, so its clear
+        # "unhealthy" answer arrives before the probe gives up.
+        timeout_seconds=spec.service.health_check_timeout_s + 2.0,
+        headers=rt.environment.control_headers(replica),
+    )
+    return probe, replica.control_port
+
+
+async def probe_loop(rt: ServiceRuntime, replica: ReplicaRow) -> None:
+    """Probe while the replica's process runs: quickly while it starts, then every
+    ``health_check_period_s``. A new replica gets its user_config before it serves."""
+    svc = rt.spec.service
+    interval = STARTING_PROBE_MIN_S
+    while replica.status.is_probed:
+        spec = rt.spec_for(replica.version)
+        probe, port = probe_target(rt, replica, spec)
+        ok, why = await rt.prober(replica.ip, port, probe)
+        if not replica.status.is_live:
+            return
+        if (
+            ok
+            and replica.status is ReplicaStatus.STARTING
+            and replica.control_port is None
+            and spec.service.user_config is not None
+        ):
+            ok, why = await rt.rollout.deliver_user_config(replica, replace_on_refusal=True)
+            if not ok:
+                rt.judge_version(replica.version)
+                return
+        rt.on_probe(replica, ok, why)
+        if replica.status is ReplicaStatus.STARTING:
+            interval = min(interval * 1.5, svc.health_check_period_s)
+            await rt.clock.sleep(interval)
+        else:
+            await rt.clock.sleep(svc.health_check_period_s)
+
+
+def apply_probe(rt: ServiceRuntime, replica: ReplicaRow, ok: bool, why: str) -> None:
+    """Carry out :func:`judge_probe`'s verdict on one replica."""
+    held = rt.hold(replica.id)
+    status = replica.status
+    started = held.started_at or replica.launched_at
+    verdict = judge_probe(
+        status,
+        ok,
+        why,
+        failed_probes=held.failed_probes,
+        running_for_s=rt.clock.now() - started,
+        initial_delay_s=rt.spec.service.readiness_probe.initial_delay_seconds,
+    )
+    held.failed_probes = verdict.failed_probes
+    if not ok and status is ReplicaStatus.STARTING and replica.control_port is None:
+        rt.port_watch.check(replica.id, replica.pid, replica.port)  # skyserve: fixed ports
+    new = verdict.status
+    if new is ReplicaStatus.READY:
+        extra = {"ready_at": rt.clock.now()} if replica.ready_at is None else {}
+        rt.transition(replica, new, verdict.reason, **extra)
+        rt.ready_versions.add(replica.version)
+        rt.broken_versions.discard(replica.version)
+        rt.wake()
+    elif new is not None and new.is_failed:
+        rt.mark_failed(replica, new, verdict.reason)
+        if verdict.judge_version:
+            rt.judge_version(replica.version)
+        rt.wake()
+    elif new is ReplicaStatus.NOT_READY:
+        rt.transition(replica, new, verdict.reason)
+        rt.publish_now()
+        rt.wake()
+    elif not ok and status is not ReplicaStatus.STARTING:
+        rt.wake()

@@ -1,0 +1,107 @@
+"""Starting a replica: its row, the version's preparation, the backend's launch.
+
+A replica is PENDING from its row, PROVISIONING while the backend prepares the
+version (workdir, setup), STARTING once its process runs at the address the
+backend chose, and probed from then on (probing.py). Whatever goes wrong on the
+way fails the replica visibly (FAILED_PROVISION), never leaves it stuck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.controller.probing import probe_loop
+from steadyserve.state import ReplicaRow
+from steadyserve.states import ReplicaStatus
+
+if TYPE_CHECKING:
+    from steadyserve.controller.runtime import ServiceRuntime
+
+log = logging.getLogger("steadyserve.controller")
+
+
+def launch(rt: ServiceRuntime, version: int) -> None:
+    """Add a replica of ``version`` (its id is never reused) and start it in a task."""
+    replica_id = rt.store.take_replica_id(rt.name)
+    replica = ReplicaRow(
+        service=rt.name,
+        id=replica_id,
+        version=version,
+        status=ReplicaStatus.PENDING,
+        launched_at=rt.clock.now(),
+    )
+    rt.store.add_replica(replica, f"launching to reach {rt.target_replicas()} replicas")
+    rt.replicas[replica_id] = replica
+    rt.hold(replica_id)
+    rt.spawn(replica, provision_and_start(rt, replica))
+
+
+async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:
+    try:
+        handle = await _provision(rt, replica)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # whatever it is, the replica fails visibly, never stuck
+        if replica.status not in (ReplicaStatus.PENDING, ReplicaStatus.PROVISIONING):
+            return  # stopped or failed meanwhile: that outcome stands
+        log.warning("launching replica %s/%s failed", rt.name, replica.id, exc_info=True)
+        message = str(exc) if isinstance(exc, ProvisionError) else one_line(exc)
+        rt.mark_failed(replica, ReplicaStatus.FAILED_PROVISION, message)
+        rt.judge_version(replica.version)
+        rt.wake()
+        return
+    if handle is None:
+        return
+    held = rt.hold(replica.id)
+    held.handle = handle
+    held.started_at = rt.clock.now()
+    rt.transition(
+        replica,
+        ReplicaStatus.STARTING,
+        f"process started (pid {handle.pid}, port {handle.port})",
+        pid=handle.pid,
+        pid_create_time=handle.create_time,
+        ip=handle.host,
+        port=handle.port,
+        control_port=handle.control_port,
+    )
+    await probe_loop(rt, replica)
+
+
+async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle | None:
+    """Prepare the version and start the process; None if the replica was
+    stopped meanwhile. Any exception is the caller's to turn into FAILED_PROVISION."""
+    spec = rt.spec_for(replica.version)
+    rt.transition(replica, ReplicaStatus.PROVISIONING, "preparing workdir")
+    env = rt.environment.env(replica, spec)
+    setup_env = rt.environment.setup_env(env)
+    workdir = await rt.backend.prepare(
+        rt.name, replica.version, spec.setup, setup_env, pip=spec.pip
+    )
+    if replica.status is not ReplicaStatus.PROVISIONING:
+        return None
+    return await rt.backend.launch(
+        LaunchRequest(
+            service=rt.name,
+            version=replica.version,
+            replica_id=replica.id,
+            command=rt.environment.command(spec),
+            env=env,
+            workdir=workdir,
+            log_path=rt.home.replica_log(rt.name, replica.id),
+            control_port=spec.import_path is not None,
+            setup=spec.setup,
+            pip=spec.pip,
+            resources=spec.resources,
+        )
+    )
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line of at most 500 characters, for an event's reason."""
+    text = " ".join(str(exc).split())
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line[:500]

@@ -1,0 +1,49 @@
+"""Re-adoption: take over what a previous controller of this home left running.
+
+Replicas and load balancers outlive a controller (their own process groups), so
+a restarted controller finds each replica row's process again through the
+backend and resumes what was under way: probing, a drain, a failed replica's
+stop, an in-place update. What cannot be resumed fails visibly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from steadyserve.controller.probing import probe_loop
+from steadyserve.states import ReplicaStatus
+
+if TYPE_CHECKING:
+    from steadyserve.controller.runtime import ServiceRuntime
+
+
+def readopt(rt: ServiceRuntime) -> None:
+    for replica in list(rt.replicas.values()):
+        held = rt.hold(replica.id)
+        status = replica.status
+        if replica.pid is not None and replica.port is not None:
+            held.handle = rt.backend.adopt(
+                replica.pid,
+                replica.pid_create_time,
+                replica.ip,
+                replica.port,
+                replica.control_port,
+                service=rt.name,
+                replica_id=replica.id,
+            )
+        if status.is_live or status is ReplicaStatus.SHUTTING_DOWN:
+            if held.handle is None:
+                rt.mark_failed(replica, ReplicaStatus.FAILED, "gone while the controller was down")
+                continue
+            held.started_at = replica.launched_at
+            if status is ReplicaStatus.SHUTTING_DOWN:
+                rt.spawn(replica, rt.retire(replica, "stopping (resumed)"))
+            elif status in (ReplicaStatus.PENDING, ReplicaStatus.PROVISIONING):
+                rt.mark_failed(replica, ReplicaStatus.FAILED_PROVISION, "controller restarted")
+            else:
+                rt.spawn(replica, probe_loop(rt, replica))
+        elif held.handle is not None:
+            # Failed, and the previous controller died before its stop finished.
+            rt.spawn(replica, rt.stop_failed(replica, held.handle))
+    rt.lb.adopt(rt.row.lb_pid, rt.row.lb_create_time)
+    rt.rollout.resume()

@@ -1,0 +1,52 @@
+"""What a service's route table says: pure, from the spec and the replica rows.
+
+The load balancer routes by this table (the controller publishes it through
+routes.py); only READY replicas the plan calls routable are in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from steadyserve import replica_contract as contract
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import ReplicaRow
+from steadyserve.states import ReplicaStatus
+
+
+def route_table(
+    spec: ServiceSpec,
+    replicas: Iterable[ReplicaRow],
+    routable: frozenset[int],
+    *,
+    hold_at_zero: bool,
+) -> dict[str, Any]:
+    svc = spec.service
+    return {
+        "policy": svc.load_balancing_policy,
+        "max_ongoing_requests": svc.max_ongoing_requests,
+        "max_queued_requests": svc.max_queued_requests,
+        "replicas": [
+            {"id": r.id, "version": r.version, "host": r.ip, "port": r.port}
+            for r in replicas
+            if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
+        ],
+        "blocked_paths": blocked_paths(spec),
+        "load_balancer": svc.load_balancer.model_dump(),
+        "request_timeout_s": svc.request_timeout_s,
+        # Scale to zero: the LB holds requests that arrive at zero this long.
+        "hold_at_zero_s": svc.cold_start_timeout_s if hold_at_zero else 0,
+        "access_log": svc.access_log,
+        "websocket_drain_s": svc.websocket_drain_s,
+    }
+
+
+def blocked_paths(spec: ServiceSpec) -> list[str]:
+    """Control paths clients must never reach through the load balancer: a command
+    replica's reconfigure_path; a Python replica's handle-call path (serve handles)."""
+    reconfigure_path = spec.service.reconfigure_path
+    blocked = [reconfigure_path] if reconfigure_path else []
+    if spec.import_path is not None:
+        blocked.append(contract.HANDLE_CALL_PATH)
+    return blocked

@@ -1,0 +1,343 @@
+"""Build, reuse and prune per-version environments under ``$STEADY_HOME/envs``.
+
+What to build and when is decided in :mod:`steadyserve.environments`; this
+module runs it. Layout::
+
+    envs/KEY -> .KEY16-RANDOM        a symlink, created last: the environment exists
+    envs/.KEY16-RANDOM/venv/         the virtualenv (built where it stays: venvs
+                                     do not survive being moved)
+    envs/.KEY16-RANDOM/build.log     the output of creating it, pip: and setup
+    envs/.KEY16-RANDOM/outputs/      what setup added to the workdir (environment_outputs.py)
+    envs/.KEY16-RANDOM/.building     locked while a build runs
+
+An environment exists exactly when its ``KEY`` link does, and the link is made
+by one atomic rename once the build succeeded, so a crash or a failed build
+leaves no environment (the half-built folder is deleted at once, or by the
+next prune once no process holds its lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import steadyserve
+from steadyserve import environment_outputs as outputs
+from steadyserve import environments as plan
+from steadyserve.paths import Home
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import Store
+
+log = logging.getLogger("steadyserve.controller")
+
+ENVS_DIR = "envs"
+BUILD_LOG = "build.log"
+_LOCK = ".building"
+_ORPHAN_AGE_S = 60.0
+
+
+class BuildError(Exception):
+    """An environment could not be built or keyed; one line for the event."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A built environment: ``path`` is its stable name, ``envs/KEY``."""
+
+    key: str
+    path: Path
+
+    @property
+    def venv(self) -> Path:
+        return self.path / "venv"
+
+    @property
+    def python(self) -> str:
+        return str(self.venv / "bin" / "python")
+
+    @property
+    def log(self) -> Path:
+        return self.path / BUILD_LOG
+
+    def activate(self, env: dict[str, str]) -> dict[str, str]:
+        return activated(env, self.venv)
+
+
+def activated(env: dict[str, str], venv: Path) -> dict[str, str]:
+    """``env`` as ``source venv/bin/activate`` leaves it: VIRTUAL_ENV, PATH first."""
+    out = dict(env)
+    out.pop("PYTHONHOME", None)
+    out["VIRTUAL_ENV"] = str(venv)
+    out["PATH"] = os.pathsep.join(p for p in (str(venv / "bin"), env.get("PATH", "")) if p)
+    return out
+
+
+def envs_root(home: Home) -> Path:
+    return home.root / ENVS_DIR
+
+
+def parent_site_dirs() -> list[str]:
+    """The controller's package folders, which every environment can import from."""
+    return [
+        p
+        for p in sys.path
+        if p and os.path.basename(p) in ("site-packages", "dist-packages") and os.path.isdir(p)
+    ]
+
+
+def steadyserve_source() -> str:
+    """The folder ``import steadyserve`` is found in (the source tree when editable)."""
+    return str(Path(steadyserve.__file__).resolve().parents[1])
+
+
+def python_identity() -> str:
+    """What the key knows of the interpreter and the packages it lends the venv."""
+    parts = [
+        sys.implementation.cache_tag or sys.implementation.name,
+        sys.version,
+        os.path.realpath(sys.executable),
+        *parent_site_dirs(),
+        steadyserve_source(),
+    ]
+    return "\n".join(parts)
+
+
+def key_files(workdir: Path, pip: plan.PipSpec) -> dict[str, bytes]:
+    """The dependency files at the top of ``workdir``, and ``pip:``'s requirements file."""
+    found: dict[str, bytes] = {}
+    with contextlib.suppress(OSError):
+        for entry in sorted(os.scandir(workdir), key=lambda e: e.name):
+            if plan.is_dependency_file(entry.name) and entry.is_file():
+                found[entry.name] = Path(entry.path).read_bytes()
+    if isinstance(pip, str):
+        rel = plan.requirements_path(pip)
+        try:
+            if rel is None:
+                raise OSError
+            found[rel] = (workdir / rel).read_bytes()
+        except OSError:
+            raise BuildError(f"pip: no requirements file {pip} in the workdir") from None
+    return found
+
+
+def key_for(workdir: Path, setup: str | None, pip: plan.PipSpec) -> str:
+    return plan.environment_key(setup, pip, key_files(workdir, pip), python_identity())
+
+
+def existing(home: Home, key: str) -> Environment | None:
+    """The environment named ``key``, if it was built."""
+    path = envs_root(home) / key
+    env = Environment(key, path)
+    return env if path.is_symlink() and os.path.exists(env.python) else None
+
+
+_locks: dict[Path, asyncio.Lock] = {}
+
+
+async def ensure(
+    home: Home,
+    workdir: Path,
+    setup: str | None,
+    pip: plan.PipSpec,
+    env: dict[str, str],
+    failure_log: Path | None = None,
+) -> tuple[Environment, bool]:
+    """The environment for a version: reused when its key exists, else built.
+    Returns it and whether it was built now. Raises BuildError, after copying
+    a failed build's output to ``failure_log`` (the build itself leaves nothing)."""
+    key = key_for(workdir, setup, pip)
+    root = envs_root(home)
+    lock = _locks.setdefault(root / key, asyncio.Lock())
+    async with lock:
+        found = existing(home, key)
+        built = found is None
+        if found is None:
+            found = await _build(root, key, workdir, setup, pip, env, failure_log)
+    await asyncio.to_thread(outputs.restore, found.path / outputs.OUTPUTS, workdir)
+    return found, built
+
+
+async def _build(
+    root: Path,
+    key: str,
+    workdir: Path,
+    setup: str | None,
+    pip: plan.PipSpec,
+    env: dict[str, str],
+    failure_log: Path | None,
+) -> Environment:
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=root))
+    lock_fd = os.open(folder / _LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+    started = time.monotonic()
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        venv = folder / "venv"
+        steps = plan.build_plan(
+            uv=shutil.which("uv", path=env.get("PATH")),
+            python=sys.executable,
+            target=str(venv),
+            pip=pip,
+            controller_has_pip=importlib.util.find_spec("pip") is not None,
+        )
+        inside = activated(env, venv)
+        with open(folder / BUILD_LOG, "wb") as out:
+            out.write(f"--- building environment {key[:16]} with {steps.tool} ---\n".encode())
+            out.flush()
+            await _step("creating the virtualenv", steps.create, workdir, env, out, folder)
+            _link_parent(venv)
+            if steps.install is not None:
+                await _step("pip", steps.install, workdir, inside, out, folder)
+            if setup:
+                out.write(b"--- setup ---\n")
+                out.flush()
+                before = await asyncio.to_thread(outputs.listing, workdir)
+                await _step("setup", ["bash", "-c", setup], workdir, inside, out, folder)
+                await asyncio.to_thread(outputs.keep, workdir, before, folder / outputs.OUTPUTS)
+        seconds = time.monotonic() - started
+        meta = {"key": key, "tool": steps.tool, "built_at": time.time(), "seconds": seconds}
+        (folder / "environment.json").write_text(json.dumps(meta))
+        link = root / key
+        staging = root / f".{key}.link-{os.getpid()}"
+        staging.unlink(missing_ok=True)
+        os.symlink(folder.name, staging)
+        os.rename(staging, link)
+        log.info("built environment %s with %s in %.1fs", key[:16], steps.tool, seconds)
+        return Environment(key, link)
+    except BaseException:
+        if failure_log is not None:
+            with contextlib.suppress(OSError):
+                shutil.copyfile(folder / BUILD_LOG, failure_log)
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        os.close(lock_fd)
+
+
+async def _step(
+    what: str, argv: list[str], cwd: Path, env: dict[str, str], out: BinaryIO, folder: Path
+) -> None:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from None
+    try:
+        code = await proc.wait()
+    except asyncio.CancelledError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    if code != 0:
+        output = (folder / BUILD_LOG).read_text(encoding="utf-8", errors="replace")
+        raise BuildError(f"{what} exited with code {code}: {plan.tail(output)}")
+
+
+def _link_parent(venv: Path) -> None:
+    """Let the venv import SteadyServe's packages (after its own), and give it a
+    ``pip`` command that installs into it."""
+    for site in venv.glob("lib/python*/site-packages"):
+        (site / plan.PARENT_PTH).write_text(
+            plan.parent_pth(parent_site_dirs(), [steadyserve_source()])
+        )
+    bin_dir = venv / "bin"
+    if importlib.util.find_spec("pip") is None:
+        return
+    for name in ("pip", "pip3"):
+        shim = bin_dir / name
+        if not shim.exists():
+            shim.write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pip "$@"\n')
+            shim.chmod(0o755)
+
+
+def keys_on_disk(home: Home) -> list[str]:
+    try:
+        return [e.name for e in os.scandir(envs_root(home)) if not e.name.startswith(".")]
+    except FileNotFoundError:
+        return []
+
+
+def prune(home: Home, in_use: Iterable[str]) -> list[str]:
+    """Delete every environment no kept version uses, and folders of builds that
+    died; return the keys deleted."""
+    root = envs_root(home)
+    doomed = plan.unused(keys_on_disk(home), in_use)
+    for key in doomed:
+        link = root / key
+        target = root / os.readlink(link) if link.is_symlink() else link
+        link.unlink(missing_ok=True)  # first: the environment stops existing at once
+        shutil.rmtree(target, ignore_errors=True)
+    linked = set()
+    for key in keys_on_disk(home):
+        with contextlib.suppress(OSError):
+            linked.add(os.readlink(root / key))
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(root):
+            hidden = entry.name.startswith(".") and entry.name not in linked
+            if hidden and entry.is_dir() and _abandoned(Path(entry.path)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+    return doomed
+
+
+def _abandoned(folder: Path) -> bool:
+    """A build folder no live build holds (its builder failed or died)."""
+    try:
+        fd = os.open(folder / _LOCK, os.O_RDWR)
+    except OSError:  # not even locked yet: only old ones are leftovers
+        try:
+            return time.time() - folder.stat().st_mtime > _ORPHAN_AGE_S
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def kept_versions(home: Home, store: Store) -> list[tuple[Path, str | None, plan.PipSpec]]:
+    """What every version whose files are kept needs an environment for (read
+    from the store, so call it where the store lives)."""
+    found: list[tuple[Path, str | None, plan.PipSpec]] = []
+    for service in store.services():
+        for row in store.versions(service.name):
+            if row.pruned:
+                continue
+            spec = ServiceSpec.from_json(row.spec_json)
+            if plan.needs_environment(spec.setup, spec.pip):
+                workdir = home.version_workdir(service.name, row.version)
+                found.append((workdir, spec.setup, spec.pip))
+    return found
+
+
+def prune_unused(home: Home, kept: list[tuple[Path, str | None, plan.PipSpec]]) -> list[str]:
+    """Delete the environments none of ``kept`` (see :func:`kept_versions`) uses."""
+    in_use = set()
+    for workdir, setup, pip in kept:
+        with contextlib.suppress(BuildError):  # its requirements file is gone: nothing to keep
+            in_use.add(key_for(workdir, setup, pip))
+    return prune(home, in_use)

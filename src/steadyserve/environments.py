@@ -1,0 +1,157 @@
+"""Per-version environments: which versions need one, and which one they share.
+
+A version whose ``setup`` or ``pip`` may install packages gets its own
+virtualenv, so a new version's ``pip install`` never changes the packages that
+older replicas (or a later rollback) run with. Building one costs seconds to
+minutes, so versions share it whenever what goes into it is identical: the
+environment is named by a content key over everything that decides its
+packages. An in-place update, or a code change that leaves ``setup``, ``pip``
+and the dependency files alone, reuses the environment and builds nothing.
+
+This module is pure (no I/O): the key, the commands a build runs and the
+choice of what to delete. :mod:`steadyserve.environment_build` carries them out.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+PipSpec = list[str] | str | None
+"""The spec's ``pip``: requirement specifiers, or a requirements file in the workdir."""
+
+DEPENDENCY_PATTERNS = (
+    "requirements*.txt",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "uv.lock",
+    "poetry.lock",
+)
+"""Files at the top of a workdir that ``setup`` may install from: part of the key."""
+
+KEY_VERSION = "steady-env-1"
+"""Mixed into every key: a change of how environments are built renames them all."""
+
+PARENT_PTH = "zz-steadyserve-parent.pth"
+"""The ``.pth`` file that lets a version's interpreter import SteadyServe's own
+packages; named to sort last, so the version's own packages come first."""
+
+
+def needs_environment(setup: str | None, pip: PipSpec) -> bool:
+    """A version gets its own virtualenv when ``setup`` or ``pip`` may install
+    packages; one with neither runs in the controller's interpreter (no cost)."""
+    return bool(setup and setup.strip()) or bool(pip)
+
+
+def is_dependency_file(name: str) -> bool:
+    """Whether a top-level workdir file is one that ``setup`` may install from."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in DEPENDENCY_PATTERNS)
+
+
+def requirements_path(pip: str) -> str | None:
+    """The workdir-relative path a ``pip:`` string names, or None when it would
+    leave the workdir (absolute, or through ``..``)."""
+    path = PurePosixPath(pip.strip())
+    if not pip.strip() or path.is_absolute() or ".." in path.parts:
+        return None
+    return path.as_posix()
+
+
+def environment_key(
+    setup: str | None,
+    pip: PipSpec,
+    files: Mapping[str, bytes],
+    python: str,
+) -> str:
+    """The content key of an environment: SHA-256 over ``setup``'s text, the
+    ``pip`` list (or the requirements file's name; its bytes come in ``files``),
+    every dependency file's name and bytes, and the interpreter it is built on.
+
+    ``files`` maps workdir-relative names to contents: the top-level dependency
+    files and a ``pip:`` requirements file. The workdir's other files (the code)
+    are not part of the key: changing code alone reuses the environment.
+    """
+    digest = hashlib.sha256()
+
+    def part(label: str, data: bytes) -> None:
+        digest.update(label.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+
+    part("version", KEY_VERSION.encode())
+    part("python", python.encode())
+    part("setup", (setup or "").encode())
+    part("pip", json.dumps(pip, sort_keys=True).encode())
+    for name in sorted(files):
+        part("file:" + name, files[name])
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """The commands that build one environment, in order (each an argv)."""
+
+    create: list[str]
+    install: list[str] | None
+    """Installs ``pip:``; None when the spec has none."""
+    tool: str
+    """``uv`` or ``pip``: what the event and the log say built it."""
+
+
+def build_plan(
+    *,
+    uv: str | None,
+    python: str,
+    target: str,
+    pip: PipSpec,
+    controller_has_pip: bool,
+) -> BuildPlan:
+    """How to build a virtualenv at ``target`` for ``python`` and install ``pip:``.
+
+    With ``uv`` (its path, when on PATH): ``uv venv`` and ``uv pip install``,
+    much faster. Otherwise ``python -m venv`` and the venv's ``python -m pip``;
+    the venv is made without its own pip when the controller's interpreter has
+    one, since the venv sees the controller's packages (pip among them) anyway.
+    """
+    venv_python = f"{target}/bin/python"
+    reqs: list[str] = []
+    if isinstance(pip, str):
+        reqs = ["-r", pip]
+    elif pip:
+        reqs = list(pip)
+    if uv is not None:
+        create = [uv, "venv", "--quiet", "--python", python, target]
+        install = [uv, "pip", "install", "--python", venv_python, *reqs] if reqs else None
+        return BuildPlan(create, install, "uv")
+    create = [python, "-m", "venv", *(["--without-pip"] if controller_has_pip else []), target]
+    install = (
+        [venv_python, "-m", "pip", "install", "--disable-pip-version-check", *reqs]
+        if reqs
+        else None
+    )
+    return BuildPlan(create, install, "pip")
+
+
+def parent_pth(site_dirs: Sequence[str], extra_paths: Sequence[str]) -> str:
+    """The ``.pth`` text that appends the controller's package folders after the
+    venv's own: ``site.addsitedir`` (so their own ``.pth`` files, editable installs
+    among them, take effect) and plain paths (SteadyServe's source folder)."""
+    lines = [f"import site; site.addsitedir({d!r})" for d in dict.fromkeys(site_dirs)]
+    lines += [p for p in dict.fromkeys(extra_paths) if p not in site_dirs]
+    return "\n".join(lines) + "\n"
+
+
+def unused(on_disk: Iterable[str], in_use: Iterable[str]) -> list[str]:
+    """The environments no kept version refers to: what pruning deletes."""
+    keep = set(in_use)
+    return sorted(key for key in on_disk if key not in keep)
+
+
+def tail(output: str, lines: int = 3, width: int = 400) -> str:
+    """The last non-empty lines of a build's output, as one line for an event."""
+    kept = [line.strip() for line in output.splitlines() if line.strip()][-lines:]
+    text = " | ".join(kept) or "no output"
+    return text if len(text) <= width else "…" + text[-(width - 1) :]

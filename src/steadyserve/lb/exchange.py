@@ -1,0 +1,184 @@
+"""One request and its response inside the load balancer: its phases and the moves
+between them.
+
+The phase used to be a bare int written from several modules and compared by
+order (``state > READY``), so a new phase or a new writer could quietly change
+what a comparison meant. Here every phase is a member of ``Phase``, ``ALLOWED``
+lists every legal move, and ``Proxy`` (lb/proxy.py) is the only code that
+changes a phase, through ``step``, which refuses a move the table does not list.
+Pure: no I/O, no event loop.
+
+An exchange goes, on the usual path::
+
+    PARSING -> READY -> SENT -> DONE
+
+READY -> WAITING when every replica is at ``max_ongoing_requests`` (or the
+service is at zero), READY/WAITING -> CONNECTING when no pooled connection is
+free, CONNECTING/SENT -> READY when an attempt failed and is retried on another
+replica, and any phase -> DONE when the request is answered, locally or by a
+replica, or its client leaves. DONE is final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import IntEnum
+from time import perf_counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from steadyserve.lb.balancer import ReplicaState
+    from steadyserve.lb.downstream import ClientConnection
+    from steadyserve.lb.upstream import UpstreamConnection
+
+
+class Phase(IntEnum):
+    """Where an exchange is. An IntEnum so that hashing and ``is`` stay C-fast on
+    the hot path; never compare phases by order."""
+
+    PARSING = 0  # request head not complete yet
+    READY = 1  # head complete; waiting for earlier pipelined requests, or to be routed
+    WAITING = 2  # all replicas at max_ongoing_requests (or none yet): in the proxy's queue
+    CONNECTING = 3  # a new connection to the chosen replica is being opened
+    SENT = 4  # attached to an upstream connection: request sent, response awaited
+    DONE = 5  # response complete, answered locally, or aborted
+
+
+PARSING = Phase.PARSING
+READY = Phase.READY
+WAITING = Phase.WAITING
+CONNECTING = Phase.CONNECTING
+SENT = Phase.SENT
+DONE = Phase.DONE
+
+ALLOWED: Mapping[Phase, frozenset[Phase]] = {
+    # The head is parsed; or the client left / broke the protocol mid-head.
+    PARSING: frozenset({READY, DONE}),
+    # Routed to a pooled connection, a new one, or the queue; or answered locally.
+    READY: frozenset({SENT, CONNECTING, WAITING, DONE}),
+    # A slot (or a first replica) became free; or the queue gave up on it.
+    WAITING: frozenset({SENT, CONNECTING, DONE}),
+    # Connected; or the connection failed and the request is retried elsewhere.
+    CONNECTING: frozenset({SENT, READY, DONE}),
+    # The response ended; or the attempt failed before any byte reached the client
+    # and the request is idempotent: retried elsewhere.
+    SENT: frozenset({DONE, READY}),
+    DONE: frozenset(),
+}
+
+# Phases in which a replica has been chosen or asked (a slot, a queue place or a
+# connection may be held): what must be undone when the request is abandoned.
+ROUTED = frozenset({WAITING, CONNECTING, SENT})
+
+
+class IllegalMove(RuntimeError):
+    """A move that ``ALLOWED`` does not list: a bug in the proxy, never user input."""
+
+
+def step(src: Phase, dst: Phase) -> Phase:
+    """``dst`` if ``src -> dst`` is a legal move, else IllegalMove."""
+    if dst not in ALLOWED[src]:
+        raise IllegalMove(f"exchange cannot move from {src.name} to {dst.name}")
+    return dst
+
+
+class Exchange:
+    """One request and its response as it moves through the proxy.
+
+    Its ``state`` is written by the proxy only (``step``); the connections
+    read it."""
+
+    __slots__ = (
+        "attempts",
+        "buffering",
+        "client",
+        "deadline",
+        "head",
+        "http10",
+        "idempotent",
+        "keep_alive",
+        "local",
+        "method_head",
+        "passthrough_ok",
+        "pending",
+        "pending_size",
+        "pin",
+        "replica",
+        "request_done",
+        "response_started",
+        "served",
+        "started",
+        "state",
+        "status",
+        "tried",
+        "upstream",
+    )
+
+    def __init__(self, client: ClientConnection) -> None:
+        self.client = client
+        self.state = PARSING
+        self.head = b""  # the request head as sent upstream
+        self.local: bytes | None = None  # a response the LB answers itself
+        self.keep_alive = True
+        self.http10 = False
+        self.passthrough_ok = True  # may the replica's response bytes go out unchanged?
+        self.idempotent = False
+        self.method_head = False
+        self.request_done = False
+        self.response_started = False
+        self.pending: list[bytes] | None = None  # body received but not yet sent upstream
+        self.pending_size = 0
+        self.replica: ReplicaState | None = None  # holds one of its slots while set
+        self.upstream: UpstreamConnection | None = None
+        self.tried: set[int] | None = None
+        self.attempts = 0
+        # Body still being read into ``pending``: not dispatched yet (request buffering).
+        self.buffering = False
+        self.deadline = 0.0  # loop time by which the response must be complete; 0: none
+        self.started = perf_counter()  # for the latency metrics
+        self.status = 0  # of the response the client got
+        self.served: ReplicaState | None = None  # the replica that answered
+        self.pin: int | None = None  # X-Steady-Version: only this version may answer
+
+
+# Loop timers fire on millisecond ticks: a deadline this close counts as passed,
+# or a timer armed for it could fire a hair early and re-arm itself for nothing.
+CLOCK_SLACK = 0.001
+
+
+class Deadlines:
+    """The ``request_timeout_s`` deadlines of the exchanges in flight.
+
+    One loop timer serves them all: a timer per request (``call_later`` then
+    ``cancel``) costs about 1.9 us in uvloop, a third of the proxy's whole Python
+    cost per request, where a dict insert and pop cost a tenth of that. The proxy
+    keeps one timer armed for ``earliest()`` and, when it fires, times out what
+    ``expired(now)`` returns. Scans are O(exchanges in flight), and happen about
+    once per timeout period (once per expiry when requests do time out).
+    """
+
+    __slots__ = ("_due",)
+
+    def __init__(self) -> None:
+        self._due: dict[Exchange, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def add(self, ex: Exchange, due: float) -> None:
+        self._due[ex] = due
+
+    def discard(self, ex: Exchange) -> None:
+        self._due.pop(ex, None)
+
+    def expired(self, now: float) -> list[Exchange]:
+        """Remove and return the exchanges due by ``now``, earliest first."""
+        limit = now + CLOCK_SLACK
+        due = self._due
+        out = sorted((ex for ex, at in due.items() if at <= limit), key=due.__getitem__)
+        for ex in out:
+            del due[ex]
+        return out
+
+    def earliest(self) -> float | None:
+        return min(self._due.values()) if self._due else None

@@ -1,0 +1,221 @@
+"""``python -m steadyserve.lb.gateway_server``: the gateway port as its own process.
+
+It follows two things from the controller, both by long-poll: the gateway map
+(route prefix -> service, ``/api/v1/gateway/routes``) and, for each service on
+it, that service's route table, polled and reported as consumer ``gateway`` so
+the controller's draining waits for this process too before it stops a replica
+(zero failed requests during updates, through either port).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from steadyserve.lb import control_http
+from steadyserve.lb.balancer import Balancer
+from steadyserve.lb.downstream import ClientConnection
+from steadyserve.lb.gateway import GatewayProxy
+from steadyserve.lb.proxy import Proxy
+from steadyserve.lb.route_table import LoadReporter, RouteClient, RouteTable, service_url
+from steadyserve.lb.server import open_file_limit
+from steadyserve.lb.zero import ZeroHold, controller_asker
+from steadyserve.paths import Home
+
+log = logging.getLogger("steadyserve.lb")
+
+CONSUMER = "gateway"
+DRAIN_SECONDS = 10.0
+SWEEP_SECONDS = 1.0
+POLL_WAIT_S = 25.0
+
+
+class _GatewayRouteClient(RouteClient):
+    """A service's route table, polled as consumer ``gateway``."""
+
+    async def poll_once(self) -> RouteTable:
+        url = self._home.controller_url()
+        if url is None:
+            raise control_http.ControlHTTPError("no controller recorded in STEADY_HOME")
+        target = (
+            service_url(url, self._service, "routes")
+            + f"?known={quote(self.known, safe=':')}&wait={int(self._wait_s)}&consumer={CONSUMER}"
+        )
+        status, body = await control_http.request(target, timeout=self._wait_s + 10.0)
+        if status != 200:
+            raise control_http.ControlHTTPError(f"routes poll answered {status}")
+        return RouteTable.from_json(json.loads(body))
+
+
+class _GatewayReporter(LoadReporter):
+    def build(self) -> dict[str, Any]:
+        return {**super().build(), "consumer": CONSUMER}
+
+
+class Lane:
+    """One service on the gateway: its own proxy, route poll and load report."""
+
+    def __init__(self, home: Home, service: str, gateway: GatewayProxy) -> None:
+        self.service = service
+        self.proxy = Proxy(
+            service,
+            Balancer(None),
+            max_header_bytes=gateway.max_header_bytes,
+            max_body_bytes=gateway.max_body_bytes,
+            limits=gateway.default_limits,
+            send_timeout=gateway.send_timeout,
+        )
+        self.proxy.zero = ZeroHold(self.proxy, controller_asker(home, service))
+        self.client = _GatewayRouteClient(home, service, self.proxy.apply_table, POLL_WAIT_S)
+        self.reporter = _GatewayReporter(home, service, self._snapshot, 0.5)
+        loop = asyncio.get_running_loop()
+        self.tasks = [loop.create_task(self.client.run()), loop.create_task(self.reporter.run())]
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {**self.proxy.balancer.snapshot(), "queued": len(self.proxy.waiting)}
+
+    def cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+
+
+class Gateway:
+    """The gateway's proxy plus one lane per service on its map."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.proxy = GatewayProxy(fd_limit=open_file_limit())
+        self.lanes: dict[str, Lane] = {}
+        self.known = ""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._server: asyncio.AbstractServer | None = None
+
+    def apply_map(self, routes: dict[str, str]) -> None:
+        """Route prefix -> service: add lanes for new services, retire the rest."""
+        wanted = set(routes.values())
+        for name in wanted - set(self.lanes):
+            self.lanes[name] = Lane(self.home, name, self.proxy)
+        for name in set(self.lanes) - wanted:
+            lane = self.lanes.pop(name)
+            lane.proxy.begin_drain()
+            # In-flight requests on it still finish; its polls stop now and its
+            # pooled replica connections close once a drain's time has passed.
+            lane.cancel()
+            asyncio.get_running_loop().call_later(DRAIN_SECONDS, lane.proxy.close_all)
+        self.proxy.set_lanes(
+            {prefix.encode(): self.lanes[name].proxy for prefix, name in routes.items()}
+        )
+        log.info("gateway routes: %s", routes or "(none)")
+
+    async def follow_map(self) -> None:
+        backoff = 0.2
+        while True:
+            url = self.home.controller_url()
+            try:
+                if url is None:
+                    raise control_http.ControlHTTPError("no controller")
+                target = (
+                    f"{url.rstrip('/')}/api/v1/gateway/routes"
+                    f"?known={quote(self.known, safe=':')}&wait={int(POLL_WAIT_S)}"
+                )
+                status, body = await control_http.request(target, timeout=POLL_WAIT_S + 10.0)
+                if status != 200:
+                    raise control_http.ControlHTTPError(f"gateway poll answered {status}")
+                data = json.loads(body)
+                routes = data.get("routes")
+                if not isinstance(routes, dict):
+                    raise ValueError("routes must be a mapping")
+            except (control_http.ControlHTTPError, ValueError) as exc:
+                log.debug("gateway poll failed: %s", exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            backoff = 0.2
+            key = f"{data.get('epoch')}:{data.get('version')}"
+            if key != self.known:
+                self.apply_map({str(k): str(v) for k, v in routes.items()})
+                self.known = key
+
+    async def start(self, listen_fd: int | None, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self.follow_map()))
+        self._tasks.append(loop.create_task(self._sweep()))
+        if listen_fd is not None:
+            sock = socket.socket(fileno=listen_fd)
+            self._server = await loop.create_server(
+                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096
+            )
+        else:
+            self._server = await loop.create_server(
+                lambda: ClientConnection(self.proxy), host, port, reuse_address=True, backlog=4096
+            )
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            self.proxy.sweep()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self.proxy.begin_drain()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_SECONDS
+        while self.proxy.clients and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        for lane in self.lanes.values():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(lane.reporter.report_once(), 1.0)
+            lane.cancel()
+        for task in self._tasks:
+            task.cancel()
+        self.proxy.close_all()
+
+
+async def serve(home: Home, listen_fd: int | None, host: str, port: int) -> None:
+    gateway = Gateway(home)
+    await gateway.start(listen_fd, host, port)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"steady-gateway: listening on port {port} (pid {os.getpid()})", flush=True)
+    await stop.wait()
+    await gateway.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m steadyserve.lb.gateway_server")
+    p.add_argument("--home", required=True)
+    p.add_argument("--port", required=True, type=int)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--listen-fd", type=int, default=None)
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("STEADY_LB_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s gateway[%(process)d] %(message)s",
+        stream=sys.stderr,
+    )
+    import uvloop
+
+    try:
+        uvloop.run(serve(Home.from_env(Path(args.home)), args.listen_fd, args.host, args.port))
+    except OSError as exc:
+        print(f"steady-gateway: cannot listen on port {args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

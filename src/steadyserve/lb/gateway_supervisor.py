@@ -1,0 +1,202 @@
+"""The controller's side of the gateway: its port, its process, its route map.
+
+One gateway per controller (per STEADY_HOME): the last ``steady deploy`` that
+named a gateway port (a Ray Serve config's ``http_options.port``, or a fleet
+file's ``gateway: {port: N}``) sets it, and a fleet file without one removes
+it. The port and the process are kept in ``STEADY_HOME/gateway.json``, so a
+restarted controller adopts the running gateway instead of starting another:
+traffic on the gateway port, like a service endpoint, survives the controller.
+
+The route map (prefix -> service) is every service whose current spec has a
+``service.route_prefix``, published by long-poll like a service's route table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
+from steadyserve.controller.routes import RoutePublisher
+from steadyserve.paths import Home
+from steadyserve.spec import ServiceSpec
+
+log = logging.getLogger("steadyserve.controller")
+
+SUPERVISE_S = 0.25
+RESTART_BACKOFF_S = 0.5
+STOP_TIMEOUT_S = 10.0
+
+
+def route_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
+    """Route prefix -> service name, for every service that has a prefix."""
+    routes: dict[str, str] = {}
+    for spec in specs:
+        prefix = spec.service.route_prefix
+        if prefix is not None and spec.name is not None and prefix not in routes:
+            routes[prefix] = spec.name
+    return dict(sorted(routes.items()))
+
+
+class GatewaySupervisor:
+    def __init__(self, home: Home, epoch: str, specs: Callable[[], Iterable[ServiceSpec]]) -> None:
+        self.home = home
+        self.routes = RoutePublisher(epoch)
+        self._specs = specs
+        self.port: int | None = None
+        self.handle: LocalProcess | None = None
+        self.listener: socket.socket | None = None
+        self._last_start = 0.0
+        self.problem: str | None = None
+        self._load()
+
+    @property
+    def path(self) -> Any:
+        return self.home.root / "gateway.json"
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return
+        port = data.get("port")
+        self.port = port if isinstance(port, int) else None
+        pid, created = data.get("pid"), data.get("create_time")
+        if isinstance(pid, int) and self.port and same_process_alive(pid, created):
+            self.handle = LocalProcess(pid, created, self.port)
+
+    def _save(self) -> None:
+        data = {
+            "port": self.port,
+            "pid": self.handle.pid if self.handle else None,
+            "create_time": self.handle.create_time if self.handle else None,
+        }
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.path)
+
+    @property
+    def pids(self) -> set[int]:
+        pid = self.handle.pid if self.handle is not None else None
+        return {pid} if pid is not None else set()
+
+    @property
+    def running(self) -> bool:
+        return self.handle is not None and self.handle.exit_code() is None
+
+    def check_port(self, port: int | None) -> str | None:
+        """Why ``port`` cannot be the gateway's, or None (it is, or it is free)."""
+        if port is None or port == self.port:
+            return None
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(("127.0.0.1", port))
+        except OSError:
+            return f"gateway port {port} is already in use"
+        return None
+
+    async def configure(self, port: int | None) -> None:
+        """Serve the gateway on ``port`` (None: no gateway); restarts it on a new port."""
+        if port == self.port:
+            return
+        await self.stop()
+        self.port = port
+        self._save()
+        self.publish()
+
+    def publish(self) -> None:
+        self.routes.publish({"routes": route_map(self._specs())})
+
+    async def run(self) -> None:
+        """Keep the map current and the process running (the controller's task)."""
+        while True:
+            try:
+                self.publish()
+                self.supervise()
+            except Exception:  # keep supervising whatever one round hit
+                log.exception("gateway supervision")
+            await asyncio.sleep(SUPERVISE_S)
+
+    def supervise(self) -> None:
+        if self.port is None or self.running:
+            return
+        if time.monotonic() - self._last_start < RESTART_BACKOFF_S:
+            return
+        self._last_start = time.monotonic()
+        try:
+            listener = self._listen(self.port)
+        except OSError as exc:
+            self.problem = f"cannot listen on gateway port {self.port}: {exc.strerror}"
+            log.warning("%s; retrying", self.problem)
+            return
+        self.problem = None
+        log_path = self.home.root / "logs" / "gateway.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, STEADY_HOME=str(self.home.root))
+        with open(log_path, "ab") as out:
+            popen = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "steadyserve.lb.gateway_server",
+                    "--home",
+                    str(self.home.root),
+                    "--port",
+                    str(self.port),
+                    "--listen-fd",
+                    str(listener.fileno()),
+                ],
+                pass_fds=(listener.fileno(),),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.handle = LocalProcess.of(popen, self.port)
+        self._save()
+
+    def _listen(self, port: int) -> socket.socket:
+        if self.listener is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+                sock.listen(4096)
+            except OSError:
+                sock.close()
+                raise
+            self.listener = sock
+        return self.listener
+
+    def detach(self) -> None:
+        """The controller stops; the gateway keeps serving."""
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+
+    async def stop(self) -> None:
+        if self.handle is not None:
+            with contextlib.suppress(Exception):
+                await stop_group(self.handle, STOP_TIMEOUT_S)
+        self.handle = None
+        self.detach()
+        self._save()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "port": self.port,
+            "running": self.running,
+            "routes": route_map(self._specs()),
+            "problem": self.problem,
+        }

@@ -1,0 +1,86 @@
+"""The blue-green preview port: a second listener whose requests only the new
+version answers (``service.blue_green.preview_port``).
+
+Its connections are the proxy's ordinary client connections with every request
+pinned to the preview version, exactly as if it carried ``X-Steady-Version``:
+same parsing, limits, queueing and metrics, and a clear 503 while the new
+version has no READY replica. The route table says when to open and close it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from steadyserve.lb.downstream import ClientConnection
+from steadyserve.lb.proxy import Proxy
+
+log = logging.getLogger("steadyserve.lb")
+
+
+class PinnedConnection(ClientConnection):
+    """A client connection whose requests go to ``preview.version`` only."""
+
+    def __init__(self, proxy: Proxy, preview: Preview) -> None:
+        super().__init__(proxy)
+        self._preview = preview
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self.parsing is not None:
+            self.parsing.pin = self._preview.version
+
+
+class Preview:
+    """Opens, moves and closes the preview listener as route tables arrive."""
+
+    def __init__(self, proxy: Proxy, host: str) -> None:
+        self._proxy = proxy
+        self._host = host
+        self.port: int | None = None
+        self.version = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def apply(self, preview: tuple[int, int] | None) -> None:
+        """Follow the table's ``preview`` (None closes the listener)."""
+        port = preview[0] if preview else None
+        if preview is not None:
+            self.version = preview[1]
+        if port == self.port:
+            return
+        self.port = port
+        previous, self._task = self._task, None
+        self._task = asyncio.get_running_loop().create_task(self._switch(port, previous))
+
+    async def _switch(self, port: int | None, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            with contextlib.suppress(Exception):
+                await previous
+        await self._close()
+        if port is None:
+            return
+        try:
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: PinnedConnection(self._proxy, self),
+                self._host,
+                port,
+                reuse_address=True,
+            )
+            log.info("blue-green preview of version %d on port %d", self.version, port)
+        except OSError as exc:
+            log.warning("cannot listen on preview port %d: %s", port, exc)
+
+    async def _close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await self._task
+        await self._close()

@@ -1,0 +1,38 @@
+"""TLS at the load balancer (SkyServe's ``service.tls``).
+
+The controller passes the key and certificate paths to the LB process in its
+environment (:func:`env_for`); the LB builds its server context from them
+(:func:`server_context_from_env`). Replicas keep speaking plain HTTP on
+loopback: only the endpoint clients reach is encrypted, as in SkyServe.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+
+KEYFILE_ENV = "STEADY_LB_TLS_KEYFILE"
+CERTFILE_ENV = "STEADY_LB_TLS_CERTFILE"
+
+
+def env_for(keyfile: str | None, certfile: str | None) -> dict[str, str]:
+    """The LB process's environment entries for these files ({} without TLS)."""
+    if keyfile is None or certfile is None:
+        return {}
+    return {KEYFILE_ENV: keyfile, CERTFILE_ENV: certfile}
+
+
+def server_context_from_env(environ: Mapping[str, str] | None = None) -> ssl.SSLContext | None:
+    """A server context with the certificate chain, or None when TLS is off.
+
+    A bad key or certificate raises (ssl.SSLError/OSError): the LB exits and its
+    log says why, rather than serving plain HTTP on an endpoint meant to be HTTPS."""
+    env = os.environ if environ is None else environ
+    keyfile, certfile = env.get(KEYFILE_ENV), env.get(CERTFILE_ENV)
+    if not keyfile or not certfile:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(certfile=certfile, keyfile=keyfile)
+    return context

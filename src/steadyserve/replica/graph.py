@@ -1,0 +1,103 @@
+"""The runner's side of ``.bind()`` graphs: which node this replica hosts, and how.
+
+An import path may name a ``Deployment``, an ``Application`` (``.bind()``) or an
+app builder (``def build(args) -> Application``, called with ``STEADY_APP_ARGS``).
+``module:app`` hosts the graph's ingress; ``module:app.Translator`` the node
+named Translator. The node's bound arguments are its constructor's; a bound
+deployment among them becomes a ``DeploymentHandle`` to that deployment's service.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+from steadyserve.replica.errors import LoadError
+from steadyserve.serve import graph as serve_graph
+from steadyserve.serve.deployment import Application, Deployment, replace_nodes
+from steadyserve.serve.handle import DeploymentHandle
+from steadyserve.serve.ingress import ingress_of
+
+
+@dataclass(frozen=True)
+class Node:
+    """What the loader needs to host one graph node."""
+
+    cls: type
+    options: dict[str, Any]
+    init_args: tuple[Any, ...]
+    init_kwargs: dict[str, Any]
+    ingress: Any
+
+
+def is_builder(obj: Any) -> bool:
+    """Ray's app builders: ``def build(args: dict) -> Application``; recognised by
+    the return annotation or a first parameter named ``args``."""
+    if not inspect.isfunction(obj):
+        return False
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    params = list(signature.parameters.values())
+    returns = signature.return_annotation
+    named = getattr(returns, "__name__", returns)
+    return len(params) >= 1 and (params[0].name == "args" or "Application" in str(named))
+
+
+def is_graph(obj: Any) -> bool:
+    return isinstance(obj, (Application, Deployment)) or is_builder(obj)
+
+
+def _application(obj: Any, where: str) -> Application:
+    try:
+        args = serve_graph.app_args_from_env() if is_builder(obj) else None
+        return serve_graph.as_application(obj, where, args)
+    except serve_graph.GraphError as exc:
+        raise LoadError(str(exc)) from None
+
+
+def node(obj: Any, name: str, owner: str) -> Application:
+    """Step from a graph into its node ``name``."""
+    app = _application(obj, owner)
+    found = serve_graph.find_node(app, name)
+    if found is None:
+        names = ", ".join(repr(n.name) for n in app.nodes())
+        raise LoadError(f"{owner} has no deployment named {name!r} (it has {names})")
+    return found
+
+
+def resolve(import_path: str, obj: Any) -> Node:
+    app = _application(obj, repr(import_path))
+    cls = app.deployment.func_or_class
+
+    def to_handle(bound: Application) -> DeploymentHandle:
+        return DeploymentHandle(bound.name)
+
+    ingress = ingress_of(cls)
+    if ingress is not None:
+        _refuse_class_based_routes(ingress, cls)
+    options = {k: v for k, v in app.deployment.user_options.items() if k != "name"}
+    return Node(
+        cls=cls,
+        options=options,
+        init_args=tuple(replace_nodes(list(app.args), to_handle)),
+        init_kwargs=dict(replace_nodes(dict(app.kwargs), to_handle)),
+        ingress=ingress,
+    )
+
+
+def _refuse_class_based_routes(ingress: Any, cls: type) -> None:
+    """Ray's FastAPI class-based views (``def root(self)`` inside the class) would be
+    served with ``self`` as a query parameter: refuse them by name instead."""
+    prefix = cls.__qualname__ + "."
+    for route in getattr(ingress, "routes", None) or []:
+        name = str(getattr(getattr(route, "endpoint", None), "__qualname__", ""))
+        if name.startswith(prefix):
+            raise LoadError(
+                f"route {getattr(route, 'path', '?')!r} is the method "
+                f"{name}: class-based routes under @serve.ingress are "
+                f"not supported; define route functions outside the class "
+                f"(see docs/ray-serve-api.md)"
+            )

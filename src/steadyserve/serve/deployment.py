@@ -1,0 +1,210 @@
+"""``@serve.deployment``, ``.options()`` and ``.bind()``: Ray Serve's deployment API.
+
+A ``Deployment`` wraps the user's class with its options; ``.bind(*args)``
+returns an ``Application``: one node of a graph whose constructor arguments may
+be other bound deployments. Nothing runs here: the runner
+(``python -m steadyserve.replica``) hosts one node per service, and
+``steadyserve.serve.graph`` describes the whole graph for the CLI.
+
+Unlike Ray, calling a ``Deployment`` constructs the class, so tests and
+notebooks can use the class directly.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, overload
+
+from steadyserve.replica.deployment import DeploymentOptions
+
+C = TypeVar("C", bound=type)
+
+DOCS = "docs/ray-serve-api.md"
+
+# Ray's options that SteadyServe acts on (the runner's settings, the CLI's defaults).
+ACTED_ON = (
+    "num_replicas",
+    "user_config",
+    "max_ongoing_requests",
+    "max_queued_requests",
+    "autoscaling_config",
+    "health_check_period_s",
+    "health_check_timeout_s",
+    "graceful_shutdown_wait_loop_s",
+    "graceful_shutdown_timeout_s",
+)
+# Ray's options that have no meaning for local processes: accepted so a Ray app
+# runs unchanged, and named once on stderr so nobody believes they took effect.
+NOT_APPLICABLE = (
+    "ray_actor_options",
+    "placement_group_bundles",
+    "placement_group_strategy",
+    "max_replicas_per_node",
+    "logging_config",
+    "version",
+    "route_prefix",
+    "request_router_config",
+)
+ALL_OPTIONS = ("name", *ACTED_ON, *NOT_APPLICABLE)
+
+
+def check_options(options: dict[str, Any], where: str) -> None:
+    """Raise ``TypeError`` for an unknown option, ``ValueError`` for a bad value."""
+    for key in options:
+        if key not in ALL_OPTIONS:
+            raise TypeError(f"{where}: unknown option {key!r} (see {DOCS})")
+    name = options.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"{where}(name={name!r}): must be a non-empty string")
+    queued = options.get("max_queued_requests")
+    if queued is not None and (
+        isinstance(queued, bool) or not isinstance(queued, int) or queued < -1
+    ):
+        raise ValueError(f"{where}(max_queued_requests={queued!r}): must be an integer >= -1")
+    scaling = options.get("autoscaling_config")
+    if scaling is not None and not isinstance(scaling, dict):
+        raise ValueError(f"{where}(autoscaling_config=...): must be a dict")
+    replicas = options.get("num_replicas")
+    checked = {k: options[k] for k in DeploymentOptions.__dataclass_fields__ if k in options}
+    if replicas == "auto":
+        checked.pop("num_replicas")
+    DeploymentOptions(**checked)  # the same checks and messages as @steadyserve.deployment
+
+
+class Deployment:
+    """A class and its options; ``bind`` it to make an application."""
+
+    def __init__(self, func_or_class: type, options: dict[str, Any]) -> None:
+        self.func_or_class = func_or_class
+        self._options = dict(options)
+
+    @property
+    def name(self) -> str:
+        name = self._options.get("name")
+        return name if isinstance(name, str) else self.func_or_class.__name__
+
+    @property
+    def user_options(self) -> dict[str, Any]:
+        """The options the user gave (decorator, then ``.options()``), name included."""
+        return dict(self._options)
+
+    def options(self, **options: Any) -> Deployment:
+        """A copy with these options changed; the original is left alone."""
+        check_options(options, f"{self.name}.options")
+        _note_not_applicable(options, self.name)
+        return Deployment(self.func_or_class, {**self._options, **options})
+
+    def bind(self, *args: Any, **kwargs: Any) -> Application:
+        """One node of an application: this deployment with its constructor arguments."""
+        return Application(self, args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Construct the class directly (SteadyServe only; Ray raises here)."""
+        return self.func_or_class(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Class attributes (constants, static helpers) stay reachable through the deployment.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.func_or_class, name)
+
+    def __repr__(self) -> str:
+        return f"Deployment(name={self.name!r})"
+
+
+class Application:
+    """A bound deployment: ``Translator.bind()``; its arguments may be applications too."""
+
+    def __init__(self, deployment: Deployment, args: tuple[Any, ...], kwargs: dict[str, Any]):
+        self.deployment = deployment
+        self.args = args
+        self.kwargs = kwargs
+
+    @property
+    def name(self) -> str:
+        return self.deployment.name
+
+    def nodes(self) -> Iterator[Application]:
+        """This node then every bound deployment reachable from its arguments, once
+        each, callers before callees."""
+        seen: set[int] = set()
+        queue: list[Application] = [self]
+        while queue:
+            node = queue.pop(0)
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            yield node
+            queue.extend(children(node.args) + children(node.kwargs))
+
+    def __repr__(self) -> str:
+        return f"Application({self.name!r})"
+
+
+def children(value: Any) -> list[Application]:
+    """The applications in ``value`` (nested in lists, tuples and dict values too)."""
+    if isinstance(value, Application):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [a for item in value for a in children(item)]
+    if isinstance(value, dict):
+        return [a for item in value.values() for a in children(item)]
+    return []
+
+
+def replace_nodes(value: Any, replace: Callable[[Application], Any]) -> Any:
+    """``value`` with each application in it replaced by ``replace(app)``."""
+    if isinstance(value, Application):
+        return replace(value)
+    if isinstance(value, list):
+        return [replace_nodes(item, replace) for item in value]
+    if isinstance(value, tuple):
+        return tuple(replace_nodes(item, replace) for item in value)
+    if isinstance(value, dict):
+        return {key: replace_nodes(item, replace) for key, item in value.items()}
+    return value
+
+
+_noted: set[tuple[str, str]] = set()
+
+
+def _note_not_applicable(options: dict[str, Any], name: str) -> None:
+    for key in options:
+        if key in NOT_APPLICABLE and (name, key) not in _noted:
+            _noted.add((name, key))
+            print(
+                f"steadyserve: deployment {name!r}: {key} does not apply to local "
+                f"replicas and is ignored (see {DOCS})",
+                file=sys.stderr,
+            )
+
+
+@overload
+def deployment(_func_or_class: C, /) -> Deployment: ...
+
+
+@overload
+def deployment(_func_or_class: None = None, /, **options: Any) -> Callable[[type], Deployment]: ...
+
+
+def deployment(_func_or_class: type | None = None, /, **options: Any) -> Any:
+    """``@serve.deployment`` or ``@serve.deployment(name=..., num_replicas=..., ...)``.
+
+    Options are Ray Serve's; they are checked here, at import time, so a bad
+    value fails ``steady deploy`` rather than every replica."""
+    check_options(options, "deployment")
+
+    def make(target: Any) -> Deployment:
+        if not isinstance(target, type):
+            raise TypeError(
+                f"@serve.deployment decorates a class, not {type(target).__name__} "
+                f"(function deployments are not supported; see {DOCS})"
+            )
+        made = Deployment(target, options)
+        _note_not_applicable(options, made.name)
+        return made
+
+    if _func_or_class is None:
+        return make
+    return make(_func_or_class)

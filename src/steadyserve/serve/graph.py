@@ -1,0 +1,171 @@
+"""Describe an application graph: ``python -m steadyserve.serve.graph IMPORT_PATH [--args JSON]``.
+
+Run in a subprocess whose cwd is the version's workdir (user code is never
+imported by the CLI or the controller themselves). Prints a JSON list, the
+ingress first, of ``{name, class_path, service, options, ingress, init_args,
+init_kwargs}``; docs/ray-serve-api.md specifies it. A bound deployment among
+the constructor arguments is ``{"__steady_handle__": "<deployment name>"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import inspect
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from steadyserve.serve.deployment import Application, Deployment, replace_nodes
+from steadyserve.serve.names import attr_name, default_service_name
+
+PROG = "steadyserve.serve.graph"
+APP_ARGS = "STEADY_APP_ARGS"
+HANDLE_KEY = "__steady_handle__"
+REPR_KEY = "__steady_repr__"
+
+
+class GraphError(Exception):
+    """An import path that does not lead to an application; one line for the user."""
+
+
+def as_application(obj: Any, where: str, args: dict[str, Any] | None = None) -> Application:
+    """An application from what an import path names: an application, a deployment
+    (bound with no arguments), or a builder function called with ``args``."""
+    if isinstance(obj, Application):
+        return obj
+    if isinstance(obj, Deployment):
+        return obj.bind()
+    if inspect.isfunction(obj):
+        try:
+            built = obj(args or {})
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            raise GraphError(f"the app builder {where} raised {why}") from None
+        if isinstance(built, Application):
+            return built
+        raise GraphError(
+            f"the app builder {where} returned {type(built).__name__}, not an application "
+            f"(return SomeDeployment.bind(...))"
+        )
+    raise GraphError(f"{where} is not an application, a deployment or an app builder")
+
+
+def app_args_from_env() -> dict[str, Any]:
+    """The builder's args the converter put in the service's environment."""
+    raw = os.environ.get(APP_ARGS)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise GraphError(f"{APP_ARGS} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise GraphError(f"{APP_ARGS} must be a JSON object")
+    return value
+
+
+def find_node(app: Application, name: str) -> Application | None:
+    """The node whose deployment name is ``name`` (as written in an import path)."""
+    for node in app.nodes():
+        if node.name == name or attr_name(node.name) == name:
+            return node
+    return None
+
+
+def check_unique(app: Application) -> None:
+    """Two different nodes with one name would be one service: refuse."""
+    seen: dict[str, Application] = {}
+    for node in app.nodes():
+        other = seen.setdefault(node.name, node)
+        if other is not node:
+            raise GraphError(
+                f"two deployments in the graph are named {node.name!r}; give one .options(name=...)"
+            )
+
+
+def describe_app(app: Application, import_path: str) -> list[dict[str, Any]]:
+    check_unique(app)
+    out = []
+    for node in app.nodes():
+        is_root = node is app
+        out.append(
+            {
+                "name": node.name,
+                "class_path": import_path if is_root else f"{import_path}.{attr_name(node.name)}",
+                "service": default_service_name(node.name),
+                "options": jsonable(node.deployment.user_options),
+                "ingress": is_root,
+                "init_args": jsonable(replace_nodes(list(node.args), _placeholder)),
+                "init_kwargs": jsonable(replace_nodes(dict(node.kwargs), _placeholder)),
+            }
+        )
+    return out
+
+
+def describe(import_path: str, args: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Import ``import_path`` (this process must be a throwaway one) and describe it."""
+    from steadyserve.replica.loader import LoadError, split_import_path
+
+    try:
+        module_name, names = split_import_path(import_path)
+    except LoadError as exc:
+        raise GraphError(str(exc)) from None
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        raise GraphError(f"cannot import module {module_name!r} ({why})") from None
+    for name in names:
+        if not hasattr(obj, name):
+            raise GraphError(f"{module_name}:{'.'.join(names)}: no attribute {name!r}")
+        obj = getattr(obj, name)
+    return describe_app(as_application(obj, repr(import_path), args), import_path)
+
+
+def _placeholder(node: Application) -> dict[str, str]:
+    return {HANDLE_KEY: node.name}
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON data; what JSON cannot hold shown as ``{"__steady_repr__": ...}``."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: jsonable(v) for k, v in value.items()}
+    return {REPR_KEY: repr(value)[:500]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__)
+    parser.add_argument("import_path", help="module:attr of an application or app builder")
+    parser.add_argument("--args", default=None, help="JSON object for an app builder")
+    ns = parser.parse_args(argv)
+    cwd = os.getcwd()
+    if not sys.path or sys.path[0] not in ("", cwd):
+        sys.path.insert(0, cwd)
+    try:
+        args = json.loads(ns.args) if ns.args is not None else None
+    except ValueError as exc:
+        print(f"{PROG}: --args is not valid JSON ({exc})", file=sys.stderr)
+        return 2
+    if args is not None and not isinstance(args, dict):
+        print(f"{PROG}: --args must be a JSON object", file=sys.stderr)
+        return 2
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the JSON
+            described = describe(ns.import_path, args)
+    except GraphError as exc:
+        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    print(json.dumps(described), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""``DeploymentHandle``: call another deployment of the graph, as in Ray Serve.
+
+    translation = await self.translator.translate.remote(text)      # async code
+    translation = self.translator.translate.remote(text).result()   # sync code
+    async for word in self.translator.options(stream=True).words.remote(text): ...
+
+Calls go straight to the callee service's replicas (``router.ServiceRouter``),
+never through a load balancer or gateway. All of a process's handles share one
+background event loop in a daemon thread, so a response can be awaited from any
+event loop or waited for from any thread.
+
+Where the callee's replicas are: the controller's route table for the service
+named by ``STEADY_GRAPH_SERVICES`` (or the default name of the deployment), read
+through ``STEADY_CONTROLLER_FILE``; or ``STEADY_GRAPH_ROUTES`` (JSON
+``{service: "host:port,..."}``) when running by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import json
+import os
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from steadyserve import replica_contract as contract
+from steadyserve.paths import Home
+from steadyserve.serve import wire
+from steadyserve.serve.names import default_service_name
+
+if TYPE_CHECKING:  # the HTTP client is imported by the first call, not by every replica
+    import aiohttp
+
+    from steadyserve.serve.router import ServiceRouter
+
+T = TypeVar("T")
+
+CONTROLLER_FILE = contract.CONTROLLER_FILE
+GRAPH_SECRET = contract.GRAPH_SECRET
+GRAPH_SERVICES = "STEADY_GRAPH_SERVICES"
+GRAPH_ROUTES = "STEADY_GRAPH_ROUTES"
+HANDLE_WAIT_S = "STEADY_HANDLE_WAIT_S"
+DEFAULT_WAIT_S = 60.0
+
+
+class _Runtime:
+    """The background loop every handle of this process uses, started on first call."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.routers: dict[str, ServiceRouter] = {}
+        self.session: aiohttp.ClientSession | None = None
+        thread = threading.Thread(target=self.loop.run_forever, name="steady-handles", daemon=True)
+        thread.start()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Close the connection pool at exit (quietly; the loop's thread is a daemon)."""
+        if self.session is not None and not self.loop.is_closed():
+            with contextlib.suppress(Exception):
+                self.submit(self.session.close()).result(timeout=2)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def router(self, service: str) -> ServiceRouter:
+        """On the runtime's loop only."""
+        import aiohttp
+
+        from steadyserve.serve.router import ServiceRouter
+
+        router = self.routers.get(service)
+        if router is None:
+            if self.session is None:
+                # One connection per call: a stopping replica never gets a call on
+                # a kept-alive connection it is about to close.
+                connector = aiohttp.TCPConnector(force_close=True, limit=0)
+                self.session = aiohttp.ClientSession(
+                    connector=connector, timeout=aiohttp.ClientTimeout(total=None, connect=10)
+                )
+            router = ServiceRouter(service, self.session, _wait_s())
+            static = _json_env(GRAPH_ROUTES).get(service)
+            controller_file = os.environ.get(CONTROLLER_FILE)
+            home = Home(Path(controller_file).parent) if controller_file else None
+            token = os.environ.get(contract.ROUTES_TOKEN) or None
+            router.start(home, static if isinstance(static, str) else None, token)
+            self.routers[service] = router
+        return router
+
+
+_runtime: _Runtime | None = None
+_runtime_lock = threading.Lock()
+_graph_secret: str | None = os.environ.get(GRAPH_SECRET) or None
+
+
+def runtime() -> _Runtime:
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = _Runtime()
+        return _runtime
+
+
+def set_graph_secret(secret: str | None) -> None:
+    """The runner hands over the secret it took out of the environment."""
+    global _graph_secret
+    _graph_secret = secret or None
+
+
+def service_for(deployment_name: str) -> str:
+    """The service a handle to ``deployment_name`` calls."""
+    mapped = _json_env(GRAPH_SERVICES).get(deployment_name)
+    return mapped if isinstance(mapped, str) else default_service_name(deployment_name)
+
+
+class DeploymentHandle:
+    """A handle to one deployment; ``.remote()`` calls ``__call__``, ``.name.remote()``
+    calls method ``name``; ``.options(method_name=, stream=)`` returns a new handle."""
+
+    def __init__(
+        self,
+        deployment_name: str,
+        app_name: str = "default",
+        *,
+        service: str | None = None,
+        method_name: str = "__call__",
+        stream: bool = False,
+    ) -> None:
+        self.deployment_name = deployment_name
+        self.app_name = app_name
+        self.service = service or service_for(deployment_name)
+        self.method_name = method_name
+        self.stream = stream
+
+    def options(
+        self, *, method_name: str | None = None, stream: bool | None = None, **other: Any
+    ) -> DeploymentHandle:
+        for key in other:
+            if key not in ("multiplexed_model_id", "use_new_handle_api", "_prefer_local_routing"):
+                raise TypeError(f"DeploymentHandle.options: unknown option {key!r}")
+            if key == "multiplexed_model_id":
+                raise NotImplementedError(
+                    "multiplexed_model_id: model multiplexing is not supported "
+                    "(see docs/ray-serve-api.md)"
+                )
+        return DeploymentHandle(
+            self.deployment_name,
+            self.app_name,
+            service=self.service,
+            method_name=self.method_name if method_name is None else method_name,
+            stream=self.stream if stream is None else stream,
+        )
+
+    def __getattr__(self, name: str) -> DeploymentHandle:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.options(method_name=name)
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        rt = runtime()
+        call = _call(rt, self.service, self.method_name, self.stream, args, kwargs)
+        if self.stream:
+            return DeploymentResponseGenerator(rt, rt.submit(call))
+        return DeploymentResponse(rt.submit(_single(call)))
+
+    def __repr__(self) -> str:
+        return f"DeploymentHandle(deployment={self.deployment_name!r}, service={self.service!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        names = (self.deployment_name, self.app_name, self.service, self.method_name)
+        return (_rebuild, (*names, self.stream))
+
+
+def _rebuild(
+    deployment: str, app: str, service: str, method: str, stream: bool
+) -> DeploymentHandle:
+    return DeploymentHandle(deployment, app, service=service, method_name=method, stream=stream)
+
+
+class DeploymentResponse:
+    """The future result of a call: ``await`` it, or ``.result()`` in sync code."""
+
+    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
+        self._future = future
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return asyncio.wrap_future(self._future).__await__()
+
+    def result(self, *, timeout_s: float | None = None) -> Any:
+        """Wait in sync code; inside an event loop it would stall every other request
+        of the replica, so there (as in Ray) it raises: ``await`` the response."""
+        _refuse_in_event_loop("DeploymentResponse.result()", "await response")
+        return self._future.result(timeout_s)
+
+    def cancel(self) -> None:
+        self._future.cancel()
+
+
+class DeploymentResponseGenerator:
+    """A streamed call: ``async for`` (or ``for`` in sync code) over what the
+    callee's generator yields, each item as soon as it is sent."""
+
+    def __init__(self, rt: _Runtime, stream: concurrent.futures.Future[Any]) -> None:
+        self._rt = rt
+        self._stream = stream  # resolves to the async iterator living on the runtime's loop
+
+    def __aiter__(self) -> DeploymentResponseGenerator:
+        return self
+
+    async def __anext__(self) -> Any:
+        items = await asyncio.wrap_future(self._stream)
+        future = self._rt.submit(_next(items))
+        value, done = await asyncio.wrap_future(future)
+        if done:
+            raise StopAsyncIteration
+        return value
+
+    def __iter__(self) -> DeploymentResponseGenerator:
+        return self
+
+    def __next__(self) -> Any:
+        _refuse_in_event_loop("iterating a DeploymentResponseGenerator", "async for")
+        items = self._stream.result()
+        value, done = self._rt.submit(_next(items)).result()
+        if done:
+            raise StopIteration
+        return value
+
+    def cancel(self) -> None:
+        if self._stream.done() and not self._stream.cancelled():
+            items = self._stream.result()
+            self._rt.submit(items.aclose())
+        else:
+            self._stream.cancel()
+
+
+def _refuse_in_event_loop(what: str, instead: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(f"{what} blocks; inside an async method use `{instead}` instead")
+
+
+async def _next(items: AsyncIterator[Any]) -> tuple[Any, bool]:
+    try:
+        return await items.__anext__(), False
+    except StopAsyncIteration:
+        return None, True
+
+
+async def _single(call: Coroutine[Any, Any, AsyncGenerator[Any, None]]) -> Any:
+    items = await call
+    try:
+        async for value in items:
+            return value
+    finally:
+        await items.aclose()  # releases the replica now, not at garbage collection
+    raise wire.WireError("the callee answered without a value")
+
+
+async def _resolve(value: Any) -> Any:
+    """A ``DeploymentResponse`` passed as an argument is awaited first, as in Ray."""
+    if isinstance(value, DeploymentResponse):
+        return await asyncio.wrap_future(value._future)
+    return value
+
+
+async def _call(
+    rt: _Runtime,
+    service: str,
+    method: str,
+    stream: bool,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> AsyncGenerator[Any, None]:
+    """Send the call; return an iterator over the answer's values (one unless streamed)."""
+    resolved_args = [await _resolve(a) for a in args]
+    resolved_kwargs = {k: await _resolve(v) for k, v in kwargs.items()}
+    secret = _graph_secret
+    trusted = secret is not None
+    body = wire.encode({"args": resolved_args, "kwargs": resolved_kwargs}, allow_pickle=trusted)
+    headers = {
+        wire.METHOD_HEADER: method,
+        wire.STREAM_HEADER: "1" if stream else "0",
+        "Content-Type": wire.CONTENT_TYPE,
+    }
+    if secret is not None:
+        headers[wire.GRAPH_SECRET_HEADER] = secret
+    router = rt.router(service)
+    replica, response = await router.post(headers, body)
+    return _values(router, replica, response, trusted)
+
+
+async def _values(
+    router: ServiceRouter, replica: Any, response: aiohttp.ClientResponse, trusted: bool
+) -> AsyncGenerator[Any, None]:
+    try:
+        if response.content_type != wire.CONTENT_TYPE:
+            text = (await response.text())[:200].strip()
+            raise wire.CallError(
+                "HTTPError", f"{router.service} answered {response.status}: {text}"
+            )
+        reader = wire.FrameReader(allow_pickle=trusted)
+        async for chunk in response.content.iter_any():
+            reader.feed(chunk)
+            for value in reader.values():
+                yield value
+        if reader.pending:
+            raise wire.CallError(
+                "ConnectionError", f"the {router.service} replica stopped mid-answer"
+            )
+    finally:
+        response.release()
+        router.release(replica)
+
+
+def _wait_s() -> float:
+    try:
+        return float(os.environ.get(HANDLE_WAIT_S, DEFAULT_WAIT_S))
+    except ValueError:
+        return DEFAULT_WAIT_S
+
+
+def _json_env(name: str) -> dict[str, Any]:
+    raw = os.environ.get(name)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

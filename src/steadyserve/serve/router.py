@@ -1,0 +1,214 @@
+"""A handle's own small load balancer: one callee service's replicas, called directly.
+
+The route table comes from the controller's long-poll, the one the service's
+load balancer reads, so a handle sees a rolling update as the
+load balancer does: new replicas appear, draining ones disappear within
+milliseconds. Replicas are picked by the service's own policy (``lb/policies``)
+under its ``max_ongoing_requests``, counting this process's calls.
+
+A call is retried on another replica only when the chosen one gave no answer:
+the connection was refused, closed before any answer (a replica stopping; a
+crash mid-method looks the same, docs/ray-serve-api.md says so), or the runner
+answered 503 at ``max_ongoing_requests``. When no replica is
+eligible the call waits for the table to change, up to ``wait_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import aiohttp
+
+from steadyserve.lb.policies import Policy, make_policy
+from steadyserve.lb.route_table import ReplicaRoute, RouteTable, service_url
+from steadyserve.paths import Home
+from steadyserve.serve import wire
+
+log = logging.getLogger("steadyserve.serve")
+
+RETRY_PAUSE_S = 0.05
+POLL_WAIT_S = 25
+MIN_BACKOFF_S = 0.2
+MAX_BACKOFF_S = 1.0
+WAKE_EVERY_S = 1.0
+
+
+class NoReplicaError(RuntimeError):
+    """No replica of the callee took the call within the wait."""
+
+
+@dataclass
+class _Candidate:
+    id: int
+    inflight: int
+
+
+class ServiceRouter:
+    """The replicas of one service as this process sees them, and its calls to them."""
+
+    def __init__(self, service: str, session: aiohttp.ClientSession, wait_s: float) -> None:
+        self.service = service
+        self.session = session
+        self.wait_s = wait_s
+        self.table: RouteTable | None = None
+        self.policy: Policy = make_policy("least_load")
+        self.inflight: dict[int, int] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._home: Home | None = None
+        self._auth: dict[str, str] = {}
+        self._woke_at = -WAKE_EVERY_S
+        self._wake_task: asyncio.Future[None] | None = None
+
+    def start(self, home: Home | None, static: str | None, token: str | None = None) -> None:
+        """Follow the controller's table for the service, or use fixed addresses."""
+        if static is not None:
+            self.apply(RouteTable.static(static, "least_load", 0, 0))
+        elif home is not None:
+            self._home = home
+            self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+            self._task = asyncio.ensure_future(self._follow(home))
+
+    async def _follow(self, home: Home) -> None:
+        """Long-poll the table as the service's load balancer does (``RouteClient``),
+        with the replica's routes-only token; keep the last table through failures.
+        The controller's address is re-read each time: a restarted one moves."""
+        known = ""
+        backoff = MIN_BACKOFF_S
+        headers = self._auth
+        while True:
+            try:
+                url = home.controller_url()
+                if url is None:
+                    raise ValueError("no controller recorded in STEADY_HOME")
+                target = service_url(url, self.service, "routes")
+                query = f"?known={quote(known, safe=':')}&wait={POLL_WAIT_S}"
+                timeout = aiohttp.ClientTimeout(total=POLL_WAIT_S + 10)
+                async with self.session.get(
+                    target + query, headers=headers, timeout=timeout
+                ) as response:
+                    if response.status != 200:
+                        raise ValueError(f"routes poll answered {response.status}")
+                    table = RouteTable.from_json(json.loads(await response.read()))
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+                log.debug("route poll for %s failed: %s", self.service, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            backoff = MIN_BACKOFF_S
+            if table.key != known:
+                self.apply(table)
+                known = table.key
+
+    def apply(self, table: RouteTable) -> None:
+        if self.table is None or self.table.policy != table.policy:
+            self.policy = make_policy(table.policy)
+        self.table = table
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def post(
+        self, headers: Mapping[str, str], body: bytes
+    ) -> tuple[ReplicaRoute, aiohttp.ClientResponse]:
+        """Send the call to a replica that takes it; the caller must ``release`` it."""
+        deadline = time.monotonic() + self.wait_s
+        exclude: set[int] = set()
+        while True:
+            replica = self._choose(exclude)
+            if replica is None:
+                self._wake_from_zero()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise NoReplicaError(self._why_none())
+                changed = self._changed
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(changed.wait(), min(left, 0.5))
+                if not changed.is_set():
+                    exclude.clear()  # no news in a while: try everyone again
+                continue
+            self.inflight[replica.id] = self.inflight.get(replica.id, 0) + 1
+            url = f"http://{replica.host}:{replica.port}{wire.CALL_PATH}"
+            try:
+                response = await self.session.post(url, data=body, headers=dict(headers))
+            except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+                # Refused or closed before an answer: the replica is gone or going.
+                log.debug("handle call to %s replica %d: %s", self.service, replica.id, exc)
+                self.release(replica)
+                exclude.add(replica.id)
+                await asyncio.sleep(RETRY_PAUSE_S if len(exclude) > 1 else 0)
+                continue
+            if response.status == 503 and response.content_type != wire.CONTENT_TYPE:
+                response.release()  # the runner's max_ongoing_requests answer: not taken
+                self.release(replica)
+                exclude.add(replica.id)
+                continue
+            return replica, response
+
+    def _wake_from_zero(self) -> None:
+        """At zero replicas a load balancer asks the controller for one; a handle
+        bypasses the load balancer, so it asks too (at most once a second)."""
+        table = self.table
+        if table is None or table.replicas or table.hold_at_zero_s <= 0 or self._home is None:
+            return
+        now = time.monotonic()
+        if now - self._woke_at < WAKE_EVERY_S:
+            return
+        self._woke_at = now
+        url = self._home.controller_url()
+        if url is not None:
+            self._wake_task = asyncio.ensure_future(
+                self._post_wake(service_url(url, self.service, "wake"))
+            )
+
+    async def _post_wake(self, url: str) -> None:
+        try:
+            async with self.session.post(
+                url, data=b"{}", headers=self._auth, timeout=aiohttp.ClientTimeout(total=5)
+            ) as response:
+                await response.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            log.debug("wake for %s failed: %s", self.service, exc)
+
+    def release(self, replica: ReplicaRoute) -> None:
+        count = self.inflight.get(replica.id, 0) - 1
+        if count > 0:
+            self.inflight[replica.id] = count
+        else:
+            self.inflight.pop(replica.id, None)
+        self._wake()
+
+    def _choose(self, exclude: set[int]) -> ReplicaRoute | None:
+        table = self.table
+        if table is None or not table.replicas:
+            return None
+        candidates = [_Candidate(r.id, self.inflight.get(r.id, 0)) for r in table.replicas]
+        picked = self.policy.choose(candidates, table.max_ongoing_requests, exclude)
+        if picked is None:
+            return None
+        return next(r for r in table.replicas if r.id == picked.id)
+
+    def _why_none(self) -> str:
+        if self.table is None:
+            return (
+                f"no route table for service {self.service!r} within {self.wait_s:g}s "
+                f"(is it deployed, and is the controller running?)"
+            )
+        if not self.table.replicas:
+            return f"service {self.service!r} has no ready replica after {self.wait_s:g}s"
+        return f"no replica of {self.service!r} took the call within {self.wait_s:g}s"
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task

@@ -1,0 +1,147 @@
+"""One Ray Serve deployment (its options and the config's overrides) -> one
+service document. Ray Serve's lightweight options land in ``service:`` (in place);
+the options Ray Serve restarts replicas for land in ``ray_options`` (restart)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from steadyserve.spec.errors import NAME_PATTERN, SpecError
+
+SERVICE_FIELDS = {
+    "user_config": "user_config",
+    "max_ongoing_requests": "max_ongoing_requests",
+    "max_queued_requests": "max_queued_requests",
+    "graceful_shutdown_wait_loop_s": "graceful_shutdown_wait_loop_s",
+    "graceful_shutdown_timeout_s": "graceful_shutdown_timeout_s",
+    "health_check_period_s": "health_check_period_s",
+    "health_check_timeout_s": "health_check_timeout_s",
+}
+# Kept in ``ray_options``: a change restarts replicas, as Ray Serve's docs list.
+RESTART_KEYS = (
+    "ray_actor_options",
+    "placement_group_bundles",
+    "placement_group_strategy",
+    "max_replicas_per_node",
+)
+NOT_APPLICABLE_KEYS = ("logging_config", "request_router_config")
+DEPLOYMENT_KEYS = (
+    "name",
+    "num_replicas",
+    "autoscaling_config",
+    *SERVICE_FIELDS,
+    *RESTART_KEYS,
+    *NOT_APPLICABLE_KEYS,
+)
+# ``num_replicas: auto``: Ray Serve's autoscaling defaults for it.
+AUTO_AUTOSCALING = {"min_replicas": 1, "max_replicas": 100, "target_ongoing_requests": 2}
+
+
+def hint(key: object, options: tuple[str, ...]) -> str:
+    """`` (did you mean X?)`` for a near miss, else nothing."""
+    close = difflib.get_close_matches(str(key), options, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def service_name(app: str, deployment: str) -> str:
+    """``<app>-<deployment>``, lowercased and made name-safe (``Summarizer`` -> ``summarizer``)."""
+    return name_safe(f"{app}-{deployment}")
+
+
+def name_safe(text: str) -> str:
+    """Lowercase, runs of other characters as ``-``, at most 63 characters."""
+    raw = re.sub(r"[^a-z0-9_-]+", "-", text.lower())
+    return raw.strip("-_")[:63].rstrip("-_")
+
+
+def overrides(value: object, where: str) -> dict[str, dict[str, Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise SpecError(where, "must be a list of deployments")
+    found: dict[str, dict[str, Any]] = {}
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise SpecError(f"{where}[{index}]", "must be a mapping")
+        for key in item:
+            if key not in DEPLOYMENT_KEYS:
+                raise SpecError(
+                    f"{where}[{index}].{key}", f"unknown field{hint(key, DEPLOYMENT_KEYS)}"
+                )
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise SpecError(f"{where}[{index}].name", "required (the deployment's name)")
+        if name in found:
+            raise SpecError(f"{where}[{index}].name", f"duplicate deployment {name!r}")
+        found[name] = item
+    return found
+
+
+def service_document(
+    app: str,
+    dep: str,
+    info: Mapping[str, Any],
+    override: Mapping[str, Any],
+    common: Mapping[str, Any],
+    ray_app: Mapping[str, Any],
+    notices: list[str],
+) -> dict[str, Any]:
+    name = service_name(app, dep)
+    if not NAME_PATTERN.fullmatch(name):
+        raise SpecError(f"deployments[{dep}]", f"makes no valid service name ({name!r})")
+    options = {**dict(info.get("options") or {}), **override}
+    service: dict[str, Any] = {}
+    replicas = options.get("num_replicas")
+    autoscaling = options.get("autoscaling_config")
+    if replicas == "auto":
+        autoscaling = {**AUTO_AUTOSCALING, **(autoscaling or {})}
+    elif replicas is not None and autoscaling is None:
+        service["replicas"] = replicas
+    if autoscaling is not None:
+        service["autoscaling_config"] = autoscaling
+    for key, target in SERVICE_FIELDS.items():
+        if key in options:
+            service[target] = options[key]
+    doc: dict[str, Any] = {
+        "name": name,
+        "application": name_safe(app) or "default",
+        "import_path": info.get("class_path") or info.get("import_path"),
+        "service": service,
+        **common,
+    }
+    ray: dict[str, Any] = {"deployment": dep, "application": dict(ray_app)}
+    for key in RESTART_KEYS:
+        if options.get(key) is not None:
+            ray[key] = options[key]
+    actor = options.get("ray_actor_options") or {}
+    if isinstance(actor, dict):
+        doc["resources"] = _resources(actor)
+    for key in NOT_APPLICABLE_KEYS:
+        if override.get(key) is not None:
+            notices.append(f"{name}: {key}: does not apply here")
+    doc["ray_options"] = ray
+    return doc
+
+
+def _resources(actor: Mapping[str, Any]) -> dict[str, Any]:
+    """``ray_actor_options`` -> ``resources:`` (what the Ray backend places by)."""
+    res: dict[str, Any] = {}
+    cpus = actor.get("num_cpus")
+    if cpus:
+        res["cpus"] = cpus
+    gpus = actor.get("num_gpus")
+    if gpus:
+        res["accelerators"] = {str(actor.get("accelerator_type") or "GPU"): gpus}
+    memory = actor.get("memory")
+    if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0:
+        res["memory"] = f"{math.ceil(memory / (1 << 20))}MB"
+    return res
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

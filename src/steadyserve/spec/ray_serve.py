@@ -1,0 +1,327 @@
+"""Ray Serve config files (``applications:``) -> SteadyServe service documents.
+
+A Ray Serve config (what ``serve deploy`` takes) lists applications, each an
+``import_path`` to a bound deployment graph with per-deployment overrides. Each
+deployment becomes one SteadyServe service named ``<app>-<deployment>``, so it
+gets every update guarantee a service has; the application's ingress deployment
+is served under its ``route_prefix`` on the gateway port (``http_options.port``).
+
+This module only translates: it never imports user code. Which deployments an
+``import_path`` binds is asked of ``describe`` (a subprocess, see
+:func:`default_describe`). Every key Ray accepts is either mapped, stored so that
+changing it restarts replicas as Ray does (``ray_options``), or named once in a
+notice as not applicable here; none is dropped silently. docs/ray-serve.md has
+the whole table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic_core import PydanticCustomError
+
+from steadyserve.spec.errors import SpecError
+from steadyserve.spec.fields import _route_prefix
+from steadyserve.spec.loading import parse_service
+from steadyserve.spec.models import ServiceSpec
+from steadyserve.spec.ray_deployment import (
+    as_json,
+    hint,
+    overrides,
+    service_document,
+    service_name,
+)
+from steadyserve.spec.ray_graph import describe_graph
+
+RAY_DEFAULT_PORT = 8000
+
+TOP_KEYS = (
+    "applications",
+    "proxy_location",
+    "http_options",
+    "grpc_options",
+    "logging_config",
+    "target_capacity",
+)
+HTTP_KEYS = ("host", "port", "root_path", "request_timeout_s", "keep_alive_timeout_s")
+APP_KEYS = (
+    "name",
+    "route_prefix",
+    "import_path",
+    "runtime_env",
+    "deployments",
+    "args",
+    "logging_config",
+    "external_scaler_enabled",
+)
+# Deployment override -> the ``service:`` field it sets (Ray's lightweight list).
+Describe = Callable[[str, Path, Mapping[str, Any]], "list[dict[str, Any]] | None"]
+"""``(import_path, workdir, args)`` -> the deployments it binds, or None when
+this installation cannot look inside application graphs."""
+
+
+@dataclass
+class Translation:
+    """A Ray Serve config, translated: what ``steady deploy`` sends."""
+
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    """One service document per deployment (before validation: the CLI merges
+    decorator defaults under them)."""
+    specs: list[ServiceSpec] = field(default_factory=list)
+    gateway_port: int | None = RAY_DEFAULT_PORT
+    """None: no gateway (a fleet file without ``gateway:``)."""
+    notices: list[str] = field(default_factory=list)
+    scope: str = "applications"
+    """What a deploy may take down: ``applications`` (services a Ray Serve config
+    made) or ``all`` (a fleet file is the whole desired state)."""
+
+
+def is_ray_config(data: object) -> bool:
+    return isinstance(data, dict) and "applications" in data
+
+
+def translate(
+    data: Mapping[str, Any], base_dir: Path, describe: Describe = describe_graph
+) -> Translation:
+    """The services a Ray Serve config stands for; SpecError (with every mistake) if bad."""
+    out = Translation()
+    mistakes: list[SpecError] = []
+    for key, value in data.items():
+        if key not in TOP_KEYS:
+            mistakes.append(SpecError(str(key), f"unknown field{hint(key, TOP_KEYS)}"))
+        elif key != "applications" and value is not None:
+            _top_level(key, value, out, mistakes)
+    apps = data.get("applications")
+    if not isinstance(apps, list) or not apps:
+        raise SpecError("applications", "must be a non-empty list of applications")
+    seen_names: dict[str, int] = {}
+    seen_prefixes: dict[str, int] = {}
+    for index, app in enumerate(apps):
+        where = f"applications[{index}]"
+        try:
+            _application(app, where, base_dir, describe, out, seen_names, seen_prefixes, index)
+        except SpecError as exc:
+            mistakes.append(exc)
+    if mistakes:
+        raise SpecError.combine(mistakes)
+    return out
+
+
+def _top_level(key: str, value: Any, out: Translation, mistakes: list[SpecError]) -> None:
+    if key == "http_options":
+        if not isinstance(value, dict):
+            mistakes.append(SpecError(key, "must be a mapping"))
+            return
+        for sub, item in value.items():
+            if sub == "port":
+                if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 65535:
+                    mistakes.append(SpecError("http_options.port", "must be a port, 1 to 65535"))
+                else:
+                    out.gateway_port = item
+            elif sub == "host":
+                if item not in ("127.0.0.1", "localhost"):
+                    out.notices.append(
+                        f"http_options.host: {item!r} does not apply here;"
+                        " the gateway listens on 127.0.0.1"
+                    )
+            elif sub in HTTP_KEYS:
+                out.notices.append(
+                    f"http_options.{sub}: does not apply here (set service.request_timeout_s"
+                    " or service.load_balancer per service instead)"
+                )
+            else:
+                mistakes.append(
+                    SpecError(f"http_options.{sub}", f"unknown field{hint(sub, HTTP_KEYS)}")
+                )
+        return
+    why = {
+        "proxy_location": "one gateway process on this machine serves every application",
+        "grpc_options": "the gateway speaks HTTP only",
+        "logging_config": "replica logs go to steady logs",
+        "target_capacity": "replica counts come from num_replicas / autoscaling_config",
+    }[key]
+    out.notices.append(f"{key}: does not apply here ({why})")
+
+
+def _application(
+    app: object,
+    where: str,
+    base_dir: Path,
+    describe: Describe,
+    out: Translation,
+    seen_names: dict[str, int],
+    seen_prefixes: dict[str, int],
+    index: int,
+) -> None:
+    if not isinstance(app, dict):
+        raise SpecError(where, "must be a mapping")
+    for key in app:
+        if key not in APP_KEYS:
+            raise SpecError(f"{where}.{key}", f"unknown field{hint(key, APP_KEYS)}")
+    name = app.get("name", "default")
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{where}.name", "must be a non-empty string")
+    if name in seen_names:
+        raise SpecError(
+            f"{where}.name",
+            f"duplicate application name {name!r} (also applications[{seen_names[name]}])",
+        )
+    seen_names[name] = index
+    prefix = app.get("route_prefix", "/")
+    if prefix is not None:
+        try:
+            _route_prefix(prefix)
+        except PydanticCustomError as exc:
+            raise SpecError(f"{where}.route_prefix", exc.message()) from None
+        if prefix in seen_prefixes:
+            raise SpecError(
+                f"{where}.route_prefix",
+                f"duplicate route_prefix {prefix!r} (also applications[{seen_prefixes[prefix]}])",
+            )
+        seen_prefixes[prefix] = index
+    import_path = app.get("import_path")
+    if not isinstance(import_path, str):
+        raise SpecError(f"{where}.import_path", "required (module:attr of the bound application)")
+    runtime_env = app.get("runtime_env") or {}
+    if not isinstance(runtime_env, dict):
+        raise SpecError(f"{where}.runtime_env", "must be a mapping")
+    args = app.get("args") or {}
+    if not isinstance(args, dict):
+        raise SpecError(f"{where}.args", "must be a mapping")
+    common, workdir = _runtime_env(runtime_env, f"{where}.runtime_env", base_dir, out)
+    given = overrides(app.get("deployments"), f"{where}.deployments")
+    if app.get("logging_config") is not None:
+        out.notices.append(f"{where}.logging_config: does not apply here (see steady logs)")
+    if app.get("external_scaler_enabled"):
+        out.notices.append(f"{where}.external_scaler_enabled: does not apply here")
+    try:
+        found = describe(import_path, workdir, args)
+    except SpecError as exc:
+        raise SpecError(f"{where}.import_path", exc.message) from None
+    single = found is None
+    if found is None:
+        if args:
+            raise SpecError(
+                f"{where}.args",
+                "application builders need steadyserve.serve, which is not installed here",
+            )
+        attr = import_path.rpartition(":")[2].rpartition(".")[2]
+        only = next(iter(given), attr) if len(given) == 1 else attr
+        found = [{"name": only, "import_path": import_path, "options": {}, "ingress": True}]
+    names = {str(info.get("name")) for info in found}
+    for dep in given:
+        if dep not in names:
+            raise SpecError(
+                f"{where}.deployments",
+                f"no deployment named {dep!r} in {import_path}"
+                + (
+                    f" ({import_path} is served as one deployment, {next(iter(names))!r})"
+                    if single
+                    else f" (it binds: {', '.join(sorted(names))})"
+                ),
+            )
+    ray_app = {"import_path": import_path, "runtime_env": runtime_env, "args": args}
+    # Handles find the service of a deployment by name (rsapi's runner reads these).
+    graph_env = {
+        "STEADY_GRAPH_SERVICES": as_json(
+            {str(i.get("name")): service_name(name, str(i.get("name"))) for i in found}
+        )
+    }
+    if args:
+        graph_env["STEADY_APP_ARGS"] = as_json(args)
+    common = {**common, "envs": {**common.get("envs", {}), **graph_env}}
+    for info in found:
+        dep_name = str(info.get("name"))
+        doc = service_document(
+            name, dep_name, info, given.get(dep_name, {}), common, ray_app, out.notices
+        )
+        if info.get("ingress"):
+            doc["service"]["route_prefix"] = prefix
+        try:
+            spec = parse_service(doc, base_dir=base_dir)
+        except SpecError as err:
+            raise err.under(f"{where}.deployments[{dep_name}]") from None
+        out.documents.append(doc)
+        out.specs.append(spec)
+
+
+def _runtime_env(
+    env: Mapping[str, Any], where: str, base_dir: Path, out: Translation
+) -> tuple[dict[str, Any], Path]:
+    """The service fields ``runtime_env`` sets, and the folder user code is read from.
+
+    Without a ``working_dir`` the code is next to the config file (where ``serve
+    deploy`` would have found it on the cluster's path): that folder is the workdir.
+    """
+    workdir = base_dir.resolve()
+    fields: dict[str, Any] = {"workdir": str(workdir)}
+    for key, value in env.items():
+        if key == "working_dir":
+            if not isinstance(value, str) or "://" in value:
+                raise SpecError(
+                    f"{where}.working_dir",
+                    "must be a local directory (remote URIs are not fetched here)",
+                )
+            path = Path(value).expanduser()
+            workdir = (path if path.is_absolute() else base_dir / path).resolve()
+            if not workdir.is_dir():
+                raise SpecError(f"{where}.working_dir", f"no such directory: {workdir}")
+            fields["workdir"] = str(workdir)
+        elif key == "env_vars":
+            if not isinstance(value, dict):
+                raise SpecError(f"{where}.env_vars", "must be a mapping")
+            fields["envs"] = dict(value)
+        elif key == "pip":
+            if "pip" in ServiceSpec.model_fields:
+                fields["pip"] = value
+            else:
+                out.notices.append(
+                    f"{where}.pip: not installed here (this SteadyServe has no per-version"
+                    " environments); replicas use the current environment"
+                )
+        else:
+            out.notices.append(
+                f"{where}.{key}: does not apply here (replicas run in this machine's"
+                " environment); a change still restarts replicas"
+            )
+    return fields, workdir
+
+
+def load_deploy_file(path: str | Path, describe: Describe = describe_graph) -> Translation:
+    """What ``steady deploy FILE`` sends: a fleet file (``services:``, optional
+    ``gateway: {port: N}``) or a Ray Serve config (``applications:``)."""
+    from steadyserve.spec.loading import _read_document, load_fleet_file
+
+    label = str(path)
+    data = _read_document(path)
+    if is_ray_config(data):
+        assert isinstance(data, dict)
+        try:
+            return translate(data, Path(path).absolute().parent, describe)
+        except SpecError as exc:
+            raise exc.in_file(label) from None
+    specs = load_fleet_file(path)
+    assert isinstance(data, dict)
+    items = data.get("services") or []
+    out = Translation(documents=list(items), specs=specs, gateway_port=None, scope="all")
+    gateway = data.get("gateway")
+    if gateway is not None:
+        port = gateway.get("port") if isinstance(gateway, dict) else None
+        extra = [k for k in gateway if k != "port"] if isinstance(gateway, dict) else []
+        if extra:
+            raise SpecError(
+                f"gateway.{extra[0]}", "unknown field (gateway has port only)", file=label
+            )
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise SpecError("gateway.port", "must be a port, 1 to 65535", file=label)
+        out.gateway_port = port
+    elif any(spec.service.route_prefix is not None for spec in specs):
+        raise SpecError(
+            "gateway",
+            "required when a service has service.route_prefix (gateway: {port: N})",
+            file=label,
+        )
+    return out

@@ -1,0 +1,224 @@
+"""SkyPilot's keys that only make sense on a cloud, and SkyServe's path rule.
+
+A SkyServe task file runs here unchanged: every key it may hold is either acted
+on (``tls``, ``secrets``, ``file_mounts``, ``ports``, ``workdir``) or named once
+as not applicable to the backend in use (:func:`not_applicable_notes`), never
+ignored without a word. Pure functions: the CLI prints what they return.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import model_validator
+
+from steadyserve.spec.base import _Model
+from steadyserve.spec.errors import _fail
+from steadyserve.spec.fields import NonEmptyText
+
+if TYPE_CHECKING:
+    from steadyserve.spec.models import ServiceSpec
+
+
+class TlsConfig(_Model):
+    """SkyServe's ``service.tls``: the load balancer terminates TLS with these files.
+
+    Relative paths resolve like ``workdir`` (see :func:`resolve_path`)."""
+
+    keyfile: NonEmptyText
+    certfile: NonEmptyText
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_https_names(cls, data: Any) -> Any:
+        """SkyServe's older ``service.https`` spelled them ``key`` and ``cert``."""
+        if isinstance(data, dict) and ("key" in data or "cert" in data):
+            renamed = {"key": "keyfile", "cert": "certfile"}
+            return {renamed.get(k, k): v for k, v in data.items()}
+        return data
+
+
+# --------------------------------------------------------------------- path rule
+
+Origin = Literal["absolute", "current directory", "file's folder"]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    path: Path
+    origin: Origin
+
+
+def resolve_path(
+    text: str, *, file_dir: Path, cwd: Path | None, kind: Literal["dir", "any"]
+) -> Resolved | None:
+    """Where a relative path in a service file points, the way SkyPilot reads it.
+
+    SkyPilot resolves ``workdir`` and ``file_mounts`` sources from the current
+    directory (``workdir: examples/serve/http_server`` run from the repository's
+    root); SteadyServe's own files were written relative to the file's folder
+    (``workdir: .``). Both are tried. When both exist and differ, the file's folder
+    wins, so a file that worked before keeps meaning what it meant; a SkyServe path
+    like the one above exists only from the current directory, and is found there.
+    The plan says which was used. ``cwd`` None (fleet files) means the file's
+    folder only. None when nothing matches.
+    """
+    raw = Path(text).expanduser()
+    if raw.is_absolute():
+        return Resolved(raw.resolve(), "absolute") if _exists(raw, kind) else None
+    in_folder = (file_dir / raw).resolve()
+    if _exists(in_folder, kind):
+        return Resolved(in_folder, "file's folder")
+    in_cwd = (cwd / raw).resolve() if cwd is not None else None
+    if in_cwd is not None and _exists(in_cwd, kind):
+        return Resolved(in_cwd, "current directory")
+    return None
+
+
+def _exists(path: Path, kind: Literal["dir", "any"]) -> bool:
+    try:
+        return path.is_dir() if kind == "dir" else path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------ file_mounts
+
+_CLOUD_URL = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+
+
+def cloud_url_scheme(source: str) -> str | None:
+    """``s3`` for ``s3://bucket/x``; None for a local path."""
+    match = _CLOUD_URL.match(source)
+    return match.group(1).lower() if match else None
+
+
+def mount_destination(dest: str) -> str:
+    """Where a mount lands inside the version's workdir copy: SkyPilot's remote path
+    made relative (``/data/x`` -> ``data/x``, ``~/cache`` -> ``cache``)."""
+    text = dest.strip()
+    if text.startswith("~"):
+        text = text[1:]
+    parts = [p for p in Path(text).parts if p not in ("/", "", ".")]
+    return str(Path(*parts)) if parts else ""
+
+
+def check_file_mounts(mounts: dict[str, Any]) -> None:
+    """Refuse what cannot be copied locally, one line naming the mount."""
+    for dest, source in mounts.items():
+        if not isinstance(source, str):
+            raise _fail(
+                f"{dest}: storage objects (source/store/mode) need a cloud;"
+                " give a local path to copy it into the workdir"
+            )
+        scheme = cloud_url_scheme(source)
+        if scheme is not None:
+            raise _fail(
+                f"{dest}: {source} is a cloud URL ({scheme}://); only local paths are copied"
+                " here (download it in setup: instead)"
+            )
+        if ".." in Path(mount_destination(dest)).parts or not mount_destination(dest):
+            raise _fail(f"{dest}: must name a path inside the replica's directory")
+
+
+# ------------------------------------------------------------- not applicable
+
+
+SPOT_POLICY_KEYS = ("base_ondemand_fallback_replicas", "dynamic_ondemand_fallback", "spot_placer")
+"""SkyServe's spot keys of ``replica_policy``: a local replica is never preempted."""
+
+_RESOURCE_KEYS = (
+    "infra",
+    "cloud",
+    "region",
+    "zone",
+    "instance_type",
+    "use_spot",
+    "disk_size",
+    "disk_tier",
+    "image_id",
+    "labels",
+    "job_recovery",
+    "any_of",
+    "ordered",
+)
+
+
+def not_applicable_notes(spec: ServiceSpec, backend: str = "local") -> list[str]:
+    """One line per SkyPilot key the file sets that the backend has no use for."""
+    notes = []
+    resources = spec.resources
+    for key in _RESOURCE_KEYS:
+        if getattr(resources, key) is not None:
+            notes.append(
+                f"resources.{key}: not applicable to the {backend} backend"
+                " (replicas run on this machine); ignored"
+            )
+    policy = spec.service.replica_policy
+    for key in SPOT_POLICY_KEYS:
+        if policy is not None and getattr(policy, key) is not None:
+            notes.append(
+                f"service.replica_policy.{key}: not applicable to the {backend} backend"
+                " (no spot instances to fall back from); ignored"
+            )
+    notes.extend(_port_notes(spec))
+    return notes
+
+
+def _port_notes(spec: ServiceSpec) -> Iterator[str]:
+    port = fixed_port(spec)
+    declared = spec.service.ports if spec.service.ports is not None else spec.resources.ports
+    if declared is None:
+        return
+    field = "service.ports" if spec.service.ports is not None else "resources.ports"
+    if port is None:
+        yield (
+            f"{field}: replicas listen on $PORT (run uses it); the endpoint is the"
+            " load balancer's port"
+        )
+
+
+_USES_PORT_VAR = re.compile(r"\$\{?PORT\b|\bPORT\b")
+
+
+def fixed_port(spec: ServiceSpec) -> int | None:
+    """The port a command replica binds when it does not use ``$PORT``: SkyServe's
+    replica port (``service.ports``, else a single ``resources.ports``), when the
+    ``run`` command does not mention PORT. None otherwise."""
+    if spec.run is None or _USES_PORT_VAR.search(spec.run):
+        return None
+    if spec.service.ports is not None:
+        return spec.service.ports
+    declared = spec.resources.ports
+    if isinstance(declared, list):
+        declared = declared[0] if len(declared) == 1 else None
+    if isinstance(declared, int):
+        return declared
+    if isinstance(declared, str) and declared.isdigit():
+        return int(declared)
+    return None
+
+
+def fixed_port_problem(spec: ServiceSpec, backend: str = "local") -> str | None:
+    """Why a fixed-port service cannot run as asked on one machine, or None.
+
+    Every replica here shares one address, so only one process can bind a fixed
+    port: more than one replica (or autoscaling beyond one) would leave the rest
+    failing with "Address already in use". Said before anything starts."""
+    port = fixed_port(spec)
+    if port is None or backend != "local":
+        return None
+    svc = spec.service
+    most = svc.replica_policy.max_replicas if svc.replica_policy is not None else svc.replicas
+    if most is None or most <= 1:
+        return None
+    field = "service.ports" if svc.ports is not None else "resources.ports"
+    return (
+        f"{field}: run does not use $PORT, so every replica would bind port {port}, and this"
+        f" machine holds one replica per fixed port (asked for {most}): make the app listen"
+        " on $PORT (e.g. --port $PORT; see docs/skyserve.md)"
+    )

@@ -1,0 +1,341 @@
+"""Per-version environments: the content key (pure), and building, reusing and
+pruning real virtualenvs in temporary folders (packages from local wheels)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.helpers.wheels import make_wheel, offline_env
+
+from steadyserve import environment_build as eb
+from steadyserve import environments as envs
+from steadyserve.changes import classify
+from steadyserve.paths import Home
+from steadyserve.spec import ServiceSpec, SpecError
+from steadyserve.spec.loading import parse_service
+
+PY = "cpython-311 3.11.7"
+
+
+# ------------------------------------------------------------------- the key
+
+
+def key(setup: str | None = "pip install -r requirements.txt", pip: envs.PipSpec = None,
+        files: dict[str, bytes] | None = None, python: str = PY) -> str:  # fmt: skip
+    return envs.environment_key(setup, pip, files or {"requirements.txt": b"a==1\n"}, python)
+
+
+def test_key_changes_with_what_decides_the_packages() -> None:
+    base = key()
+    assert key(setup="pip install -r requirements.txt && echo x") != base
+    assert key(pip=["pinme==1.0"]) != key(pip=["pinme==2.0"])
+    assert key(pip=["a", "b"]) != key(pip=["b", "a"])  # install order can matter
+    assert key(pip="requirements.txt") != key(pip=["requirements.txt"])
+    assert key(files={"requirements.txt": b"a==2\n"}) != base
+    assert key(files={"requirements.txt": b"a==1\n", "uv.lock": b"x"}) != base
+    assert key(python="cpython-312 3.12.1") != base
+
+
+def test_key_does_not_change_with_what_does_not() -> None:
+    files = {"requirements.txt": b"a==1\n", "pyproject.toml": b"[project]\n"}
+    reordered = dict(reversed(list(files.items())))
+    assert key(files=files) == key(files=reordered)
+    assert key() == key()
+
+
+@given(
+    st.text(max_size=30),
+    st.lists(st.text(min_size=1, max_size=10), max_size=4),
+    st.dictionaries(st.text(min_size=1, max_size=10), st.binary(max_size=20), max_size=3),
+)
+def test_key_is_a_function_of_its_inputs_and_tells_file_bytes_apart(
+    setup: str, pip: list[str], files: dict[str, bytes]
+) -> None:
+    assert key(setup, pip, files) == key(setup, pip, dict(files))
+    if files:
+        name = sorted(files)[0]
+        changed = {**files, name: files[name] + b"!"}
+        assert key(setup, pip, changed) != key(setup, pip, files)
+
+
+def test_key_files_are_the_dependency_files_at_the_top_and_the_pip_file(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("a\n")
+    (tmp_path / "requirements-dev.txt").write_text("b\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
+    (tmp_path / "app.py").write_text("print(1)\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "requirements.txt").write_text("c\n")
+    (tmp_path / "deps").mkdir()
+    (tmp_path / "deps" / "reqs.in").write_text("d\n")
+    found = eb.key_files(tmp_path, "deps/reqs.in")
+    assert found == {
+        "pyproject.toml": b"[project]\n",
+        "requirements-dev.txt": b"b\n",
+        "requirements.txt": b"a\n",
+        "deps/reqs.in": b"d\n",
+    }
+    before = eb.key_for(tmp_path, "make", None)
+    (tmp_path / "app.py").write_text("print(2)\n")  # code alone: same environment
+    assert eb.key_for(tmp_path, "make", None) == before
+    (tmp_path / "requirements.txt").write_text("a==2\n")
+    assert eb.key_for(tmp_path, "make", None) != before
+    with pytest.raises(eb.BuildError, match=r"pip: no requirements file missing\.txt"):
+        eb.key_files(tmp_path, "missing.txt")
+
+
+def test_which_versions_need_an_environment() -> None:
+    assert not envs.needs_environment(None, None)
+    assert not envs.needs_environment("  ", [])
+    assert envs.needs_environment("make", None)
+    assert envs.needs_environment(None, ["x"])
+    assert envs.needs_environment(None, "requirements.txt")
+
+
+def test_requirements_path_stays_inside_the_workdir() -> None:
+    assert envs.requirements_path("deps/r.txt") == "deps/r.txt"
+    assert envs.requirements_path("/etc/passwd") is None
+    assert envs.requirements_path("../r.txt") is None
+    assert envs.requirements_path(" ") is None
+
+
+def test_build_plan_uses_uv_when_there_is_one() -> None:
+    plan = envs.build_plan(
+        uv="/bin/uv", python="/py", target="/e/venv", pip=["a==1"], controller_has_pip=True
+    )
+    assert plan.tool == "uv"
+    assert plan.create == ["/bin/uv", "venv", "--quiet", "--python", "/py", "/e/venv"]
+    assert plan.install == ["/bin/uv", "pip", "install", "--python", "/e/venv/bin/python", "a==1"]
+    plan = envs.build_plan(
+        uv=None, python="/py", target="/e/venv", pip="r.txt", controller_has_pip=True
+    )
+    assert plan.tool == "pip" and plan.create == ["/py", "-m", "venv", "--without-pip", "/e/venv"]
+    assert plan.install is not None and plan.install[-2:] == ["-r", "r.txt"]
+    plan = envs.build_plan(uv=None, python="/py", target="/e", pip=None, controller_has_pip=False)
+    assert plan.create == ["/py", "-m", "venv", "/e"] and plan.install is None
+
+
+def test_parent_pth_appends_site_dirs_then_extra_paths_once() -> None:
+    text = envs.parent_pth(["/a/site-packages", "/a/site-packages"], ["/src", "/a/site-packages"])
+    assert text.splitlines() == ["import site; site.addsitedir('/a/site-packages')", "/src"]
+
+
+def test_unused_and_tail() -> None:
+    assert envs.unused(["a", "b", "c"], {"b"}) == ["a", "c"]
+    assert envs.tail("1\n\n2\n3\n4\n") == "2 | 3 | 4"
+    assert envs.tail("") == "no output"
+    assert len(envs.tail("x" * 1000)) == 400
+
+
+# ------------------------------------------------------- real builds on disk
+
+TOOLS = ["pip", *(["uv"] if shutil.which("uv") else [])]
+
+
+@pytest.fixture
+def wheels(tmp_path: Path) -> Path:
+    folder = tmp_path / "wheels"
+    make_wheel(folder, "pinme", "1.0")
+    make_wheel(folder, "pinme", "2.0")
+    return folder
+
+
+def build_env(wheels: Path, tool: str) -> dict[str, str]:
+    env = dict(os.environ, **offline_env(wheels))
+    uv = shutil.which("uv")
+    if tool == "pip" and uv:  # hide uv: the venv + pip path (builds use absolute paths)
+        hidden = os.path.dirname(uv)
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != hidden)
+    return env
+
+
+def run_in(environment: eb.Environment, code: str, env: dict[str, str]) -> str:
+    out = subprocess.run(
+        [environment.python, "-c", code],
+        env=environment.activate(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_build_then_reuse_and_setup_pip_stays_inside(
+    tmp_path: Path, wheels: Path, tool: str
+) -> None:
+    home = Home(tmp_path / "home")
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    env = build_env(wheels, tool)
+    setup = "pip install -q pinme==2.0 && echo setup-ran > marker.txt"
+
+    environment, built = asyncio.run(eb.ensure(home, workdir, setup, ["pinme==1.0"], env))
+    assert built
+    assert f"with {tool}" in environment.log.read_text()
+    assert (workdir / "marker.txt").exists()  # setup ran in the version's workdir
+    # setup's pip install went into the venv (after pip:), and steadyserve is importable.
+    code = "import pinme, steadyserve, sys; print(pinme.__version__, sys.prefix)"
+    version, prefix = run_in(environment, code, env).split()
+    assert version == "2.0" and Path(prefix).resolve() == environment.venv.resolve()
+    # Nothing leaked into the interpreter the tests (and a controller) run in.
+    leaked = subprocess.run([sys.executable, "-c", "import pinme"], capture_output=True)
+    assert leaked.returncode != 0
+
+    again, built_again = asyncio.run(eb.ensure(home, workdir, setup, ["pinme==1.0"], env))
+    assert not built_again and again == environment
+    assert eb.keys_on_disk(home) == [environment.key]
+
+
+def test_version_pins_win_over_the_controllers_packages(tmp_path: Path, wheels: Path) -> None:
+    """The venv's own site-packages come before the controller's on sys.path."""
+    home = Home(tmp_path / "home")
+    (tmp_path / "wd").mkdir()
+    env = build_env(wheels, TOOLS[-1])
+    environment, _ = asyncio.run(eb.ensure(home, tmp_path / "wd", None, ["pinme==1.0"], env))
+    code = (
+        "import sys, site; own = site.getsitepackages()[0];"
+        f"parent = [p for p in sys.path if p in {eb.parent_site_dirs()!r}];"
+        "print(sys.path.index(own) < min(sys.path.index(p) for p in parent))"
+    )
+    assert run_in(environment, code, env) == "True"
+
+
+def test_concurrent_builds_of_one_key_build_once(tmp_path: Path, wheels: Path) -> None:
+    home = Home(tmp_path / "home")
+    (tmp_path / "wd").mkdir()
+    env = build_env(wheels, TOOLS[-1])
+
+    async def both() -> list[tuple[eb.Environment, bool]]:
+        return list(
+            await asyncio.gather(
+                eb.ensure(home, tmp_path / "wd", None, ["pinme==1.0"], env),
+                eb.ensure(home, tmp_path / "wd", None, ["pinme==1.0"], env),
+            )
+        )
+
+    results = asyncio.run(both())
+    assert sorted(built for _, built in results) == [False, True]
+    assert results[0][0] == results[1][0]
+    assert len(os.listdir(eb.envs_root(home))) == 2  # the link and its folder
+
+
+def test_a_failed_build_leaves_nothing_and_says_why(tmp_path: Path, wheels: Path) -> None:
+    home = Home(tmp_path / "home")
+    (tmp_path / "wd").mkdir()
+    env = build_env(wheels, TOOLS[-1])
+    failure = tmp_path / "setup.log"
+    setup = "echo first; echo 'the real cause' >&2; exit 3"
+    with pytest.raises(eb.BuildError) as caught:
+        asyncio.run(eb.ensure(home, tmp_path / "wd", setup, None, env, failure_log=failure))
+    message = str(caught.value)
+    assert message.startswith("setup exited with code 3: ")
+    assert "the real cause" in message and "\n" not in message
+    assert "the real cause" in failure.read_text()
+    assert os.listdir(eb.envs_root(home)) == []
+
+    with pytest.raises(eb.BuildError, match="pip exited with code"):
+        asyncio.run(eb.ensure(home, tmp_path / "wd", None, ["pinme==9.9"], env))
+    assert os.listdir(eb.envs_root(home)) == []
+
+
+def test_prune_keeps_used_deletes_unused_and_dead_builds(tmp_path: Path, wheels: Path) -> None:
+    home = Home(tmp_path / "home")
+    (tmp_path / "wd").mkdir()
+    env = build_env(wheels, TOOLS[-1])
+    one, _ = asyncio.run(eb.ensure(home, tmp_path / "wd", None, ["pinme==1.0"], env))
+    two, _ = asyncio.run(eb.ensure(home, tmp_path / "wd", None, ["pinme==2.0"], env))
+    root = eb.envs_root(home)
+    dead = root / ".deadbeef-dead"
+    dead.mkdir()
+    (dead / ".building").touch()
+    live = root / ".cafe-live"
+    live.mkdir()
+    fd = os.open(live / ".building", os.O_CREAT | os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        kept = [(tmp_path / "wd", None, ["pinme==2.0"])]
+        assert eb.prune_unused(home, kept) == [one.key]  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    assert eb.existing(home, one.key) is None
+    assert eb.existing(home, two.key) == two
+    assert not dead.exists() and live.exists()
+    assert sorted(os.listdir(root)) == sorted([".cafe-live", two.key, os.readlink(two.path)])
+
+
+# ------------------------------------------------------------ the pip: field
+
+
+def test_pip_field_takes_a_list_or_a_requirements_file_in_the_workdir(tmp_path: Path) -> None:
+    (tmp_path / "deps").mkdir()
+    (tmp_path / "deps" / "reqs.txt").write_text("pinme==1.0\n")
+    spec = parse_service({"run": "x", "pip": [" pinme==1.0 "]}, base_dir=tmp_path, name="a")
+    assert spec.pip == ["pinme==1.0"]
+    spec = parse_service(
+        {"run": "x", "pip": "deps/reqs.txt", "workdir": "."}, base_dir=tmp_path, name="a"
+    )
+    assert spec.pip == "deps/reqs.txt"
+    assert ServiceSpec.from_json(spec.spec_json()).pip == "deps/reqs.txt"
+
+
+@pytest.mark.parametrize(
+    ("pip", "workdir", "message"),
+    [
+        ("missing.txt", ".", "pip: no requirements file missing.txt in the workdir"),
+        ("deps/reqs.txt", None, "pip: the requirements file deps/reqs.txt needs a workdir"),
+        ("../reqs.txt", ".", "pip: a requirements file must be a relative path inside"),
+        ("/etc/reqs.txt", ".", "pip: a requirements file must be a relative path inside"),
+        ([1], None, "pip: each requirement must be a non-empty string"),
+        ([""], None, "pip: each requirement must be a non-empty string"),
+        ({"packages": ["a"]}, None, "pip: must be a list of requirements or a requirements"),
+        ("", None, "pip: must be a list of requirements or a requirements"),
+    ],
+)
+def test_bad_pip_is_one_line_naming_the_field(
+    tmp_path: Path, pip: object, workdir: str | None, message: str
+) -> None:
+    data: dict[str, object] = {"run": "x", "pip": pip}
+    if workdir is not None:
+        data["workdir"] = workdir
+    with pytest.raises(SpecError) as caught:
+        parse_service(data, base_dir=tmp_path, name="a")
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_changing_pip_is_a_restart() -> None:
+    old = ServiceSpec.model_validate({"run": "x", "pip": ["pinme==1.0"]})
+    new = ServiceSpec.model_validate({"run": "x", "pip": ["pinme==2.0"]})
+    changes = classify(old, new, old_workdir_hash=None, new_workdir_hash=None)
+    assert [(c.path, c.kind) for c in changes.changes] == [("pip", "restart")]
+    assert "new environment" in changes.changes[0].why
+
+
+def test_what_setup_adds_to_the_workdir_reaches_every_version_sharing_it(
+    tmp_path: Path, wheels: Path
+) -> None:
+    """setup runs once per environment; a later version with other code but the
+    same key still gets the files setup made (as when setup ran per version)."""
+    home = Home(tmp_path / "home")
+    env = build_env(wheels, TOOLS[-1])
+    setup = "mkdir -p models && echo weights > models/model.bin && python -c 'import app'"
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    for folder, code in ((v1, "x = 1\n"), (v2, "x = 2\n")):
+        folder.mkdir()
+        (folder / "app.py").write_text(code)
+    environment, built = asyncio.run(eb.ensure(home, v1, setup, None, env))
+    assert built and (v1 / "models" / "model.bin").read_text() == "weights\n"
+    again, built = asyncio.run(eb.ensure(home, v2, setup, None, env))
+    assert again == environment and not built
+    assert (v2 / "models" / "model.bin").read_text() == "weights\n"
+    assert (v2 / "app.py").read_text() == "x = 2\n"  # the version's own code stays
+    assert not (v2 / "__pycache__").exists()  # byte-code caches are not outputs

@@ -1,0 +1,92 @@
+"""``@serve.ingress(app)``: a real replica serves the ASGI app, and the class behind
+it still takes handle calls (JSON, and pickle only with the graph secret)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from tests.replica._proc import HOST, Replica
+
+from steadyserve.replica.errors import LoadError
+from steadyserve.replica.loader import load
+from steadyserve.serve import wire
+
+MODULE = """
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from steadyserve import serve
+
+async def hello(request):
+    return PlainTextResponse("hello from the ingress app")
+
+web = Starlette(routes=[Route("/hello", hello)])
+
+@serve.deployment
+@serve.ingress(web)
+class Api:
+    def double(self, value):
+        return value * 2
+
+app = Api.bind()
+"""
+
+
+def _call(port: int, method: str, value: object, secret: str | None) -> tuple[int, bytes]:
+    import http.client
+
+    conn = http.client.HTTPConnection(HOST, port, timeout=10)
+    headers = {wire.METHOD_HEADER: method, "Content-Type": wire.CONTENT_TYPE}
+    if secret is not None:
+        headers[wire.GRAPH_SECRET_HEADER] = secret
+    body = wire.encode({"args": [value], "kwargs": {}}, allow_pickle=secret is not None)
+    conn.request("POST", wire.CALL_PATH, body=body, headers=headers)
+    response = conn.getresponse()
+    try:
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_ingress_app_answers_http_and_methods_answer_handles(tmp_path: Path) -> None:
+    (tmp_path / "ingress_mod.py").write_text(MODULE)
+    env = {"STEADY_GRAPH_SECRET": "s3cret"}
+    with Replica(tmp_path, "ingress_mod:app", env, log_dir=tmp_path) as replica:
+        replica.wait_health(200)
+        assert replica.app("/hello") == (200, b"hello from the ingress app")
+        status, body = _call(replica.port, "double", 21, None)
+        assert status == 200 and wire.decode_one(body, allow_pickle=False) == 42
+        status, body = _call(replica.port, "double", (1, 2), "s3cret")  # a tuple: pickle
+        assert status == 200 and wire.decode_one(body, allow_pickle=True) == (1, 2, 1, 2)
+        status, body = _call(replica.port, "double", (1, 2), "wrong")
+        assert status == 400 and b"without the graph secret" in body
+        status, body = _call(replica.port, "_private", 1, None)
+        assert status == 404 and json.loads(body[5:])["type"] == "_Refused"
+
+
+def test_class_based_routes_are_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cbv_mod.py").write_text(
+        "from starlette.applications import Starlette\n"
+        "from starlette.routing import Route\n"
+        "from steadyserve import serve\n"
+        "web = Starlette()\n"
+        "@serve.deployment\n"
+        "@serve.ingress(web)\n"
+        "class Api:\n"
+        "    def root(self, request):\n"
+        "        return 'x'\n"
+        "web.router.routes.append(Route('/', Api.func_or_class.root))\n"
+        "app = Api.bind()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(LoadError, match=r"route '/' is the method Api.root: class-based"):
+            load("cbv_mod:app")
+    finally:
+        sys.modules.pop("cbv_mod", None)
