@@ -105,6 +105,10 @@ REPLICA_MOVES: dict[ReplicaStatus, frozenset[ReplicaStatus]] = {
     _R.SHUTTING_DOWN: frozenset({_R.FAILED}),
     # A failed replica stays listed until the planner forgets it: no way back.
     **{failed: frozenset() for failed in FAILED_REPLICA_STATES},
+    # ... except that a replica that failed (its probes, its process) because its
+    # node died is recorded as PREEMPTED once the backend knows the node is gone.
+    _R.FAILED: frozenset({_R.PREEMPTED}),
+    _R.FAILED_PROBING: frozenset({_R.PREEMPTED}),
 }
 """Every replica state change the controller may make (a new replica starts PENDING;
 leaving the table, a replica is removed with a ``STOPPED`` event)."""

@@ -74,6 +74,8 @@ def test_two_replicas_both_answer_status_and_down(steady: Steady, tmp_path: Path
     assert svc["ready_replicas"] == 2 and svc["total_replicas"] == 2
     assert svc["active_versions"] == [1] and svc["version"] == 1
     port = port_of(svc)
+    if steady.backend == "ray":
+        assert {r["ip"] for r in svc["replicas"]} == {"10.77.0.1", "10.77.0.2"}  # type: ignore[union-attr]
     seen = set()
     for _ in range(20):
         status, body = http_get(port)
@@ -95,7 +97,11 @@ def test_two_replicas_both_answer_status_and_down(steady: Steady, tmp_path: Path
             "resources",
             "region",
         }
-        assert rep["status"] == "READY" and rep["ip"] == "127.0.0.1" and rep["region"] == "local"
+        assert rep["status"] == "READY"
+        if steady.backend == "ray":  # spread over both nodes, each at its node's address
+            assert rep["region"] != "local" and str(rep["resources"]).startswith("1x Ray(")
+        else:
+            assert rep["ip"] == "127.0.0.1" and rep["region"] == "local"
         env = psutil.Process(rep["pid"]).environ()
         assert env["STEADY_REPLICA_ID"] == env["SKYPILOT_SERVE_REPLICA_ID"] == str(rep["id"])
         assert env["STEADY_SERVICE_NAME"] == "web" and env["STEADY_SERVICE_VERSION"] == "1"

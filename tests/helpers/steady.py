@@ -31,6 +31,10 @@ class Steady:
     """E.g. the backend: STEADY_BACKEND=ray and STEADY_RAY_ADDRESS."""
 
     @property
+    def backend(self) -> str:
+        return self.extra_env.get("STEADY_BACKEND", "local")
+
+    @property
     def env(self) -> dict[str, str]:
         return dict(os.environ, **self.extra_env, STEADY_HOME=str(self.home))
 

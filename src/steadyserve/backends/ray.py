@@ -287,12 +287,16 @@ class RayBackend:
         return {**_runtime_env(request), **shipped}
 
     async def stop(self, handle: Any, timeout_s: float) -> None:
+        from ray.exceptions import RayActorError
+
         import ray
 
         assert isinstance(handle, RayReplica)
         try:
             await asyncio.wait_for(handle.actor.stop.remote(timeout_s), timeout_s + CALL_TIMEOUT_S)
             await handle._copy_log()
+        except RayActorError:
+            handle.preempted = True  # the actor died with its node
         except Exception:
             log.info("replica actor %s did not answer stop; killing it", handle.name)
         handle.close()

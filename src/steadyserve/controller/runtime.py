@@ -423,6 +423,13 @@ class ServiceRuntime:
 
     async def stop_failed(self, replica: ReplicaRow, handle: ReplicaHandle) -> None:
         await self.backend.stop(handle, self.spec.service.graceful_shutdown_timeout_s)
+        if (
+            getattr(handle, "preempted", False)
+            and replica.id in self.replicas
+            and replica.status in (ReplicaStatus.FAILED, ReplicaStatus.FAILED_PROBING)
+        ):
+            # Its probes failed first; stopping it showed why: the node is gone.
+            self.transition(replica, ReplicaStatus.PREEMPTED, "its node is gone")
         if replica.id in self.replicas:
             self.store.update_replica(self.name, replica.id, pid=None)
             replica.pid = None
