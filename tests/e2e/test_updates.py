@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.helpers.figures import report
+from tests.helpers.raycluster import BACKENDS
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
 
 SERVER = EXAMPLES / "http_server"
@@ -92,6 +94,7 @@ def finish(client: LoadClient, label: str) -> None:
     assert client.failed == 0, client.summary()
 
 
+@pytest.mark.parametrize("steady", BACKENDS, indirect=True)
 def test_rolling_update_drops_nothing(steady: Steady, tmp_path: Path) -> None:
     svc, client = start(steady, tmp_path)
     old_pids = pids(svc)
@@ -113,6 +116,7 @@ def test_rolling_update_drops_nothing(steady: Steady, tmp_path: Path) -> None:
     assert "rolling" in history and "active" in history
 
 
+@pytest.mark.parametrize("steady", BACKENDS, indirect=True)
 def test_blue_green_switches_at_once(steady: Steady, tmp_path: Path) -> None:
     _, client = start(steady, tmp_path, mode="blue_green", replicas=3)
     time.sleep(0.3)
@@ -143,6 +147,7 @@ def test_replica_count_change_is_in_place(steady: Steady, tmp_path: Path) -> Non
     assert {r["version"] for r in after["replicas"]} == {2}
 
 
+@pytest.mark.parametrize("steady", BACKENDS, indirect=True)
 def test_user_config_is_delivered_in_place(steady: Steady, tmp_path: Path) -> None:
     svc, client = start(steady, tmp_path, user_config="{message: french}")
     before = pids(svc)
@@ -172,6 +177,7 @@ def test_user_config_is_delivered_in_place(steady: Steady, tmp_path: Path) -> No
     assert json.loads(http_get(port_of(svc))[1])["message"] == "german"
 
 
+@pytest.mark.parametrize("steady", BACKENDS, indirect=True)
 def test_failed_update_rolls_back_by_itself(steady: Steady, tmp_path: Path) -> None:
     svc, client = start(steady, tmp_path)
     before = pids(svc)
@@ -241,6 +247,7 @@ def test_deploy_twice_changes_nothing_then_rollback(steady: Steady, tmp_path: Pa
     assert not any(p.is_running() for p in alpha_procs)
 
 
+@pytest.mark.parametrize("steady", BACKENDS, indirect=True)
 def test_scale_down_drains_in_flight_requests(steady: Steady, tmp_path: Path) -> None:
     text = spec_text().replace("graceful_shutdown_timeout_s: 3", "graceful_shutdown_timeout_s: 15")
     steady.run("up", str(write(tmp_path, text, "v1.yaml")), "--wait")
