@@ -287,9 +287,8 @@ class RayBackend:
         return {**_runtime_env(request), **shipped}
 
     async def stop(self, handle: Any, timeout_s: float) -> None:
-        from ray.exceptions import RayActorError
-
         import ray
+        from ray.exceptions import RayActorError
 
         assert isinstance(handle, RayReplica)
         try:
