@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from steadyserve.cli.common import Progress
 from steadyserve.cli.logs import LineWriter, show
-from steadyserve.cli.main import Progress
 from steadyserve.cli.tables import Clock
 
 ARRIVED = 1_796_074_985.0  # 2026-11-30T21:43:05Z

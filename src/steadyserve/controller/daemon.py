@@ -36,6 +36,7 @@ from steadyserve.controller.api import build_app
 from steadyserve.controller.endpoint import endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.orphans import reap_orphans
+from steadyserve.controller.ownership import fleet_owner, unlisted
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
@@ -48,11 +49,6 @@ from steadyserve.states import Desired, EventKind, ServiceStatus, UpdateMode, Ve
 from steadyserve.workdir import relative_excludes
 
 log = logging.getLogger("steadyserve.controller")
-
-
-def fleet_owner(spec_file: str | None) -> str:
-    """The owner recorded for services a fleet file makes (its absolute path)."""
-    return f"fleet:{spec_file}" if spec_file else ""
 
 
 class Controller:
@@ -296,7 +292,8 @@ class Controller:
                 await self.update_service(
                     spec.name, spec.spec_json(), "", mode=None, dry_run=True, spec_file=spec_file
                 )
-        removed, kept = self._unlisted(names, owner, prune_all)
+        owners = {n: row.owner for n in self.services if (row := self.store.service(n))}
+        removed, kept = unlisted(list(self.services), owners, names, owner, prune_all)
         if not dry_run and expect_down is not None and sorted(expect_down) != sorted(removed):
             raise Conflict(
                 "the services deploy would take down changed since it asked"
@@ -333,25 +330,6 @@ class Controller:
         if not dry_run:
             await self.gateway.configure(gateway_port)
         return {"dry_run": dry_run, "services": results, "gateway": {"port": gateway_port}}
-
-    def _unlisted(
-        self, listed: list[str | None], owner: str, prune_all: bool
-    ) -> tuple[list[str], list[tuple[str, str]]]:
-        """Running services the file does not list: those to take down, and those
-        kept with the reason (made by ``steady up`` or by another fleet file)."""
-        removed: list[str] = []
-        kept: list[tuple[str, str]] = []
-        for name in [n for n in self.services if n not in listed]:
-            row = self.store.service(name)
-            made_by = row.owner if row is not None else ""
-            if prune_all or (owner and made_by == owner):
-                removed.append(name)
-            elif made_by:
-                source = made_by.removeprefix("fleet:")
-                kept.append((name, f"made by another fleet file ({source})"))
-            else:
-                kept.append((name, "made with steady up; --prune-all takes it down"))
-        return removed, kept
 
     def _parse(self, spec_json: str) -> ServiceSpec:
         try:
