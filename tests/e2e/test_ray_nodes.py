@@ -9,6 +9,7 @@ is every process of the worker's namespace killed at once.
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -76,3 +77,35 @@ def test_node_loss_under_load_preempts_and_replaces(
     assert client.failed <= 1, client.summary()
     history = json.loads(steady.run("history", "web", "--json").stdout)
     assert [v["outcome"] for v in history["versions"]] == ["active"]  # not a failed version
+
+
+def test_an_unreachable_cluster_is_one_line_and_exit_2(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """Inside the head's namespace (so nothing reaches the machine's own address),
+    a port where no Ray cluster listens: refused in seconds, nothing created."""
+    home = tmp_path / "home"
+    steady = Steady(home, {"STEADY_BACKEND": "ray", "STEADY_RAY_ADDRESS": f"{HEAD_IP}:1"})
+    with ray_cluster.entered():
+        done = steady.run("up", str(service_file(tmp_path)), check=False, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"error: cannot reach the Ray cluster at '{HEAD_IP}:1'")
+    assert not (home / "services" / "web").exists()  # nothing was created
+
+
+def test_ray_backend_without_ray_installed_says_what_to_install(tmp_path: Path) -> None:
+    """A Python where ``import ray`` fails (a stand-in package first on the path)."""
+    fake = tmp_path / "noray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    env = {
+        "STEADY_BACKEND": "ray",
+        "PYTHONPATH": os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    steady = Steady(tmp_path / "home", env)
+    done = steady.run("up", str(service_file(tmp_path)), check=False, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: the ray backend needs Ray: pip install 'steadyserve[ray]'"
+    )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 NAMESPACE = "steadyserve"
 POLL_S = 0.5
 CALL_TIMEOUT_S = 10.0
+REACH_TIMEOUT_S = 3.0
 START_TIMEOUT_S = 120.0
 
 
@@ -53,6 +55,7 @@ def connect(address: str) -> None:
         ) from None
     if ray.is_initialized():
         return
+    _check_reachable(address)
     try:
         ray.init(
             address=address,
@@ -65,6 +68,22 @@ def connect(address: str) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BackendUnavailable(
             f"cannot reach the Ray cluster at {address!r} ({first[:160]});"
+            " start one with 'ray start --head' or set STEADY_RAY_ADDRESS"
+        ) from None
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds, with one line, when nothing listens at a ``HOST:PORT`` or
+    ``ray://HOST:PORT`` address (``ray.init`` itself retries for a long while)."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_TIMEOUT_S).close()
+    except OSError as exc:
+        raise BackendUnavailable(
+            f"cannot reach the Ray cluster at {address!r} ({exc.strerror or exc});"
             " start one with 'ray start --head' or set STEADY_RAY_ADDRESS"
         ) from None
 
