@@ -144,9 +144,7 @@ def classify(
                         )
                     )
         elif key in _IN_PLACE_TOP_FIELDS and not _same(before, after):
-            changes.append(
-                FieldChange(key, before, after, "in_place", _IN_PLACE_TOP_FIELDS[key])
-            )
+            changes.append(FieldChange(key, before, after, "in_place", _IN_PLACE_TOP_FIELDS[key]))
         elif not _same(before, after):
             why = _RESTART_WHY.get(key, _UNKNOWN_WHY)
             changes.append(FieldChange(key, before, after, "restart", why))

@@ -59,8 +59,10 @@ def test_node_loss_under_load_preempts_and_replaces(
         ray_cluster.kill_worker()
         svc = steady.wait_for(
             "web",
-            lambda s: ready_on(s) == [HEAD_IP, HEAD_IP]
-            and any(r["status"] == "PREEMPTED" for r in s["replicas"]),
+            lambda s: (
+                ready_on(s) == [HEAD_IP, HEAD_IP]
+                and any(r["status"] == "PREEMPTED" for r in s["replicas"])
+            ),
             timeout=90,
             what="the worker's replica PREEMPTED and replaced on the head",
         )
@@ -109,3 +111,37 @@ def test_ray_backend_without_ray_installed_says_what_to_install(tmp_path: Path) 
     assert done.stderr.strip().splitlines()[-1] == (
         "error: the ray backend needs Ray: pip install 'steadyserve[ray]'"
     )
+
+
+@pytest.mark.parametrize("steady", ["ray"], indirect=True)
+def test_a_fixed_port_runs_one_replica_per_node(steady: Steady, tmp_path: Path) -> None:
+    """SkyServe's fixed replica port (``run`` ignores ``$PORT``): on Ray, one replica
+    per node, each on that port at its node's address; more than the nodes: refused."""
+    path = tmp_path / "fixed.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        name: fixed
+        service:
+          readiness_probe: /health
+          replicas: 2
+          ports: 18080
+          health_check_period_s: 0.2
+          graceful_shutdown_timeout_s: 2
+        workdir: {EXAMPLES / "http_server"}
+        run: python3 server.py
+        """)
+    )
+    steady.run("up", str(path), "--wait", "--timeout", "90")
+    svc = steady.service("fixed")
+    assert sorted((r["ip"], r["port"]) for r in svc["replicas"]) == [
+        (HEAD_IP, 18080),
+        (WORKER_IP, 18080),
+    ]
+    port = int(str(svc["endpoint"]).rsplit(":", 1)[1])
+    seen = {json.loads(http_get(port)[1])["replica_id"] for _ in range(20)}
+    assert seen == {"1", "2"}
+    path.write_text(path.read_text().replace("replicas: 2", "replicas: 3"))
+    refused = steady.run("update", "fixed", str(path), check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert "the Ray cluster's 2 nodes hold 2 such replicas, 3 asked" in refused.stderr
+    assert steady.service("fixed")["version"] == 1  # nothing changed

@@ -41,6 +41,9 @@ class LaunchRequest:
     pip: list[str] | str | None = None
     resources: Resources | None = None
     """What one replica needs: placement for backends that place (Ray)."""
+    fixed_port: int | None = None
+    """SkyServe's fixed replica port (``run`` ignores ``$PORT``): a backend with
+    several nodes runs at most one such replica per node, on that port."""
 
 
 class ReplicaHandle(Protocol):

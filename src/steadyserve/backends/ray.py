@@ -31,6 +31,8 @@ from steadyserve import replica_contract as contract
 from steadyserve.backends.base import LaunchRequest, ProvisionError
 from steadyserve.backends.ray_placement import Placement, placement_of, unsatisfiable
 from steadyserve.paths import Home
+from steadyserve.spec import ServiceSpec
+from steadyserve.spec.skypilot import fixed_port
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +191,8 @@ class RayBackend:
         self.address = address
         self.home_id = contract.home_id(home.root)
         self._uploaded: dict[str, dict[str, Any]] = {}
+        self._fixed: dict[tuple[str, int], str] = {}
+        """(service, replica id) -> the node of each replica that binds a fixed port."""
         connect(address)
 
     async def prepare(
@@ -219,20 +223,29 @@ class RayBackend:
         runtime_env = await self._shipped(request)
 
         name = actor_name(self.home_id, request.service, request.replica_id)
+        strategy: Any = "SPREAD"
+        if request.fixed_port is not None:
+            nodes = await asyncio.to_thread(_alive_nodes)
+            strategy = self._node_for_fixed_port(request, nodes)  # reserved before awaiting
         remote_cls: Any = ray.remote(ReplicaActor)
         actor: Any = remote_cls.options(
             name=name,
             namespace=NAMESPACE,
             lifetime="detached",
             max_restarts=0,
-            scheduling_strategy="SPREAD",
+            scheduling_strategy=strategy,
             runtime_env=runtime_env,
             **placement.actor_options(),
         ).remote(name)
         command = list(request.command)
         if command and command[0] == sys.executable:
             command[0] = "{python}"  # the node's own interpreter
-        ports = [contract.PORT] + ([contract.CONTROL_PORT] if request.control_port else [])
+        ports = [contract.CONTROL_PORT] if request.control_port else []
+        env = dict(request.env)
+        if request.fixed_port is None:
+            ports.insert(0, contract.PORT)
+        else:  # the app binds this port whatever $PORT says: one such replica per node
+            env[contract.PORT] = str(request.fixed_port)
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             if request.setup:
@@ -243,16 +256,37 @@ class RayBackend:
                 if code != 0:
                     raise ProvisionError(f"setup exited with code {code} on its node: {tail}")
             info = await asyncio.wait_for(
-                actor.start.remote(command, request.env, ports, placement.describe()),
+                actor.start.remote(command, env, ports, placement.describe()),
                 START_TIMEOUT_S,
             )
         except BaseException:
+            self._fixed.pop((request.service, request.replica_id), None)
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
             raise
+        if request.fixed_port is not None:
+            info = {**info, "ports": {**info.get("ports", {}), contract.PORT: request.fixed_port}}
         replica = RayReplica(actor, name, info, request.log_path)
         replica.watch()
         return replica
+
+    def _node_for_fixed_port(self, request: LaunchRequest, nodes: list[dict[str, Any]]) -> Any:
+        """A node where no other replica of the service holds its fixed port (now
+        reserved for this one), as a hard node-affinity strategy; ProvisionError
+        when every node has one."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        taken = {node for (svc, _), node in self._fixed.items() if svc == request.service}
+        for node in nodes:
+            if node["NodeID"] not in taken:
+                self._fixed[(request.service, request.replica_id)] = node["NodeID"]
+                return NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+        alive = len(nodes)
+        raise ProvisionError(
+            f"service.ports: every node of the Ray cluster ({alive}) already runs a replica"
+            f" on port {request.fixed_port}; one replica per node binds a fixed port"
+            " (make the app listen on $PORT to run more)"
+        )
 
     def adopt(
         self,
@@ -284,6 +318,24 @@ class RayBackend:
             replica.log_offset = min(log_path.stat().st_size, int(info.get("log_size", 0)))
         replica.watch()
         return replica
+
+    def placement_problem(self, spec: ServiceSpec) -> str | None:
+        """More replicas on a fixed port than the cluster has nodes: each node holds
+        one (said before anything starts, never a loop of failing launches)."""
+        port = fixed_port(spec)
+        if port is None:
+            return None
+        svc = spec.service
+        most = svc.replica_policy.max_replicas if svc.replica_policy is not None else svc.replicas
+        nodes = len(_alive_nodes())
+        if most is None or most <= nodes:
+            return None
+        field = "service.ports" if svc.ports is not None else "resources.ports"
+        return (
+            f"{field}: run does not use $PORT, so each replica binds port {port}: the Ray"
+            f" cluster's {nodes} nodes hold {nodes} such replicas, {most} asked"
+            " (make the app listen on $PORT to run more; see docs/skyserve.md)"
+        )
 
     async def _shipped(self, request: LaunchRequest) -> dict[str, Any]:
         """The runtime_env with the workdir uploaded to the cluster once per version
@@ -318,10 +370,20 @@ class RayBackend:
         except Exception:
             log.info("replica actor %s did not answer stop; killing it", handle.name)
         handle.close()
+        for key in [k for k, node in self._fixed.items() if handle.name.endswith(f"-{k[1]}")]:
+            if handle.name == actor_name(self.home_id, key[0], key[1]):
+                del self._fixed[key]  # its node may take another fixed-port replica
         with contextlib.suppress(Exception):
             ray.kill(handle.actor, no_restart=True)
         if handle._exit is None:
             handle._exit = -15
+
+
+def _alive_nodes() -> list[dict[str, Any]]:
+    import ray
+
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return [n for n in nodes if n.get("Alive")]
 
 
 def _alive_node_resources() -> list[dict[str, float]]:

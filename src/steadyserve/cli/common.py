@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from steadyserve.backends import backend_name
 from steadyserve.cli.client import (
     Client,
     CommandError,
@@ -132,7 +133,7 @@ def _load_one(
     spec = load_service_file(file, name, notes)
     spec = _with_defaults(spec, raw_document(file), file, "")
     try:
-        notes.extend(preflight(spec, ignore_resources=ignore_resources))
+        notes.extend(preflight(spec, ignore_resources=ignore_resources, backend=backend_name()))
     except SpecError as exc:
         raise SpecError.combine([exc], file=str(file)) from None
     return spec

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
+from steadyserve.backends import backend_name
 from steadyserve.cli import progressive, ray_status
 from steadyserve.cli.client import (
     Client,
@@ -345,6 +346,7 @@ def deploy(
                 preflight(
                     spec,
                     ignore_resources=ignore_resources,
+                    backend=backend_name(),
                     prefix=where.format(i if plan.scope == "all" else spec.name),
                 )
             )

@@ -119,6 +119,7 @@ class Controller:
     ) -> dict[str, Any]:
         spec = self._parse(spec_json)
         name = spec.name
+        self._check_placeable(spec)
         if name is None:
             raise BadInput("name: a service needs a name")
         if name in self.services or self.store.service(name) is not None:
@@ -200,6 +201,7 @@ class Controller:
         spec = self._parse(spec_json)
         if spec.name != name:
             spec = spec.model_copy(update={"name": name})
+        self._check_placeable(spec)
         if dry_run:  # writes nothing: no need to wait for, or refuse on, another command
             return await updates.apply(
                 self,
@@ -336,6 +338,14 @@ class Controller:
             return ServiceSpec.from_json(spec_json)
         except ValueError as exc:
             raise BadInput(str(exc).splitlines()[0]) from exc
+
+    def _check_placeable(self, spec: ServiceSpec) -> None:
+        """What the backend can tell before anything starts (e.g. the Ray backend: more
+        fixed-port replicas than nodes): refused with one line, exit 2."""
+        check = getattr(self.backend, "placement_problem", None)
+        problem = check(spec) if check is not None else None
+        if problem:
+            raise BadInput(problem)
 
     async def _check_new(self, spec: ServiceSpec, spec_file: str | None) -> None:
         if spec.workdir is not None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.controller.probing import probe_loop
+from steadyserve.spec.skypilot import fixed_port
 from steadyserve.state import ReplicaRow
 from steadyserve.states import ReplicaStatus
 
@@ -96,6 +97,7 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
             setup=spec.setup,
             pip=spec.pip,
             resources=spec.resources,
+            fixed_port=fixed_port(spec),
         )
     )
 

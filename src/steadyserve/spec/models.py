@@ -147,6 +147,7 @@ class ServiceSpec(_Model):
     def _local_mounts(cls, value: dict[str, Any]) -> dict[str, Any]:
         check_file_mounts(value)
         return value
+
     application: ServiceName | None = None
     """The Ray Serve application this service was made from (rsconfig hook); a
     Ray Serve config's deploy removes only services of applications."""

@@ -308,6 +308,7 @@ class ServiceSection(_Model):
             rest = {k: v for k, v in data.items() if k != "https"}
             return {**rest, "tls": data["https"]}
         return data
+
     route_prefix: RoutePrefix | None = None
     """Served under this prefix on the gateway port too (rsconfig hook); None: not on it."""
 
