@@ -28,7 +28,14 @@ from typing import cast
 
 import httptools
 
-from steadyserve.lb.exchange import DONE, READY, ROUTED, SENT, Exchange
+from steadyserve.lb.client_guards import (
+    PAUSE_BODY,
+    PAUSE_BROKEN,
+    PAUSE_PIPELINE,
+    PAUSE_UPSTREAM,
+    ClientGuards,
+)
+from steadyserve.lb.exchange import DONE, READY, SENT, Exchange
 from steadyserve.lb.http import (
     HOP_BY_HOP,
     IDEMPOTENT_METHODS,
@@ -52,12 +59,6 @@ BODY_BUFFER_LIMIT = 256 * 1024  # request body held while no replica connection 
 REQUEST_BUFFER_BYTES = 64 * 1024
 PIPELINE_LIMIT = 16  # requests parsed ahead of the one being answered
 
-# Why the connection stopped reading (bits)
-PAUSE_BODY = 1
-PAUSE_UPSTREAM = 2
-PAUSE_PIPELINE = 4
-PAUSE_BROKEN = 8
-
 
 class RequestRejected(Exception):
     """Raised from a parser callback to answer the request locally and close."""
@@ -68,7 +69,7 @@ class RequestRejected(Exception):
         self.message = message
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(ClientGuards, asyncio.Protocol):
     """One client's connection: parses requests, answers them in order."""
 
     __slots__ = (
@@ -81,9 +82,6 @@ class ClientConnection(asyncio.Protocol):
         "_hosts",
         "_in_head",
         "_lines",
-        "_send_timer",
-        "_timer",
-        "_timer_mark",
         "_upgrade",
         "_upgrade_to",
         "_url",
@@ -97,11 +95,9 @@ class ClientConnection(asyncio.Protocol):
         "exchanges",
         "idle_since",
         "parser",
-        "parsing",
         "proxy",
         "read_paused",
         "transport",
-        "write_paused",
     )
 
     def __init__(self, proxy: Proxy) -> None:
@@ -209,72 +205,9 @@ class ClientConnection(asyncio.Protocol):
         elif self.parsing is not None and self._timer is None:
             self._arm(self.proxy.limits.body_timeout_s)  # a body still on its way
 
-    # -- timeouts ---------------------------------------------------------------------
-    def _arm(self, seconds: float) -> None:
-        """One timer per phase (head, body), armed only when a phase spans reads."""
-        self._timer_mark = self.body_bytes
-        self._timer = self.proxy.loop.call_later(seconds, self._on_timer)
-
-    def _disarm(self) -> None:
-        timer = self._timer
-        if timer is not None:
-            self._timer = None
-            timer.cancel()
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if self.closing:
-            return
-        limits = self.proxy.limits
-        if self.read_paused & ~PAUSE_BROKEN:
-            # Not reading because of the proxy (backpressure, pipelining): not the
-            # client's delay.
-            self._arm(limits.body_timeout_s if self.parsing else limits.header_timeout_s)
-            return
-        if self._in_head:
-            self._reject(408, "request header timeout")
-        elif self.parsing is not None:
-            if self.body_bytes > self._timer_mark:
-                self._arm(limits.body_timeout_s)  # progress since the last check
-            else:
-                self._reject(408, "request body timeout")
-        elif not self.exchanges:
-            self.close()  # connected, never sent a byte
-
-    def _send_timed_out(self) -> None:
-        """The client read nothing of its response for send_timeout: let go of it
-        (and of the replica connection its backpressure was holding)."""
-        self._send_timer = None
-        if self.write_paused and not self.closing:
-            log.warning("client stopped reading its response; closing the connection")
-            self.close()
-            if self.transport is not None:
-                self.transport.abort()  # close() would wait for the unread bytes to drain
-
     def reading_first_head(self) -> bool:
         """Is the only request on this connection a head still being read?"""
         return len(self.exchanges) == 1 and self._in_head
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        if self._send_timer is None and not self.closing:
-            self._send_timer = self.proxy.loop.call_later(
-                self.proxy.send_timeout, self._send_timed_out
-            )
-        if self.exchanges:
-            conn = self.exchanges[0].upstream
-            if conn is not None:
-                conn.pause_reading()
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        if self._send_timer is not None:
-            self._send_timer.cancel()
-            self._send_timer = None
-        if self.exchanges:
-            conn = self.exchanges[0].upstream
-            if conn is not None:
-                conn.resume_reading()
 
     # -- httptools callbacks ------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -561,42 +494,6 @@ class ClientConnection(asyncio.Protocol):
         self.proxy.answered_locally(ex)
         self.write(data)
         self._exchange_done(ex)
-
-    def _reject(self, status: int, message: str) -> None:
-        """Answer a request the proxy will not forward, then close the connection."""
-        self.pause_reading(PAUSE_BROKEN)
-        ex = self.parsing
-        self.parsing = None
-        exchanges = self.exchanges
-        if (
-            ex is not None
-            and exchanges
-            and exchanges[0] is ex
-            and (ex.state in ROUTED or ex.state is DONE)
-        ):
-            # Already routed or answered: stop the replica side first.
-            started = ex.response_started
-            self.proxy.abort(ex)
-            if started:
-                self.close()
-            else:
-                ex.keep_alive = False
-                ex.response_started = True
-                ex.status = status
-                self.write(simple_response(status, message, close=True))
-                self._exchange_done(ex)
-            return
-        if ex is not None and exchanges and exchanges[-1] is ex:
-            exchanges.pop()
-        error = Exchange(self)
-        error.local = simple_response(status, message, close=True)
-        error.status = status
-        error.keep_alive = False
-        error.request_done = True
-        self.proxy.ready(error)
-        exchanges.append(error)
-        if exchanges[0] is error:
-            self._serve_local(error)
 
     def close(self) -> None:
         if not self.closing:

@@ -1,0 +1,154 @@
+"""The limits a client connection enforces on its client: the head and body
+timeouts, the send timeout, and the local answer that refuses a request and
+closes (408, 413, 431, 400 ...). A mixin of :class:`~steadyserve.lb.downstream.ClientConnection`
+kept apart from the per-request parsing path, which it never runs on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, cast
+
+from steadyserve.lb.exchange import DONE, ROUTED, Exchange
+from steadyserve.lb.http import simple_response
+
+if TYPE_CHECKING:
+    from steadyserve.lb.downstream import ClientConnection
+    from steadyserve.lb.proxy import Proxy
+
+log = logging.getLogger("steadyserve.lb")
+
+# Why the connection stopped reading (bits)
+PAUSE_BODY = 1
+PAUSE_UPSTREAM = 2
+PAUSE_PIPELINE = 4
+PAUSE_BROKEN = 8
+
+
+class ClientGuards:
+    """Timeouts and refusals of one client connection (see the module's docstring)."""
+
+    __slots__ = ("_send_timer", "_timer", "_timer_mark", "parsing", "write_paused")
+
+    _send_timer: asyncio.TimerHandle | None  # armed while writing is paused
+    _timer: asyncio.TimerHandle | None  # the head or body timeout
+    _timer_mark: int
+    parsing: Exchange | None
+    write_paused: bool
+
+    # Attributes and methods of the connection this is mixed into.
+    proxy: Proxy
+    transport: asyncio.Transport | None
+    exchanges: deque[Exchange]
+    read_paused: int
+    closing: bool
+    body_bytes: int
+    _in_head: bool
+
+    if TYPE_CHECKING:
+
+        def close(self) -> None: ...
+        def write(self, data: bytes) -> None: ...
+        def pause_reading(self, reason: int) -> None: ...
+        def _serve_local(self, ex: Exchange) -> None: ...
+        def _exchange_done(self, ex: Exchange) -> None: ...
+
+    def _arm(self, seconds: float) -> None:
+        """One timer per phase (head, body), armed only when a phase spans reads."""
+        self._timer_mark = self.body_bytes
+        self._timer = self.proxy.loop.call_later(seconds, self._on_timer)
+
+    def _disarm(self) -> None:
+        timer = self._timer
+        if timer is not None:
+            self._timer = None
+            timer.cancel()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.closing:
+            return
+        limits = self.proxy.limits
+        if self.read_paused & ~PAUSE_BROKEN:
+            # Not reading because of the proxy (backpressure, pipelining): not the
+            # client's delay.
+            self._arm(limits.body_timeout_s if self.parsing else limits.header_timeout_s)
+            return
+        if self._in_head:
+            self._reject(408, "request header timeout")
+        elif self.parsing is not None:
+            if self.body_bytes > self._timer_mark:
+                self._arm(limits.body_timeout_s)  # progress since the last check
+            else:
+                self._reject(408, "request body timeout")
+        elif not self.exchanges:
+            self.close()  # connected, never sent a byte
+
+    def _send_timed_out(self) -> None:
+        """The client read nothing of its response for send_timeout: let go of it
+        (and of the replica connection its backpressure was holding)."""
+        self._send_timer = None
+        if self.write_paused and not self.closing:
+            log.warning("client stopped reading its response; closing the connection")
+            self.close()
+            if self.transport is not None:
+                self.transport.abort()  # close() would wait for the unread bytes to drain
+
+    def _reject(self, status: int, message: str) -> None:
+        """Answer a request the proxy will not forward, then close the connection."""
+        self.pause_reading(PAUSE_BROKEN)
+        ex = self.parsing
+        self.parsing = None
+        exchanges = self.exchanges
+        if (
+            ex is not None
+            and exchanges
+            and exchanges[0] is ex
+            and (ex.state in ROUTED or ex.state is DONE)
+        ):
+            # Already routed or answered: stop the replica side first.
+            started = ex.response_started
+            self.proxy.abort(ex)
+            if started:
+                self.close()
+            else:
+                ex.keep_alive = False
+                ex.response_started = True
+                ex.status = status
+                self.write(simple_response(status, message, close=True))
+                self._exchange_done(ex)
+            return
+        if ex is not None and exchanges and exchanges[-1] is ex:
+            exchanges.pop()
+        error = Exchange(cast("ClientConnection", self))
+        error.local = simple_response(status, message, close=True)
+        error.status = status
+        error.keep_alive = False
+        error.request_done = True
+        self.proxy.ready(error)
+        exchanges.append(error)
+        if exchanges[0] is error:
+            self._serve_local(error)
+
+    # -- the client's side of backpressure ----------------------------------------
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        if self._send_timer is None and not self.closing:
+            self._send_timer = self.proxy.loop.call_later(
+                self.proxy.send_timeout, self._send_timed_out
+            )
+        if self.exchanges:
+            conn = self.exchanges[0].upstream
+            if conn is not None:
+                conn.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+        if self.exchanges:
+            conn = self.exchanges[0].upstream
+            if conn is not None:
+                conn.resume_reading()
