@@ -7,6 +7,7 @@ first on ``sys.path``). Nothing here talks to anything but 127.0.0.1.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import math
@@ -525,8 +526,16 @@ def service_yaml(fields: dict[str, Any]) -> str:
 
 
 # Ray Serve, inside a network namespace with only loopback --------------------
+@functools.lru_cache(maxsize=1)
 def ray_installed() -> bool:
-    return importlib.util.find_spec("ray") is not None
+    """Ray Serve importable (``ray`` alone, as the Ray backend installs it, lacks
+    Serve's own dependencies): checked in a subprocess, once."""
+    if importlib.util.find_spec("ray") is None:
+        return False
+    done = subprocess.run(
+        [sys.executable, "-c", "import ray.serve"], capture_output=True, timeout=120
+    )
+    return done.returncode == 0
 
 
 def netns_problem() -> str | None:

@@ -31,7 +31,10 @@ HAVE_NGINX = shutil.which("nginx", path=SBIN) is not None
 HAVE_HAPROXY = shutil.which("haproxy", path=SBIN) is not None
 HAVE_WRK = shutil.which("wrk") is not None
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
-HAVE_RAY = importlib.util.find_spec("ray") is not None
+# Ray Serve, not just Ray (the Ray backend's tests install ray without serve).
+HAVE_RAY = importlib.util.find_spec("ray") is not None and (
+    subprocess.run([sys.executable, "-c", "import ray.serve"], capture_output=True).returncode == 0
+)
 BENCH_HOME_PREFIX = str(Path(tempfile.gettempdir()) / "steady-bench-")
 # bench/benchlib.py's run_proxy: the temp dir nginx and HAProxy run from
 PROXY_DIR_PREFIXES = [f"{BENCH_HOME_PREFIX}{proxy}-" for proxy in ("nginx", "haproxy")]
