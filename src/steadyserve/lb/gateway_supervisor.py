@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import psutil
+
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
@@ -190,8 +192,22 @@ class GatewaySupervisor:
             with contextlib.suppress(Exception):
                 await stop_group(self.handle, STOP_TIMEOUT_S)
         self.handle = None
+        # A gateway of this home this controller does not know (started by one that
+        # was killed before it recorded it in gateway.json) goes too.
+        for proc in self._strays():
+            with contextlib.suppress(Exception):
+                await stop_group(LocalProcess(proc.pid, proc.create_time(), 0), STOP_TIMEOUT_S)
         self.detach()
         self._save()
+
+    def _strays(self) -> list[psutil.Process]:
+        home = str(self.home.root)
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdline = proc.info.get("cmdline") or []
+            if "steadyserve.lb.gateway_server" in cmdline and home in cmdline:
+                found.append(proc)
+        return found
 
     def status(self) -> dict[str, Any]:
         return {
