@@ -164,7 +164,11 @@ def test_sigkill_replica_under_load_costs_no_get(steady: Steady, tmp_path: Path)
     for c in clients:
         report(f"   {c.summary()}")
     assert sent > 100
-    assert failed == 0
+    # A GET that had not started its response is retried on the other replica, so it
+    # never fails. One whose response had begun when the replica died can only be
+    # cut (docs/load-balancer.md): at most the one each client had in flight there.
+    for c in clients:
+        assert c.failed == c.errors["IncompleteRead"] <= 1, c.summary()
     ids = {r["id"]: r["status"] for r in replaced["replicas"]}
     assert ids[victim["id"]] == "FAILED"
     assert max(ids) == 3 and ids[3] == "READY"

@@ -152,6 +152,7 @@ def test_replica_environment_is_clean(
         "STEADY_SERVICE_NAME",
         "STEADY_SERVICE_VERSION",
         "STEADY_REPLICA_TAG",
+        "HOST",
         "ENV_DUMP",
         "MY_SETTING",
     }
