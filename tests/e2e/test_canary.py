@@ -189,10 +189,13 @@ def test_canary_failing_30_percent_is_aborted(steady: Steady, tmp_path: Path) ->
 
 
 def test_canary_five_times_slower_is_aborted_on_latency(steady: Steady, tmp_path: Path) -> None:
-    port = up(steady, tmp_path, spec(delay=0.01))
+    # 20 ms against 100 ms: in the LB's latency buckets (..., 25, 50, 100, 250 ms) the
+    # canary's p99 lands at 250 ms; the stable one stays at 25-100 ms even when a busy
+    # machine slows a few of its requests, so the ratio stays over 1.5.
+    port = up(steady, tmp_path, spec(delay=0.02))
     client = LoadClient(port, max_seconds=90).start()
     analysis = "{max_p99_ratio: 1.5, min_requests: 5, interval_s: 2}"
-    update(steady, tmp_path, spec(delay=0.05, analysis=analysis, marker="v2"))
+    update(steady, tmp_path, spec(delay=0.1, analysis=analysis, marker="v2"))
     svc = steady.wait_for("web", finished, timeout=60, what="canary aborted on latency")
     client.stop()
     report(f"canary 5x slower: {client.summary()}")
