@@ -77,6 +77,14 @@ def _initial_within_bounds(policy: ReplicaPolicy | AutoscalingConfig) -> None:
         raise _fail("initial_replicas must be between min_replicas and max_replicas")
 
 
+def _max_not_below_min(cls: type[_Model], value: int, info: ValidationInfo) -> int:
+    """``max_replicas`` of both autoscaling spellings (SkyServe's and Ray Serve's)."""
+    low = info.data.get("min_replicas")
+    if low is not None and value < low:
+        raise _fail("must be an integer >= min_replicas")
+    return value
+
+
 class ReplicaPolicy(_Model):
     """Autoscaling bounds plus one target: SkyServe's request rate or Ray Serve's load.
 
@@ -118,13 +126,7 @@ class ReplicaPolicy(_Model):
             return {**data, "max_replicas": data["min_replicas"]}
         return data
 
-    @field_validator("max_replicas")
-    @classmethod
-    def _max_not_below_min(cls, value: int, info: ValidationInfo) -> int:
-        low = info.data.get("min_replicas")
-        if low is not None and value < low:
-            raise _fail("must be an integer >= min_replicas")
-        return value
+    _max_not_below_min = field_validator("max_replicas")(_max_not_below_min)
 
     @model_validator(mode="after")
     def _one_target(self) -> ReplicaPolicy:
@@ -192,13 +194,7 @@ class AutoscalingConfig(_Model):
             )
         return data
 
-    @field_validator("max_replicas")
-    @classmethod
-    def _max_not_below_min(cls, value: int, info: ValidationInfo) -> int:
-        low = info.data.get("min_replicas")
-        if low is not None and value < low:
-            raise _fail("must be an integer >= min_replicas")
-        return value
+    _max_not_below_min = field_validator("max_replicas")(_max_not_below_min)
 
     @model_validator(mode="after")
     def _coherent(self) -> AutoscalingConfig:
