@@ -2,7 +2,7 @@
 
 Fairness: with 4 workers and 2 replicas, each worker balances by the in-flight
 counts all workers share, and each replica still gets half the requests (within
-10 points). Each request holds its replica ~20 ms (a two-token stream), so the
+5 points). Each request holds its replica ~20 ms (a two-token stream), so the
 split measures the shared counts, not which replica process a busy machine
 happened to schedule first (instant answers skewed 57/43 on a loaded CI box). Draining: a
 rolling update under load fails nothing, which needs every worker to have
@@ -92,7 +92,7 @@ def test_four_workers_share_two_replicas_fairly(steady: Steady, tmp_path: Path) 
     report(f"4 LB workers, 2 replicas: {total} answered, {failed} failed, shares {shares}")
     assert failed == 0
     assert total == CLIENTS * REQUESTS_PER_CLIENT
-    assert len(shares) == 2 and all(0.40 <= s <= 0.60 for s in shares.values()), shares
+    assert len(shares) == 2 and all(0.45 <= s <= 0.55 for s in shares.values()), shares
 
 
 def test_rolling_update_with_four_workers_drops_nothing(steady: Steady, tmp_path: Path) -> None:
