@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import textwrap
 from pathlib import Path
 
@@ -145,3 +146,28 @@ def test_a_fixed_port_runs_one_replica_per_node(steady: Steady, tmp_path: Path) 
     assert refused.returncode == 2, refused.stderr
     assert "the Ray cluster's 2 nodes hold 2 such replicas, 3 asked" in refused.stderr
     assert steady.service("fixed")["version"] == 1  # nothing changed
+
+    # A restarted controller reserves the adopted replicas' nodes again: each
+    # replica killed in turn is replaced on its own node, not onto the other's port.
+    controller = json.loads(steady.run("controller", "status", "--json").stdout)["pid"]
+    os.kill(controller, signal.SIGKILL)
+    steady.wait_for("fixed", lambda s: s["ready_replicas"] == 2, what="re-adopted")
+    assert json.loads(steady.run("controller", "status", "--json").stdout)["pid"] != controller
+    for ip in (WORKER_IP, HEAD_IP):  # the head is the first node Ray lists
+        svc = steady.service("fixed")
+        victim = next(r for r in svc["replicas"] if r["status"] == "READY" and r["ip"] == ip)
+        os.kill(victim["pid"], signal.SIGKILL)
+        steady.wait_for(
+            "fixed",
+            lambda s, ip=ip, gone=victim["id"]: sorted(
+                (r["ip"], r["port"]) for r in s["replicas"] if r["status"] == "READY"
+            )
+            == [(HEAD_IP, 18080), (WORKER_IP, 18080)]
+            and all(r["id"] != gone for r in s["replicas"] if r["status"] == "READY"),
+            timeout=60,
+            what=f"the replica on {ip} replaced on its own node",
+        )
+    # Two replacements, each placed right the first time (a replica sent onto the
+    # other node's port would fail to bind and take another id).
+    final = steady.service("fixed")["replicas"]
+    assert max(r["id"] for r in final) == 4, [(r["id"], r["status"], r["ip"]) for r in final]

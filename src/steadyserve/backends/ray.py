@@ -24,6 +24,7 @@ import logging
 import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ POLL_S = 0.5
 CALL_TIMEOUT_S = 10.0
 REACH_TIMEOUT_S = 3.0
 START_TIMEOUT_S = 120.0
+FIXED_PORT_WAIT_S = 30.0  # how long a launch waits for a stopping replica to free its port
 
 
 class BackendUnavailable(Exception):
@@ -112,6 +114,8 @@ class RayReplica:
         self.log_offset = 0
         self._exit: int | None = None
         self.preempted = False
+        self.stopping = False
+        """Set when the controller starts stopping it (it may still hold its port)."""
         """True when the actor died with its node: the replica was lost, not failed."""
         self._poller: asyncio.Task[None] | None = None
         self.resources = str(info.get("resources") or "Ray(cpus=1)")
@@ -193,6 +197,9 @@ class RayBackend:
         self._uploaded: dict[str, dict[str, Any]] = {}
         self._fixed: dict[tuple[str, int], str] = {}
         """(service, replica id) -> the node of each replica that binds a fixed port."""
+        self._fixed_replicas: dict[tuple[str, int], RayReplica] = {}
+        """The started ones among them: a replica whose process has exited frees its
+        node's port at once, before the controller's stop of it is done."""
         connect(address)
 
     async def prepare(
@@ -225,8 +232,7 @@ class RayBackend:
         name = actor_name(self.home_id, request.service, request.replica_id)
         strategy: Any = "SPREAD"
         if request.fixed_port is not None:
-            nodes = await asyncio.to_thread(_alive_nodes)
-            strategy = self._node_for_fixed_port(request, nodes)  # reserved before awaiting
+            strategy = await self._fixed_port_strategy(request)
         remote_cls: Any = ray.remote(ReplicaActor)
         actor: Any = remote_cls.options(
             name=name,
@@ -260,7 +266,7 @@ class RayBackend:
                 START_TIMEOUT_S,
             )
         except BaseException:
-            self._fixed.pop((request.service, request.replica_id), None)
+            self._release((request.service, request.replica_id))
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
             raise
@@ -268,25 +274,60 @@ class RayBackend:
             info = {**info, "ports": {**info.get("ports", {}), contract.PORT: request.fixed_port}}
         replica = RayReplica(actor, name, info, request.log_path)
         replica.watch()
+        if request.fixed_port is not None:
+            self._fixed_replicas[(request.service, request.replica_id)] = replica
         return replica
+
+    def _release(self, key: tuple[str, int]) -> None:
+        self._fixed.pop(key, None)
+        self._fixed_replicas.pop(key, None)
+
+    def _holds_port(self, key: tuple[str, int]) -> bool:
+        """Whether the replica reserved under ``key`` may still hold its node's port:
+        not yet started, or started and not known to have exited."""
+        replica = self._fixed_replicas.get(key)
+        return replica is None or replica.exit_code() is None
+
+    async def _fixed_port_strategy(self, request: LaunchRequest) -> Any:
+        """A node for a replica on a fixed port, waiting (boundedly) while a replica
+        that holds the port is being stopped: a failed replica's replacement is
+        launched while its predecessor's stop is still under way. ProvisionError
+        when every node has a live holder."""
+        deadline = time.monotonic() + FIXED_PORT_WAIT_S
+        while True:
+            nodes = await asyncio.to_thread(_alive_nodes)
+            strategy = self._node_for_fixed_port(request, nodes)  # reserved before awaiting
+            if strategy is not None:
+                return strategy
+            stopping = any(
+                replica.stopping and self._holds_port(key)
+                for key, replica in self._fixed_replicas.items()
+                if key[0] == request.service
+            )
+            if not stopping or time.monotonic() > deadline:
+                raise ProvisionError(
+                    f"service.ports: every node of the Ray cluster ({len(nodes)}) already"
+                    f" runs a replica on port {request.fixed_port}; one replica per node"
+                    " binds a fixed port (make the app listen on $PORT to run more)"
+                )
+            await asyncio.sleep(0.2)
 
     def _node_for_fixed_port(self, request: LaunchRequest, nodes: list[dict[str, Any]]) -> Any:
         """A node where no other replica of the service holds its fixed port (now
-        reserved for this one), as a hard node-affinity strategy; ProvisionError
-        when every node has one."""
+        reserved for this one), as a hard node-affinity strategy; None when every
+        node has one."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        taken = {node for (svc, _), node in self._fixed.items() if svc == request.service}
+        taken = {
+            node
+            for key, node in self._fixed.items()
+            if key[0] == request.service and self._holds_port(key)
+        }
         for node in nodes:
             if node["NodeID"] not in taken:
                 self._fixed[(request.service, request.replica_id)] = node["NodeID"]
                 return NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-        alive = len(nodes)
-        raise ProvisionError(
-            f"service.ports: every node of the Ray cluster ({alive}) already runs a replica"
-            f" on port {request.fixed_port}; one replica per node binds a fixed port"
-            " (make the app listen on $PORT to run more)"
-        )
+        return None
 
     def adopt(
         self,
@@ -311,8 +352,16 @@ class RayBackend:
             return None
         if code is not None or not info:
             return None
+        fixed = contract.PORT not in info.get("ports", {})
+        if fixed:  # launch() gives an actor on a fixed port no $PORT of its own
+            info = {**info, "ports": {**info.get("ports", {}), contract.PORT: port}}
         log_path = self.home.replica_log(service, replica_id)
         replica = RayReplica(actor, name, info, log_path)
+        if fixed and replica.node_id:
+            # Its node's port is taken again for this controller: a replacement
+            # goes to another node, not onto this replica's port.
+            self._fixed[(service, replica_id)] = replica.node_id
+            self._fixed_replicas[(service, replica_id)] = replica
         # The log here holds exactly what earlier controllers copied: continue after it.
         with contextlib.suppress(OSError):
             replica.log_offset = min(log_path.stat().st_size, int(info.get("log_size", 0)))
@@ -362,6 +411,7 @@ class RayBackend:
         from ray.exceptions import RayActorError
 
         assert isinstance(handle, RayReplica)
+        handle.stopping = True
         try:
             await asyncio.wait_for(handle.actor.stop.remote(timeout_s), timeout_s + CALL_TIMEOUT_S)
             await handle._copy_log()
@@ -370,9 +420,8 @@ class RayBackend:
         except Exception:
             log.info("replica actor %s did not answer stop; killing it", handle.name)
         handle.close()
-        for key in [k for k, node in self._fixed.items() if handle.name.endswith(f"-{k[1]}")]:
-            if handle.name == actor_name(self.home_id, key[0], key[1]):
-                del self._fixed[key]  # its node may take another fixed-port replica
+        for key in [k for k in self._fixed if handle.name == actor_name(self.home_id, *k)]:
+            self._release(key)  # its node may take another fixed-port replica
         with contextlib.suppress(Exception):
             ray.kill(handle.actor, no_restart=True)
         if handle._exit is None:
