@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from steadyserve.oneline import is_number
 from steadyserve.spec import ServiceSpec
 
 __all__ = ["ChangeKind", "ChangeSet", "FieldChange", "classify"]
@@ -201,7 +202,7 @@ def _keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 def _same(a: object, b: object) -> bool:
     """JSON equality: numbers by value (``2`` is ``2.0``), but ``true`` is not ``1``
     and ``"1"`` is not ``1`` as Python's ``==`` would have it for bools."""
-    if _is_number(a) and _is_number(b):
+    if is_number(a) and is_number(b):
         return a == b
     if type(a) is not type(b):
         return False
@@ -212,10 +213,6 @@ def _same(a: object, b: object) -> bool:
         assert isinstance(b, list)
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 # --------------------------------------------------------------------- describe

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.controller.probing import probe_loop
+from steadyserve.oneline import one_line
 from steadyserve.spec.skypilot import fixed_port
 from steadyserve.state import ReplicaRow
 from steadyserve.states import ReplicaStatus
@@ -100,10 +101,3 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
             fixed_port=fixed_port(spec),
         )
     )
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as one line of at most 500 characters, for an event's reason."""
-    text = " ".join(str(exc).split())
-    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line[:500]

@@ -27,6 +27,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from steadyserve import replica_contract as contract
+from steadyserve.oneline import one_line
 from steadyserve.replica.app import OngoingLimit
 from steadyserve.replica.loader import Target
 from steadyserve.replica.user import UserClass
@@ -51,12 +52,6 @@ class ReplicaState:
     phase: Phase = Phase.INITIALIZING
     control_secret: str | None = None  # None: requests need no secret (a runner started by hand)
     shutdown: dict[str, float] | None = None  # the drain settings in effect, shown by /-/info
-
-
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return line[:500]
 
 
 def control_app(state: ReplicaState) -> ASGIApp:

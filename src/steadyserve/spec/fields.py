@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
 )
 
+from steadyserve.oneline import is_number
 from steadyserve.spec.errors import _NAME_RULE, NAME_PATTERN, _fail
 
 # ------------------------------------------------------------------ value checkers
@@ -24,13 +25,9 @@ from steadyserve.spec.errors import _NAME_RULE, NAME_PATTERN, _fail
 # strings: a quoted "2" in YAML is more likely a mistake than an intent.
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _finite(value: object) -> float | None:
     """The value as a finite float, or None (bools, strings, inf/nan, 10**400)."""
-    if not _is_number(value):
+    if not is_number(value):
         return None
     try:
         number = float(value)  # type: ignore[arg-type]
@@ -193,7 +190,7 @@ def _scalar_text(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return _no_nul(value)
-    if _is_number(value):
+    if is_number(value):
         return str(value)
     raise _fail('must be a string, number or boolean (null is not allowed; use "" for empty)')
 

@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 import yaml
 
+from steadyserve.oneline import is_number
 from steadyserve.spec.convert import _format_loc, _validate
 from steadyserve.spec.errors import _NAME_RULE, MAX_FILE_BYTES, NAME_PATTERN, TOP_LEVEL, SpecError
-from steadyserve.spec.fields import _is_number, _short_repr
+from steadyserve.spec.fields import _short_repr
 from steadyserve.spec.models import ServiceSpec
 from steadyserve.spec.skypilot import resolve_path
 
@@ -99,7 +100,7 @@ def _kind(value: object) -> str:
         return "a string"
     if isinstance(value, bool):
         return "a boolean"
-    if _is_number(value):
+    if is_number(value):
         return "a number"
     return f"a {type(value).__name__}"
 
