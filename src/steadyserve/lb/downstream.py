@@ -35,6 +35,7 @@ from steadyserve.lb.client_guards import (
     PAUSE_UPSTREAM,
     ClientGuards,
 )
+from steadyserve.lb.declined_upgrade import body_framing, parser_after
 from steadyserve.lb.exchange import DONE, READY, SENT, Exchange
 from steadyserve.lb.http import (
     HOP_BY_HOP,
@@ -77,6 +78,7 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         "_conn_tokens",
         "_connection_seen",
         "_content_length",
+        "_declined",
         "_head_fed",
         "_host_at",
         "_hosts",
@@ -118,6 +120,8 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         self._url = b""
         self._chunked_te: bytes | None = None
         self._content_length = 0
+        # Set by a declined upgrade's head: its body's framing (declined_upgrade.py).
+        self._declined: bytes | None = None
         self._conn_tokens: set[bytes] | None = None
         self._connection_seen = False
         self._upgrade = False
@@ -175,24 +179,36 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             return
         in_head = self._in_head
         self.bytes_in += len(data)
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:
-            err = exc.__context__
-            if isinstance(err, RequestRejected):
-                self._reject(err.status, err.message)
-            else:
-                log.error("internal error while proxying", exc_info=err)
-                self._reject(500, "internal load balancer error")
-            return
-        except httptools.HttpParserUpgrade as exc:
-            # lbscale: a WebSocket's head is parsed; the rest is a tunnel (lb/websocket.py).
-            if not hand_over(self, data[int(exc.args[0]) :]):
-                self._reject(501, "protocol upgrades are not supported by the load balancer")
-            return
-        except httptools.HttpParserError as exc:
-            self._reject(400, f"malformed request: {exc}")
-            return
+        while True:  # more than once only after a declined upgrade; each pass eats a head
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserCallbackError as exc:
+                err = exc.__context__
+                if isinstance(err, RequestRejected):
+                    self._reject(err.status, err.message)
+                else:
+                    log.error("internal error while proxying", exc_info=err)
+                    self._reject(500, "internal load balancer error")
+                return
+            except httptools.HttpParserUpgrade as exc:
+                data = data[int(exc.args[0]) :]
+                framing = self._declined
+                if framing is None:
+                    # A WebSocket's head is parsed; the rest is a tunnel (lb/websocket.py).
+                    if not hand_over(self, data):
+                        self._reject(
+                            501, "protocol upgrades are not supported by the load balancer"
+                        )
+                    return
+                # A declined upgrade, served as HTTP/1.1: read on with a new parser.
+                self._declined = None
+                self.parser = parser_after(self, framing)
+                if data and not self.closing:
+                    continue
+            except httptools.HttpParserError as exc:
+                self._reject(400, f"malformed request: {exc}")
+                return
+            break
         if self._in_head:
             if in_head:
                 # Bytes of a head still incomplete: bound what httptools buffers meanwhile.
@@ -286,20 +302,25 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         parser = self.parser
         method: bytes = parser.get_method()
         upgrade_to = self._upgrade_to
+        if method == b"CONNECT":
+            raise RequestRejected(501, "CONNECT is not supported: this is not a forward proxy")
         websocket = self._upgrade and accepts_websocket(self.proxy, method, upgrade_to, parser)
-        if (self._upgrade and not websocket) or method == b"CONNECT":
-            raise RequestRejected(501, "protocol upgrades are not supported by the load balancer")
+        if self._upgrade and not websocket and parser.should_upgrade():
+            # Declined (h2c and the like): served as HTTP/1.1, as nginx does.
+            self._declined = body_framing(self._content_length, self._chunked_te is not None)
         if self._content_length > self.proxy.max_body_bytes:
             raise RequestRejected(413, "request body too large")
         keep_alive = parser.should_keep_alive()
         # An HTTP/1.0 request is kept alive only with a Connection header, so
         # keep-alive without one is 1.1: spares get_http_version(), which formats a
         # str per call (a tenth of a microsecond, on every request).
-        http10 = (
-            False
-            if keep_alive and not self._connection_seen
-            else parser.get_http_version() == "1.0"
-        )
+        if keep_alive and not self._connection_seen:
+            http10 = False
+        else:
+            version = parser.get_http_version()
+            if version not in ("1.1", "1.0"):
+                raise RequestRejected(505, f"HTTP/{version} is not supported here")
+            http10 = version == "1.0"
         if self._hosts != 1 and (self._hosts or not http10):
             raise RequestRejected(400, "a request needs exactly one Host header")
         url = self._url
@@ -377,6 +398,8 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             self._send_body(ex, body)
 
     def on_message_complete(self) -> None:
+        if self._declined:  # httptools skipped a declined upgrade's body: not complete yet
+            return
         ex = self.parsing
         assert ex is not None
         self.parsing = None
