@@ -824,3 +824,33 @@ def test_valid_specs_round_trip(doc: dict[str, Any]) -> None:
     assert again == spec
     assert again.spec_json() == text
     assert parse_service(spec.model_dump(), base_dir=BASE) == spec
+
+
+ALIAS_BOMB = "name: bomb\nrun: x\nservice:\n  replicas: 1\n  user_config:\n" + "".join(
+    f"    k{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9) if i else ', '.join(['x'] * 9)}]\n"
+    for i in range(9)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (ALIAS_BOMB, "invalid YAML: aliases expand the file to more than 100,000 values"),
+        (
+            "run: x\nservice:\n  user_config: &a\n    self: *a\n",
+            "invalid YAML: a value that contains itself (an alias to an enclosing anchor)",
+        ),
+    ],
+)
+def test_alias_bombs_are_refused_in_a_moment(in_tmp: Path, text: str, expected: str) -> None:
+    """A 1 KiB file whose aliases expand to 387 million values (or to a cycle) hung
+    `steady up` in validation; now it is one line, read in about a millisecond."""
+    (in_tmp / "service.yaml").write_text(text)
+    assert file_error("service.yaml") == f"service.yaml: {expected}"
+
+
+def test_shared_anchors_within_reason_still_load(in_tmp: Path) -> None:
+    text = "run: x\nenvs: &e\n  A: '1'\nservice:\n  user_config: {a: *e, b: *e}\n"
+    (in_tmp / "service.yaml").write_text(text)
+    spec = load_service_file("service.yaml")
+    assert spec.service.user_config == {"a": {"A": "1"}, "b": {"A": "1"}}

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from steadyserve import environment_build
 from steadyserve.environments import needs_environment
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
+from steadyserve.spec.loading import _read_document
 
 DESCRIBE_TIMEOUT_S = 120.0
 # Decorator option -> service field it fills when the file leaves it out.
@@ -97,8 +97,9 @@ def with_deployment_defaults(spec: ServiceSpec, raw: dict[str, Any], base_dir: P
 
 
 def raw_document(path: Path) -> Any:
-    """The file's YAML as data (it was already validated by the spec loader)."""
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    """The file's YAML as data, read by the spec loader's own reader (its size,
+    duplicate-key and alias checks hold here too)."""
+    return _read_document(path)
 
 
 # environments hook: a module whose packages come from the version's own

@@ -83,7 +83,55 @@ def _read_document(path: str | Path) -> object:
         raise error("invalid YAML: nested too deeply") from None
     if data is None:
         raise error("file is empty")
+    problem = _alias_problem(data)
+    if problem:
+        raise error(f"invalid YAML: {problem}")
     return data
+
+
+MAX_EXPANDED_VALUES = 100_000
+"""How many values a file may hold once YAML aliases are expanded: far above any
+real service file (a large one holds a few hundred), far below what makes a walk
+of it hang (nine nested aliases of nine items each expand to 387 million)."""
+
+
+def _alias_problem(data: object) -> str | None:
+    """YAML aliases let a 1 KiB file stand for a structure of billions of values, or
+    one that contains itself; every later step (validation, JSON, hashing) walks the
+    expanded structure. Counted once per distinct object, so this costs what the
+    file's own size does."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(value: object) -> int:
+        if not isinstance(value, (list, dict)):
+            return 1
+        key = id(value)
+        known = sizes.get(key)
+        if known is not None:
+            return known
+        if key in open_:
+            raise ValueError("a value that contains itself (an alias to an enclosing anchor)")
+        open_.add(key)
+        items = value.values() if isinstance(value, dict) else value
+        total = 1
+        for item in items:
+            total += size(item)
+            if total > MAX_EXPANDED_VALUES:
+                raise ValueError(
+                    f"aliases expand the file to more than {MAX_EXPANDED_VALUES:,} values"
+                )
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    try:
+        size(data)
+    except ValueError as exc:
+        return str(exc)
+    except RecursionError:
+        return "nested too deeply"
+    return None
 
 
 def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
