@@ -212,8 +212,15 @@ class CanaryDriver:
             views,
             new_count=new_replicas(target, state.weight),
             complete=state.phase is Phase.COMPLETE,
+            aborted=state.phase is Phase.ABORTED,
+            old_broken=self.rt.rollout.stable_broken(),
         )
-        plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
+        plan = Plan(
+            launch=0 if broken else step.launch,
+            stop=step.drain,
+            routable=step.routable,
+            launch_old=step.launch_old,  # the stable version heals (rollout.heal)
+        )
         return plan, step.done
 
     # the load balancer -----------------------------------------------------

@@ -41,6 +41,9 @@ class Rollout:
         self.failures = 0
         """Replicas of the target version that failed during this update."""
         self._tasks: set[asyncio.Task[None]] = set()
+        # Failed stable replicas already replaced (heal), for the update ``_healed_for``.
+        self._healed: set[int] = set()
+        self._healed_for: int | None = None
 
     @property
     def updating(self) -> bool:
@@ -72,11 +75,50 @@ class Rollout:
             views,
             max_surge=svc.max_surge_count(target),
             max_unavailable=svc.max_unavailable_count(target),
+            old_broken=self.stable_broken(),
             # Blue-green: promote and the warm old version (controller/blue_green.py).
             **(canary.blue_green.options(target, version, views) if self.updating else {}),
         )
-        plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
+        plan = Plan(
+            launch=0 if broken else step.launch,
+            stop=step.drain,
+            routable=step.routable,
+            launch_old=step.launch_old,
+        )
         return plan, step.done
+
+    def stable_broken(self) -> bool:
+        """Whether the update's stable (from) version is judged broken: never relaunched."""
+        return self.update is not None and self.update.from_version in self.rt.broken_versions
+
+    def heal(self, count: int) -> None:
+        """Start ``count`` replicas of the stable version, which lost some while it
+        still serves (a canary, or a blue-green update before its switch): the
+        planner's ``launch_old``. Each gets an event naming the replica it replaces."""
+        update = self.update
+        if count <= 0 or update is None or not self.updating:
+            return
+        rt = self.rt
+        if self._healed_for != update.id:
+            self._healed_for, self._healed = update.id, set()
+        canary = update.mode is UpdateMode.CANARY
+        when = "during the canary" if canary else "before the switch"
+        kind = EventKind.CANARY_STEP if canary else EventKind.BLUE_GREEN
+        lost = sorted(
+            r.id
+            for r in rt.replicas.values()
+            if r.status.is_failed and r.version != update.to_version and r.id not in self._healed
+        )
+        stable = update.from_version
+        for _ in range(count):
+            if lost:
+                replaced = lost.pop(0)
+                self._healed.add(replaced)
+                why = f"stable replica {replaced} failed {when}; replacing it with version {stable}"
+            else:  # e.g. the target grew: nothing failed, the stable version is short
+                why = f"the stable version is below its target {when}; launching version {stable}"
+            rt.store.add_event(rt.name, None, None, kind, why)
+            rt.launch(stable)
 
     def failure(self) -> str | None:
         """Why the update in flight has failed, or None while it may still succeed."""
