@@ -41,9 +41,9 @@ class Rollout:
         self.failures = 0
         """Replicas of the target version that failed during this update."""
         self._tasks: set[asyncio.Task[None]] = set()
-        # Failed stable replicas already replaced (heal), for the update ``_healed_for``.
-        self._healed: set[int] = set()
-        self._healed_for: int | None = None
+        self.lost_stable: list[int] = []
+        """Replicas of another version that failed during this update, not yet replaced
+        (heal names them; after a controller restart the list starts empty)."""
 
     @property
     def updating(self) -> bool:
@@ -99,23 +99,15 @@ class Rollout:
         if count <= 0 or update is None or not self.updating:
             return
         rt = self.rt
-        if self._healed_for != update.id:
-            self._healed_for, self._healed = update.id, set()
         canary = update.mode is UpdateMode.CANARY
         when = "during the canary" if canary else "before the switch"
         kind = EventKind.CANARY_STEP if canary else EventKind.BLUE_GREEN
-        lost = sorted(
-            r.id
-            for r in rt.replicas.values()
-            if r.status.is_failed and r.version != update.to_version and r.id not in self._healed
-        )
         stable = update.from_version
         for _ in range(count):
-            if lost:
-                replaced = lost.pop(0)
-                self._healed.add(replaced)
-                why = f"stable replica {replaced} failed {when}; replacing it with version {stable}"
-            else:  # e.g. the target grew: nothing failed, the stable version is short
+            if self.lost_stable:
+                lost = self.lost_stable.pop(0)
+                why = f"stable replica {lost} failed {when}; replacing it with version {stable}"
+            else:  # the target grew, a node was lost, or a restart forgot which one failed
                 why = f"the stable version is below its target {when}; launching version {stable}"
             rt.store.add_event(rt.name, None, None, kind, why)
             rt.launch(stable)
@@ -139,9 +131,14 @@ class Rollout:
         return None
 
     def count_failure(self, replica: ReplicaRow) -> None:
-        """A replica failed: one more against the update if it runs the target version."""
-        if self.updating and self.update is not None and replica.version == self.update.to_version:
+        """A replica failed: one more against the update if it runs the target version;
+        a stable one is remembered, for the event of its replacement (heal)."""
+        if not self.updating or self.update is None:
+            return
+        if replica.version == self.update.to_version:
             self.failures += 1
+        elif replica.status.is_live and replica.id not in self.lost_stable:
+            self.lost_stable.append(replica.id)
 
     def check(self) -> None:
         """On every tick while updating: roll back an update that has failed."""
@@ -221,6 +218,7 @@ class Rollout:
                 )
             )
             self.failures = 0
+            self.lost_stable = []
         self.update = update
         rt.store.add_event(
             rt.name, None, None, EventKind.UPDATE_STARTED, f"{update.mode}: {message}"

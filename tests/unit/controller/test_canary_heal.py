@@ -34,10 +34,17 @@ def ready(world: World, version: int) -> list[int]:
     return [r.id for r in world.replicas(READY) if r.version == version]
 
 
-async def serving_v1_then_updating(world: World, mode: UpdateMode) -> None:
-    """Version 1 READY on 2 replicas, then an update to version 2 in ``mode``."""
+async def serving_v1_then_updating(
+    world: World, mode: UpdateMode, *, crash_before: bool = False
+) -> None:
+    """Version 1 READY on 2 replicas (one of them a replacement, its failed
+    predecessor still listed, if ``crash_before``), then an update to version 2."""
     world.probes.default = (True, "ok")
     await world.until("version 1 ready", lambda: len(ready(world, 1)) == 2)
+    if crash_before:
+        world.process(world.replicas(READY)[0]).exit(137)
+        await world.tick()
+        await world.until("version 1 whole again", lambda: len(ready(world, 1)) == 2)
     spec = world.add_version(2, {"service": SERVICE, "run": "serve --v2"})
     world.runtime.rollout.begin(2, spec, mode, "run changed")
 
@@ -48,7 +55,7 @@ def test_a_stable_replica_that_dies_mid_canary_is_replaced_with_the_stable_versi
     world = World(tmp_path, {"service": SERVICE})
 
     async def scenario() -> None:
-        await serving_v1_then_updating(world, UpdateMode.CANARY)
+        await serving_v1_then_updating(world, UpdateMode.CANARY, crash_before=True)
         canary = world.runtime.canary
         await world.until(
             "the canary waiting for promote at 50%",
