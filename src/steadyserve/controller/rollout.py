@@ -3,10 +3,11 @@
 The rollout owns the update row, the count of the new version's failed
 replicas, the tasks that deliver ``user_config`` in place, and the plan that
 converges to the target version; it decides which version is the target
-(begin, finish, roll back, revert). The planner decides what runs. The runtime
-carries out, and the rollout reaches it only through its public methods
+(begin, finish, roll back, revert), and replaces stable replicas lost while
+the stable version still serves (heal). The planner decides what runs. The
+runtime carries out, and the rollout reaches it only through its public methods
 (``set_version``, ``spec_for``, ``mark_failed``, ``spawn``, ``publish_now``,
-``wake``).
+``wake``, ``launch``).
 """
 
 from __future__ import annotations
