@@ -103,6 +103,35 @@ def test_a_stable_replica_that_dies_mid_canary_is_replaced_with_the_stable_versi
     run(world, scenario)
 
 
+def test_a_stable_replica_gone_while_the_controller_was_down_is_replaced_on_resume(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, {"service": SERVICE})
+
+    async def scenario() -> None:
+        await serving_v1_then_updating(world, UpdateMode.CANARY)
+        canary = world.runtime.canary
+        await world.until(
+            "the canary waiting",
+            lambda: canary.state is not None and canary.state.phase is Phase.WAITING,
+        )
+        await world.runtime.detach()  # the controller stops; replicas keep running
+        victim = world.runtime.replicas[ready(world, 1)[0]]
+        world.process(victim).exit(-9)  # dies while no controller watches
+        world.runtime = world.new_runtime()
+        world.runtime.resume()
+        await world.tick()
+        await world.until("a stable replacement READY", lambda: len(ready(world, 1)) == 2)
+        resumed = world.runtime.canary.state
+        assert resumed is not None and (resumed.phase, resumed.weight) == (Phase.WAITING, 50)
+        assert len(live(world, 2)) == 1
+        assert [e for e in world.events(EventKind.CANARY_STEP) if "stable replica" in e] == [
+            f"stable replica {victim.id} failed during the canary; replacing it with version 1"
+        ]
+
+    run(world, scenario)
+
+
 def test_no_stable_replacement_once_the_canary_is_aborted_or_complete(tmp_path: Path) -> None:
     """After an abort the steady plan owns version 1 again (its own replacement, no
     canary event); the canary launches nothing of version 1 itself."""
