@@ -44,7 +44,8 @@ class Rollout:
         self._tasks: set[asyncio.Task[None]] = set()
         self.lost_stable: list[int] = []
         """Replicas of another version that failed during this update, not yet replaced
-        (heal names them; after a controller restart the list starts empty)."""
+        (heal names them). Kept in memory: a restarted controller knows the ones
+        re-adoption fails, not those the previous controller saw fail."""
 
     @property
     def updating(self) -> bool:
