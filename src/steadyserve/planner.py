@@ -41,6 +41,9 @@ class Plan:
     stop: tuple[tuple[int, str], ...] = ()
     forget: tuple[int, ...] = ()
     routable: frozenset[int] = field(default_factory=frozenset)
+    launch_old: int = 0
+    """Replicas of the update's stable (from) version to start: it lost some while a
+    canary runs or before a blue-green switch, and it still serves."""
 
 
 def plan_steady(
@@ -114,6 +117,8 @@ class UpdatePlan:
     """The ids the load balancer may route to."""
     done: bool
     """Exactly ``target`` READY new-version replicas, and no live replica of another."""
+    launch_old: int = 0
+    """Stable-version replicas to start: the old version still serves and lost some."""
 
 
 def plan_update(
@@ -126,6 +131,7 @@ def plan_update(
     max_unavailable: int,
     switch_allowed: bool = True,
     keep_old: bool = False,
+    old_broken: bool = False,
 ) -> UpdatePlan:
     """The next step from the live replicas of any version to ``target`` of ``new_version``.
 
@@ -143,6 +149,9 @@ def plan_update(
     ``switch_allowed=False`` holds the switch (``auto_promote: false`` before
     ``steady promote``), and ``keep_old`` keeps the old replicas up, out of
     routing, after it (``scale_down_delay_s``); the update is not done meanwhile.
+    Until the switch the old version serves alone, so a replica it loses is
+    replaced with the stable version (``launch_old``: the old ones back to
+    ``target``), unless ``old_broken``.
     """
     target = max(0, target)
     max_surge = max(0, max_surge)
@@ -169,9 +178,11 @@ def plan_update(
     replaced = f"replaced by version {new_version}"
 
     if mode == "blue_green":
+        launch_old = 0
         if old and (len(new_ready) < target or not switch_allowed):
-            # Before the switch: the old version serves alone, at whatever it has.
+            # Before the switch: the old version serves alone, and heals to its target.
             routable = frozenset(r.id for r in old_ready)
+            launch_old = 0 if old_broken else max(0, target - len(old))
         else:
             # The switch (or after it): one routing change, then the old ones drain
             # (or stay warm, out of routing, while keep_old).
@@ -179,9 +190,12 @@ def plan_update(
                 drain.extend((r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old))
             routable = frozenset(r.id for r in new_ready)
         launch = target - len(new)
-        return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)
+        return UpdatePlan(
+            launch=launch, drain=tuple(drain), routable=routable, done=done, launch_old=launch_old
+        )
 
-    # Rolling. Old replicas that are not READY give no capacity: they go first.
+    # Rolling: an old replica lost makes room that new replicas fill; no old launches.
+    # Old replicas that are not READY give no capacity: they go first.
     drain.extend((r.id, f"{replaced} (not ready)") for r in old_unready)
     # READY old ones drain while READY capacity stays >= target - max_unavailable;
     # that is the rule of docs/design.md, "Update modes": ready old + new beyond the target drain.
@@ -209,14 +223,22 @@ def plan_canary(
     *,
     new_count: int,
     complete: bool,
+    aborted: bool = False,
+    old_broken: bool = False,
 ) -> UpdatePlan:
     """One step of a canary update (the weights themselves go in the route table).
 
     The new version runs ``new_count`` replicas (what the current weight needs,
     controller/canary.py sizes it); the old version keeps every replica it has
     until the canary is ``complete`` and ``target`` new replicas are READY, so
-    the stable version never drops below its target, and an abort needs no
-    launch. Every READY replica is routable: the weights decide who gets what.
+    the stable version never drops below its target by the canary's doing, and
+    an abort needs no launch. A stable replica that fails meanwhile is replaced
+    with the stable version (``launch_old``: live old replicas plus these
+    launches make ``target`` again), as a Kubernetes stable ReplicaSet heals
+    during an Argo Rollouts canary; not once the canary is ``complete`` (the old
+    version is about to drain) or ``aborted`` (the steady plan owns it again),
+    and not if the old version is ``old_broken``. Every READY replica is
+    routable: the weights decide who gets what.
     """
     target = max(0, target)
     live = [r for r in replicas if r.status.is_live]
@@ -238,4 +260,8 @@ def plan_canary(
         old = []
     routable = frozenset(r.id for r in [*old, *new_ready] if r.status is ReplicaStatus.READY)
     done = complete and not old and len(new) == target and len(new_ready) == target
-    return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)
+    heals = not (complete or aborted or old_broken)
+    launch_old = max(0, target - len(old)) if heals else 0
+    return UpdatePlan(
+        launch=launch, drain=tuple(drain), routable=routable, done=done, launch_old=launch_old
+    )

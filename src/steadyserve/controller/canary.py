@@ -6,8 +6,9 @@ feeds them the clock, the replicas and the counts, and does what they say
 through the runtime: it publishes weights, plans launches and drains, records
 each move and each analysis result as an event, and on an abort rolls the
 service back (rollout.roll_back: the new version is FAILED, its replicas drain
-in the same tick, the stable version, which never dropped below its target,
-takes all traffic again).
+in the same tick, the stable version, which kept its target throughout (a
+stable replica lost meanwhile is replaced: plan_canary's ``launch_old``,
+rollout.heal), takes all traffic again).
 
 The machine's state is saved after every move in a small table of the state
 database (controller/canary_store.py), so a controller killed during a canary
@@ -212,8 +213,15 @@ class CanaryDriver:
             views,
             new_count=new_replicas(target, state.weight),
             complete=state.phase is Phase.COMPLETE,
+            aborted=state.phase is Phase.ABORTED,
+            old_broken=self.rt.rollout.stable_broken(),
         )
-        plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
+        plan = Plan(
+            launch=0 if broken else step.launch,
+            stop=step.drain,
+            routable=step.routable,
+            launch_old=step.launch_old,  # the stable version heals (rollout.heal)
+        )
         return plan, step.done
 
     # the load balancer -----------------------------------------------------

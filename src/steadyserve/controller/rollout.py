@@ -3,10 +3,11 @@
 The rollout owns the update row, the count of the new version's failed
 replicas, the tasks that deliver ``user_config`` in place, and the plan that
 converges to the target version; it decides which version is the target
-(begin, finish, roll back, revert). The planner decides what runs. The runtime
-carries out, and the rollout reaches it only through its public methods
+(begin, finish, roll back, revert), and replaces stable replicas lost while
+the stable version still serves (heal). The planner decides what runs. The
+runtime carries out, and the rollout reaches it only through its public methods
 (``set_version``, ``spec_for``, ``mark_failed``, ``spawn``, ``publish_now``,
-``wake``).
+``wake``, ``launch``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ class Rollout:
         self.failures = 0
         """Replicas of the target version that failed during this update."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self.lost_stable: list[int] = []
+        """Replicas of another version that failed during this update, not yet replaced
+        (heal names them). Kept in memory: a restarted controller knows the ones
+        re-adoption fails, not those the previous controller saw fail."""
 
     @property
     def updating(self) -> bool:
@@ -72,11 +77,42 @@ class Rollout:
             views,
             max_surge=svc.max_surge_count(target),
             max_unavailable=svc.max_unavailable_count(target),
+            old_broken=self.stable_broken(),
             # Blue-green: promote and the warm old version (controller/blue_green.py).
             **(canary.blue_green.options(target, version, views) if self.updating else {}),
         )
-        plan = Plan(launch=0 if broken else step.launch, stop=step.drain, routable=step.routable)
+        plan = Plan(
+            launch=0 if broken else step.launch,
+            stop=step.drain,
+            routable=step.routable,
+            launch_old=step.launch_old,
+        )
         return plan, step.done
+
+    def stable_broken(self) -> bool:
+        """Whether the update's stable (from) version is judged broken: never relaunched."""
+        return self.update is not None and self.update.from_version in self.rt.broken_versions
+
+    def heal(self, count: int) -> None:
+        """Start ``count`` replicas of the stable version, which lost some while it
+        still serves (a canary, or a blue-green update before its switch): the
+        planner's ``launch_old``. Each gets an event naming the replica it replaces."""
+        update = self.update
+        if count <= 0 or update is None or not self.updating:
+            return
+        rt = self.rt
+        canary = update.mode is UpdateMode.CANARY
+        when = "during the canary" if canary else "before the switch"
+        kind = EventKind.CANARY_STEP if canary else EventKind.BLUE_GREEN
+        stable = update.from_version
+        for _ in range(count):
+            if self.lost_stable:
+                lost = self.lost_stable.pop(0)
+                why = f"stable replica {lost} failed {when}; replacing it with version {stable}"
+            else:  # the target grew, a node was lost, or a restart forgot which one failed
+                why = f"the stable version is below its target {when}; launching version {stable}"
+            rt.store.add_event(rt.name, None, None, kind, why)
+            rt.launch(stable)
 
     def failure(self) -> str | None:
         """Why the update in flight has failed, or None while it may still succeed."""
@@ -97,9 +133,14 @@ class Rollout:
         return None
 
     def count_failure(self, replica: ReplicaRow) -> None:
-        """A replica failed: one more against the update if it runs the target version."""
-        if self.updating and self.update is not None and replica.version == self.update.to_version:
+        """A replica failed: one more against the update if it runs the target version;
+        a stable one is remembered, for the event of its replacement (heal)."""
+        if not self.updating or self.update is None:
+            return
+        if replica.version == self.update.to_version:
             self.failures += 1
+        elif replica.status.is_live and replica.id not in self.lost_stable:
+            self.lost_stable.append(replica.id)
 
     def check(self) -> None:
         """On every tick while updating: roll back an update that has failed."""
@@ -179,6 +220,7 @@ class Rollout:
                 )
             )
             self.failures = 0
+            self.lost_stable = []
         self.update = update
         rt.store.add_event(
             rt.name, None, None, EventKind.UPDATE_STARTED, f"{update.mode}: {message}"

@@ -271,6 +271,7 @@ class ServiceRuntime:
             self.store.remove_replica(replica, "failed replica no longer listed")
         for _ in range(plan.launch):
             self.launch(self.row.version)
+        self.rollout.heal(plan.launch_old)  # canary / blue-green hook: the stable version heals
         self._update_status(plan)
 
     # autoscaling hooks (the logic is in controller/autoscaler.py) -----
