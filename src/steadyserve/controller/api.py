@@ -271,8 +271,12 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         inflight, requests, queued, data = runtime.routes.report(
             str(data.get("table", "")), inflight, requests, queued, data
         )
-        # Autoscaling hook: the load window (controller/load.py).
-        runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
+        # Autoscaling hook: the load window (controller/load.py), which takes the
+        # differences view by view (gatewayobs: a gateway restart is no burst).
+        views = {key: view.requests for key, view in runtime.routes.workers.items()}
+        runtime.autoscaler.load.lb_report(
+            time.monotonic(), inflight, requests, queued, lb_pid, views
+        )
         observer.ingest(runtime.name, data)
         runtime.canary.ingest(observer.traffic.get(runtime.name))  # canary hook: analysis
         return web.json_response({"ok": True})
