@@ -12,6 +12,11 @@ previous process's last counts into a base, so its ``steady_lb_*`` counters only
 ever grow while the controller runs (a restarted controller starts a new series,
 which Prometheus' ``rate()`` handles as a counter reset).
 
+The gateway (a Ray Serve route prefix) reports its counters for each service it
+serves the same way, as that service's entry "gateway": ``Traffic`` keeps each
+entry's counters apart for ``/metrics`` (the ``entry`` label) and adds them up
+for the dashboard's rates and canary analysis.
+
 ``Traffic.samples`` keeps 15 minutes of per-version request rate, 5xx rate and
 p50/p99 latency at one sample a second, from the differences between reports:
 that is what the dashboard charts.
