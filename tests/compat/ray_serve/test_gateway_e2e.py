@@ -264,6 +264,9 @@ def test_the_gateway_outlives_a_killed_controller(steady: Steady, tmp_path: Path
     report(f"gateway across a controller kill: {client.summary()}")
     assert client.failed == 0 and client.sent > 20
     assert json.loads((steady.home / "gateway.json").read_text())["pid"] == gateway["pid"]
+    # Its counters outlived the controller too: the new one shows every request.
+    counted = wait_for_counts(controller_url(steady), "translate-echo", "gateway", client.sent)
+    assert sum(counted.values()) == client.sent, (counted, client.sent)
     # The gateway follows the new controller: a new route shows up on it.
     config = write_config(tmp_path, port)
     config.write_text(config.read_text().replace("route_prefix: /summarize", "route_prefix: /s"))
