@@ -62,11 +62,14 @@ def scrape(url: str, headers: dict[str, str] | None = None) -> dict[str, Metric]
     return {f.name: f for f in text_string_to_metric_families(body.decode())}
 
 
-def requests_by_version(families: dict[str, Metric], service: str = "web") -> dict[str, float]:
-    """``steady_lb_requests_total`` summed over replica, method and code, by version."""
+def requests_by_version(
+    families: dict[str, Metric], service: str = "web", entry: str | None = None
+) -> dict[str, float]:
+    """``steady_lb_requests_total`` summed over replica, method and code, by version
+    (and over both entries, the endpoint and the gateway, unless ``entry`` is given)."""
     out: dict[str, float] = {}
     for sample in _samples(families, "steady_lb_requests", "steady_lb_requests_total"):
-        if sample.labels["service"] == service:
+        if sample.labels["service"] == service and entry in (None, sample.labels.get("entry")):
             version = sample.labels["version"]
             out[version] = out.get(version, 0.0) + sample.value
     return out

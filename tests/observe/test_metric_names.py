@@ -73,6 +73,7 @@ def test_lb_metrics_port_shows_requests_by_version_replica_method_and_class(
         # /metrics itself: answered 404 by the test replica
         ("svc", "1", "1", "GET", "4xx"): 1.0,
     }
+    assert {s.labels["entry"] for s in parsed["steady_lb_requests"].samples} == {"endpoint"}
     assert parsed["steady_lb_requests"].type == "counter"
     histogram = parsed["steady_lb_request_duration_seconds"]
     assert histogram.type == "histogram"
@@ -89,7 +90,8 @@ def test_lb_metrics_port_shows_requests_by_version_replica_method_and_class(
         "steady_lb_received_bytes",
         "steady_lb_sent_bytes",
     ):
-        assert next(s.labels for s in parsed[name].samples) == {"service": "svc"}, name
+        labels = next(s.labels for s in parsed[name].samples)
+        assert labels == {"service": "svc", "entry": "endpoint"}, name
     [received] = parsed["steady_lb_received_bytes"].samples
     assert received.value > 100  # the POST body, at least
     [sent] = parsed["steady_lb_sent_bytes"].samples
@@ -98,8 +100,9 @@ def test_lb_metrics_port_shows_requests_by_version_replica_method_and_class(
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) == 6
     assert set(lines[0]) == {
-        "time", "method", "path", "status", "replica", "version", "latency_ms", "bytes"
+        "time", "method", "path", "status", "replica", "version", "latency_ms", "bytes", "entry"
     }  # fmt: skip
+    assert {x["entry"] for x in lines} == {"endpoint"}
     assert [(x["method"], x["path"], x["status"]) for x in lines[3:5]] == [
         ("POST", "/echo", 200),
         ("GET", "/status/503", 503),

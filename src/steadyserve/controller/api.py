@@ -259,17 +259,24 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             raise BadInput("report counts must map replica ids to integers") from exc
         consumer = data.get("consumer")  # the gateway: one more view of the service
         if isinstance(consumer, str) and consumer:
-            # Counted for draining and summed into the service LB's own next report
-            # (which feeds autoscaling and metrics, with its own process's counters).
-            data = {**data, "worker": f"consumer:{consumer}"}
-            runtime.routes.report(str(data.get("table", "")), inflight, requests, queued, data)
+            # Counted for draining and, summed into the service LB's own next report,
+            # for autoscaling. gatewayobs hook: its counters are not merged into the
+            # LB's but kept as the service's entry="gateway" series.
+            view = {k: v for k, v in data.items() if k != "metrics"}
+            view["worker"] = f"consumer:{consumer}"
+            runtime.routes.report(str(data.get("table", "")), inflight, requests, queued, view)
+            observer.ingest(runtime.name, data, entry=consumer)
             return web.json_response({"ok": True})
         # lbscale: one view of the service summed over the LB's workers.
         inflight, requests, queued, data = runtime.routes.report(
             str(data.get("table", "")), inflight, requests, queued, data
         )
-        # Autoscaling hook: the load window (controller/load.py).
-        runtime.autoscaler.load.lb_report(time.monotonic(), inflight, requests, queued, lb_pid)
+        # Autoscaling hook: the load window (controller/load.py), which takes the
+        # differences view by view (gatewayobs: a gateway restart is no burst).
+        views = {key: view.requests for key, view in runtime.routes.workers.items()}
+        runtime.autoscaler.load.lb_report(
+            time.monotonic(), inflight, requests, queued, lb_pid, views
+        )
         observer.ingest(runtime.name, data)
         runtime.canary.ingest(observer.traffic.get(runtime.name))  # canary hook: analysis
         return web.json_response({"ok": True})

@@ -42,7 +42,7 @@ class ServiceLoad:
         self.window = LoadWindow(span=span)
         self.latest: LoadSample | None = None
         self._lb_pid: int | None = None
-        self._requests: dict[int, int] = {}
+        self._requests: dict[str, dict[int, int]] = {}  # per view, as last reported
         self._own: dict[int, tuple[float, float]] = {}
 
     def resize(self, span: float) -> None:
@@ -55,6 +55,7 @@ class ServiceLoad:
         requests: Mapping[int, int],
         queued: int = 0,
         lb_pid: int | None = None,
+        views: Mapping[str, Mapping[int, int]] | None = None,
     ) -> LoadSample:
         """Add one load balancer report; ``requests`` are cumulative per replica.
 
@@ -62,23 +63,34 @@ class ServiceLoad:
         the controller restarted) only sets the baseline, so counts accumulated
         before it are not mistaken for a burst. A replica that first appears in a
         known LB's report started its requests since that LB's previous report.
+
+        ``views``: the cumulative counts of each process that ``requests`` adds
+        up (the LB's workers, the gateway), by view. The differences are then
+        taken view by view, so one that restarts (its counts start again from
+        zero) or goes away (the gateway stops serving the service) is not taken
+        for a burst of everything the others ever counted. A view's first report
+        is a baseline too: the gateway outlives controller restarts, so what it
+        counted before is not new.
         """
         first_of_lb = lb_pid is None or lb_pid != self._lb_pid
         self._lb_pid = lb_pid
+        views = views if views is not None else {"": requests}
+        started: dict[int, int] = {}
+        if not first_of_lb:
+            for key, counts in views.items():
+                before = self._requests.get(key)
+                if before is None:
+                    continue
+                for rid, total in counts.items():
+                    old = before.get(rid)
+                    n = total if old is None or total < old else total - old
+                    started[rid] = started.get(rid, 0) + n
         loads = []
         for rid in sorted(set(inflight) | set(requests)):
-            total = requests.get(rid, 0)
-            before = self._requests.get(rid)
-            if first_of_lb:
-                started = 0
-            elif before is None or total < before:
-                started = total
-            else:
-                started = total - before
             own = self._own.get(rid)
             ongoing = own[1] if own is not None and now - own[0] <= OWN_COUNT_FRESH_S else None
-            loads.append(ReplicaLoad(rid, started, inflight.get(rid, 0), ongoing))
-        self._requests = {rid: requests.get(rid, 0) for rid in set(inflight) | set(requests)}
+            loads.append(ReplicaLoad(rid, started.get(rid, 0), inflight.get(rid, 0), ongoing))
+        self._requests = {key: dict(counts) for key, counts in views.items()}
         sample = LoadSample(now, tuple(loads), max(0, queued))
         self.window.add(sample)
         self.latest = sample

@@ -12,6 +12,11 @@ previous process's last counts into a base, so its ``steady_lb_*`` counters only
 ever grow while the controller runs (a restarted controller starts a new series,
 which Prometheus' ``rate()`` handles as a counter reset).
 
+The gateway (a Ray Serve route prefix) reports its counters for each service it
+serves the same way, as that service's entry "gateway": ``Traffic`` keeps each
+entry's counters apart for ``/metrics`` (the ``entry`` label) and adds them up
+for the dashboard's rates and canary analysis.
+
 ``Traffic.samples`` keeps 15 minutes of per-version request rate, 5xx rate and
 p50/p99 latency at one sample a second, from the differences between reports:
 that is what the dashboard charts.
@@ -23,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import (
@@ -34,7 +40,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from steadyserve.lb.exposition import families
-from steadyserve.lb.metrics import LATENCY_BUCKETS, merge_counts
+from steadyserve.lb.metrics import ENDPOINT, LATENCY_BUCKETS, merge_counts
 from steadyserve.states import ReplicaStatus, UpdateStatus
 
 if TYPE_CHECKING:
@@ -94,27 +100,64 @@ class Sample:
     versions: dict[str, tuple[float, float, float | None, float | None]]
 
 
+@dataclass
+class EntryCounts:
+    """The counters of one way into a service (its endpoint, or the gateway), kept
+    growing across restarts of the process that serves that entry."""
+
+    pid: int | None = None
+    base: dict[str, Any] = field(default_factory=dict)
+    last: dict[str, Any] = field(default_factory=dict)
+
+    def ingest(self, pid: int | None, counts: dict[str, Any]) -> None:
+        if self.pid is not None and pid != self.pid and self.last:
+            self.base = merge_counts(self.base, self.last)  # that process is gone
+        self.pid = pid
+        self.last = counts
+
+    def counts(self) -> dict[str, Any]:
+        """Cumulative counters across every process this controller has heard from."""
+        return merge_counts(self.base, self.last) if self.base else self.last
+
+
 class Traffic:
-    """One service's load-balancer counters as the controller has received them."""
+    """One service's load-balancer counters as the controller has received them:
+    from its own load balancer (entry ``endpoint``) and from the gateway (``gateway``)
+    when the service has a route prefix."""
 
     def __init__(self) -> None:
-        self.lb_pid: int | None = None
-        self.base: dict[str, Any] = {}
-        self.last: dict[str, Any] = {}
-        self.received_at = 0.0
+        self.entries: dict[str, EntryCounts] = {}
+        self.received_at = 0.0  # the service's own load balancer's latest report
         self.samples: deque[Sample] = deque(maxlen=int(WINDOW_S / SAMPLE_S))
         self._prev: tuple[float, dict[str, VersionTotals]] | None = None
 
-    def counts(self) -> dict[str, Any]:
-        """Cumulative counters across every LB process this controller has heard from."""
-        return merge_counts(self.base, self.last) if self.base else self.last
+    @property
+    def last(self) -> dict[str, Any]:
+        """The service's own load balancer's latest counters."""
+        endpoint = self.entries.get(ENDPOINT)
+        return endpoint.last if endpoint is not None else {}
 
-    def ingest(self, lb_pid: int | None, counts: dict[str, Any], now: float) -> None:
-        if self.lb_pid is not None and lb_pid != self.lb_pid and self.last:
-            self.base = merge_counts(self.base, self.last)  # that LB is gone
-        self.lb_pid = lb_pid
-        self.last = counts
-        self.received_at = now
+    def by_entry(self) -> list[dict[str, Any]]:
+        """Each entry's cumulative counters, labelled with it (for ``/metrics``)."""
+        return [{**e.counts(), "entry": name} for name, e in sorted(self.entries.items())]
+
+    def counts(self) -> dict[str, Any]:
+        """Cumulative counters of the whole service, every entry added up (what the
+        dashboard's rates and canary analysis read)."""
+        parts = [e.counts() for _, e in sorted(self.entries.items())]
+        if len(parts) == 1:
+            return parts[0]
+        return reduce(merge_counts, parts, {})
+
+    def ingest(
+        self, lb_pid: int | None, counts: dict[str, Any], now: float, entry: str = ENDPOINT
+    ) -> None:
+        source = self.entries.get(entry)
+        if source is None:
+            source = self.entries[entry] = EntryCounts()
+        source.ingest(lb_pid, counts)
+        if entry == ENDPOINT:
+            self.received_at = now
         totals = version_totals(self.counts())
         prev = self._prev
         if prev is None:
@@ -182,14 +225,15 @@ class Observer:
         self.controller = controller
         self.traffic: dict[str, Traffic] = {}
 
-    def ingest(self, service: str, report: Mapping[str, Any]) -> None:
-        """Take the metrics part of an LB report (reports without one are ignored)."""
+    def ingest(self, service: str, report: Mapping[str, Any], entry: str = ENDPOINT) -> None:
+        """Take the metrics part of an LB report (reports without one are ignored);
+        ``entry``: whose report it is, the service's load balancer or the gateway."""
         counts = report.get("metrics")
         if not isinstance(counts, dict):
             return
         pid = report.get("lb_pid")
         traffic = self.traffic.setdefault(service, Traffic())
-        traffic.ingest(pid if isinstance(pid, int) else None, counts, time.time())
+        traffic.ingest(pid if isinstance(pid, int) else None, counts, time.time(), entry)
 
     def live(self) -> dict[str, Traffic]:
         """Traffic of the services that still exist (forget the ones taken down)."""
@@ -206,7 +250,9 @@ class ControllerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         traffic = self.observer.live()
-        yield from families((name, t.counts()) for name, t in sorted(traffic.items()))
+        yield from families(
+            (name, counts) for name, t in sorted(traffic.items()) for counts in t.by_entry()
+        )
         yield from self._state(traffic)
 
     def _state(self, traffic: Mapping[str, Traffic]) -> Iterator[Metric]:

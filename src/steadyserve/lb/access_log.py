@@ -7,6 +7,12 @@ formatted line and a list append, never a write. When the file passes
 ``max_bytes`` it is rotated (``access.log`` -> ``access.log.1`` -> ... up to
 ``backups``, the oldest dropped), so the log never holds more than
 ``max_bytes * (backups + 1)`` bytes on disk.
+
+Two processes write a service's log: its load balancer and, for a service with a
+route prefix, the gateway (each line says which: ``"entry"``). Both append
+(``O_APPEND``, one ``write`` per flush, so lines never interleave) and both
+rotate: before a write each takes the file's size from the file itself and, when
+the other one rotated it away, reopens the path.
 """
 
 from __future__ import annotations
@@ -31,8 +37,16 @@ BUFFER_BYTES = 64 * 1024
 class AccessLog:
     """Buffered, size-rotated JSON lines at ``path``."""
 
-    def __init__(self, path: Path, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        max_bytes: int = MAX_BYTES,
+        backups: int = BACKUPS,
+        entry: str = "endpoint",
+    ) -> None:
         self.path = path
+        self.entry = entry
+        self._tail = f',"entry":{_quote(entry)}}}'
         self.max_bytes = max_bytes
         self.backups = backups
         self._buffer: list[str] = []
@@ -54,7 +68,8 @@ class AccessLog:
         line = (
             f'{{"time":{time():.6f},"method":{_quote(method)},"path":{_quote(path)},'
             f'"status":{ex.status},"replica":{replica or "null"},'
-            f'"version":{version or "null"},"latency_ms":{elapsed * 1000:.3f},"bytes":{sent}}}'
+            f'"version":{version or "null"},"latency_ms":{elapsed * 1000:.3f},"bytes":{sent}'
+            + self._tail
         )
         self._buffer.append(line)
         self._buffered += len(line) + 1
@@ -69,8 +84,13 @@ class AccessLog:
         self._buffer = []
         self._buffered = 0
         try:
+            if self._file is not None and self._moved():
+                self._file.close()
+                self._file = None
             if self._file is None:
                 self._open()
+            assert self._file is not None
+            self._size = os.fstat(self._file.fileno()).st_size  # the other writer's lines too
             if self._size + len(data) > self.max_bytes and self._size > 0:
                 self._rotate()
             assert self._file is not None
@@ -79,6 +99,14 @@ class AccessLog:
             self._size += len(data)
         except OSError as exc:  # a full or read-only disk must not stop traffic
             log.warning("access log %s: %s; lines dropped", self.path, exc)
+
+    def _moved(self) -> bool:
+        """The open file is no longer at ``path`` (the other writer rotated it)."""
+        assert self._file is not None
+        try:
+            return os.stat(self.path).st_ino != os.fstat(self._file.fileno()).st_ino
+        except FileNotFoundError:
+            return True
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from steadyserve.lb.metrics import COMMON_METHODS, LATENCY_BUCKETS, NO_REPLICA
+from steadyserve.lb.metrics import COMMON_METHODS, ENDPOINT, LATENCY_BUCKETS, NO_REPLICA
 
 
 def _version_label(version: str | int) -> str:
@@ -30,88 +30,99 @@ def _method_label(method: str) -> str:
 
 
 def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metric]:
-    """Prometheus families of ``(service, report)`` pairs: the ``steady_lb_*`` metrics."""
+    """Prometheus families of ``(service, report)`` pairs: the ``steady_lb_*`` metrics.
+
+    Every series carries ``entry``, the report's own (``endpoint``: the service's
+    load balancer, ``gateway``: the gateway port; a report without one is an
+    endpoint's, as load balancers older than the label send them). A service
+    reached both ways has two reports, so ``sum by (service)`` is its whole traffic.
+    """
     requests = CounterMetricFamily(
         "steady_lb_requests",
         "Requests answered by the load balancer, by version, replica, method and status class"
         " (version and replica 'none': answered by the load balancer itself).",
-        labels=["service", "version", "replica", "method", "code"],
+        labels=["service", "entry", "version", "replica", "method", "code"],
     )
     latency = HistogramMetricFamily(
         "steady_lb_request_duration_seconds",
         "Time from a request's first byte to the end of its response, by version.",
-        labels=["service", "version"],
+        labels=["service", "entry", "version"],
     )
     inflight = GaugeMetricFamily(
         "steady_lb_requests_in_flight",
         "Requests sent to a replica and not answered yet.",
-        labels=["service"],
+        labels=["service", "entry"],
     )
     queued = GaugeMetricFamily(
         "steady_lb_requests_queued",
         "Requests waiting for a free slot (every replica at max_ongoing_requests).",
-        labels=["service"],
+        labels=["service", "entry"],
     )
     retries = CounterMetricFamily(
-        "steady_lb_retries", "Requests retried on another replica.", labels=["service"]
+        "steady_lb_retries", "Requests retried on another replica.", labels=["service", "entry"]
     )
     ejections = CounterMetricFamily(
         "steady_lb_ejections",
         "Times a replica was taken out of rotation for a moment after refusing a connection.",
-        labels=["service"],
+        labels=["service", "entry"],
     )
     connect_failures = CounterMetricFamily(
         "steady_lb_upstream_connect_failures",
         "Connections to replicas that could not be opened.",
-        labels=["service"],
+        labels=["service", "entry"],
     )
     bytes_in = CounterMetricFamily(
-        "steady_lb_received_bytes", "Bytes received from clients.", labels=["service"]
+        "steady_lb_received_bytes", "Bytes received from clients.", labels=["service", "entry"]
     )
     bytes_out = CounterMetricFamily(
-        "steady_lb_sent_bytes", "Bytes sent to clients.", labels=["service"]
+        "steady_lb_sent_bytes", "Bytes sent to clients.", labels=["service", "entry"]
     )
     ws_open = GaugeMetricFamily(
         "steady_lb_websockets_open",
         "WebSockets open through the load balancer, by replica (each holds a replica slot).",
-        labels=["service", "replica"],
+        labels=["service", "entry", "replica"],
     )
     ws_total = CounterMetricFamily(
         "steady_lb_websockets",
         "WebSockets the replicas accepted (101) through the load balancer, by replica.",
-        labels=["service", "replica"],
+        labels=["service", "entry", "replica"],
     )
     ws_going_away = CounterMetricFamily(
         "steady_lb_websockets_going_away",
         "WebSockets the load balancer closed with 1001 (their replica drained).",
-        labels=["service"],
+        labels=["service", "entry"],
     )
     for service, report in reports:
+        entry = str(report.get("entry") or ENDPOINT)
         merged: dict[tuple[str, str, str, str], float] = {}
         for key, n in (report.get("requests") or {}).items():
             v, r, m, c = str(key).split(" ")
             label = (_version_label(v), "none" if r == "0" else r, _method_label(m), f"{c}xx")
             merged[label] = merged.get(label, 0) + n
         for (v, r, m, c), n in sorted(merged.items()):
-            requests.add_metric([service, v, r, m, c], n)
+            requests.add_metric([service, entry, v, r, m, c], n)
         bounds = list(report.get("latency_buckets") or LATENCY_BUCKETS)
         for version, counts in sorted((report.get("latency") or {}).items()):
             cumulative, running = [], 0.0
             for bound, count in zip([*map(_bound, bounds), "+Inf"], counts, strict=False):
                 running += count
                 cumulative.append((bound, running))
-            latency.add_metric([service, _version_label(version)], cumulative, sum_value=counts[-1])
-        inflight.add_metric([service], float(report.get("inflight_total") or 0))
-        queued.add_metric([service], float(report.get("queued") or 0))
-        retries.add_metric([service], float(report.get("retries") or 0))
-        ejections.add_metric([service], float(report.get("ejections") or 0))
-        connect_failures.add_metric([service], float(report.get("upstream_connect_failures") or 0))
-        bytes_in.add_metric([service], float(report.get("bytes_in") or 0))
-        bytes_out.add_metric([service], float(report.get("bytes_out") or 0))
+            latency.add_metric(
+                [service, entry, _version_label(version)], cumulative, sum_value=counts[-1]
+            )
+        inflight.add_metric([service, entry], float(report.get("inflight_total") or 0))
+        queued.add_metric([service, entry], float(report.get("queued") or 0))
+        retries.add_metric([service, entry], float(report.get("retries") or 0))
+        ejections.add_metric([service, entry], float(report.get("ejections") or 0))
+        connect_failures.add_metric(
+            [service, entry], float(report.get("upstream_connect_failures") or 0)
+        )
+        bytes_in.add_metric([service, entry], float(report.get("bytes_in") or 0))
+        bytes_out.add_metric([service, entry], float(report.get("bytes_out") or 0))
         for family, key in ((ws_open, "websockets_open"), (ws_total, "websockets_total")):
             for replica, n in sorted((report.get(key) or {}).items()):
-                family.add_metric([service, str(replica)], float(n))
-        ws_going_away.add_metric([service], float(report.get("websockets_going_away") or 0))
+                family.add_metric([service, entry, str(replica)], float(n))
+        ws_going_away.add_metric([service, entry], float(report.get("websockets_going_away") or 0))
     yield from (
         requests,
         latency,

@@ -5,6 +5,12 @@ It follows two things from the controller, both by long-poll: the gateway map
 it, that service's route table, polled and reported as consumer ``gateway`` so
 the controller's draining waits for this process too before it stops a replica
 (zero failed requests during updates, through either port).
+
+Each lane counts its service's requests in its own :class:`LBMetrics`, as the
+service's load balancer does, and its load report carries them (entry
+"gateway"): the controller's ``/metrics``, dashboard and canary analysis see
+traffic through this port like traffic through the endpoint. The lane follows
+its table's ``access_log`` too, writing to the service's request log.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from steadyserve.lb import control_http
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.gateway import GatewayProxy
+from steadyserve.lb.metrics import GATEWAY, LBMetrics, live_report
+from steadyserve.lb.observe import access_log_path, follow_access_log
 from steadyserve.lb.proxy import Proxy
 from steadyserve.lb.route_table import LoadReporter, RouteClient, RouteTable, service_url
 from steadyserve.lb.server import open_file_limit
@@ -64,9 +72,13 @@ class _GatewayReporter(LoadReporter):
 
 
 class Lane:
-    """One service on the gateway: its own proxy, route poll and load report."""
+    """One service on the gateway: its own proxy, route poll and load report.
 
-    def __init__(self, home: Home, service: str, gateway: GatewayProxy) -> None:
+    ``metrics`` outlive the lane: a service taken off the map and put back keeps
+    counting where it was, so the controller never sees its counters go down
+    while this process runs."""
+
+    def __init__(self, home: Home, service: str, gateway: GatewayProxy, metrics: LBMetrics) -> None:
         self.service = service
         self.proxy = Proxy(
             service,
@@ -76,14 +88,24 @@ class Lane:
             limits=gateway.default_limits,
             send_timeout=gateway.send_timeout,
         )
+        self.proxy.metrics = metrics
         self.proxy.zero = ZeroHold(self.proxy, controller_asker(home, service))
-        self.client = _GatewayRouteClient(home, service, self.proxy.apply_table, POLL_WAIT_S)
+        self.access_log = access_log_path(home, service)
+        self.client = _GatewayRouteClient(home, service, self.apply_table, POLL_WAIT_S)
         self.reporter = _GatewayReporter(home, service, self._snapshot, 0.5)
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(self.client.run()), loop.create_task(self.reporter.run())]
 
+    def apply_table(self, table: RouteTable) -> None:
+        self.proxy.apply_table(table)
+        follow_access_log(self.proxy.metrics, table.access_log, self.access_log, GATEWAY)
+
     def _snapshot(self) -> dict[str, Any]:
-        return {**self.proxy.balancer.snapshot(), "queued": len(self.proxy.waiting)}
+        return {
+            **self.proxy.balancer.snapshot(),
+            "queued": len(self.proxy.waiting),
+            "metrics": live_report(self.proxy, entry=GATEWAY),
+        }
 
     def cancel(self) -> None:
         for task in self.tasks:
@@ -97,6 +119,7 @@ class Gateway:
         self.home = home
         self.proxy = GatewayProxy(fd_limit=open_file_limit())
         self.lanes: dict[str, Lane] = {}
+        self.metrics: dict[str, LBMetrics] = {}  # per service, kept across its lanes
         self.known = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.AbstractServer | None = None
@@ -105,18 +128,24 @@ class Gateway:
         """Route prefix -> service: add lanes for new services, retire the rest."""
         wanted = set(routes.values())
         for name in wanted - set(self.lanes):
-            self.lanes[name] = Lane(self.home, name, self.proxy)
+            metrics = self.metrics.setdefault(name, LBMetrics())
+            self.lanes[name] = Lane(self.home, name, self.proxy, metrics)
         for name in set(self.lanes) - wanted:
             lane = self.lanes.pop(name)
             lane.proxy.begin_drain()
             # In-flight requests on it still finish; its polls stop now and its
             # pooled replica connections close once a drain's time has passed.
             lane.cancel()
-            asyncio.get_running_loop().call_later(DRAIN_SECONDS, lane.proxy.close_all)
+            asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._retired, lane)
         self.proxy.set_lanes(
             {prefix.encode(): self.lanes[name].proxy for prefix, name in routes.items()}
         )
         log.info("gateway routes: %s", routes or "(none)")
+
+    def _retired(self, lane: Lane) -> None:
+        lane.proxy.close_all()
+        if lane.service not in self.lanes:  # not put back on the map meanwhile
+            follow_access_log(lane.proxy.metrics, False, lane.access_log, GATEWAY)
 
     async def follow_map(self) -> None:
         backoff = 0.2
@@ -165,6 +194,9 @@ class Gateway:
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
             self.proxy.sweep()
+            for metrics in self.metrics.values():
+                if metrics.access_log is not None:
+                    metrics.access_log.flush()
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -181,6 +213,9 @@ class Gateway:
         for task in self._tasks:
             task.cancel()
         self.proxy.close_all()
+        for metrics in self.metrics.values():
+            if metrics.access_log is not None:
+                metrics.access_log.close()
 
 
 async def serve(home: Home, listen_fd: int | None, host: str, port: int) -> None:

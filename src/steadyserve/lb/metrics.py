@@ -56,6 +56,11 @@ _SUM = _SLOTS - 1
 # OTHER at render time so the label's values stay few.
 COMMON_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 NO_REPLICA = 0  # answered by the load balancer itself (503 no replica, 400, 413, ...)
+# Which port a request came in through: the service's own endpoint (its load
+# balancer) or the gateway (a Ray Serve route prefix). Reports carry it as
+# "entry", the Prometheus series as the ``entry`` label, access-log lines as a field.
+ENDPOINT = "endpoint"
+GATEWAY = "gateway"
 
 
 class LBMetrics:
@@ -188,14 +193,19 @@ class MetricsServer:
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
 
 
-def live_report(proxy: Proxy, metrics_port: int) -> dict[str, Any]:
-    """The counters plus the gauges only the running proxy knows."""
+def live_report(proxy: Proxy, metrics_port: int = 0, entry: str = ENDPOINT) -> dict[str, Any]:
+    """The counters plus the gauges only the running proxy knows.
+
+    The gateway reports each of its services' lanes this way too, as ``entry``
+    "gateway" and without a metrics port of its own."""
     balancer = proxy.balancer
     report = proxy.metrics.report()
+    report["entry"] = entry
     report["inflight_total"] = sum(r.inflight for r in balancer.known.values())
     report["queued"] = len(proxy.waiting)
     report["ejections"] = balancer.ejections
-    report["metrics_port"] = metrics_port
+    if metrics_port:
+        report["metrics_port"] = metrics_port
     if proxy.websockets is not None:  # lbscale: open and total WebSockets per replica
         report.update(proxy.websockets.report())
     return report

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.lb.access_log import AccessLog
-from steadyserve.lb.metrics import MetricsServer, live_report
+from steadyserve.lb.metrics import ENDPOINT, LBMetrics, MetricsServer, live_report
 from steadyserve.lb.route_table import RouteTable
 from steadyserve.paths import Home
 
@@ -25,6 +25,18 @@ log = logging.getLogger("steadyserve.lb")
 def access_log_path(home: Home, service: str) -> Path:
     """Where a service's request log goes: next to its load balancer's log."""
     return home.service_dir(service) / "access.log"
+
+
+def follow_access_log(metrics: LBMetrics, wanted: bool, path: Path, entry: str = ENDPOINT) -> None:
+    """Turn a proxy's request log on or off as its route table says (in place); the
+    service's load balancer and the gateway's lane for the service both do."""
+    if wanted and metrics.access_log is None:
+        metrics.access_log = AccessLog(path, entry=entry)
+        log.info("access log on: %s", path)
+    elif not wanted and metrics.access_log is not None:
+        metrics.access_log.close()
+        metrics.access_log = None
+        log.info("access log off: %s", path)
 
 
 class Observability:
@@ -55,14 +67,7 @@ class Observability:
         """Turn the access log on or off as the service spec says (in place)."""
         if self.config.access_log is not None:
             return  # given on the command line: always on
-        metrics = self.proxy.metrics
-        if table.access_log and metrics.access_log is None:
-            metrics.access_log = AccessLog(self.path)
-            log.info("access log on: %s", self.path)
-        elif not table.access_log and metrics.access_log is not None:
-            metrics.access_log.close()
-            metrics.access_log = None
-            log.info("access log off")
+        follow_access_log(self.proxy.metrics, table.access_log, self.path)
 
     async def start(self) -> None:
         try:

@@ -9,11 +9,13 @@ import json
 import os
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 from steadyserve.backends.local import free_port
 from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
+from tests.observe._observe import controller_url, get, requests_by_version, scrape
 
 APPS = Path(__file__).parent / "apps"
 
@@ -134,6 +136,103 @@ def test_rolling_update_through_the_gateway_fails_nothing(steady: Steady, tmp_pa
     assert not before & {r["pid"] for r in after["replicas"]}
     assert steady.service("summarize-echo")["version"] == 1
 
+    # Observable like the endpoint's traffic: /metrics counts every request that
+    # came through the gateway, by the version that answered (v1 greets "hi").
+    sent = Counter(
+        "1" if json.loads(b)["greeting"] == "hi" else "2" for c in clients for _, b in c.bodies
+    )
+    assert set(sent) == {"1", "2"}, sent
+    url = controller_url(steady)
+    counted = wait_for_counts(url, "translate-echo", "gateway", sum(sent.values()))
+    assert counted == {"1": sent["1"], "2": sent["2"]}, (counted, sent)
+    assert requests_by_version(scrape(url), "translate-echo", "endpoint") == {}
+    # ... and the dashboard's per-version rates have them too.
+    status, data = get(url, "/api/v1/dashboard/timeseries")
+    series = json.loads(data)["services"]["translate-echo"]["versions"]
+    assert status == 200 and {"1", "2"} <= set(series)
+    assert max(r for r in series["2"]["rps"] if r is not None) > 0
+
+
+def wait_for_counts(url: str, service: str, entry: str, total: int) -> dict[str, float]:
+    """The scrape's per-version counts once they add up to ``total`` (reports are
+    posted twice a second), or what they were after 10 s."""
+    deadline = time.monotonic() + 10
+    counted: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        counted = requests_by_version(scrape(url), service, entry)
+        if sum(counted.values()) >= total:
+            break
+        time.sleep(0.2)
+    return counted
+
+
+FLEET = """\
+gateway: {{port: {port}}}
+services:
+- name: web
+  workdir: {workdir}
+  run: python3 server.py
+  service:
+    route_prefix: /web
+    access_log: true
+    replicas: 1
+    readiness_probe: {{path: /health, initial_delay_seconds: 20}}
+    health_check_period_s: 0.2
+    graceful_shutdown_wait_loop_s: 0.05
+    graceful_shutdown_timeout_s: 2
+"""
+
+
+def test_gateway_traffic_is_counted_and_logged_apart_from_the_endpoints(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """One service, reached both ways: /metrics tells the entries apart by the
+    ``entry`` label, and service.access_log has a line for each request, with its
+    entry."""
+    port = free_port()
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET.format(port=port, workdir=EXAMPLES / "http_server"))
+    steady.run("deploy", str(fleet), "--wait", "--timeout", "60")
+    endpoint = int(steady.service("web")["endpoint"].rsplit(":", 1)[1])
+    for i in range(3):
+        assert http_get(port, f"/web/g?n={i}")[0] == 200
+    for i in range(2):
+        assert http_get(endpoint, f"/e?n={i}")[0] == 200
+    assert http_get(port, "/nothing")[0] == 404  # no service: not counted for one
+
+    url = controller_url(steady)
+    assert wait_for_counts(url, "web", "gateway", 3) == {"1": 3}
+    assert wait_for_counts(url, "web", "endpoint", 2) == {"1": 2}
+    families = scrape(url)
+    hist = {
+        s.labels["entry"]: s.value
+        for s in families["steady_lb_request_duration_seconds"].samples
+        if s.name.endswith("_count") and s.labels["service"] == "web"
+    }
+    assert hist == {"gateway": 3, "endpoint": 2}
+    sent = {
+        s.labels["entry"]: s.value
+        for s in families["steady_lb_sent_bytes"].samples
+        if s.labels["service"] == "web"
+    }
+    assert sent["gateway"] > 0 and sent["endpoint"] > 0
+
+    log = steady.home / "services" / "web" / "access.log"
+    deadline = time.monotonic() + 10  # both processes flush their lines once a second
+    lines: list[dict[str, object]] = []
+    while time.monotonic() < deadline and len(lines) < 5:
+        time.sleep(0.2)
+        lines = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    by_entry = sorted((str(x["entry"]), str(x["path"])) for x in lines)
+    assert by_entry == [
+        ("endpoint", "/e?n=0"),
+        ("endpoint", "/e?n=1"),
+        ("gateway", "/web/g?n=0"),
+        ("gateway", "/web/g?n=1"),
+        ("gateway", "/web/g?n=2"),
+    ]
+    assert {x["version"] for x in lines} == {1}
+
 
 def test_a_mistake_in_a_ray_config_changes_nothing(steady: Steady, tmp_path: Path) -> None:
     config = write_config(tmp_path, free_port())
@@ -165,6 +264,9 @@ def test_the_gateway_outlives_a_killed_controller(steady: Steady, tmp_path: Path
     report(f"gateway across a controller kill: {client.summary()}")
     assert client.failed == 0 and client.sent > 20
     assert json.loads((steady.home / "gateway.json").read_text())["pid"] == gateway["pid"]
+    # Its counters outlived the controller too: the new one shows every request.
+    counted = wait_for_counts(controller_url(steady), "translate-echo", "gateway", client.sent)
+    assert sum(counted.values()) == client.sent, (counted, client.sent)
     # The gateway follows the new controller: a new route shows up on it.
     config = write_config(tmp_path, port)
     config.write_text(config.read_text().replace("route_prefix: /summarize", "route_prefix: /s"))
