@@ -159,11 +159,11 @@ def test_a_fixed_port_runs_one_replica_per_node(steady: Steady, tmp_path: Path) 
         os.kill(victim["pid"], signal.SIGKILL)
         steady.wait_for(
             "fixed",
-            lambda s, ip=ip, gone=victim["id"]: sorted(
-                (r["ip"], r["port"]) for r in s["replicas"] if r["status"] == "READY"
-            )
-            == [(HEAD_IP, 18080), (WORKER_IP, 18080)]
-            and all(r["id"] != gone for r in s["replicas"] if r["status"] == "READY"),
+            lambda s, ip=ip, gone=victim["id"]: (
+                sorted((r["ip"], r["port"]) for r in s["replicas"] if r["status"] == "READY")
+                == [(HEAD_IP, 18080), (WORKER_IP, 18080)]
+                and all(r["id"] != gone for r in s["replicas"] if r["status"] == "READY")
+            ),
             timeout=60,
             what=f"the replica on {ip} replaced on its own node",
         )
