@@ -143,6 +143,14 @@ def test_update_and_rollback_each_run_their_own_packages(
     on_disk = envs_on_disk(steady)
     assert len(on_disk) == 2  # v1's files are pruned (history_limit 1), its environment is v3's
 
+    # v2's replicas finish stopping after the rollback returns; a version whose
+    # replicas still run keeps its files, so the next command prunes v2 only once
+    # they are gone.
+    svc = steady.wait_for(
+        "pinned",
+        lambda s: all(r["version"] != 2 for r in s["replicas"]),
+        what="version 2's replicas stopped",
+    )
     # An in-place update (user_config only) builds nothing and restarts nothing.
     pids = sorted(r["pid"] for r in svc["replicas"] if r["status"] == "READY")
     out = steady.run(
