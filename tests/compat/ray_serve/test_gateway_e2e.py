@@ -146,9 +146,15 @@ def test_rolling_update_through_the_gateway_fails_nothing(steady: Steady, tmp_pa
     counted = wait_for_counts(url, "translate-echo", "gateway", sum(sent.values()))
     assert counted == {"1": sent["1"], "2": sent["2"]}, (counted, sent)
     assert requests_by_version(scrape(url), "translate-echo", "endpoint") == {}
-    # ... and the dashboard's per-version rates have them too.
-    status, data = get(url, "/api/v1/dashboard/timeseries")
-    series = json.loads(data)["services"]["translate-echo"]["versions"]
+    # ... and the dashboard's per-version rates have them too (sampled once a
+    # second, so the newest counts may need one more sample).
+    deadline = time.monotonic() + 10
+    while True:
+        status, data = get(url, "/api/v1/dashboard/timeseries")
+        series = json.loads(data)["services"]["translate-echo"]["versions"]
+        if {"1", "2"} <= set(series) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert status == 200 and {"1", "2"} <= set(series)
     assert max(r for r in series["2"]["rps"] if r is not None) > 0
 
