@@ -74,6 +74,9 @@ class Translation:
     gateway_port: int | None = RAY_DEFAULT_PORT
     """None: no gateway (a fleet file without ``gateway:``)."""
     notices: list[str] = field(default_factory=list)
+    access_log: bool | None = None
+    """The top-level ``logging_config.enable_access_log``, for applications that
+    do not set their own."""
     scope: str = "applications"
     """What a deploy may take down: ``applications`` (services a Ray Serve config
     made) or ``all`` (a fleet file is the whole desired state)."""
@@ -137,10 +140,15 @@ def _top_level(key: str, value: Any, out: Translation, mistakes: list[SpecError]
                     SpecError(f"http_options.{sub}", f"unknown field{hint(sub, HTTP_KEYS)}")
                 )
         return
+    if key == "logging_config":
+        try:
+            out.access_log = access_log_of(value, key, out.notices)
+        except SpecError as exc:
+            mistakes.append(exc)
+        return
     why = {
         "proxy_location": "one gateway process on this machine serves every application",
         "grpc_options": "the gateway speaks HTTP only",
-        "logging_config": "replica logs go to steady logs",
         "target_capacity": "replica counts come from num_replicas / autoscaling_config",
     }[key]
     out.notices.append(f"{key}: does not apply here ({why})")
@@ -193,8 +201,10 @@ def _application(
         raise SpecError(f"{where}.args", "must be a mapping")
     common, workdir = _runtime_env(runtime_env, f"{where}.runtime_env", base_dir, out)
     given = overrides(app.get("deployments"), f"{where}.deployments")
+    access_log = out.access_log
     if app.get("logging_config") is not None:
-        out.notices.append(f"{where}.logging_config: does not apply here (see steady logs)")
+        given_log = access_log_of(app["logging_config"], f"{where}.logging_config", out.notices)
+        access_log = given_log if given_log is not None else access_log
     if app.get("external_scaler_enabled"):
         out.notices.append(f"{where}.external_scaler_enabled: does not apply here")
     try:
@@ -240,12 +250,32 @@ def _application(
         )
         if info.get("ingress"):
             doc["service"]["route_prefix"] = prefix
+        if access_log is not None:
+            doc["service"]["access_log"] = access_log
         try:
             spec = parse_service(doc, base_dir=base_dir)
         except SpecError as err:
             raise err.under(f"{where}.deployments[{dep_name}]") from None
         out.documents.append(doc)
         out.specs.append(spec)
+
+
+def access_log_of(value: object, where: str, notices: list[str]) -> bool | None:
+    """Ray Serve's ``logging_config``: ``enable_access_log`` becomes the services'
+    ``access_log`` (the load balancer's JSON access log, through the endpoint and
+    the gateway); its other keys are named once, as not applying here."""
+    if not isinstance(value, dict):
+        raise SpecError(where, "must be a mapping (Ray Serve's LoggingConfig)")
+    enabled = value.get("enable_access_log")
+    if enabled is not None and not isinstance(enabled, bool):
+        raise SpecError(f"{where}.enable_access_log", "must be true or false")
+    others = sorted(str(k) for k in value if k != "enable_access_log")
+    if others:
+        notices.append(
+            f"{where}: {', '.join(others)} do not apply here (replica output goes to"
+            " steady logs; enable_access_log sets service.access_log)"
+        )
+    return enabled
 
 
 def _runtime_env(

@@ -225,3 +225,43 @@ def test_fleet_files_take_a_gateway_port(tmp_path: Path) -> None:
     path.write_text("services:\n- name: a\n  run: x\n  service: {route_prefix: /a}\n")
     with pytest.raises(SpecError, match="gateway: required"):
         load_deploy_file(path)
+
+
+def test_logging_config_enable_access_log_sets_the_services_access_log(tmp_path: Path) -> None:
+    """Ray Serve's ``enable_access_log`` (the docs' config sets it at the top) turns
+    on each service's access log; an application's own logging_config wins; the
+    keys that do not apply are named once (they used to be ignored as a whole)."""
+    out = load(RAY_DOCS_CONFIG, tmp_path)
+    assert all(s.service.access_log for s in out.specs)
+    [notice] = [n for n in out.notices if n.startswith("logging_config")]
+    assert notice.startswith("logging_config: encoding, log_level, logs_dir do not apply here")
+    off = RAY_DOCS_CONFIG.replace(
+        "  route_prefix: /\n", "  route_prefix: /\n  logging_config: {enable_access_log: false}\n"
+    )
+    assert not any(s.service.access_log for s in load(off, tmp_path).specs)
+    unset = RAY_DOCS_CONFIG.replace("  enable_access_log: true\n", "")
+    assert not any(s.service.access_log for s in load(unset, tmp_path).specs)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            "logging_config: verbose",
+            "logging_config: must be a mapping (Ray Serve's LoggingConfig)",
+        ),
+        (
+            "logging_config: {enable_access_log: sometimes}",
+            "logging_config.enable_access_log: must be true or false",
+        ),
+    ],
+)
+def test_a_bad_logging_config_is_one_line(tmp_path: Path, value: str, expected: str) -> None:
+    text = RAY_DOCS_CONFIG.replace(
+        "logging_config:\n  encoding: TEXT\n  log_level: INFO\n  logs_dir: null\n"
+        "  enable_access_log: true\n",
+        value + "\n",
+    )
+    with pytest.raises(SpecError) as info:
+        load(text, tmp_path)
+    assert str(info.value) == expected
