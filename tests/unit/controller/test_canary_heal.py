@@ -49,6 +49,16 @@ async def serving_v1_then_updating(
     world.runtime.rollout.begin(2, spec, mode, "run changed")
 
 
+async def canary_waiting(world: World) -> Any:
+    """The runtime's canary, once it waits at its step."""
+    canary = world.runtime.canary
+    await world.until(
+        "the canary waiting",
+        lambda: canary.state is not None and canary.state.phase is Phase.WAITING,
+    )
+    return canary
+
+
 def test_a_stable_replica_that_dies_mid_canary_is_replaced_with_the_stable_version(
     tmp_path: Path,
 ) -> None:
@@ -110,11 +120,7 @@ def test_a_stable_replica_gone_while_the_controller_was_down_is_replaced_on_resu
 
     async def scenario() -> None:
         await serving_v1_then_updating(world, UpdateMode.CANARY)
-        canary = world.runtime.canary
-        await world.until(
-            "the canary waiting",
-            lambda: canary.state is not None and canary.state.phase is Phase.WAITING,
-        )
+        await canary_waiting(world)
         await world.runtime.detach()  # the controller stops; replicas keep running
         victim = world.runtime.replicas[ready(world, 1)[0]]
         world.process(victim).exit(-9)  # dies while no controller watches
@@ -139,11 +145,7 @@ def test_no_stable_replacement_once_the_canary_is_aborted_or_complete(tmp_path: 
 
     async def scenario() -> None:
         await serving_v1_then_updating(world, UpdateMode.CANARY)
-        canary = world.runtime.canary
-        await world.until(
-            "the canary waiting",
-            lambda: canary.state is not None and canary.state.phase is Phase.WAITING,
-        )
+        canary = await canary_waiting(world)
         canary.command("abort")
         victim = world.runtime.replicas[ready(world, 1)[0]]
         world.process(victim).exit(137)
