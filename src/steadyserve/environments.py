@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from steadyserve.oneline import last_lines
+
 PipSpec = list[str] | str | None
 """The spec's ``pip``: requirement specifiers, or a requirements file in the workdir."""
 
@@ -150,8 +152,4 @@ def unused(on_disk: Iterable[str], in_use: Iterable[str]) -> list[str]:
     return sorted(key for key in on_disk if key not in keep)
 
 
-def tail(output: str, lines: int = 3, width: int = 400) -> str:
-    """The last non-empty lines of a build's output, as one line for an event."""
-    kept = [line.strip() for line in output.splitlines() if line.strip()][-lines:]
-    text = " | ".join(kept) or "no output"
-    return text if len(text) <= width else "…" + text[-(width - 1) :]
+tail = last_lines  # a failed build's output as one line for its event

@@ -218,8 +218,13 @@ def test_controller_crash_keeps_traffic_and_readopts(steady: Steady, tmp_path: P
 
 
 def test_broken_version_is_not_relaunched(steady: Steady, tmp_path: Path) -> None:
-    path = service_file(tmp_path, name="broken", run="echo starting; exit 1")
-    steady.run("up", str(path))
+    path = service_file(tmp_path, name="broken", run="echo starting; echo no model here; exit 1")
+    waited = steady.run("up", str(path), "--wait", "--timeout", "60", check=False)
+    # --wait names the cause: the replica's exit and, on this machine, its last words.
+    assert waited.returncode == 1, waited.stderr
+    assert "exited with code 1 before it was ready" in waited.stderr
+    if steady.backend == "local":
+        assert "its last output: starting | no model here" in waited.stderr
     svc = steady.wait_for("broken", lambda s: s["status"] == "FAILED", what="FAILED")
     time.sleep(1.0)
     svc = steady.service("broken")

@@ -25,6 +25,7 @@ import psutil
 from steadyserve import environment_build
 from steadyserve import replica_contract as contract
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.backends.ports import PortReservations, PortsExhausted
 from steadyserve.environments import needs_environment
 from steadyserve.paths import Home
 
@@ -130,6 +131,7 @@ class LocalBackend:
         self._setup_locks: dict[tuple[str, int], asyncio.Lock] = {}
         # environments hook: the virtualenv each prepared version runs in, if any.
         self.environments: dict[tuple[str, int], environment_build.Environment] = {}
+        self.ports = PortReservations()
 
     async def prepare(
         self,
@@ -215,9 +217,14 @@ class LocalBackend:
         return command, environment.activate(request.env)
 
     async def launch(self, request: LaunchRequest) -> LocalProcess:
-        """Start the replica on this machine, on ports the OS just handed out."""
-        port = free_port()
-        control_port = free_port() if request.control_port else None
+        """Start the replica on this machine, on free ports no other replica of
+        this controller was handed (``ports``: the OS alone may hand one out twice
+        before the first replica has bound it)."""
+        try:
+            port, *rest = self.ports.take(2 if request.control_port else 1)
+        except PortsExhausted as exc:
+            raise ProvisionError(str(exc)) from None
+        control_port = rest[0] if rest else None
         command, env = self._in_environment(request)
         env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
         if control_port is not None:
@@ -262,6 +269,8 @@ class LocalBackend:
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         await stop_group(handle, timeout_s)
+        self.ports.release(handle.port)
+        self.ports.release(handle.control_port)
 
 
 def tag_of(pid: int) -> str | None:

@@ -29,6 +29,7 @@ from steadyserve.cli.tables import (
 from steadyserve.paths import Home
 from steadyserve.skyserve_compat import preflight
 from steadyserve.spec import SpecError, load_service_file
+from steadyserve.states import FAILED_REPLICA_STATES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -195,7 +196,8 @@ def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = Fal
                 break
             progress.show(f"{name}: {svc['status']}, {ready}/{target} ready")
             if svc["status"] == "FAILED":
-                raise CommandError(f"{name} FAILED; see 'steady status {name} --events'")
+                cause = _last_failure(client, name)
+                raise CommandError(f"{name} FAILED{cause}; see 'steady status {name} --events'")
             if time.monotonic() > deadline:
                 raise CommandError(f"{name} not ready after {timeout:.0f}s ({svc['status']})")
             time.sleep(WAIT_POLL_S)
@@ -203,6 +205,19 @@ def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = Fal
         out.print(f"{name}: at zero replicas; the first request starts one")
     else:
         out.print(f"{name}: READY, {ready}/{target} replicas")
+
+
+FAILED_NAMES = frozenset(state.value for state in FAILED_REPLICA_STATES)
+
+
+def _last_failure(client: Client, name: str) -> str:
+    """``: replica 3 FAILED: <reason>`` from the service's newest replica failure,
+    so a failed ``--wait`` says why without a second command; "" when none."""
+    events = client.call("GET", f"/api/v1/services/{name}/events?limit=50")["events"]
+    for event in reversed(events):
+        if event["replica_id"] is not None and event["to_status"] in FAILED_NAMES:
+            return f": replica {event['replica_id']} {event['to_status']}: {event['reason']}"
+    return ""
 
 
 def _print_plan(result: dict[str, Any]) -> None:

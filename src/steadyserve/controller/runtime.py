@@ -40,6 +40,7 @@ from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import route_table
 from steadyserve.lb.tls import env_for as tls_env
+from steadyserve.oneline import file_tail
 from steadyserve.paths import Home
 from steadyserve.planner import Plan, ReplicaView, service_status
 from steadyserve.spec import ServiceSpec
@@ -360,9 +361,12 @@ class ServiceRuntime:
                 self.wake()
                 continue
             before_ready = replica.status.before_ready
-            reason = f"process exited with code {code}" + (
-                " before it was ready" if before_ready else ""
-            )
+            reason = f"process exited with code {code}"
+            if before_ready:
+                # A crash at start-up is explained by its last words (a traceback's
+                # last line, "address already in use"): put them where users look.
+                output = file_tail(self.home.replica_log(self.name, replica.id))
+                reason += f" before it was ready; its last output: {output}"
             self.mark_failed(replica, ReplicaStatus.FAILED, reason)
             if before_ready:
                 self.judge_version(replica.version)

@@ -1,0 +1,73 @@
+"""Local replicas' ports: the OS's free ports, never one handed out twice.
+
+Asking the OS for a free port a few thousand times (bind to port 0, close) hands
+some ports out twice within seconds: the birthday bound over its ~14,000 odd
+ports. Two replicas given the same port, one dies with "address already in use"
+before it was ready, and its version is judged broken (a CI failure showed it).
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from steadyserve.backends.local import free_port
+from steadyserve.backends.ports import HOLD_S, MAX_TRIES, PortReservations, PortsExhausted
+
+TAKES = 2000
+
+
+def test_bare_free_ports_do_repeat() -> None:
+    """Why the reservations exist: without them, ports come back (this is the
+    behaviour the old launch had; if an OS ever stops repeating, this says so)."""
+    ports = [free_port() for _ in range(TAKES)]
+    assert len(set(ports)) < len(ports)
+
+
+def test_no_port_is_handed_out_twice() -> None:
+    reservations = PortReservations()
+    ports = [p for _ in range(TAKES // 2) for p in reservations.take(2)]
+    assert len(set(ports)) == len(ports) == TAKES
+    assert all(p in reservations for p in ports)
+
+
+def test_a_replicas_ports_differ_and_are_free() -> None:
+    reservations = PortReservations()
+    for _ in range(50):
+        port, control = reservations.take(2)
+        assert port != control
+        for p in (port, control):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", p))  # nobody holds it: the replica can bind it
+
+
+def test_a_bound_port_is_never_handed_out() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        reservations = PortReservations()
+        assert all(taken not in reservations.take(1) for _ in range(500))
+
+
+def test_release_and_expiry_forget_a_port() -> None:
+    now = [0.0]
+    reservations = PortReservations(clock=lambda: now[0])
+    (first,) = reservations.take(1)
+    (second,) = reservations.take(1)
+    reservations.release(first)
+    reservations.release(None)  # a replica without a control port
+    assert first not in reservations and second in reservations
+    now[0] = HOLD_S - 1
+    reservations.take(1)
+    assert second in reservations
+    now[0] = HOLD_S + 1
+    reservations.take(1)
+    assert second not in reservations
+
+
+def test_running_out_is_an_error_not_a_loop() -> None:
+    """More ports than one search may try: a bounded search, then a one-line error."""
+    with pytest.raises(PortsExhausted, match=f"no free port on 127.0.0.1 after {MAX_TRIES} tries"):
+        PortReservations().take(MAX_TRIES + 1)
