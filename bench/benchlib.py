@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import uvloop
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -172,6 +173,8 @@ class ProxySpec:
 
     def argv(self, binary: str, tmp: Path) -> list[str]:
         conf = str(tmp / self.config_file)
+        if self.key == "floor":
+            return [binary, str(Path(__file__).with_name("byte_relay.py")), "--args", conf]
         if self.key == "nginx":
             # -e: the error log before the config is read (Debian's default is /var/log/nginx).
             return [
@@ -194,6 +197,8 @@ class ProxySpec:
 PROXIES = {
     "nginx": ProxySpec("nginx", "nginx", "nginx", "nginx.conf", NGINX_CONF),
     "haproxy": ProxySpec("haproxy", "HAProxy", "haproxy", "haproxy.cfg", HAPROXY_CFG),
+    # Not a proxy to use: the floor of any Python-on-uvloop proxy (bench/byte_relay.py).
+    "floor": ProxySpec("floor", "uvloop byte relay", "python", "relay.args", "{port} {upstream}"),
 }
 
 
@@ -236,10 +241,14 @@ def run_proxy(key: str, upstream: int, timeout: float = 15.0) -> Iterator[Runnin
     starting anything, or after cleaning up) when it cannot run.
     """
     spec = PROXIES[key]
-    binary = find_binary(spec.binary)
-    if binary is None:
-        raise ProxyUnavailable(PROXY_INSTALL_HINT)
-    version = proxy_version(spec, binary)
+    if key == "floor":  # this interpreter, which has uvloop
+        binary: str | None = sys.executable
+        version = f"(floor; uvloop {uvloop.__version__})"
+    else:
+        binary = find_binary(spec.binary)
+        if binary is None:
+            raise ProxyUnavailable(PROXY_INSTALL_HINT)
+        version = proxy_version(spec, binary)
     tmp = Path(tempfile.mkdtemp(prefix=f"steady-bench-{key}-"))
     port = free_port()
     (tmp / spec.config_file).write_text(spec.template.format(dir=tmp, port=port, upstream=upstream))

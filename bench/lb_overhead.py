@@ -584,13 +584,14 @@ def main() -> int:
     p.add_argument(
         "--proxies",
         default="nginx,haproxy",
-        help="C proxies to run in front of each kind's replica, of nginx,haproxy; or none",
+        help="C proxies to run in front of each kind's replica, of nginx,haproxy; or none; "
+        "floor adds bench/byte_relay.py, the floor of any proxy running Python per request",
     )
     args = p.parse_args()
     args.proxies = [] if args.proxies == "none" else args.proxies.split(",")
     unknown = [x for x in args.proxies if x not in PROXIES]
     if unknown:
-        p.error(f"--proxies: unknown proxy {unknown[0]!r} (of nginx, haproxy, or none)")
+        p.error(f"--proxies: unknown proxy {unknown[0]!r} (of nginx, haproxy, floor, or none)")
     if not have_wrk():
         print("wrk not found on PATH (apt-get install wrk)", file=sys.stderr)
         return 1

@@ -149,7 +149,7 @@ def test_lb_overhead_prints_its_tables(tmp_path: Path) -> None:
 @needs_wrk
 def test_lb_overhead_reports_a_missing_or_broken_proxy_in_its_row(tmp_path: Path) -> None:
     """No haproxy, and an nginx that exits at once: both rows say why; the run still
-    measures direct and SteadyServe and exits 0."""
+    measures direct, the byte-relay floor and SteadyServe and exits 0."""
     fake = tmp_path / "bin"
     fake.mkdir()
     nginx = fake / "nginx"
@@ -167,11 +167,17 @@ def test_lb_overhead_reports_a_missing_or_broken_proxy_in_its_row(tmp_path: Path
         "1",
         "--no-sse",
         "--no-ray",
+        "--proxies",
+        "nginx,haproxy,floor",
         out=tmp_path,
         timeout=300,
         env={"STEADY_BENCH_PROXY_PATH": str(fake)},
     )
     side = out.split("proxies side by side", 1)[1]
+    # The floor (bench/byte_relay.py) needs neither: it relays real requests.
+    floor = [line for line in side.splitlines() if line.startswith("uvloop byte relay (floor")]
+    assert floor and any(cell.isdigit() for cell in floor[0].split(")")[1].split()), out
+    assert "SteadyServe / uvloop byte relay" in side, out
     assert "HAProxy" in side and "not installed (apt-get install nginx haproxy)" in side, out
     assert "failed to start (exited 1): nginx: [emerg] unknown directive (fake)" in side, out
     assert "SteadyServe LB" in side and "SteadyServe / nginx" not in side, out
