@@ -71,9 +71,32 @@ def plan_steady(
     routable = frozenset(
         r.id for r in live if r.status is ReplicaStatus.READY and r.id not in stopping
     )
-    failed = sorted((r for r in replicas if r.status.is_failed), key=lambda r: -r.id)
-    forget = tuple(r.id for i, r in enumerate(failed) if i >= KEEP_FAILED or r.version != version)
-    return Plan(launch=launch, stop=tuple(stop), forget=forget, routable=routable)
+    return Plan(
+        launch=launch,
+        stop=tuple(stop),
+        forget=failed_to_forget(replicas, version),
+        routable=routable,
+    )
+
+
+def failed_to_forget(
+    replicas: Sequence[ReplicaView], version: int, *, updating: bool = False
+) -> tuple[int, ...]:
+    """The failed replica rows no longer listed, so that a crash loop cannot grow
+    the list without bound: the newest ``KEEP_FAILED`` of ``version`` stay (why
+    it fails), and, during an update, the newest ``KEEP_FAILED`` of each other
+    version too (a stable replica replaced mid-canary is worth seeing); outside
+    an update other versions' failed rows go."""
+    kept: dict[int, int] = {}
+    forget: list[int] = []
+    for r in sorted((r for r in replicas if r.status.is_failed), key=lambda r: -r.id):
+        if r.version != version and not updating:
+            forget.append(r.id)
+            continue
+        kept[r.version] = kept.get(r.version, 0) + 1
+        if kept[r.version] > KEEP_FAILED:
+            forget.append(r.id)
+    return tuple(forget)
 
 
 def service_status(

@@ -13,10 +13,11 @@ runtime carries out, and the rollout reaches it only through its public methods
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from steadyserve.controller.reconfigure import post_user_config
-from steadyserve.planner import Plan, ReplicaView, plan_steady, plan_update
+from steadyserve.planner import Plan, ReplicaView, failed_to_forget, plan_steady, plan_update
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow, UpdateRow
 from steadyserve.states import (
@@ -63,6 +64,14 @@ class Rollout:
         converging = any(v.status.is_live and v.version != version for v in views)
         if self.in_place or not (self.updating or converging):
             return plan_steady(target, version, views, version_broken=broken), False
+        plan, done = self._converging_plan(target, version, views, broken)
+        # A long update with a crash loop must not grow the replica list without bound.
+        return replace(plan, forget=failed_to_forget(views, version, updating=True)), done
+
+    def _converging_plan(
+        self, target: int, version: int, views: list[ReplicaView], broken: bool
+    ) -> tuple[Plan, bool]:
+        """The plan of an update in flight (or of replicas left of another version)."""
         mode = self.update.mode if self.updating and self.update is not None else None
         canary = self.rt.canary
         if mode is UpdateMode.CANARY:  # sized by the weight (controller/canary.py)
