@@ -30,11 +30,72 @@ replicas of a version that land on the same node run setup once."""
 LOG_CHUNK_BYTES = 256 * 1024
 
 
-def free_port(host: str) -> int:
-    """A port the OS just handed out as free on ``host``; the replica binds it next."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+PORT_CLAIMS_DIR = "steadyserve-ray-ports"
+"""Under the node's temp dir: one file per port handed to a replica on the node,
+holding the pid of the actor that claimed it."""
+MAX_PORT_TRIES = 64
+
+
+def claim_ports(host: str, count: int, claims: Path) -> list[int]:
+    """``count`` distinct ports free on ``host`` that no other live actor on this
+    node claimed. The OS alone may hand the same free port to two actors starting
+    replicas at once (each replica binds its port only a second or more later);
+    a claim file per port, made with O_EXCL and naming the claiming actor's pid,
+    settles it. A claim whose actor is gone is taken over."""
+    claims.mkdir(parents=True, exist_ok=True)
+    ports: list[int] = []
+    with contextlib.ExitStack() as held:
+        for _ in range(MAX_PORT_TRIES):
+            if len(ports) == count:
+                return ports
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))  # kept bound: the next bind gets another port
+            port = int(sock.getsockname()[1])
+            if _claim(claims / f"{host}-{port}"):
+                ports.append(port)
+    if len(ports) < count:
+        release_ports(host, ports, claims)
+        raise OSError(f"no free port on {host} after {MAX_PORT_TRIES} tries")
+    return ports
+
+
+def _claim(path: Path) -> bool:
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                owner = int(path.read_text() or "0")
+            except (OSError, ValueError):
+                owner = 0
+            if owner > 0 and _alive(owner):
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # its actor is gone: the claim is stale
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_ports(host: str, ports: list[int], claims: Path) -> None:
+    """Drop this actor's claims (its replica is gone)."""
+    for port in ports:
+        path = claims / f"{host}-{port}"
+        with contextlib.suppress(OSError, ValueError):
+            if int(path.read_text() or "0") == os.getpid():
+                path.unlink()
 
 
 def node_address() -> str:
@@ -55,6 +116,8 @@ class ReplicaActor:
         self.log_path = logs / f"{label}-{os.getpid()}.log"
         self.exit: int | None = None
         self.started: dict[str, Any] = {}
+        self.claims = Path(tempfile.gettempdir()) / PORT_CLAIMS_DIR
+        self.claimed: list[int] = []
 
     def setup(self, script: str | None, env: dict[str, str]) -> tuple[int, str]:
         """Run the version's ``setup`` once per node (the marker sits in the
@@ -89,8 +152,9 @@ class ReplicaActor:
         ``ports`` (the backend owns placement and addresses, not the controller)."""
         host = node_address()
         env = dict(env)
-        for name in ports:
-            env[name] = str(free_port(host))
+        self.claimed = claim_ports(host, len(ports), self.claims)
+        for name, port in zip(ports, self.claimed, strict=True):
+            env[name] = str(port)
         env["HOST"] = host
         if command and command[0] == "{python}":  # the Python runner: this node's interpreter
             import sys
@@ -157,6 +221,7 @@ class ReplicaActor:
             os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        release_ports(self.started.get("host", ""), self.claimed, self.claims)
         return self.poll()
 
     def read_log(self, offset: int) -> bytes:
