@@ -173,7 +173,7 @@ class ProxySpec:
 
     def argv(self, binary: str, tmp: Path) -> list[str]:
         conf = str(tmp / self.config_file)
-        if self.key == "floor":
+        if self.key.startswith("floor"):
             return [binary, str(Path(__file__).with_name("byte_relay.py")), "--args", conf]
         if self.key == "nginx":
             # -e: the error log before the config is read (Debian's default is /var/log/nginx).
@@ -199,6 +199,10 @@ PROXIES = {
     "haproxy": ProxySpec("haproxy", "HAProxy", "haproxy", "haproxy.cfg", HAPROXY_CFG),
     # Not a proxy to use: the floor of any Python-on-uvloop proxy (bench/byte_relay.py).
     "floor": ProxySpec("floor", "uvloop byte relay", "python", "relay.args", "{port} {upstream}"),
+    # The same with data_received in C (bench/native_floor.c, compiled on first use).
+    "floor-c": ProxySpec(
+        "floor-c", "C-protocol byte relay", "python", "relay.args", "{port} {upstream} native"
+    ),
 }
 
 
@@ -241,7 +245,7 @@ def run_proxy(key: str, upstream: int, timeout: float = 15.0) -> Iterator[Runnin
     starting anything, or after cleaning up) when it cannot run.
     """
     spec = PROXIES[key]
-    if key == "floor":  # this interpreter, which has uvloop
+    if key.startswith("floor"):  # this interpreter, which has uvloop
         binary: str | None = sys.executable
         version = f"(floor; uvloop {uvloop.__version__})"
     else:

@@ -20,9 +20,42 @@ from __future__ import annotations
 import argparse
 import asyncio
 import socket
+import sys
 from pathlib import Path
 
 import uvloop
+
+
+def native_side() -> type:
+    """``native_floor.Side`` (bench/native_floor.c), compiled on first use into
+    bench/out/ with this interpreter's compiler settings; raises OSError (with
+    the compiler's last line) when there is no C compiler."""
+    import importlib.util
+    import os
+    import subprocess
+    import sysconfig
+
+    source = Path(__file__).with_name("native_floor.c")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    built = Path(__file__).with_name("out") / f"native_floor{suffix}"
+    if not built.exists() or built.stat().st_mtime < source.stat().st_mtime:
+        built.parent.mkdir(exist_ok=True)
+        compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+        include = sysconfig.get_paths()["include"]
+        argv = [*compiler, "-O2", "-shared", "-fPIC", f"-I{include}", str(source), "-o", str(built)]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise OSError(f"cannot compile {source.name}: {exc}") from None
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines() or ["failed"]
+            errors = [line for line in lines if "error" in line] or lines
+            raise OSError(f"cannot compile {source.name}: {errors[0].strip()}")
+    spec = importlib.util.spec_from_file_location("native_floor", built)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Side  # type: ignore[no-any-return]
 
 
 class Side(asyncio.Protocol):
@@ -75,10 +108,48 @@ class Client(Side):
         self.pending = []
 
 
-async def serve(port: int, upstream: int) -> None:
+def native_classes() -> tuple[type[asyncio.Protocol], type[asyncio.Protocol]]:
+    """The client and upstream protocols with ``data_received`` in C."""
+    base = native_side()
+
+    class NativeUpstream(base, asyncio.Protocol):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            peer = getattr(self, "peer", None)
+            if peer is not None:
+                peer.transport.close()
+
+    class NativeClient(NativeUpstream):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            asyncio.get_running_loop().create_task(self._connect())
+
+        async def _connect(self) -> None:
+            loop = asyncio.get_running_loop()
+            try:
+                _, up = await loop.create_connection(
+                    NativeUpstream, "127.0.0.1", Client.upstream_port
+                )
+            except OSError:
+                self.transport.close()
+                return
+            up.peer, self.peer = self, up
+            up.set_peer_write(self.transport.write)
+            up.transport.writelines(self.set_peer_write(up.transport.write))
+
+    return NativeClient, NativeUpstream
+
+
+async def serve(port: int, upstream: int, native: bool = False) -> None:
     Client.upstream_port = upstream
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(Client, "127.0.0.1", port, backlog=4096)
+    factory = native_classes()[0] if native else Client
+    server = await loop.create_server(factory, "127.0.0.1", port, backlog=4096)
     async with server:
         await server.serve_forever()
 
@@ -87,13 +158,21 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--port", type=int, help="listen on 127.0.0.1:PORT")
     p.add_argument("--upstream", type=int, help="relay to 127.0.0.1:UPSTREAM")
-    p.add_argument("--args", type=Path, help='a file holding "PORT UPSTREAM"')
+    p.add_argument("--args", type=Path, help='a file holding "PORT UPSTREAM [native]"')
+    p.add_argument("--native", action="store_true", help="data_received in C (native_floor.c)")
     args = p.parse_args()
     if args.args is not None:
-        args.port, args.upstream = (int(x) for x in args.args.read_text().split())
+        words = args.args.read_text().split()
+        args.port, args.upstream = int(words[0]), int(words[1])
+        args.native = args.native or "native" in words[2:]
     if args.port is None or args.upstream is None:
         p.error("give --port and --upstream, or --args")
-    uvloop.run(serve(args.port, args.upstream))
+    if args.native:
+        try:
+            native_side()
+        except OSError as exc:
+            sys.exit(f"byte_relay: {exc}")
+    uvloop.run(serve(args.port, args.upstream, args.native))
 
 
 if __name__ == "__main__":

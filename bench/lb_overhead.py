@@ -585,13 +585,15 @@ def main() -> int:
         "--proxies",
         default="nginx,haproxy",
         help="C proxies to run in front of each kind's replica, of nginx,haproxy; or none; "
-        "floor adds bench/byte_relay.py, the floor of any proxy running Python per request",
+        "floor adds bench/byte_relay.py, the floor of any proxy running Python per request; "
+        "floor-c the same relay with data_received in C (bench/native_floor.c; needs cc)",
     )
     args = p.parse_args()
     args.proxies = [] if args.proxies == "none" else args.proxies.split(",")
     unknown = [x for x in args.proxies if x not in PROXIES]
     if unknown:
-        p.error(f"--proxies: unknown proxy {unknown[0]!r} (of nginx, haproxy, floor, or none)")
+        known = ", ".join(PROXIES)
+        p.error(f"--proxies: unknown proxy {unknown[0]!r} (of {known}, or none)")
     if not have_wrk():
         print("wrk not found on PATH (apt-get install wrk)", file=sys.stderr)
         return 1

@@ -168,7 +168,7 @@ def test_lb_overhead_reports_a_missing_or_broken_proxy_in_its_row(tmp_path: Path
         "--no-sse",
         "--no-ray",
         "--proxies",
-        "nginx,haproxy,floor",
+        "nginx,haproxy,floor,floor-c",
         out=tmp_path,
         timeout=300,
         env={"STEADY_BENCH_PROXY_PATH": str(fake)},
@@ -178,6 +178,11 @@ def test_lb_overhead_reports_a_missing_or_broken_proxy_in_its_row(tmp_path: Path
     floor = [line for line in side.splitlines() if line.startswith("uvloop byte relay (floor")]
     assert floor and any(cell.isdigit() for cell in floor[0].split(")")[1].split()), out
     assert "SteadyServe / uvloop byte relay" in side, out
+    # floor-c compiles bench/native_floor.c: measured, or its row says why not.
+    native = [line for line in side.splitlines() if line.startswith("C-protocol byte relay")]
+    assert native, out
+    measured = any(cell.isdigit() for cell in native[0].split(")")[1].split())
+    assert measured or "cannot compile native_floor.c" in native[0], out
     assert "HAProxy" in side and "not installed (apt-get install nginx haproxy)" in side, out
     assert "failed to start (exited 1): nginx: [emerg] unknown directive (fake)" in side, out
     assert "SteadyServe LB" in side and "SteadyServe / nginx" not in side, out
