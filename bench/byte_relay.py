@@ -58,19 +58,50 @@ def native_side() -> type:
     return module.Side  # type: ignore[no-any-return]
 
 
-class Side(asyncio.Protocol):
-    """One end of a client <-> upstream pair; writes what it reads to its peer."""
+class Relay(asyncio.Protocol):
+    """Connection setup and teardown of one end of a pair, the same for both
+    relays; a client end opens its own upstream connection when it arrives."""
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.peer: Side | None = None
-        self.pending: list[bytes] = []  # bytes read before the peer was connected
+    upstream_port = 0
+    upstream: type[Relay]  # the class of the upstream end (client ends only)
+    accepting = False  # a client end
+    transport: asyncio.Transport | None = None
+    peer: Relay | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.accepting:
+            asyncio.get_running_loop().create_task(self._connect())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        peer = self.peer
+        if peer is not None and peer.transport is not None:
+            peer.transport.close()
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            _, up = await loop.create_connection(self.upstream, "127.0.0.1", self.upstream_port)
+        except OSError:
+            if self.transport is not None:
+                self.transport.close()
+            return
+        up.peer, self.peer = self, up
+        self.joined(up)
+
+    def joined(self, up: Relay) -> None:
+        """Both ends are connected: relay from now on, the bytes kept first."""
+        raise NotImplementedError
+
+
+class PythonEnd(Relay):
+    """``data_received`` in Python: write what is read to the peer."""
+
+    def __init__(self) -> None:
+        self.pending: list[bytes] = []  # bytes read before the peer was connected
 
     def data_received(self, data: bytes) -> None:
         peer = self.peer
@@ -79,76 +110,37 @@ class Side(asyncio.Protocol):
         else:
             self.pending.append(data)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        peer = self.peer
-        if peer is not None and peer.transport is not None:
-            peer.transport.close()
-
-
-class Client(Side):
-    """A client connection: opens its upstream connection when it arrives."""
-
-    upstream_port = 0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        asyncio.get_running_loop().create_task(self._connect())
-
-    async def _connect(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            _, upstream = await loop.create_connection(Side, "127.0.0.1", self.upstream_port)
-        except OSError:
-            if self.transport is not None:
-                self.transport.close()
-            return
-        upstream.peer, self.peer = self, upstream
-        if upstream.transport is not None:
-            upstream.transport.writelines(self.pending)
+    def joined(self, up: Relay) -> None:
+        if up.transport is not None:
+            up.transport.writelines(self.pending)
         self.pending = []
 
 
-def native_classes() -> tuple[type[asyncio.Protocol], type[asyncio.Protocol]]:
-    """The client and upstream protocols with ``data_received`` in C."""
-    base = native_side()
+class PythonClient(PythonEnd):
+    accepting = True
+    upstream = PythonEnd
 
-    class NativeUpstream(base, asyncio.Protocol):  # type: ignore[misc, valid-type]
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            self.transport = transport
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            peer = getattr(self, "peer", None)
-            if peer is not None:
-                peer.transport.close()
+def native_client() -> type[Relay]:
+    """The client end with ``data_received`` in C (native_floor.Side)."""
 
-    class NativeClient(NativeUpstream):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)
-            asyncio.get_running_loop().create_task(self._connect())
-
-        async def _connect(self) -> None:
-            loop = asyncio.get_running_loop()
-            try:
-                _, up = await loop.create_connection(
-                    NativeUpstream, "127.0.0.1", Client.upstream_port
-                )
-            except OSError:
-                self.transport.close()
-                return
-            up.peer, self.peer = self, up
-            up.set_peer_write(self.transport.write)
+    class NativeEnd(native_side(), Relay):  # type: ignore[misc]
+        def joined(self, up: Relay) -> None:
+            assert self.transport is not None and up.transport is not None
+            up.set_peer_write(self.transport.write)  # type: ignore[attr-defined]
             up.transport.writelines(self.set_peer_write(up.transport.write))
 
-    return NativeClient, NativeUpstream
+    class NativeClient(NativeEnd):
+        accepting = True
+        upstream = NativeEnd
+
+    return NativeClient
 
 
 async def serve(port: int, upstream: int, native: bool = False) -> None:
-    Client.upstream_port = upstream
+    Relay.upstream_port = upstream
     loop = asyncio.get_running_loop()
-    factory = native_classes()[0] if native else Client
+    factory = native_client() if native else PythonClient
     server = await loop.create_server(factory, "127.0.0.1", port, backlog=4096)
     async with server:
         await server.serve_forever()
