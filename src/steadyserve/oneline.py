@@ -6,6 +6,7 @@ the same in a service file's error, a plan's diff and a replica's event.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 MAX_REASON_CHARS = 500
@@ -35,9 +36,16 @@ def last_lines(output: str, lines: int = 3, width: int = 400) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
-def file_tail(path: Path, lines: int = 2, width: int = 300) -> str:
-    """``last_lines`` of a log file, reading only its end; "no output" when the
-    file is missing or empty (a process that died before writing a line)."""
+def file_tail(
+    path: Path,
+    lines: int = 2,
+    width: int = 300,
+    hide: Iterable[bytes] = (),
+    mask: bytes = b"****",
+) -> str:
+    """``last_lines`` of a log file, reading only its end, each value in ``hide``
+    (a service's secrets) replaced by ``mask``; "no output" when the file is
+    missing or empty (a process that died before writing a line)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, 2)
@@ -45,4 +53,6 @@ def file_tail(path: Path, lines: int = 2, width: int = 300) -> str:
             data = handle.read()
     except OSError:
         return "no output"
+    for value in hide:
+        data = data.replace(value, mask)
     return last_lines(data.decode("utf-8", errors="replace"), lines, width)

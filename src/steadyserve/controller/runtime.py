@@ -43,6 +43,7 @@ from steadyserve.lb.tls import env_for as tls_env
 from steadyserve.oneline import file_tail
 from steadyserve.paths import Home
 from steadyserve.planner import Plan, ReplicaView, service_status
+from steadyserve.skyserve_compat import MASK, secret_values
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow, ServiceRow, Store
 from steadyserve.states import (
@@ -365,7 +366,12 @@ class ServiceRuntime:
             if before_ready:
                 # A crash at start-up is explained by its last words (a traceback's
                 # last line, "address already in use"): put them where users look.
-                output = file_tail(self.home.replica_log(self.name, replica.id))
+                # Secrets are masked there as in ``steady logs``.
+                output = file_tail(
+                    self.home.replica_log(self.name, replica.id),
+                    hide=secret_values(self.home.db_path, self.name),
+                    mask=MASK,
+                )
                 reason += f" before it was ready; its last output: {output}"
             self.mark_failed(replica, ReplicaStatus.FAILED, reason)
             if before_ready:

@@ -282,6 +282,26 @@ def test_secrets_reach_the_replica_and_nothing_steady_prints(steady: Steady, roo
         assert value not in shown and "hf_other_secret_value" not in shown
 
 
+def test_a_crash_before_ready_shows_its_output_with_secrets_masked(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """The FAILED event and ``up --wait`` quote the replica's last output, with
+    the service's secrets masked there as in ``steady logs``."""
+    value = "hf_crash_secret_value"
+    path = tmp_path / "crash.yaml"
+    path.write_text(
+        "name: crash\nservice:\n  readiness_probe: /\n  replicas: 1\n"
+        f"secrets:\n  HF_TOKEN: {value}\nrun: echo token is $HF_TOKEN; exit 3\n"
+    )
+    up = steady.run("up", str(path), "--wait", "--timeout", "60", check=False)
+    assert up.returncode == 1, up.stderr
+    assert "exited with code 3 before it was ready; its last output: token is ****" in up.stderr
+    events = steady.run("status", "crash", "--events", "--json").stdout
+    assert "its last output: token is ****" in events
+    for shown in (up.stdout, up.stderr, events):
+        assert value not in shown
+
+
 def test_local_file_mounts_are_copied_into_the_replica_directory(
     steady: Steady, root: Path
 ) -> None:
