@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from steadyserve.backends.ray import actor_name
+from steadyserve.replica_contract import home_id
 from tests.helpers.figures import report
 from tests.helpers.raycluster import HEAD_IP, WORKER_IP, RayCluster
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
@@ -171,3 +174,16 @@ def test_a_fixed_port_runs_one_replica_per_node(steady: Steady, tmp_path: Path) 
     # other node's port would fail to bind and take another id).
     final = steady.service("fixed")["replicas"]
     assert max(r["id"] for r in final) == 4, [(r["id"], r["status"], r["ip"]) for r in final]
+
+    # Taken down, every replica's output is in the home and none is left on the
+    # nodes (each actor deletes its copy once the controller has all of it).
+    live = [r["id"] for r in final if r["status"] == "READY"]
+    steady.run("down", "fixed")
+    names = [actor_name(home_id(steady.home), "fixed", rid) for rid in range(1, 5)]
+    logs = Path(tempfile.gettempdir()) / "steadyserve-ray-logs"
+    left = [p.name for p in logs.glob("*.log") if any(p.name.startswith(n + "-") for n in names)]
+    assert left == [], left
+    for rid in live:
+        assert "listening" in steady.home.joinpath(
+            "services", "fixed", "replicas", f"{rid}.log"
+        ).read_text(errors="replace")

@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 NAMESPACE = "steadyserve"
 POLL_S = 0.5
 CALL_TIMEOUT_S = 10.0
+FINAL_LOG_CHUNKS = 64
+"""Pieces of a stopped replica's output copied at most (64 x 256 KiB = 16 MiB):
+more is left on its node, not deleted."""
 REACH_TIMEOUT_S = 3.0
 START_TIMEOUT_S = 120.0
 FIXED_PORT_WAIT_S = 30.0  # how long a launch waits for a stopping replica to free its port
@@ -175,12 +178,21 @@ class RayReplica:
                 return
             await asyncio.sleep(POLL_S)
 
-    async def _copy_log(self) -> None:
+    async def _copy_log(self) -> int:
+        """Copy the next piece of the replica's output; its size (0: all copied)."""
         chunk: bytes = await self.actor.read_log.remote(self.log_offset)
         if chunk:
             with open(self.log_path, "ab") as handle:
                 handle.write(chunk)
             self.log_offset += len(chunk)
+        return len(chunk)
+
+    async def copy_rest(self) -> bool:
+        """Copy what is left of a stopped replica's output (bounded); whether all of it was."""
+        for _ in range(FINAL_LOG_CHUNKS):
+            if not await self._copy_log():
+                return True
+        return False
 
     def close(self) -> None:
         if self._poller is not None:
@@ -414,7 +426,8 @@ class RayBackend:
         handle.stopping = True
         try:
             await asyncio.wait_for(handle.actor.stop.remote(timeout_s), timeout_s + CALL_TIMEOUT_S)
-            await handle._copy_log()
+            if await handle.copy_rest():
+                await handle.actor.discard.remote()  # the node's copy is no longer needed
         except RayActorError:
             handle.preempted = True  # the actor died with its node
         except Exception:

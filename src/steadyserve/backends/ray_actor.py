@@ -224,6 +224,12 @@ class ReplicaActor:
         release_ports(self.started.get("host", ""), self.claimed, self.claims)
         return self.poll()
 
+    def discard(self) -> None:
+        """The controller has copied the replica's whole output: delete it here,
+        so that a node's temp dir does not keep every replica's log forever."""
+        with contextlib.suppress(OSError):
+            self.log_path.unlink()
+
     def read_log(self, offset: int) -> bytes:
         """Up to LOG_CHUNK_BYTES of the replica's output from ``offset``: the
         controller copies it into the replica's log file, so ``steady logs``
