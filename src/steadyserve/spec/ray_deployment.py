@@ -29,9 +29,10 @@ RESTART_KEYS = (
     "placement_group_strategy",
     "max_replicas_per_node",
 )
-NOT_APPLICABLE_KEYS = ("logging_config", "request_router_config")
+NOT_APPLICABLE_KEYS = ("request_router_config",)
 DEPLOYMENT_KEYS = (
     "name",
+    "logging_config",
     "num_replicas",
     "autoscaling_config",
     *SERVICE_FIELDS,
@@ -121,6 +122,11 @@ def service_document(
     actor = options.get("ray_actor_options") or {}
     if isinstance(actor, dict):
         doc["resources"] = _resources(actor)
+    if options.get("logging_config") is not None:
+        where = f"deployments[{dep}].logging_config"
+        enabled = access_log_of(options["logging_config"], where, notices)
+        if enabled is not None:
+            service["access_log"] = enabled
     for key in NOT_APPLICABLE_KEYS:
         if override.get(key) is not None:
             notices.append(f"{name}: {key}: does not apply here")
@@ -145,3 +151,21 @@ def _resources(actor: Mapping[str, Any]) -> dict[str, Any]:
 
 def as_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def access_log_of(value: object, where: str, notices: list[str]) -> bool | None:
+    """Ray Serve's ``logging_config``: ``enable_access_log`` becomes the services'
+    ``access_log`` (the load balancer's JSON access log, through the endpoint and
+    the gateway); its other keys are named once, as not applying here."""
+    if not isinstance(value, dict):
+        raise SpecError(where, "must be a mapping (Ray Serve's LoggingConfig)")
+    enabled = value.get("enable_access_log")
+    if enabled is not None and not isinstance(enabled, bool):
+        raise SpecError(f"{where}.enable_access_log", "must be true or false")
+    others = sorted(str(k) for k in value if k != "enable_access_log")
+    if others:
+        notices.append(
+            f"{where}: {', '.join(others)} do not apply here (replica output goes to"
+            " steady logs; enable_access_log sets service.access_log)"
+        )
+    return enabled

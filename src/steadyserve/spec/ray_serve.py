@@ -28,6 +28,7 @@ from steadyserve.spec.fields import _route_prefix
 from steadyserve.spec.loading import parse_service
 from steadyserve.spec.models import ServiceSpec
 from steadyserve.spec.ray_deployment import (
+    access_log_of,
     as_json,
     hint,
     overrides,
@@ -250,32 +251,14 @@ def _application(
         )
         if info.get("ingress"):
             doc["service"]["route_prefix"] = prefix
-        if access_log is not None:
-            doc["service"]["access_log"] = access_log
+        if access_log is not None:  # the deployment's own logging_config wins
+            doc["service"].setdefault("access_log", access_log)
         try:
             spec = parse_service(doc, base_dir=base_dir)
         except SpecError as err:
             raise err.under(f"{where}.deployments[{dep_name}]") from None
         out.documents.append(doc)
         out.specs.append(spec)
-
-
-def access_log_of(value: object, where: str, notices: list[str]) -> bool | None:
-    """Ray Serve's ``logging_config``: ``enable_access_log`` becomes the services'
-    ``access_log`` (the load balancer's JSON access log, through the endpoint and
-    the gateway); its other keys are named once, as not applying here."""
-    if not isinstance(value, dict):
-        raise SpecError(where, "must be a mapping (Ray Serve's LoggingConfig)")
-    enabled = value.get("enable_access_log")
-    if enabled is not None and not isinstance(enabled, bool):
-        raise SpecError(f"{where}.enable_access_log", "must be true or false")
-    others = sorted(str(k) for k in value if k != "enable_access_log")
-    if others:
-        notices.append(
-            f"{where}: {', '.join(others)} do not apply here (replica output goes to"
-            " steady logs; enable_access_log sets service.access_log)"
-        )
-    return enabled
 
 
 def _runtime_env(

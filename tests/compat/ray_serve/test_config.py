@@ -243,6 +243,28 @@ def test_logging_config_enable_access_log_sets_the_services_access_log(tmp_path:
     assert not any(s.service.access_log for s in load(unset, tmp_path).specs)
 
 
+def test_a_deployments_own_logging_config_sets_its_service_and_wins(tmp_path: Path) -> None:
+    """Per deployment, as Ray Serve allows: that deployment's service only, over
+    the application's and the top level's; other keys named, a bad value one line."""
+    text = RAY_DOCS_CONFIG.replace(
+        "  - name: Translator\n",
+        "  - name: Translator\n    logging_config: {enable_access_log: false, log_level: DEBUG}\n",
+    )
+    out = load(text, tmp_path)
+    by_name = {s.name: s.service.access_log for s in out.specs}
+    assert by_name == {"app1-translator": False, "app1-summarizer": True}, by_name
+    assert any(
+        n.startswith("deployments[Translator].logging_config: log_level do not apply here")
+        for n in out.notices
+    ), out.notices
+    assert not any("logging_config: does not apply" in n for n in out.notices), out.notices
+    bad = text.replace("enable_access_log: false,", "enable_access_log: 3,")
+    with pytest.raises(
+        SpecError, match=r"deployments\[Translator\]\.logging_config\.enable_access_log"
+    ):
+        load(bad, tmp_path)
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
