@@ -39,6 +39,7 @@ from typing import BinaryIO
 import steadyserve
 from steadyserve import environment_outputs as outputs
 from steadyserve import environments as plan
+from steadyserve.oneline import last_lines
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import Store
@@ -252,7 +253,7 @@ async def _step(
         raise
     if code != 0:
         output = (folder / BUILD_LOG).read_text(encoding="utf-8", errors="replace")
-        raise BuildError(f"{what} exited with code {code}: {plan.tail(output)}")
+        raise BuildError(f"{what} exited with code {code}: {last_lines(output)}")
 
 
 def _link_parent(venv: Path) -> None:

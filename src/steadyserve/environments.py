@@ -21,8 +21,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from steadyserve.oneline import last_lines
-
 PipSpec = list[str] | str | None
 """The spec's ``pip``: requirement specifiers, or a requirements file in the workdir."""
 
@@ -150,6 +148,3 @@ def unused(on_disk: Iterable[str], in_use: Iterable[str]) -> list[str]:
     """The environments no kept version refers to: what pruning deletes."""
     keep = set(in_use)
     return sorted(key for key in on_disk if key not in keep)
-
-
-tail = last_lines  # a failed build's output as one line for its event

@@ -19,6 +19,7 @@ from tests.helpers.wheels import make_wheel, offline_env
 from steadyserve import environment_build as eb
 from steadyserve import environments as envs
 from steadyserve.changes import classify
+from steadyserve.oneline import last_lines
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError
 from steadyserve.spec.loading import parse_service
@@ -130,9 +131,9 @@ def test_parent_pth_appends_site_dirs_then_extra_paths_once() -> None:
 
 def test_unused_and_tail() -> None:
     assert envs.unused(["a", "b", "c"], {"b"}) == ["a", "c"]
-    assert envs.tail("1\n\n2\n3\n4\n") == "2 | 3 | 4"
-    assert envs.tail("") == "no output"
-    assert len(envs.tail("x" * 1000)) == 400
+    assert last_lines("1\n\n2\n3\n4\n") == "2 | 3 | 4"
+    assert last_lines("") == "no output"
+    assert len(last_lines("x" * 1000)) == 400
 
 
 # ------------------------------------------------------- real builds on disk
