@@ -3,7 +3,7 @@
 One file under ``$STEADY_HOME`` in WAL mode, so a controller killed mid-write
 leaves a consistent database and a restarted controller re-adopts what runs.
 Only the controller writes; every method is one short transaction. Rows carry
-the lifecycle enums of ``steadyserve.states``: columns are converted here, at the
+the lifecycle enums of ``steadyserve.core.states``: columns are converted here, at the
 boundary, and nowhere else.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from steadyserve.states import (
+from steadyserve.core.states import (
     Desired,
     EventKind,
     EventState,
@@ -179,7 +179,7 @@ class UpdateRow:
 @dataclass
 class EventRow:
     """An event as recorded: its from/to columns are the value of an
-    :data:`~steadyserve.states.EventState` (history may hold kinds of older releases)."""
+    :data:`~steadyserve.core.states.EventState` (history may hold kinds of older releases)."""
 
     id: int
     service: str

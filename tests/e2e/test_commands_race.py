@@ -122,7 +122,7 @@ def assert_snapshots_match_sources(steady: Steady, name: str) -> None:
         assert stored.is_dir(), f"version {version} was recorded without its files"
         assert tree_digest(stored) == tree_digest(source), f"version {version} is incomplete"
         assert stored_hash is not None
-        from steadyserve.workdir import content_hash
+        from steadyserve.envs.workdir import content_hash
 
         assert stored_hash == content_hash(source), f"version {version}: stored hash differs"
 

@@ -114,12 +114,12 @@ def test_handles_read_routes_from_a_controller_that_requires_a_token(
     assert (status, body.decode()) == (200, "Bon matin mon ami, mon bon ami.")
 
 
-RAY_CONFIG_SUPPORT = importlib.util.find_spec("steadyserve.spec.ray_serve") is not None
+RAY_CONFIG_SUPPORT = importlib.util.find_spec("steadyserve.compat.ray_serve") is not None
 
 
 @pytest.mark.skipif(
     not RAY_CONFIG_SUPPORT,
-    reason="needs `steady deploy serve_config.yaml` (rsconfig's steadyserve.spec.ray_serve); "
+    reason="needs `steady deploy serve_config.yaml` (rsconfig's steadyserve.compat.ray_serve); "
     "this test is for the merged tree",
 )
 def test_the_ray_docs_serve_config_deploys_and_updates_in_place(

@@ -22,10 +22,10 @@ from steadyserve.backends.base import LaunchRequest
 from steadyserve.backends.local import LocalBackend, LocalProcess
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.core.states import ReplicaStatus
 from steadyserve.paths import Home
 from steadyserve.spec import parse_service
 from steadyserve.state import ServiceRow, Store, VersionRow
-from steadyserve.states import ReplicaStatus
 from tests.helpers.steady import EXAMPLES, Steady, processes_of_home
 
 TEXT_ML = EXAMPLES / "text_ml"

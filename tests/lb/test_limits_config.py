@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from steadyserve.changes import classify
+from steadyserve.core.changes import classify
 from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.spec import ServiceSpec, parse_service
 

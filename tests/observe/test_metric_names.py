@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from steadyserve.changes import classify
 from steadyserve.controller.metrics import Traffic, quantile
+from steadyserve.core.changes import classify
 from steadyserve.lb.access_log import AccessLog
 from steadyserve.lb.exposition import families
 from steadyserve.lb.metrics import LATENCY_BUCKETS, merge_counts

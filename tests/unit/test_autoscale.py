@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyserve.autoscale import (
+from steadyserve.core.autoscale import (
     Candidate,
     Decision,
     FixedPolicy,

@@ -7,7 +7,6 @@ import asyncio
 import aiohttp
 from aiohttp import web
 
-from steadyserve.autoscale import FixedPolicy, OngoingPolicy, QpsPolicy
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.load import (
     OWN_COUNT_FRESH_S,
@@ -15,8 +14,9 @@ from steadyserve.controller.load import (
     ServiceLoad,
     read_own_count,
 )
-from steadyserve.planner import ReplicaView, plan_steady
-from steadyserve.states import ReplicaStatus
+from steadyserve.core.autoscale import FixedPolicy, OngoingPolicy, QpsPolicy
+from steadyserve.core.planner import ReplicaView, plan_steady
+from steadyserve.core.states import ReplicaStatus
 
 # ---------------------------------------------------------------- load window
 

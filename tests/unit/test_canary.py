@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyserve.canary.analysis import Analysis, Counts, Thresholds, judge
-from steadyserve.canary.steps import (
+from steadyserve.core.canary.analysis import Analysis, Counts, Thresholds, judge
+from steadyserve.core.canary.steps import (
     MOVES,
     CanaryState,
     Input,
@@ -22,7 +22,7 @@ from steadyserve.canary.steps import (
     refusal,
     start,
 )
-from steadyserve.canary.weighted import SmoothWeighted
+from steadyserve.core.canary.weighted import SmoothWeighted
 
 STEPS = [Step(weight=10), Step(pause_s=60), Step(weight=50), Step(), Step(weight=100)]
 BOUNDS = (0.01, 0.05, 0.1, 0.5, 1.0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from steadyserve.canary.steps import CanaryState, Phase
 from steadyserve.controller.canary_store import CanaryTable
+from steadyserve.core.canary.steps import CanaryState, Phase
 from steadyserve.state import Store
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from steadyserve.changes import ChangeSet, FieldChange, classify
+from steadyserve.core.changes import ChangeSet, FieldChange, classify
 from steadyserve.spec import ServiceSpec, parse_service
 
 BASE: dict[str, Any] = {

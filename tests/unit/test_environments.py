@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.helpers.wheels import make_wheel, offline_env
 
-from steadyserve import environment_build as eb
-from steadyserve import environments as envs
-from steadyserve.changes import classify
+from steadyserve.core.changes import classify
+from steadyserve.envs import build as eb
+from steadyserve.envs import plan as envs
 from steadyserve.oneline import last_lines
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyserve.planner import KEEP_FAILED, ReplicaView, plan_steady, service_status
-from steadyserve.states import ReplicaStatus, ServiceStatus
+from steadyserve.core.planner import KEEP_FAILED, ReplicaView, plan_steady, service_status
+from steadyserve.core.states import ReplicaStatus, ServiceStatus
 
 STATUSES = list(ReplicaStatus)
 

@@ -9,8 +9,8 @@ from typing import Literal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyserve.planner import ReplicaView, UpdatePlan, plan_canary, plan_update
-from steadyserve.states import ReplicaStatus
+from steadyserve.core.planner import ReplicaView, UpdatePlan, plan_canary, plan_update
+from steadyserve.core.states import ReplicaStatus
 
 R = ReplicaStatus
 NEW = 3

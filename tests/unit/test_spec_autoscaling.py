@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from steadyserve.changes import classify
+from steadyserve.core.changes import classify
 from steadyserve.spec import ReplicaPolicy, ServiceSpec, SpecError, load_service_file, parse_service
 
 BASE = Path("/nonexistent/app")

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyserve.planner import ReplicaView, UpdatePlan, plan_canary, plan_update
-from steadyserve.states import ReplicaStatus
+from steadyserve.core.planner import ReplicaView, UpdatePlan, plan_canary, plan_update
+from steadyserve.core.states import ReplicaStatus
 
 R = ReplicaStatus
 Mode = Literal["rolling", "blue_green"]

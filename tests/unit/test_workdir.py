@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyserve.changes import classify
-from steadyserve.spec import ServiceSpec
-from steadyserve.state import Store
-from steadyserve.workdir import (
+from steadyserve.core.changes import classify
+from steadyserve.envs.workdir import (
     DEFAULT_MAX_BYTES,
     MAX_BYTES_ENV,
     WorkdirError,
@@ -28,6 +26,8 @@ from steadyserve.workdir import (
     scan,
     snapshot,
 )
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import Store
 
 
 def make(root: Path, files: dict[str, bytes | str]) -> Path:

@@ -79,7 +79,7 @@ class Backend(Protocol):
         pip: list[str] | str | None = None,
     ) -> Path:
         """Make the version's workdir ready; return it. With ``setup`` or ``pip``
-        the version gets its own environment (steadyserve/environments.py), which
+        the version gets its own environment (steadyserve/envs/plan.py), which
         its replicas then run in."""
 
     async def launch(self, request: LaunchRequest) -> ReplicaHandle:

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import psutil
 
-from steadyserve import environment_build
 from steadyserve import replica_contract as contract
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.ports import PortReservations, PortsExhausted
-from steadyserve.environments import needs_environment
+from steadyserve.envs import build as environment_build
+from steadyserve.envs.plan import needs_environment
 from steadyserve.paths import Home
 
 

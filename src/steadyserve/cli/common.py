@@ -26,10 +26,10 @@ from steadyserve.cli.python_defaults import raw_document, with_deployment_defaul
 from steadyserve.cli.tables import (
     changes_table,
 )
+from steadyserve.compat.skyserve import preflight
+from steadyserve.core.states import FAILED_REPLICA_STATES
 from steadyserve.paths import Home
-from steadyserve.skyserve_compat import preflight
 from steadyserve.spec import SpecError, load_service_file
-from steadyserve.states import FAILED_REPLICA_STATES
 
 F = TypeVar("F", bound=Callable[..., Any])
 

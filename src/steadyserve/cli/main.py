@@ -53,10 +53,10 @@ from steadyserve.cli.tables import (
     services_table,
     update_notes,
 )
-from steadyserve.file_mounts import staged
-from steadyserve.skyserve_compat import preflight, unique_name
+from steadyserve.compat.file_mounts import staged
+from steadyserve.compat.ray_serve import load_deploy_file
+from steadyserve.compat.skyserve import preflight, unique_name
 from steadyserve.spec import SpecError
-from steadyserve.spec.ray_serve import load_deploy_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 

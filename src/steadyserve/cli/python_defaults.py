@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from steadyserve import environment_build
-from steadyserve.environments import needs_environment
+from steadyserve.envs import build as environment_build
+from steadyserve.envs.plan import needs_environment
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
 from steadyserve.spec.loading import _read_document

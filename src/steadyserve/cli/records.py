@@ -28,7 +28,7 @@ from steadyserve.cli.tables import (
     Clock,
     history_table,
 )
-from steadyserve.skyserve_compat import MaskedOutput, secret_values
+from steadyserve.compat.skyserve import MaskedOutput, secret_values
 
 F = TypeVar("F", bound=Callable[..., Any])
 

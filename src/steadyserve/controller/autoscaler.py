@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from steadyserve.autoscale import (
+from steadyserve.controller.load import ServiceLoad
+from steadyserve.core.autoscale import (
     Decision,
     FixedPolicy,
     OngoingPolicy,
@@ -29,8 +30,7 @@ from steadyserve.autoscale import (
     qps,
     request_waiting_at_zero,
 )
-from steadyserve.autoscale.policies import QPS_WINDOW_S, clip
-from steadyserve.controller.load import ServiceLoad
+from steadyserve.core.autoscale.policies import QPS_WINDOW_S, clip
 
 
 def policy_name(policy: Policy) -> str:

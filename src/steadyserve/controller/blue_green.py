@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput
-from steadyserve.planner import ReplicaView
-from steadyserve.states import EventKind, ReplicaStatus
+from steadyserve.core.planner import ReplicaView
+from steadyserve.core.states import EventKind, ReplicaStatus
 
 if TYPE_CHECKING:
     from steadyserve.controller.canary_store import CanaryTable

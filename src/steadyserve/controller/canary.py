@@ -1,7 +1,7 @@
 """Carry out a canary update: the step machine's weight in the route table, the new
 version sized to it, the analysis on the load balancers' counts, the commands.
 
-The decisions are pure (steadyserve.canary, planner.plan_canary); this driver
+The decisions are pure (steadyserve.core.canary, planner.plan_canary); this driver
 feeds them the clock, the replicas and the counts, and does what they say
 through the runtime: it publishes weights, plans launches and drains, records
 each move and each analysis result as an event, and on an abort rolls the
@@ -20,8 +20,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from steadyserve.canary.analysis import Analysis, Counts, Thresholds, Verdict
-from steadyserve.canary.steps import (
+from steadyserve.controller.blue_green import BlueGreen
+from steadyserve.controller.canary_store import CanaryTable
+from steadyserve.controller.errors import BadInput
+from steadyserve.controller.metrics import version_totals
+from steadyserve.core.canary.analysis import Analysis, Counts, Thresholds, Verdict
+from steadyserve.core.canary.steps import (
     CanaryState,
     Input,
     Phase,
@@ -31,13 +35,9 @@ from steadyserve.canary.steps import (
     new_replicas,
     start,
 )
-from steadyserve.controller.blue_green import BlueGreen
-from steadyserve.controller.canary_store import CanaryTable
-from steadyserve.controller.errors import BadInput
-from steadyserve.controller.metrics import version_totals
+from steadyserve.core.planner import Plan, ReplicaView, plan_canary
+from steadyserve.core.states import EventKind, ReplicaStatus
 from steadyserve.lb.metrics import LATENCY_BUCKETS
-from steadyserve.planner import Plan, ReplicaView, plan_canary
-from steadyserve.states import EventKind, ReplicaStatus
 
 if TYPE_CHECKING:
     from steadyserve.controller.metrics import Traffic

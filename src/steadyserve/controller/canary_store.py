@@ -15,7 +15,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from steadyserve.canary.steps import CanaryState
+from steadyserve.core.canary.steps import CanaryState
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS canary_state (

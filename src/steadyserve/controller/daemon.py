@@ -31,22 +31,22 @@ from aiohttp import web
 
 from steadyserve.backends import BackendChoiceError, backend_name, choose_backend
 from steadyserve.backends.base import Backend
+from steadyserve.compat.skypilot import not_applicable_notes
 from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.endpoint import endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
+from steadyserve.controller.gateway import GatewaySupervisor
 from steadyserve.controller.orphans import reap_orphans
 from steadyserve.controller.ownership import fleet_owner, unlisted
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
-from steadyserve.lb.gateway_supervisor import GatewaySupervisor
+from steadyserve.core.states import Desired, EventKind, ServiceStatus, UpdateMode, VersionOutcome
+from steadyserve.envs.workdir import relative_excludes
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.spec.skypilot import not_applicable_notes
 from steadyserve.state import ServiceRow, Store, VersionRow
-from steadyserve.states import Desired, EventKind, ServiceStatus, UpdateMode, VersionOutcome
-from steadyserve.workdir import relative_excludes
 
 log = logging.getLogger("steadyserve.controller")
 

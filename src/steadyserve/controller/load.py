@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from steadyserve.autoscale import LoadSample, LoadWindow, ReplicaLoad
+from steadyserve.core.autoscale import LoadSample, LoadWindow, ReplicaLoad
 
 log = logging.getLogger("steadyserve.controller")
 

@@ -39,9 +39,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from steadyserve.core.states import ReplicaStatus, UpdateStatus
 from steadyserve.lb.exposition import families
 from steadyserve.lb.metrics import ENDPOINT, LATENCY_BUCKETS, merge_counts
-from steadyserve.states import ReplicaStatus, UpdateStatus
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller

@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.state import ReplicaRow
-from steadyserve.states import ReplicaStatus
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime

@@ -13,11 +13,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.compat.skypilot import fixed_port
 from steadyserve.controller.probing import probe_loop
+from steadyserve.core.states import ReplicaStatus
 from steadyserve.oneline import one_line
-from steadyserve.spec.skypilot import fixed_port
 from steadyserve.state import ReplicaRow
-from steadyserve.states import ReplicaStatus
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from steadyserve.controller.probing import probe_loop
-from steadyserve.states import ReplicaStatus
+from steadyserve.core.states import ReplicaStatus
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime

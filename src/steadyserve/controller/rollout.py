@@ -17,10 +17,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from steadyserve.controller.reconfigure import post_user_config
-from steadyserve.planner import Plan, ReplicaView, failed_to_forget, plan_steady, plan_update
-from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, UpdateRow
-from steadyserve.states import (
+from steadyserve.core.planner import Plan, ReplicaView, failed_to_forget, plan_steady, plan_update
+from steadyserve.core.states import (
     EventKind,
     ReplicaStatus,
     UpdateMode,
@@ -28,6 +26,8 @@ from steadyserve.states import (
     VersionOutcome,
     update_event,
 )
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import ReplicaRow, UpdateRow
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from steadyserve import replica_contract as contract
+from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
-from steadyserve.states import ReplicaStatus
 
 
 def route_table(

@@ -23,8 +23,8 @@ from typing import Any
 
 import aiohttp
 
-from steadyserve.autoscale import policy_for
 from steadyserve.backends.base import Backend, ReplicaHandle
+from steadyserve.compat.skyserve import MASK, secret_values
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.canary import CanaryDriver
 from steadyserve.controller.clock import Clock, SystemClock
@@ -39,14 +39,9 @@ from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import route_table
-from steadyserve.lb.tls import env_for as tls_env
-from steadyserve.oneline import file_tail
-from steadyserve.paths import Home
-from steadyserve.planner import Plan, ReplicaView, service_status
-from steadyserve.skyserve_compat import MASK, secret_values
-from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, ServiceRow, Store
-from steadyserve.states import (
+from steadyserve.core.autoscale import policy_for
+from steadyserve.core.planner import Plan, ReplicaView, service_status
+from steadyserve.core.states import (
     Desired,
     EventKind,
     ReplicaStatus,
@@ -54,6 +49,11 @@ from steadyserve.states import (
     UpdateStatus,
     check_move,
 )
+from steadyserve.lb.tls import env_for as tls_env
+from steadyserve.oneline import file_tail
+from steadyserve.paths import Home
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import ReplicaRow, ServiceRow, Store
 
 log = logging.getLogger("steadyserve.controller")
 

@@ -6,8 +6,8 @@ import time
 from typing import Any
 
 from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import Resources
-from steadyserve.states import ReplicaStatus
 
 REGION = "local"
 

@@ -15,20 +15,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from steadyserve import environment_build
-from steadyserve.changes import classify, may_hold_secret
 from steadyserve.controller.errors import BadInput
-from steadyserve.paths import Home
-from steadyserve.replica_contract import SETUP_MARKER
-from steadyserve.spec import ServiceSpec
-from steadyserve.state import Store, VersionRow
-from steadyserve.states import (
+from steadyserve.core.changes import classify, may_hold_secret
+from steadyserve.core.states import (
     RESTART_MODES,
     UpdateMode,
     UpdateStatus,
     VersionOutcome,
 )
-from steadyserve.workdir import (
+from steadyserve.envs import build as environment_build
+from steadyserve.envs.workdir import (
     WorkdirError,
     check_root,
     collect_garbage,
@@ -38,6 +34,10 @@ from steadyserve.workdir import (
     remove_snapshot,
     snapshot,
 )
+from steadyserve.paths import Home
+from steadyserve.replica_contract import SETUP_MARKER
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import Store, VersionRow
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
-from steadyserve.canary.weighted import SmoothWeighted
+from steadyserve.core.canary.weighted import SmoothWeighted
 from steadyserve.lb.policies import NO_EXCLUDE, Policy, make_policy
 from steadyserve.lb.route_table import ReplicaRoute, RouteTable
 

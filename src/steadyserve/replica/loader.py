@@ -18,6 +18,7 @@ from steadyserve.replica import graph
 from steadyserve.replica.deployment import options_of
 from steadyserve.replica.errors import LoadError
 from steadyserve.serve import graph as serve_graph
+from steadyserve.serve.names import split_import_path
 
 __all__ = ["Kind", "LoadError", "Target", "load"]
 
@@ -51,19 +52,6 @@ class Target:
             "has_reconfigure": self.is_class and has_method(self.obj, "reconfigure"),
             "has_check_health": self.is_class and has_method(self.obj, "check_health"),
         }
-
-
-def split_import_path(import_path: str) -> tuple[str, list[str]]:
-    module, sep, attr = import_path.partition(":")
-    names = attr.split(".")
-    valid = (
-        sep == ":"
-        and all(part.isidentifier() for part in module.split("."))
-        and all(name.isidentifier() for name in names)
-    )
-    if not valid:
-        raise LoadError(f"invalid import path {import_path!r} (expected module.sub:attr)")
-    return module, names
 
 
 def load(import_path: str) -> Target:

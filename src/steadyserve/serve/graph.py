@@ -19,8 +19,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from steadyserve.replica.errors import LoadError
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
-from steadyserve.serve.names import attr_name, default_service_name
+from steadyserve.serve.names import attr_name, default_service_name, split_import_path
 
 PROG = "steadyserve.serve.graph"
 APP_ARGS = "STEADY_APP_ARGS"
@@ -108,7 +109,6 @@ def describe_app(app: Application, import_path: str) -> list[dict[str, Any]]:
 
 def describe(import_path: str, args: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Import ``import_path`` (this process must be a throwaway one) and describe it."""
-    from steadyserve.replica.loader import LoadError, split_import_path
 
     try:
         module_name, names = split_import_path(import_path)

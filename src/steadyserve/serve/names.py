@@ -1,4 +1,5 @@
-"""Names: a deployment's default service name, and a graph node's import-path name.
+"""Names: a deployment's default service name, a graph node's import-path name, and
+an import path split into its module and attributes.
 
 Pure functions, shared by the graph description (which proposes service names),
 the handles (which call them) and the runner's loader (which finds a node).
@@ -7,6 +8,8 @@ the handles (which call them) and the runner's loader (which finds a node).
 from __future__ import annotations
 
 import re
+
+from steadyserve.replica.errors import LoadError
 
 _NOT_SERVICE = re.compile(r"[^a-z0-9_-]+")
 _NOT_IDENTIFIER = re.compile(r"\W", re.ASCII)
@@ -24,3 +27,17 @@ def attr_name(deployment_name: str) -> str:
     character outside ``[A-Za-z0-9_]`` written as ``_``."""
     name = _NOT_IDENTIFIER.sub("_", deployment_name)
     return name if name.isidentifier() else f"_{name}"
+
+
+def split_import_path(import_path: str) -> tuple[str, list[str]]:
+    """``pkg.mod:app.Node`` -> (``pkg.mod``, [``app``, ``Node``]), or a LoadError."""
+    module, sep, attr = import_path.partition(":")
+    names = attr.split(".")
+    valid = (
+        sep == ":"
+        and all(part.isidentifier() for part in module.split("."))
+        and all(name.isidentifier() for name in names)
+    )
+    if not valid:
+        raise LoadError(f"invalid import path {import_path!r} (expected module.sub:attr)")
+    return module, names

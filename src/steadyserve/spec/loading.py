@@ -11,12 +11,12 @@ from typing import Any, Literal
 
 import yaml
 
+from steadyserve.compat.skypilot import resolve_path
 from steadyserve.oneline import is_number
 from steadyserve.spec.convert import _format_loc, _validate
 from steadyserve.spec.errors import _NAME_RULE, MAX_FILE_BYTES, NAME_PATTERN, TOP_LEVEL, SpecError
 from steadyserve.spec.fields import _short_repr
 from steadyserve.spec.models import ServiceSpec
-from steadyserve.spec.skypilot import resolve_path
 
 # ------------------------------------------------------------------------- loading
 
@@ -173,7 +173,7 @@ def parse_service(
     ``base_dir`` stands for the file's folder: relative paths (``workdir``,
     ``file_mounts`` sources, ``service.tls`` files) resolve against it, or against
     ``cwd`` when given and the path is only found there (SkyPilot's rule, see
-    :func:`~steadyserve.spec.skypilot.resolve_path`); which one was used is added
+    :func:`~steadyserve.compat.skypilot.resolve_path`); which one was used is added
     to ``notes``. The folder's name is the fallback service name. ``name`` (the
     CLI's ``-n``) wins over the document's ``name:``. A ``secrets`` entry left null
     is read from ``environ``.
@@ -319,7 +319,7 @@ def load_fleet_file(path: str | Path) -> list[ServiceSpec]:
             None, f"file must contain a mapping with services: [...], not {_kind(data)}", file=label
         )
     if "applications" in data:  # rsconfig hook: a Ray Serve config file
-        from steadyserve.spec.ray_serve import translate
+        from steadyserve.compat.ray_serve import translate
 
         try:
             return translate(data, Path(path).absolute().parent).specs

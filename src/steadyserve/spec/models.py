@@ -14,7 +14,8 @@ from pydantic import (
     model_validator,
 )
 
-from steadyserve.environments import requirements_path
+from steadyserve.compat.skypilot import check_file_mounts
+from steadyserve.envs.plan import requirements_path
 from steadyserve.spec.base import _Model
 from steadyserve.spec.convert import _validate
 from steadyserve.spec.errors import TOP_LEVEL, SpecError, _fail
@@ -39,7 +40,6 @@ from steadyserve.spec.fields import (
     Text,
 )
 from steadyserve.spec.sections import ServiceSection
-from steadyserve.spec.skypilot import check_file_mounts
 
 
 def _pip(value: object) -> list[str] | str:
@@ -129,7 +129,7 @@ class ServiceSpec(_Model):
     workdir: NonEmptyText | None = None
     setup: Text | None = None
     pip: PipField | None = None
-    """Installed into the version's own environment (steadyserve/environments.py)."""
+    """Installed into the version's own environment (steadyserve/envs/plan.py)."""
     run: Command | None = None
     import_path: ImportPath | None = None
     num_nodes: NumNodes = 1

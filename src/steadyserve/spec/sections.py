@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from steadyserve.compat.skypilot import TlsConfig
 from steadyserve.spec.base import _Model
 from steadyserve.spec.canary import BlueGreenPolicy, CanaryPolicy
 from steadyserve.spec.canary import CanaryAnalysis as CanaryAnalysis
@@ -39,7 +40,6 @@ from steadyserve.spec.fields import (
     UrlPath,
     _finite,
 )
-from steadyserve.spec.skypilot import TlsConfig
 
 
 class ReadinessProbe(_Model):

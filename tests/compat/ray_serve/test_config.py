@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from steadyserve.changes import classify
+from steadyserve.compat.ray_serve import load_deploy_file, translate
+from steadyserve.core.changes import classify
 from steadyserve.spec import SpecError
-from steadyserve.spec.ray_serve import load_deploy_file, translate
 
 # The Ray docs' serve_config.yaml for the text_ml example (serve build output).
 RAY_DOCS_CONFIG = """\

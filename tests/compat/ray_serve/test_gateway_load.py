@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
-from steadyserve.autoscale import LoadSample
 from steadyserve.controller import routes
 from steadyserve.controller.load import ServiceLoad
 from steadyserve.controller.routes import RoutePublisher
+from steadyserve.core.autoscale import LoadSample
 
 GATEWAY = "consumer:gateway"
 LB_PID = 7

@@ -10,8 +10,8 @@ from typing import Any
 
 from tests.helpers.fake_controller import World, run
 
-from steadyserve.canary.steps import Phase
-from steadyserve.states import EventKind, ReplicaStatus, UpdateMode, UpdateStatus
+from steadyserve.core.canary.steps import Phase
+from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode, UpdateStatus
 
 READY = ReplicaStatus.READY
 SERVICE: dict[str, Any] = {

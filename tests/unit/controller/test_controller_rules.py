@@ -12,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyserve.controller.probing import FAILED_PROBES_TO_REPLACE, judge_probe
-from steadyserve.state import ReplicaRow, ServiceRow, Store, UpdateRow, VersionRow
-from steadyserve.states import (
+from steadyserve.core.states import (
     REPLICA_MOVES,
     EventKind,
     IllegalMove,
@@ -25,6 +24,7 @@ from steadyserve.states import (
     check_move,
     update_event,
 )
+from steadyserve.state import ReplicaRow, ServiceRow, Store, UpdateRow, VersionRow
 
 # ------------------------------------------------------------- the table of moves
 

@@ -15,8 +15,8 @@ from tests.unit.controller.test_canary_heal import (
     serving_v1_then_updating,
 )
 
-from steadyserve.planner import KEEP_FAILED, ReplicaView, failed_to_forget
-from steadyserve.states import ReplicaStatus, UpdateMode
+from steadyserve.core.planner import KEEP_FAILED, ReplicaView, failed_to_forget
+from steadyserve.core.states import ReplicaStatus, UpdateMode
 
 CRASHES = 7
 

@@ -3,8 +3,8 @@ values (those that may hold secrets)."""
 
 from __future__ import annotations
 
-from steadyserve.changes import ChangeSet, FieldChange, may_hold_secret
 from steadyserve.controller.updates import _shown
+from steadyserve.core.changes import ChangeSet, FieldChange, may_hold_secret
 
 
 def test_a_plan_hides_what_history_hides() -> None:

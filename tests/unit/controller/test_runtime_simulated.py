@@ -10,7 +10,7 @@ from typing import Any
 from tests.helpers.fake_controller import World, run
 
 from steadyserve import replica_contract as contract
-from steadyserve.states import (
+from steadyserve.core.states import (
     ReplicaStatus,
     ServiceStatus,
     UpdateMode,

@@ -117,7 +117,7 @@ def classify(
     """The changes from ``old`` to ``new``, in a stable order (the spec's field order).
 
     ``workdir`` counts as changed only when its content changed: the hashes are
-    the caller's (see :func:`steadyserve.workdir.content_hash`); a hash that is
+    the caller's (see :func:`steadyserve.envs.workdir.content_hash`); a hash that is
     unknown (None while a workdir is set) falls back to the path, so an unknown
     content is never taken for an unchanged one.
     """

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from steadyserve.compat.skypilot import mount_destination
 from steadyserve.spec import ServiceSpec, SpecError
-from steadyserve.spec.skypilot import mount_destination
 
 
 @contextmanager

@@ -18,14 +18,14 @@ stored and read back after a restart needs a clock that survives restarts
 (wall-clock seconds), not ``time.monotonic()``.
 """
 
-from steadyserve.autoscale.decide import (
+from steadyserve.core.autoscale.decide import (
     Decision,
     ScaleState,
     decide,
     initial_state,
     request_waiting_at_zero,
 )
-from steadyserve.autoscale.policies import (
+from steadyserve.core.autoscale.policies import (
     FixedPolicy,
     OngoingPolicy,
     Policy,
@@ -34,8 +34,14 @@ from steadyserve.autoscale.policies import (
     policy_for,
     qps_desired,
 )
-from steadyserve.autoscale.signals import LoadSample, LoadWindow, ReplicaLoad, mean_ongoing, qps
-from steadyserve.autoscale.victims import Candidate, choose_victims
+from steadyserve.core.autoscale.signals import (
+    LoadSample,
+    LoadWindow,
+    ReplicaLoad,
+    mean_ongoing,
+    qps,
+)
+from steadyserve.core.autoscale.victims import Candidate, choose_victims
 
 __all__ = [
     "Candidate",

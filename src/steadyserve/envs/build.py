@@ -1,6 +1,6 @@
 """Build, reuse and prune per-version environments under ``$STEADY_HOME/envs``.
 
-What to build and when is decided in :mod:`steadyserve.environments`; this
+What to build and when is decided in :mod:`steadyserve.envs.plan`; this
 module runs it. Layout::
 
     envs/KEY -> .KEY16-RANDOM        a symlink, created last: the environment exists
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import steadyserve
-from steadyserve import environment_outputs as outputs
-from steadyserve import environments as plan
+from steadyserve.envs import outputs as outputs
+from steadyserve.envs import plan as plan
 from steadyserve.oneline import last_lines
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec

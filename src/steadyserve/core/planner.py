@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from steadyserve.autoscale.victims import Candidate, choose_victims
-from steadyserve.states import ReplicaStatus, ServiceStatus, UpdateMode
+from steadyserve.core.autoscale.victims import Candidate, choose_victims
+from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
 
 # A failed replica stays listed for debugging; only the most recent few, so a
 # service that crashes every minute does not grow an endless list.

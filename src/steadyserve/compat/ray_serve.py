@@ -23,11 +23,7 @@ from typing import Any
 
 from pydantic_core import PydanticCustomError
 
-from steadyserve.spec.errors import SpecError
-from steadyserve.spec.fields import _route_prefix
-from steadyserve.spec.loading import parse_service
-from steadyserve.spec.models import ServiceSpec
-from steadyserve.spec.ray_deployment import (
+from steadyserve.compat.ray_deployment import (
     access_log_of,
     as_json,
     hint,
@@ -35,7 +31,11 @@ from steadyserve.spec.ray_deployment import (
     service_document,
     service_name,
 )
-from steadyserve.spec.ray_graph import describe_graph
+from steadyserve.compat.ray_graph import describe_graph
+from steadyserve.spec.errors import SpecError
+from steadyserve.spec.fields import _route_prefix
+from steadyserve.spec.loading import parse_service
+from steadyserve.spec.models import ServiceSpec
 
 RAY_DEFAULT_PORT = 8000
 

@@ -9,7 +9,7 @@ packages. An in-place update, or a code change that leaves ``setup``, ``pip``
 and the dependency files alone, reuses the environment and builds nothing.
 
 This module is pure (no I/O): the key, the commands a build runs and the
-choice of what to delete. :mod:`steadyserve.environment_build` carries them out.
+choice of what to delete. :mod:`steadyserve.envs.build` carries them out.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from steadyserve.autoscale.policies import (
+from steadyserve.core.autoscale.policies import (
     BURST_FRACTION,
     BURST_RATIO,
     FixedPolicy,
@@ -36,7 +36,7 @@ from steadyserve.autoscale.policies import (
     ongoing_desired,
     qps_desired,
 )
-from steadyserve.autoscale.signals import LoadWindow, mean_ongoing, qps
+from steadyserve.core.autoscale.signals import LoadWindow, mean_ongoing, qps
 
 __all__ = ["Decision", "ScaleState", "decide", "initial_state", "request_waiting_at_zero"]
 

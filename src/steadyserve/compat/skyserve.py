@@ -17,9 +17,9 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from steadyserve.compat.skypilot import fixed_port_problem, not_applicable_notes
 from steadyserve.spec import ServiceSpec, SpecError
 from steadyserve.spec.machine import Machine, resource_problems, this_machine
-from steadyserve.spec.skypilot import fixed_port_problem, not_applicable_notes
 
 IGNORE_RESOURCES_HINT = "pass --ignore-resources to start it anyway"
 
