@@ -30,8 +30,8 @@ import uvloop
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.proxy import Proxy
-from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
+from steadyserve.wire.routes import Limits, RouteTable
 
 # What wrk sends, and what bench/hello_replica.py answers.
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"

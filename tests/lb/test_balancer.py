@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from steadyserve.lb.balancer import Balancer
-from steadyserve.lb.route_table import ReplicaRoute, RouteTable
+from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
 
 class FakeConn:

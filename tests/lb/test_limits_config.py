@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from steadyserve.core.changes import classify
-from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.spec import ServiceSpec, parse_service
+from steadyserve.wire.routes import Limits, RouteTable
 
 RUN = "python server.py --port $PORT"
 

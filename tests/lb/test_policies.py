@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyserve.lb.policies import LeastLoad, PowerOfTwo, RoundRobin, make_policy
+from steadyserve.core.routing.policies import LeastLoad, PowerOfTwo, RoundRobin, make_policy
 
 
 @dataclass

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from steadyserve.lb import shared_load
 from steadyserve.lb.balancer import Balancer
-from steadyserve.lb.route_table import RouteTable
 from steadyserve.lb.shared_load import SharedLoad, refresh, share
+from steadyserve.wire.routes import RouteTable
 
 ROUTES = "127.0.0.1:1,127.0.0.1:2"
 

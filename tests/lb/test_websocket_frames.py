@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyserve.lb.websocket import CLOSE_GOING_AWAY, FrameTracker, is_websocket_upgrade
-from steadyserve.lb.workers import worker_count
+from steadyserve.wire.lb_process import worker_count
 
 
 def frame(payload: bytes, masked: bool) -> bytes:

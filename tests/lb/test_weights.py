@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from steadyserve.lb.balancer import Balancer
-from steadyserve.lb.route_table import ReplicaRoute, RouteTable
+from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
 
 def table(

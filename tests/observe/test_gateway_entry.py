@@ -9,8 +9,8 @@ from pathlib import Path
 
 from steadyserve.controller.metrics import Traffic
 from steadyserve.lb.access_log import AccessLog
-from steadyserve.lb.exposition import families
-from steadyserve.lb.metrics import LATENCY_BUCKETS
+from steadyserve.wire.counts import LATENCY_BUCKETS
+from steadyserve.wire.exposition import families
 
 
 def _counts(version: str, requests: int, entry: str | None = None) -> dict[str, object]:

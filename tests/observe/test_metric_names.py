@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from steadyserve.controller.metrics import Traffic, quantile
 from steadyserve.core.changes import classify
 from steadyserve.lb.access_log import AccessLog
-from steadyserve.lb.exposition import families
-from steadyserve.lb.metrics import LATENCY_BUCKETS, merge_counts
 from steadyserve.spec import ServiceSpec, SpecError, load_service_file
+from steadyserve.wire.counts import LATENCY_BUCKETS, merge_counts
+from steadyserve.wire.exposition import families
 from tests.observe._observe import get
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "lb"))

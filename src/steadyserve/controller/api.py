@@ -20,6 +20,7 @@ from aiohttp.typedefs import Middleware
 from steadyserve import replica_contract as contract
 from steadyserve.controller import dashboard, progressive
 from steadyserve.controller.errors import ApiError, BadInput
+from steadyserve.wire.load_report import LoadReport
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -251,34 +252,33 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         runtime = controller.runtime(request.match_info["name"])
         data = await body(request)
         try:
-            inflight = {int(k): int(v) for k, v in (data.get("inflight") or {}).items()}
-            requests = {int(k): int(v) for k, v in (data.get("requests") or {}).items()}
-            queued = int(data.get("queued") or 0)
-            lb_pid = data.get("lb_pid") if isinstance(data.get("lb_pid"), int) else None
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise BadInput("report counts must map replica ids to integers") from exc
-        consumer = data.get("consumer")  # the gateway: one more view of the service
-        if isinstance(consumer, str) and consumer:
+            report = LoadReport.from_json(data)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from exc
+        inflight, requests, queued = report.inflight, report.requests, report.queued
+        lb_pid = report.lb_pid
+        consumer = report.consumer  # the gateway: one more view of the service
+        if consumer is not None:
             # Counted for draining and, summed into the service LB's own next report,
-            # for autoscaling. gatewayobs hook: its counters are not merged into the
-            # LB's but kept as the service's entry="gateway" series.
+            # for autoscaling. Its counters are not merged into the LB's but kept as
+            # the service's entry="gateway" series.
             view = {k: v for k, v in data.items() if k != "metrics"}
             view["worker"] = f"consumer:{consumer}"
-            runtime.routes.report(str(data.get("table", "")), inflight, requests, queued, view)
+            runtime.routes.report(report.table, inflight, requests, queued, view)
             observer.ingest(runtime.name, data, entry=consumer)
             return web.json_response({"ok": True})
-        # lbscale: one view of the service summed over the LB's workers.
+        # One view of the service summed over the LB's workers.
         inflight, requests, queued, data = runtime.routes.report(
-            str(data.get("table", "")), inflight, requests, queued, data
+            report.table, inflight, requests, queued, data
         )
-        # Autoscaling hook: the load window (controller/load.py), which takes the
-        # differences view by view (gatewayobs: a gateway restart is no burst).
+        # The autoscaler's load window (controller/load.py) takes the differences
+        # view by view, so a gateway restart is no burst.
         views = {key: view.requests for key, view in runtime.routes.workers.items()}
         runtime.autoscaler.load.lb_report(
             time.monotonic(), inflight, requests, queued, lb_pid, views
         )
         observer.ingest(runtime.name, data)
-        runtime.canary.ingest(observer.traffic.get(runtime.name))  # canary hook: analysis
+        runtime.canary.ingest(observer.traffic.get(runtime.name))  # the canary's analysis
         return web.json_response({"ok": True})
 
     @routes.get("/api/v1/gateway/routes")

@@ -86,15 +86,16 @@ class BlueGreen:
         self.rt.wake()
         return "promoted: the switch happens once every new replica is READY"
 
-    def preview(self) -> dict[str, int] | None:
-        """The route table's ``preview``: the port that serves only the new version."""
+    def preview(self) -> tuple[int, int] | None:
+        """The route table's ``preview`` (port, version): the port that serves only
+        the new version."""
         if self._update_id() is None:
             return None
         port = self.rt.spec.service.blue_green.preview_port
         update = self.rt.rollout.update
         if port is None or update is None:
             return None
-        return {"port": port, "version": update.to_version}
+        return port, update.to_version
 
     def _event(self, message: str) -> None:
         self.rt.store.add_event(self.rt.name, None, None, EVENT, message)

@@ -37,7 +37,7 @@ from steadyserve.core.canary.steps import (
 )
 from steadyserve.core.planner import Plan, ReplicaView, plan_canary
 from steadyserve.core.states import EventKind, ReplicaStatus
-from steadyserve.lb.metrics import LATENCY_BUCKETS
+from steadyserve.wire.counts import LATENCY_BUCKETS
 
 if TYPE_CHECKING:
     from steadyserve.controller.metrics import Traffic
@@ -225,16 +225,19 @@ class CanaryDriver:
         return plan, step.done
 
     # the load balancer -----------------------------------------------------
-    def route_fields(self, routable: frozenset[int]) -> tuple[frozenset[int], dict[str, Any]]:
+    def route_fields(
+        self, routable: frozenset[int]
+    ) -> tuple[frozenset[int], tuple[tuple[int, int], ...], tuple[int, int] | None]:
         """What the route table adds for a canary or a blue-green preview: the
         replicas to list (a preview lists the new version's READY replicas, at
-        weight 0 for ordinary requests), ``weights`` and ``preview``."""
+        weight 0 for ordinary requests), the weights (version, percent) and the
+        preview (port, version)."""
         if self.active:
-            return routable, {"weights": self.weights(routable), "preview": None}
+            return routable, self.weights(routable), None
         preview = self.blue_green.preview()
         if preview is None:
-            return routable, {"weights": {}, "preview": None}
-        version = preview["version"]
+            return routable, (), None
+        version = preview[1]
         ready = {
             r.id
             for r in self.rt.replicas.values()
@@ -242,20 +245,20 @@ class CanaryDriver:
         }
         hidden = ready - routable
         if not hidden:  # switched: the new version is routed as usual
-            return routable, {"weights": {}, "preview": preview}
+            return routable, (), preview
         counts: dict[int, int] = {}
         for r in self.rt.replicas.values():
             if r.id in routable:
                 counts[r.version] = counts.get(r.version, 0) + 1
         total = sum(counts.values())
-        weights = {str(v): max(1, round(100 * n / total)) for v, n in counts.items()}
-        weights[str(version)] = 0
-        return routable | hidden, {"weights": weights, "preview": preview}
+        weights = {v: max(1, round(100 * n / total)) for v, n in counts.items()}
+        weights[version] = 0
+        return routable | hidden, tuple(sorted(weights.items())), preview
 
-    def weights(self, routable: frozenset[int]) -> dict[str, int]:
+    def weights(self, routable: frozenset[int]) -> tuple[tuple[int, int], ...]:
         """The route table's weights: the canary's share, the rest to the old versions."""
         if not self.active:
-            return {}
+            return ()
         update = self.rt.rollout.update
         assert update is not None
         new = update.to_version
@@ -264,11 +267,11 @@ class CanaryDriver:
             {r.version for r in self.rt.replicas.values() if r.id in routable and r.version != new}
             or {update.from_version}
         )
-        out = {str(new): weight}
+        out = {new: weight}
         rest = 100 - weight
         for i, version in enumerate(old):
-            out[str(version)] = rest // len(old) + (1 if i < rest % len(old) else 0)
-        return out
+            out[version] = rest // len(old) + (1 if i < rest % len(old) else 0)
+        return tuple(sorted(out.items()))
 
     def ingest(self, traffic: Traffic | None) -> None:
         """A load report arrived: add the per-version counts to the analysis window."""

@@ -24,8 +24,8 @@ from aiohttp import web
 from steadyserve.controller.metrics import ControllerCollector, Observer
 from steadyserve.controller.status import REGION, service_json
 from steadyserve.core.states import ReplicaStatus, UpdateMode, UpdateStatus
-from steadyserve.lb.exposition import render
-from steadyserve.lb.metrics import CONTENT_TYPE
+from steadyserve.wire.counts import CONTENT_TYPE
+from steadyserve.wire.exposition import render
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller

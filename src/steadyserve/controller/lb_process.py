@@ -26,9 +26,9 @@ import psutil
 
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
 from steadyserve.core.states import EventKind
-from steadyserve.lb.workers import reuseport_socket, worker_count
 from steadyserve.paths import Home
 from steadyserve.state import ServiceRow, Store
+from steadyserve.wire.lb_process import reuseport_socket, worker_count
 
 RESTART_BACKOFF_S = 0.5
 STOP_TIMEOUT_S = 10.0

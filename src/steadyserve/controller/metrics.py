@@ -40,8 +40,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from steadyserve.core.states import ReplicaStatus, UpdateStatus
-from steadyserve.lb.exposition import families
-from steadyserve.lb.metrics import ENDPOINT, LATENCY_BUCKETS, merge_counts
+from steadyserve.wire.counts import ENDPOINT, LATENCY_BUCKETS, merge_counts
+from steadyserve.wire.exposition import families
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller

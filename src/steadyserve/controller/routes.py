@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
-from steadyserve.lb.metrics import merge_counts
+from steadyserve.wire.counts import merge_counts
 
 # A worker reports twice a second and always has a poll open or on its way: one
 # silent for this long is gone.
@@ -70,7 +70,7 @@ class RoutePublisher:
             return False
         self._content = content
         self.version += 1
-        self.table = {"epoch": self.epoch, "version": self.version, **content}
+        self.table = {**content, "epoch": self.epoch, "version": self.version}
         self._changed.set()
         self._changed = asyncio.Event()
         return True

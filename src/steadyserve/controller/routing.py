@@ -7,12 +7,12 @@ routes.py); only READY replicas the plan calls routable are in it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from steadyserve import replica_contract as contract
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
+from steadyserve.wire.routes import Limits, ReplicaRoute, RouteTable
 
 
 def route_table(
@@ -21,25 +21,39 @@ def route_table(
     routable: frozenset[int],
     *,
     hold_at_zero: bool,
-) -> dict[str, Any]:
+    weights: tuple[tuple[int, int], ...] = (),
+    preview: tuple[int, int] | None = None,
+) -> RouteTable:
+    """The table to publish; its ``epoch`` and ``version`` are the publisher's
+    (controller/routes.py stamps them on the JSON)."""
     svc = spec.service
-    return {
-        "policy": svc.load_balancing_policy,
-        "max_ongoing_requests": svc.max_ongoing_requests,
-        "max_queued_requests": svc.max_queued_requests,
-        "replicas": [
-            {"id": r.id, "version": r.version, "host": r.ip, "port": r.port}
+    lb = svc.load_balancer
+    return RouteTable(
+        epoch="",
+        version=0,
+        policy=svc.load_balancing_policy,
+        max_ongoing_requests=svc.max_ongoing_requests,
+        max_queued_requests=svc.max_queued_requests,
+        replicas=tuple(
+            ReplicaRoute(id=r.id, version=r.version, host=r.ip, port=r.port)
             for r in replicas
             if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
-        ],
-        "blocked_paths": blocked_paths(spec),
-        "load_balancer": svc.load_balancer.model_dump(),
-        "request_timeout_s": svc.request_timeout_s,
+        ),
+        blocked_paths=frozenset(p.encode() for p in blocked_paths(spec)),
+        limits=Limits(
+            header_timeout_s=lb.header_timeout_s,
+            body_timeout_s=lb.body_timeout_s,
+            idle_timeout_s=lb.idle_timeout_s,
+            max_connections=lb.max_connections,
+            request_timeout_s=svc.request_timeout_s,
+        ),
         # Scale to zero: the LB holds requests that arrive at zero this long.
-        "hold_at_zero_s": svc.cold_start_timeout_s if hold_at_zero else 0,
-        "access_log": svc.access_log,
-        "websocket_drain_s": svc.websocket_drain_s,
-    }
+        hold_at_zero_s=svc.cold_start_timeout_s if hold_at_zero else 0.0,
+        access_log=svc.access_log,
+        websocket_drain_s=svc.websocket_drain_s,
+        weights=weights,
+        preview=preview,
+    )
 
 
 def blocked_paths(spec: ServiceSpec) -> list[str]:

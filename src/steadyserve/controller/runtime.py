@@ -49,11 +49,11 @@ from steadyserve.core.states import (
     UpdateStatus,
     check_move,
 )
-from steadyserve.lb.tls import env_for as tls_env
 from steadyserve.oneline import file_tail
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow, ServiceRow, Store
+from steadyserve.wire.lb_process import env_for as tls_env
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -333,12 +333,17 @@ class ServiceRuntime:
         return f"{ready} ready of {self.target_replicas()} wanted"
 
     def _publish(self, routable: frozenset[int]) -> None:
-        routable, extra = self.canary.route_fields(routable)  # canary / preview hook
+        routable, weights, preview = self.canary.route_fields(routable)
         replicas = sorted(self.replicas.values(), key=lambda r: r.id)
-        self.routes.publish(
-            route_table(self.spec, replicas, routable, hold_at_zero=self.autoscaler.allows_zero)
-            | extra
+        table = route_table(
+            self.spec,
+            replicas,
+            routable,
+            hold_at_zero=self.autoscaler.allows_zero,
+            weights=weights,
+            preview=preview,
         )
+        self.routes.publish(table.to_json())
 
     def publish_now(self) -> None:
         """Publish the ready replicas at once (a replica left routing between ticks)."""

@@ -19,11 +19,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from steadyserve.lb.policies import POLICIES
+from steadyserve.core.routing.policies import POLICIES
 from steadyserve.lb.proxy import SEND_TIMEOUT
-from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.server import LBConfig, LoadBalancer
-from steadyserve.lb.workers import supervise, worker_count
+from steadyserve.lb.workers import supervise
+from steadyserve.wire.lb_process import worker_count
+from steadyserve.wire.routes import Limits, RouteTable
 
 log = logging.getLogger("steadyserve.lb")
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.core.canary.weighted import SmoothWeighted
-from steadyserve.lb.policies import NO_EXCLUDE, Policy, make_policy
-from steadyserve.lb.route_table import ReplicaRoute, RouteTable
+from steadyserve.core.routing.policies import NO_EXCLUDE, Policy, make_policy
+from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
 if TYPE_CHECKING:
     from steadyserve.lb.upstream import UpstreamConnection
@@ -26,6 +26,8 @@ class ReplicaState:
     """One replica as the proxy tracks it; lives while routable or still busy."""
 
     __slots__ = (
+        "accelerator",
+        "capacity",
         "errors",
         "host",
         "id",
@@ -42,6 +44,8 @@ class ReplicaState:
         self.version = route.version
         self.host = route.host
         self.port = route.port
+        self.capacity = route.capacity
+        self.accelerator = route.accelerator
         self.inflight = 0
         self.requests = 0
         self.errors = 0
@@ -106,6 +110,8 @@ class Balancer:
                 self.known[route.id] = state
             state.in_table = True
             state.version = route.version
+            state.capacity = route.capacity
+            state.accelerator = route.accelerator
             routable.append(state)
         ids = {r.id for r in routable}
         for state in list(self.known.values()):

@@ -33,13 +33,15 @@ from steadyserve.lb import control_http
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.gateway import GatewayProxy
-from steadyserve.lb.metrics import GATEWAY, LBMetrics, live_report
+from steadyserve.lb.metrics import LBMetrics, live_report
 from steadyserve.lb.observe import access_log_path, follow_access_log
 from steadyserve.lb.proxy import Proxy
-from steadyserve.lb.route_table import LoadReporter, RouteClient, RouteTable, service_url
+from steadyserve.lb.route_client import LoadReporter, RouteClient
 from steadyserve.lb.server import open_file_limit
 from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
+from steadyserve.wire.counts import GATEWAY
+from steadyserve.wire.routes import RouteTable, service_url
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -67,8 +69,7 @@ class _GatewayRouteClient(RouteClient):
 
 
 class _GatewayReporter(LoadReporter):
-    def build(self) -> dict[str, Any]:
-        return {**super().build(), "consumer": CONSUMER}
+    consumer = CONSUMER
 
 
 class Lane:

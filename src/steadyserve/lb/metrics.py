@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -27,40 +27,16 @@ if TYPE_CHECKING:
     from steadyserve.lb.downstream import ClientConnection
     from steadyserve.lb.proxy import Exchange, Proxy
 
-log = logging.getLogger("steadyserve.lb")
-
-# Upper bounds (seconds) of the latency histogram: fine below 10 ms for fast
-# endpoints, and still resolving answers of several seconds (model inference).
-LATENCY_BUCKETS: tuple[float, ...] = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
+from steadyserve.wire.counts import (
+    CONTENT_TYPE,
+    ENDPOINT,
+    LATENCY_BUCKETS,
+    NO_REPLICA,
+    SLOTS,
+    SUM_SLOT,
 )
-# Per version: one count per bucket, one for +Inf, then the sum of latencies.
-_SLOTS = len(LATENCY_BUCKETS) + 2
-_SUM = _SLOTS - 1
 
-# httptools only parses the registered methods; the rare ones are folded into
-# OTHER at render time so the label's values stay few.
-COMMON_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-NO_REPLICA = 0  # answered by the load balancer itself (503 no replica, 400, 413, ...)
-# Which port a request came in through: the service's own endpoint (its load
-# balancer) or the gateway (a Ray Serve route prefix). Reports carry it as
-# "entry", the Prometheus series as the ``entry`` label, access-log lines as a field.
-ENDPOINT = "endpoint"
-GATEWAY = "gateway"
+log = logging.getLogger("steadyserve.lb")
 
 
 class LBMetrics:
@@ -69,7 +45,7 @@ class LBMetrics:
     def __init__(self) -> None:
         # (version, replica id, method, status class) -> requests
         self.requests: dict[tuple[int, int, bytes, int], int] = {}
-        # version -> bucket counts, +Inf count, latency sum (see _SLOTS)
+        # version -> bucket counts, +Inf count, latency sum (see SLOTS)
         self.latency: dict[int, list[float]] = {}
         self.bytes_in = 0
         self.bytes_out = 0
@@ -93,9 +69,9 @@ class LBMetrics:
         requests[key] = requests.get(key, 0) + 1
         buckets = self.latency.get(version)
         if buckets is None:
-            buckets = self.latency[version] = [0.0] * _SLOTS
+            buckets = self.latency[version] = [0.0] * SLOTS
         buckets[bisect_left(LATENCY_BUCKETS, elapsed)] += 1
-        buckets[_SUM] += elapsed
+        buckets[SUM_SLOT] += elapsed
         sent = client.bytes_out
         client.bytes_out = 0
         self.bytes_out += sent
@@ -118,29 +94,6 @@ class LBMetrics:
             "retries": self.retries,
             "upstream_connect_failures": self.connect_failures,
         }
-
-
-def merge_counts(base: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
-    """Add two reports' cumulative counters (a restarted LB starts again from zero)."""
-    out: dict[str, Any] = dict(more)
-    requests = dict(base.get("requests") or {})
-    for key, n in (more.get("requests") or {}).items():
-        requests[key] = requests.get(key, 0) + n
-    out["requests"] = requests
-    latency = {k: list(v) for k, v in (base.get("latency") or {}).items()}
-    for key, counts in (more.get("latency") or {}).items():
-        have = latency.get(key)
-        if have is None:
-            latency[key] = list(counts)
-        else:
-            latency[key] = [a + b for a, b in zip(have, counts, strict=False)]
-    out["latency"] = latency
-    for name in ("bytes_in", "bytes_out", "retries", "upstream_connect_failures", "ejections"):
-        out[name] = int(base.get(name) or 0) + int(more.get(name) or 0)
-    return out
-
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class MetricsServer:

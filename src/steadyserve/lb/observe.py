@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.lb.access_log import AccessLog
-from steadyserve.lb.metrics import ENDPOINT, LBMetrics, MetricsServer, live_report
-from steadyserve.lb.route_table import RouteTable
+from steadyserve.lb.metrics import LBMetrics, MetricsServer, live_report
 from steadyserve.paths import Home
+from steadyserve.wire.counts import ENDPOINT
+from steadyserve.wire.routes import RouteTable
 
 if TYPE_CHECKING:
     from steadyserve.lb.proxy import Proxy
@@ -49,7 +50,7 @@ class Observability:
             proxy.metrics.access_log = AccessLog(self.path)
 
     def _render(self) -> bytes:
-        from steadyserve.lb.exposition import ReportCollector, render  # first scrape only
+        from steadyserve.wire.exposition import ReportCollector, render  # first scrape only
 
         return render(ReportCollector(self._reports))
 

@@ -38,8 +38,8 @@ from steadyserve.lb.exchange import (
 # Exchange is re-exported: the connections and other modules' hooks import it from here.
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
-from steadyserve.lb.route_table import Limits, RouteTable
 from steadyserve.lb.upstream import UpstreamConnection
+from steadyserve.wire.routes import Limits, RouteTable
 
 if TYPE_CHECKING:
     from steadyserve.lb.downstream import ClientConnection

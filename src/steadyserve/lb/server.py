@@ -21,12 +21,13 @@ from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
 from steadyserve.lb.preview import Preview
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
-from steadyserve.lb.route_table import Limits, LoadReporter, RouteClient, RouteTable
+from steadyserve.lb.route_client import LoadReporter, RouteClient
 from steadyserve.lb.shared_load import REFRESH_S, SharedLoad, refresh, share
 from steadyserve.lb.tls import server_context_from_env
 from steadyserve.lb.websocket import WebSockets
 from steadyserve.lb.zero import ZeroHold, controller_asker
 from steadyserve.paths import Home
+from steadyserve.wire.routes import Limits, RouteTable
 
 log = logging.getLogger("steadyserve.lb")
 

@@ -24,7 +24,7 @@ import os
 from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from steadyserve.lb.policies import NO_EXCLUDE, Candidate, Policy
+from steadyserve.core.routing.policies import NO_EXCLUDE, NO_KEY, Candidate, Policy
 
 if TYPE_CHECKING:
     from steadyserve.lb.balancer import Balancer
@@ -75,12 +75,15 @@ class SharedLoad:
 class _View:
     """A replica as the wrapped policy sees it: its endpoint-wide in-flight count."""
 
-    __slots__ = ("id", "inflight", "replica")
+    __slots__ = ("accelerator", "capacity", "id", "inflight", "replica", "version")
 
     def __init__(self, replica: Candidate, inflight: int) -> None:
         self.id = replica.id
         self.inflight = inflight
         self.replica = replica
+        self.version = replica.version
+        self.capacity = replica.capacity
+        self.accelerator = replica.accelerator
 
 
 class SharedPolicy:
@@ -95,11 +98,16 @@ class SharedPolicy:
         self.inner = inner
         self.shared = shared
         self.name = inner.name
+        self.request_key = inner.request_key
         self._for: object = None  # the replica list the views were built for
         self._views: list[_View] = []
 
     def choose(
-        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+        self,
+        replicas: Sequence[C],
+        max_ongoing: int,
+        exclude: Container[int] = NO_EXCLUDE,
+        key: object = NO_KEY,
     ) -> C | None:
         shared = self.shared
         views = self._views
@@ -109,7 +117,7 @@ class SharedPolicy:
         others = shared.others
         for view in views:
             view.inflight = view.replica.inflight + others(view.id)
-        chosen = self.inner.choose(views, max_ongoing, exclude)
+        chosen = self.inner.choose(views, max_ongoing, exclude, key)
         if chosen is None:
             return None
         replica: C = chosen.replica  # type: ignore[assignment]

@@ -1,7 +1,7 @@
 """TLS at the load balancer (SkyServe's ``service.tls``).
 
 The controller passes the key and certificate paths to the LB process in its
-environment (:func:`env_for`); the LB builds its server context from them
+environment (``wire.lb_process.env_for``); the LB builds its server context from them
 (:func:`server_context_from_env`). Replicas keep speaking plain HTTP on
 loopback: only the endpoint clients reach is encrypted, as in SkyServe.
 """
@@ -12,15 +12,7 @@ import os
 import ssl
 from collections.abc import Mapping
 
-KEYFILE_ENV = "STEADY_LB_TLS_KEYFILE"
-CERTFILE_ENV = "STEADY_LB_TLS_CERTFILE"
-
-
-def env_for(keyfile: str | None, certfile: str | None) -> dict[str, str]:
-    """The LB process's environment entries for these files ({} without TLS)."""
-    if keyfile is None or certfile is None:
-        return {}
-    return {KEYFILE_ENV: keyfile, CERTFILE_ENV: certfile}
+from steadyserve.wire.lb_process import CERTFILE_ENV, KEYFILE_ENV
 
 
 def server_context_from_env(environ: Mapping[str, str] | None = None) -> ssl.SSLContext | None:

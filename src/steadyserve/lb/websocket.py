@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from steadyserve.lb.balancer import ReplicaState
     from steadyserve.lb.downstream import ClientConnection
     from steadyserve.lb.proxy import Proxy
-    from steadyserve.lb.route_table import RouteTable
+    from steadyserve.wire.routes import RouteTable
 
 log = logging.getLogger("steadyserve.lb")
 

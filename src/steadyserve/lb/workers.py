@@ -29,30 +29,10 @@ from collections.abc import Sequence
 from types import FrameType
 
 from steadyserve.lb import shared_load
+from steadyserve.wire.lb_process import reuseport_socket
 
 RESTART_BACKOFF_S = 0.5
 POLL_S = 0.1
-
-
-def worker_count(value: int | str) -> int:
-    """``service.load_balancer.workers`` as a count: ``auto`` is half the usable cores."""
-    if value == "auto":
-        return max(1, len(os.sched_getaffinity(0)) // 2)
-    return max(1, int(value))
-
-
-def reuseport_socket(host: str, port: int) -> socket.socket:
-    """A listening socket that other SO_REUSEPORT sockets may share the port with."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
-        sock.listen(4096)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def bind_all(host: str, port: int, count: int) -> list[socket.socket]:

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from steadyserve.lb import control_http
 from steadyserve.lb.exchange import WAITING
-from steadyserve.lb.route_table import service_url
 from steadyserve.paths import Home
+from steadyserve.wire.routes import service_url
 
 if TYPE_CHECKING:
     from steadyserve.lb.exchange import Exchange

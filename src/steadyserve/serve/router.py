@@ -3,7 +3,7 @@
 The route table comes from the controller's long-poll, the one the service's
 load balancer reads, so a handle sees a rolling update as the
 load balancer does: new replicas appear, draining ones disappear within
-milliseconds. Replicas are picked by the service's own policy (``lb/policies``)
+milliseconds. Replicas are picked by the service's own policy (``core/routing``)
 under its ``max_ongoing_requests``, counting this process's calls.
 
 A call is retried on another replica only when the chosen one gave no answer:
@@ -26,10 +26,10 @@ from urllib.parse import quote
 
 import aiohttp
 
-from steadyserve.lb.policies import Policy, make_policy
-from steadyserve.lb.route_table import ReplicaRoute, RouteTable, service_url
+from steadyserve.core.routing.policies import Policy, make_policy
 from steadyserve.paths import Home
 from steadyserve.serve import wire
+from steadyserve.wire.routes import ReplicaRoute, RouteTable, service_url
 
 log = logging.getLogger("steadyserve.serve")
 
@@ -46,8 +46,13 @@ class NoReplicaError(RuntimeError):
 
 @dataclass
 class _Candidate:
+    """A replica as the service's policy sees it from this process (its own calls)."""
+
     id: int
     inflight: int
+    version: int
+    capacity: float
+    accelerator: str | None
 
 
 class ServiceRouter:
@@ -191,7 +196,10 @@ class ServiceRouter:
         table = self.table
         if table is None or not table.replicas:
             return None
-        candidates = [_Candidate(r.id, self.inflight.get(r.id, 0)) for r in table.replicas]
+        candidates = [
+            _Candidate(r.id, self.inflight.get(r.id, 0), r.version, r.capacity, r.accelerator)
+            for r in table.replicas
+        ]
         picked = self.policy.choose(candidates, table.max_ongoing_requests, exclude)
         if picked is None:
             return None

@@ -18,7 +18,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from steadyserve.lb.metrics import COMMON_METHODS, ENDPOINT, LATENCY_BUCKETS, NO_REPLICA
+from steadyserve.wire.counts import COMMON_METHODS, ENDPOINT, LATENCY_BUCKETS, NO_REPLICA
 
 
 def _version_label(version: str | int) -> str:

@@ -1,7 +1,13 @@
-"""Routing policies: which replica gets the next request.
+"""Routing policies: which replica gets the next request, for the load balancer and
+for handles alike (one interface: ``Policy.choose(candidates, max_ongoing, exclude, key)``).
 
-Pure functions of the replicas' in-flight counts (no I/O, no clock), so they are
-tested exhaustively without sockets. A policy only ever picks a replica that is
+Pure functions of what a candidate carries (no I/O, no clock), so they are
+tested exhaustively without sockets. A candidate (:class:`Candidate`) carries
+what any policy may weigh: its in-flight count, version, capacity and
+accelerator (the route table's fields, wire/routes.py). ``request_key`` is
+what a request-aware policy asked the load balancer to extract from the request
+(:attr:`Policy.request_key` says what); today's policies read nothing from the
+request, so it is always None for them. A policy only ever picks a replica that is
 below ``max_ongoing`` and not in ``exclude`` (replicas already tried for this
 request, or ejected after a refused connection); it returns ``None`` only when no
 replica is eligible, which the proxy turns into queueing or an error.
@@ -18,13 +24,22 @@ from typing import Protocol, TypeVar
 
 
 class Candidate(Protocol):
-    """What a policy needs to know about a replica."""
+    """What a policy may know about a replica."""
 
     @property
     def id(self) -> int: ...
 
     @property
     def inflight(self) -> int: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def capacity(self) -> float: ...
+
+    @property
+    def accelerator(self) -> str | None: ...
 
 
 C = TypeVar("C", bound=Candidate)
@@ -37,13 +52,25 @@ def _has_room(inflight: int, max_ongoing: int) -> bool:
     return max_ongoing <= 0 or inflight < max_ongoing
 
 
+NO_KEY = None
+"""The request key of a request the policy does not read."""
+
+
 class Policy(Protocol):
-    """Choose one of ``replicas`` for the next request, or None if none is eligible."""
+    """Choose one of ``candidates`` for the next request, or None if none is eligible.
+
+    ``request_key`` names what the load balancer must extract from a request for
+    this policy before it chooses (None: nothing; the request is not read)."""
 
     name: str
+    request_key: str | None
 
     def choose(
-        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+        self,
+        candidates: Sequence[C],
+        max_ongoing: int,
+        exclude: Container[int] = NO_EXCLUDE,
+        key: object = NO_KEY,
     ) -> C | None: ...
 
 
@@ -56,12 +83,17 @@ class LeastLoad:
     """
 
     name = "least_load"
+    request_key: str | None = None
 
     def __init__(self) -> None:
         self._start = 0
 
     def choose(
-        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+        self,
+        replicas: Sequence[C],
+        max_ongoing: int,
+        exclude: Container[int] = NO_EXCLUDE,
+        key: object = NO_KEY,
     ) -> C | None:
         n = len(replicas)
         if n == 0:
@@ -87,12 +119,17 @@ class RoundRobin:
     """Each eligible replica in turn, skipping full or excluded ones."""
 
     name = "round_robin"
+    request_key: str | None = None
 
     def __init__(self) -> None:
         self._next = 0
 
     def choose(
-        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+        self,
+        replicas: Sequence[C],
+        max_ongoing: int,
+        exclude: Container[int] = NO_EXCLUDE,
+        key: object = NO_KEY,
     ) -> C | None:
         n = len(replicas)
         start = self._next % n if n else 0
@@ -113,12 +150,17 @@ class PowerOfTwo:
     """
 
     name = "power_of_two"
+    request_key: str | None = None
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng if rng is not None else random.Random()
 
     def choose(
-        self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int] = NO_EXCLUDE
+        self,
+        replicas: Sequence[C],
+        max_ongoing: int,
+        exclude: Container[int] = NO_EXCLUDE,
+        key: object = NO_KEY,
     ) -> C | None:
         eligible = [
             r for r in replicas if _has_room(r.inflight, max_ongoing) and r.id not in exclude

@@ -1,44 +1,66 @@
-"""The routing table and the loops that keep the load balancer in step with the controller.
+"""The route table: what the controller tells a load balancer, as one typed value.
 
-The table is an immutable value: the proxy swaps whole tables, so a request never
-sees half an update. ``RouteClient`` long-polls the controller for new tables and
-keeps the last one whenever the controller is unreachable (the load balancer is a
-separate process precisely so that a controller restart never stops traffic); it
-re-reads the controller's address from ``STEADY_HOME`` on every attempt because a
-restarted controller listens on a new port. ``LoadReporter`` posts per-replica
-in-flight and request counts back for the controller's draining and autoscaling.
-Both are off the hot path.
+The controller builds it (controller/routing.py) and serves ``to_json()`` on the
+long-poll; every load balancer, the gateway and the handles inside replicas read
+it back with ``from_json()``, which checks every field, because a table is input
+from another process. One module for both sides means a field the controller
+writes is a field the load balancer reads (tests/unit/test_wire_schema.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import os
-import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from steadyserve.lb import control_http
-from steadyserve.lb.policies import POLICIES
-from steadyserve.paths import Home
-
-log = logging.getLogger("steadyserve.lb")
+from steadyserve.core.routing.policies import POLICIES
 
 STATIC_EPOCH = "static"
 
 
 @dataclass(frozen=True)
 class ReplicaRoute:
-    """One routable replica: where to connect and which version it runs."""
+    """One routable replica: where to connect, which version it runs, and what a
+    routing policy may weigh it by (core/routing/policies.py: ``Candidate``).
+
+    ``accelerator`` (``"A100"``, or None) and ``capacity`` (a relative weight,
+    1.0 for every replica unless a policy's spec says otherwise) are written to
+    the JSON only when set, so a table without them reads as before."""
 
     id: int
     version: int
     host: str
     port: int
+    accelerator: str | None = None
+    capacity: float = 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "version": self.version}
+        out["host"], out["port"] = self.host, self.port
+        if self.accelerator is not None:
+            out["accelerator"] = self.accelerator
+        if self.capacity != 1.0:
+            out["capacity"] = self.capacity
+        return out
+
+    @classmethod
+    def from_json(cls, item: Any, prefix: str) -> ReplicaRoute:
+        if not isinstance(item, dict):
+            raise ValueError(f"route table: {prefix.rstrip('.')} is not an object")
+        accelerator = item.get("accelerator")
+        if accelerator is not None and not isinstance(accelerator, str):
+            raise ValueError(f"route table: {prefix}accelerator must be a string or null")
+        capacity = item.get("capacity", 1.0)
+        if not _positive_number(capacity):
+            raise ValueError(f"route table: {prefix}capacity must be a number > 0")
+        return cls(
+            id=_int_field(item, "id", prefix),
+            version=_int_field(item, "version", prefix),
+            host=_field(item, "host", str, prefix),
+            port=_int_field(item, "port", prefix),
+            accelerator=accelerator,
+            capacity=float(capacity),
+        )
 
 
 @dataclass(frozen=True)
@@ -53,6 +75,15 @@ class Limits:
     max_connections: int = 10000
     request_timeout_s: float | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``load_balancer`` block (``request_timeout_s`` is a top-level field)."""
+        return {
+            "header_timeout_s": self.header_timeout_s,
+            "body_timeout_s": self.body_timeout_s,
+            "idle_timeout_s": self.idle_timeout_s,
+            "max_connections": self.max_connections,
+        }
+
     @classmethod
     def from_json(cls, block: Any, request_timeout: Any) -> Limits:
         if not isinstance(block, dict):
@@ -62,7 +93,7 @@ class Limits:
             "body_timeout_s",
             "idle_timeout_s",
             "max_connections",
-            "workers",  # lbscale: how many LB processes run; the controller's business
+            "workers",  # how many LB processes run: the controller's business, ignored here
         }
         if unknown:
             raise ValueError(f"route table: unknown load_balancer field {sorted(unknown)[0]!r}")
@@ -150,7 +181,7 @@ class RouteTable:
     # Scale to zero (lb/zero.py): hold requests this long while no replica is listed.
     hold_at_zero_s: float = 0.0
     access_log: bool = False  # service.access_log: one JSON line per request
-    # lbscale: how long a WebSocket to a replica that left the table stays open.
+    # How long a WebSocket to a replica that left the table stays open.
     websocket_drain_s: float = 10.0
     # Progressive delivery: percent of traffic per version (a canary). Empty: every
     # routable replica alike, whatever its version (as without a canary).
@@ -176,18 +207,9 @@ class RouteTable:
         max_ongoing = _int_field(data, "max_ongoing_requests")
         max_queued = _int_field(data, "max_queued_requests")
         raw_replicas = _field(data, "replicas", list)
-        replicas = []
-        for i, item in enumerate(raw_replicas):
-            if not isinstance(item, dict):
-                raise ValueError(f"route table: replicas[{i}] is not an object")
-            replicas.append(
-                ReplicaRoute(
-                    id=_int_field(item, "id", f"replicas[{i}]."),
-                    version=_int_field(item, "version", f"replicas[{i}]."),
-                    host=_field(item, "host", str, f"replicas[{i}]."),
-                    port=_int_field(item, "port", f"replicas[{i}]."),
-                )
-            )
+        replicas = [
+            ReplicaRoute.from_json(item, f"replicas[{i}].") for i, item in enumerate(raw_replicas)
+        ]
         blocked = data.get("blocked_paths") or []
         if not isinstance(blocked, list) or not all(isinstance(p, str) for p in blocked):
             raise ValueError("route table: blocked_paths must be a list of paths")
@@ -212,6 +234,30 @@ class RouteTable:
             _weights(data.get("weights")),
             _preview(data.get("preview")),
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON the controller serves and :meth:`from_json` reads back unchanged."""
+        limits = self.limits
+        return {
+            "epoch": self.epoch,
+            "version": self.version,
+            "policy": self.policy,
+            "max_ongoing_requests": self.max_ongoing_requests,
+            "max_queued_requests": self.max_queued_requests,
+            "replicas": [r.to_json() for r in self.replicas],
+            "blocked_paths": sorted(p.decode() for p in self.blocked_paths),
+            **({"load_balancer": limits.to_json()} if limits is not None else {}),
+            "request_timeout_s": limits.request_timeout_s if limits is not None else None,
+            "hold_at_zero_s": self.hold_at_zero_s,
+            "access_log": self.access_log,
+            "websocket_drain_s": self.websocket_drain_s,
+            "weights": {str(v): p for v, p in self.weights},
+            "preview": (
+                None
+                if self.preview is None
+                else {"port": self.preview[0], "version": self.preview[1]}
+            ),
+        }
 
     @classmethod
     def static(
@@ -248,104 +294,3 @@ def _int_field(data: dict[str, Any], name: str, prefix: str = "") -> int:
 def service_url(controller_url: str, service: str, endpoint: str) -> str:
     """``{controller}/api/v1/lb/{service}/{endpoint}``."""
     return f"{controller_url.rstrip('/')}/api/v1/lb/{quote(service, safe='')}/{endpoint}"
-
-
-class RouteClient:
-    """Long-polls the controller and hands every new table to ``on_table``.
-
-    The next poll starts as soon as a table is applied: its ``known=`` is the
-    acknowledgement the controller waits for before it stops a draining replica.
-    """
-
-    def __init__(
-        self,
-        home: Home,
-        service: str,
-        on_table: Callable[[RouteTable], None],
-        wait_s: float = 25.0,
-        min_backoff_s: float = 0.2,
-        max_backoff_s: float = 1.0,
-        worker: str = "",
-    ) -> None:
-        self._home = home
-        self._worker = worker  # lbscale: this LB worker's id in its polls (its acknowledgement)
-        self._service = service
-        self._on_table = on_table
-        self._wait_s = wait_s
-        self._min_backoff = min_backoff_s
-        self._max_backoff = max_backoff_s
-        self.known = ""
-
-    async def poll_once(self) -> RouteTable:
-        """One long-poll; raises ControlHTTPError or ValueError when it fails."""
-        url = self._home.controller_url()
-        if url is None:
-            raise control_http.ControlHTTPError("no controller recorded in STEADY_HOME")
-        wait = int(self._wait_s) if self._wait_s == int(self._wait_s) else self._wait_s
-        target = (
-            service_url(url, self._service, "routes")
-            + f"?known={quote(self.known, safe=':')}&wait={wait}"
-            + (f"&worker={quote(self._worker)}" if self._worker else "")
-        )
-        status, body = await control_http.request(target, timeout=self._wait_s + 10.0)
-        if status != 200:
-            raise control_http.ControlHTTPError(f"routes poll answered {status}")
-        return RouteTable.from_json(json.loads(body))
-
-    async def run(self) -> None:
-        """Poll forever; keep the last table through any failure."""
-        backoff = self._min_backoff
-        while True:
-            try:
-                table = await self.poll_once()
-            except (control_http.ControlHTTPError, ValueError) as exc:
-                log.debug("route poll failed: %s", exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._max_backoff)
-                continue
-            backoff = self._min_backoff
-            if table.key != self.known:
-                self._on_table(table)
-                self.known = table.key
-
-
-class LoadReporter:
-    """Posts the proxy's per-replica counts every ``interval`` seconds; failures are ignored."""
-
-    def __init__(
-        self,
-        home: Home,
-        service: str,
-        snapshot: Callable[[], Mapping[str, Any]],
-        interval: float = 0.5,
-    ) -> None:
-        self._home = home
-        self._service = service
-        self._snapshot = snapshot
-        self._interval = interval
-
-    def build(self) -> dict[str, Any]:
-        report = {"lb_pid": os.getpid(), **self._snapshot(), "time": time.time()}
-        return report
-
-    async def report_once(self) -> bool:
-        url = self._home.controller_url()
-        if url is None:
-            return False
-        body = json.dumps(self.build()).encode()
-        try:
-            status, _ = await control_http.request(
-                service_url(url, self._service, "report"),
-                method="POST",
-                body=body,
-                timeout=max(self._interval * 4, 2.0),
-            )
-        except control_http.ControlHTTPError as exc:
-            log.debug("load report failed: %s", exc)
-            return False
-        return 200 <= status < 300
-
-    async def run(self) -> None:
-        while True:
-            await self.report_once()
-            await asyncio.sleep(self._interval)
