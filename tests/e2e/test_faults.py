@@ -72,8 +72,10 @@ def test_replica_that_never_becomes_ready(steady: Steady, tmp_path: Path) -> Non
     assert [r["status"] for r in svc["replicas"]] == ["FAILED_INITIAL_DELAY"]
     events = steady.run("status", "five", "--events").stdout
     assert "answered 500" in events
-    time.sleep(1)
-    assert len(steady.service("five")["replicas"]) == 1  # judged broken, not relaunched
+    # Judged broken, and the decision not to relaunch is on record (the planner's
+    # rule itself is tested on simulated time: test_runtime_simulated.py).
+    assert "not relaunching" in events
+    assert len(steady.service("five")["replicas"]) == 1
 
 
 def _bad(steady: Steady, *args: str, needle: str) -> None:

@@ -119,7 +119,7 @@ RAY_CONFIG_SUPPORT = importlib.util.find_spec("steadyserve.compat.ray_serve") is
 
 @pytest.mark.skipif(
     not RAY_CONFIG_SUPPORT,
-    reason="needs `steady deploy serve_config.yaml` (rsconfig's steadyserve.compat.ray_serve); "
+    reason="needs `steady deploy serve_config.yaml` (steadyserve.compat.ray_serve); "
     "this test is for the merged tree",
 )
 def test_the_ray_docs_serve_config_deploys_and_updates_in_place(

@@ -12,17 +12,9 @@ import socket
 
 import pytest
 
-from steadyserve.backends.local import free_port
 from steadyserve.backends.ports import HOLD_S, MAX_TRIES, PortReservations, PortsExhausted
 
 TAKES = 2000
-
-
-def test_bare_free_ports_do_repeat() -> None:
-    """Why the reservations exist: without them, ports come back (this is the
-    behaviour the old launch had; if an OS ever stops repeating, this says so)."""
-    ports = [free_port() for _ in range(TAKES)]
-    assert len(set(ports)) < len(ports)
 
 
 def test_no_port_is_handed_out_twice() -> None:

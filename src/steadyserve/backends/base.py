@@ -4,8 +4,9 @@ The controller decides; a backend carries out. The backend owns placement, the
 replica's address (host and port: it allocates them), the part of the
 environment that says where to listen (``PORT``, ``STEADY_CONTROL_PORT``),
 start, stop, liveness and logs. The runtime owns states and decisions and never
-picks a port. ``local`` runs replicas as subprocesses; a Ray backend would run
-them as actors behind the same calls (docs/design.md, "The backend seam").
+picks a port. ``local`` runs replicas as subprocesses, ``ray`` as actors on a Ray
+cluster, ``fake`` in memory for the simulated-time tests, all behind the same
+calls (docs/design.md, "The backend seam").
 """
 
 from __future__ import annotations
@@ -15,6 +16,21 @@ from pathlib import Path
 from typing import Protocol
 
 from steadyserve.spec import Resources
+
+
+@dataclass(frozen=True)
+class AdoptRequest:
+    """A replica a previous controller started, as its row recorded it: found again
+    by its pid locally, by ``service`` and ``replica_id`` where replicas are named
+    (Ray actors)."""
+
+    pid: int
+    create_time: float | None
+    host: str
+    port: int
+    control_port: int | None
+    service: str = ""
+    replica_id: int = 0
 
 
 class ProvisionError(Exception):
@@ -65,6 +81,11 @@ class ReplicaHandle(Protocol):
     def control_port(self) -> int | None:
         """A Python replica's runner control port (health, reconfigure), else None."""
 
+    @property
+    def preempted(self) -> bool:
+        """True when the replica was lost with its machine (a Ray node died), not by a
+        fault of its own: replaced without counting against its version."""
+
     def exit_code(self) -> int | None:
         """None while the replica runs, else its exit code (-N for signal N)."""
 
@@ -85,17 +106,7 @@ class Backend(Protocol):
     async def launch(self, request: LaunchRequest) -> ReplicaHandle:
         """Place and start the replica at an address the backend chose."""
 
-    def adopt(
-        self,
-        pid: int,
-        create_time: float | None,
-        host: str,
-        port: int,
-        control_port: int | None,
-        *,
-        service: str = "",
-        replica_id: int = 0,
-    ) -> ReplicaHandle | None:
+    def adopt(self, request: AdoptRequest) -> ReplicaHandle | None:
         """Re-attach to a replica a previous controller started, if it still runs
         (by its pid locally, by ``service`` and ``replica_id`` where replicas are
         named, as Ray actors are)."""

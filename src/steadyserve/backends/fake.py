@@ -17,7 +17,7 @@ import itertools
 from pathlib import Path
 from typing import cast
 
-from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.paths import Home
 
 _ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\n\r\nok\n"
@@ -36,6 +36,10 @@ class _Always200(asyncio.Protocol):
 
 
 class FakeReplica:
+    """A replica of the simulated-time tests: no process, an exit code set by hand."""
+
+    preempted = False  # set by a test that loses the replica's "node"
+
     def __init__(
         self, pid: int, port: int, control_port: int | None, request: LaunchRequest
     ) -> None:
@@ -114,18 +118,8 @@ class FakeBackend:
         self.replicas[replica._pid] = replica
         return replica
 
-    def adopt(
-        self,
-        pid: int,
-        create_time: float | None,
-        host: str,
-        port: int,
-        control_port: int | None,
-        *,
-        service: str = "",
-        replica_id: int = 0,
-    ) -> ReplicaHandle | None:
-        replica = self.replicas.get(pid)
+    def adopt(self, request: AdoptRequest) -> ReplicaHandle | None:
+        replica = self.replicas.get(request.pid)
         return replica if replica is not None and replica.exit_code() is None else None
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:

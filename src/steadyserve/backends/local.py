@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,22 +22,17 @@ from pathlib import Path
 import psutil
 
 from steadyserve import replica_contract as contract
-from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.ports import PortReservations, PortsExhausted
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
 from steadyserve.paths import Home
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS just handed out as free; the replica binds it right after."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 class LocalProcess:
     """A replica process: owned (we hold its Popen) or adopted (only its pid)."""
+
+    preempted = False  # a local process is never lost with its machine
 
     def __init__(
         self,
@@ -129,7 +123,7 @@ class LocalBackend:
     def __init__(self, home: Home) -> None:
         self.home = home
         self._setup_locks: dict[tuple[str, int], asyncio.Lock] = {}
-        # environments hook: the virtualenv each prepared version runs in, if any.
+        # The virtualenv each prepared version runs in, if any.
         self.environments: dict[tuple[str, int], environment_build.Environment] = {}
         self.ports = PortReservations()
 
@@ -187,8 +181,8 @@ class LocalBackend:
         pip: list[str] | str | None,
         env: dict[str, str],
     ) -> None:
-        """The version's own virtualenv, built once per content key (environments
-        hook): ``pip:`` and ``setup`` run inside it, and so will its replicas."""
+        """The version's own virtualenv, built once per content key: ``pip:`` and
+        ``setup`` run inside it, and so will its replicas."""
         version_dir = self.home.version_dir(service, version)
         setup_log = version_dir / "setup.log"
         try:
@@ -250,21 +244,17 @@ class LocalBackend:
             popen, port, request.env.get(contract.REPLICA_TAG), control_port=control_port
         )
 
-    def adopt(
-        self,
-        pid: int,
-        create_time: float | None,
-        host: str,
-        port: int,
-        control_port: int | None,
-        *,
-        service: str = "",
-        replica_id: int = 0,
-    ) -> LocalProcess | None:
+    def adopt(self, request: AdoptRequest) -> LocalProcess | None:
+        pid, create_time = request.pid, request.create_time
         if not same_process_alive(pid, create_time):
             return None
         return LocalProcess(
-            pid, create_time, port, tag=tag_of(pid), host=host, control_port=control_port
+            pid,
+            create_time,
+            request.port,
+            tag=tag_of(pid),
+            host=request.host,
+            control_port=request.control_port,
         )
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:

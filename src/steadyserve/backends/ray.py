@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from steadyserve import replica_contract as contract
-from steadyserve.backends.base import LaunchRequest, ProvisionError
+from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError
 from steadyserve.backends.ray_placement import Placement, placement_of, unsatisfiable
 from steadyserve.compat.skypilot import fixed_port
 from steadyserve.paths import Home
@@ -341,20 +341,12 @@ class RayBackend:
                 return NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
         return None
 
-    def adopt(
-        self,
-        pid: int,
-        create_time: float | None,
-        host: str,
-        port: int,
-        control_port: int | None,
-        *,
-        service: str = "",
-        replica_id: int = 0,
-    ) -> RayReplica | None:
+    def adopt(self, request: AdoptRequest) -> RayReplica | None:
         """A replica a previous controller started, found by its actor's name (blocks
         for at most a few seconds: re-adoption runs once, when the controller starts)."""
         import ray
+
+        service, replica_id, port = request.service, request.replica_id, request.port
 
         name = actor_name(self.home_id, service, replica_id)
         try:

@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from steadyserve import oneline
 from steadyserve.backends import BACKEND_ENV, BackendChoiceError, backend_name
 from steadyserve.paths import Home
 
@@ -125,7 +126,8 @@ def start_controller(home: Home) -> dict[str, Any]:
         if code == 2 and (reason := _error_line(log_path)):  # e.g. the Ray cluster is unreachable
             raise CommandError(reason, 2)
         if code not in (None, 0):
-            raise CommandError(f"controller failed to start (exit {code}); see {log_path}")
+            last = oneline.file_tail(log_path, 1)  # its traceback's last line says why
+            raise CommandError(f"controller failed to start (exit {code}): {last}; see {log_path}")
         time.sleep(0.05)
     raise CommandError(f"controller did not answer within {START_TIMEOUT_S:.0f}s; see {log_path}")
 

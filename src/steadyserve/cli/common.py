@@ -127,7 +127,7 @@ def _print_created(created: dict[str, Any], as_json: bool, scheme: str = "http")
         click.echo(f"warning: {created['notice']}", err=True)
 
 
-def _load_one(
+def load_one(
     file: Path, name: str | None, notes: list[str] | None = None, ignore_resources: bool = False
 ) -> Any:
     notes = [] if notes is None else notes
@@ -231,7 +231,7 @@ def _print_plan(result: dict[str, Any]) -> None:
     _print_table(changes_table(result["changes"]))
 
 
-def _wait_update(
+def wait_update(
     client: Client, name: str, version: int, timeout: float, to_stderr: bool = False
 ) -> dict[str, Any]:
     """Show old/new ready counts until the update ends; fail (exit 1) if it failed."""
@@ -261,13 +261,13 @@ def _wait_update(
     return dict(update)
 
 
-def _after_plan(
+def after_plan(
     client: Client, result: dict[str, Any], wait: bool, timeout: float, as_json: bool
 ) -> None:
     if not as_json:
         _print_plan(result)
     if wait and result["changed"] and not result["dry_run"]:
-        result["update"] = _wait_update(
+        result["update"] = wait_update(
             client, result["name"], result["version"], timeout, to_stderr=as_json
         )
     if as_json:

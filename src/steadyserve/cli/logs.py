@@ -25,14 +25,6 @@ FOLLOW_POLL_S = 0.2
 UNKNOWN_TIME = "-"
 
 
-def tail_lines(path: Path, count: int | None) -> bytes:
-    """The last ``count`` lines of a file (all when None) without reading it twice."""
-    with open(path, "rb") as handle:
-        if count is None:
-            return handle.read()
-        return b"".join(deque(handle, maxlen=count)) if count > 0 else b""
-
-
 class LineWriter:
     """Writes log lines as they are (the default), stamped, or as JSON lines."""
 

@@ -22,23 +22,23 @@ from steadyserve.cli.client import (
     CommandError,
 )
 from steadyserve.cli.common import (
-    _after_plan,
     _confirm,
     _echo_json,
     _home,
-    _load_one,
     _print_created,
     _print_notes,
     _print_plan,
     _print_table,
     _wait_ready,
-    _wait_update,
     _with_defaults,
+    after_plan,
     console,
     ignore_resources_option,
     json_option,
+    load_one,
     reports_errors,
     utc_option,
+    wait_update,
     yes_option,
 )
 from steadyserve.cli.controller_commands import controller
@@ -108,18 +108,18 @@ def up(
       steady up examples/http_server/service.yaml --wait
     """
     notes: list[str] = []
-    spec = _load_one(file, name, notes, ignore_resources)
+    spec = load_one(file, name, notes, ignore_resources)
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
     if name is None and not (raw_document(file) or {}).get("name"):
-        # SkyServe hook: a second file from the same folder gets a new name.
+        # A second file from the same folder gets a new name.
         taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
         if spec.name in taken:
             new = unique_name(taken)
             notes.append(f"name: {spec.name} is taken, so this service is {new} (-n chooses)")
             spec = spec.model_copy(update={"name": new})
     _print_notes(notes)
-    with staged(spec, file) as sent:  # skyserve hook: file_mounts copied into the workdir
+    with staged(spec, file) as sent:  # file_mounts copied into the workdir
         created = client.call(
             "POST",
             "/api/v1/services",
@@ -171,7 +171,7 @@ def status(
     services = (
         client.call("GET", f"/api/v1/services?{query}")["services"] if query or not names else []
     )
-    if layout == "ray":  # rsconfig hook: cli/ray_status.py
+    if layout == "ray":  # cli/ray_status.py
         if as_json:
             _echo_json(ray_status.ray_status(services))
         else:
@@ -199,14 +199,14 @@ def status(
     _print_table(services_table(services, verbose))
     for line in autoscaling_lines(services):
         console.print(line, highlight=False, markup=False)
-    for line in progressive.canary_lines(services):  # canary hook: step, weight, analysis
+    for line in progressive.canary_lines(services):  # step, weight, analysis
         console.print(line, highlight=False, markup=False)
     for note in update_notes(services):
         console.print(note, style="red", markup=False)
     console.print()
     console.print("Service Replicas", style="bold")
     _print_table(replicas_table(services))
-    for svc in services:  # skyserve hook: replicas on a fixed port (controller/fixed_ports.py)
+    for svc in services:  # replicas on a fixed port (controller/fixed_ports.py)
         for rep in svc["replicas"]:
             if rep.get("notice"):
                 console.print(f"{svc['name']}: {rep['notice']}", style="red", markup=False)
@@ -251,10 +251,10 @@ def update(
       steady update http-server examples/http_server/service.yaml --dry-run
     """
     notes: list[str] = []
-    spec = _load_one(file, name, notes, ignore_resources)
+    spec = load_one(file, name, notes, ignore_resources)
     _print_notes(notes)
     client = Client(_home())
-    with staged(spec, file) as sent:  # skyserve hook: file_mounts copied into the workdir
+    with staged(spec, file) as sent:  # file_mounts copied into the workdir
         result = client.call(
             "POST",
             f"/api/v1/services/{name}/update",
@@ -266,7 +266,7 @@ def update(
                 "dry_run": dry_run,
             },
         )
-    _after_plan(client, result, wait, timeout, as_json)
+    after_plan(client, result, wait, timeout, as_json)
 
 
 @main.command()
@@ -290,7 +290,7 @@ def rollback(
     result = client.call(
         "POST", f"/api/v1/services/{name}/rollback", {"to": to, "dry_run": dry_run}
     )
-    _after_plan(client, result, wait, timeout, as_json)
+    after_plan(client, result, wait, timeout, as_json)
 
 
 @main.command()
@@ -359,7 +359,7 @@ def deploy(
         click.echo(f"notice: {notice}", err=True)
     client = Client(_home())
     text = file.read_text(encoding="utf-8")
-    with contextlib.ExitStack() as stack:  # skyserve hook: file_mounts into the workdir
+    with contextlib.ExitStack() as stack:  # file_mounts into the workdir
         sent = [stack.enter_context(staged(s, file)) for s in specs]
         request = {
             "services": [{"spec": s.spec_json(), "yaml": text} for s in sent],
@@ -399,7 +399,7 @@ def deploy(
             if item["action"] == "create":
                 _wait_ready(client, item["name"], timeout, to_stderr=as_json)
             elif item["action"] == "update":
-                item["update"] = _wait_update(
+                item["update"] = wait_update(
                     client, item["name"], item["version"], timeout, to_stderr=as_json
                 )
     if as_json:

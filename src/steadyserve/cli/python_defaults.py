@@ -30,8 +30,8 @@ OPTION_FIELDS = {
     "num_replicas": "replicas",
     "user_config": "user_config",
     "max_ongoing_requests": "max_ongoing_requests",
-    "max_queued_requests": "max_queued_requests",  # rsapi hook: Ray's option, same field
-    "graceful_shutdown_wait_loop_s": "graceful_shutdown_wait_loop_s",  # rsapi hook
+    "max_queued_requests": "max_queued_requests",  # Ray's option, same field
+    "graceful_shutdown_wait_loop_s": "graceful_shutdown_wait_loop_s",
     "health_check_period_s": "health_check_period_s",
     "health_check_timeout_s": "health_check_timeout_s",
     "graceful_shutdown_timeout_s": "graceful_shutdown_timeout_s",
@@ -102,7 +102,7 @@ def raw_document(path: Path) -> Any:
     return _read_document(path)
 
 
-# environments hook: a module whose packages come from the version's own
+# A module whose packages come from the version's own
 # environment is described with that environment's interpreter when it was
 # already built (same setup, pip: and dependency files), and otherwise cannot be
 # imported here yet: a one-line warning instead of an error.

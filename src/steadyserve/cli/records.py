@@ -121,7 +121,7 @@ def logs(
     if not path.exists():
         raise CommandError(f"no log yet at {path}", 1)
     out: Any = sys.stdout.buffer
-    if not controller_log:  # skyserve hook: secrets values never shown
+    if not controller_log:  # secrets values never shown
         out = MaskedOutput(out, secret_values(home.db_path, name))
     writer = logs_mod.LineWriter(
         out, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)

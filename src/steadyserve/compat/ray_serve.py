@@ -235,7 +235,7 @@ def _application(
                 ),
             )
     ray_app = {"import_path": import_path, "runtime_env": runtime_env, "args": args}
-    # Handles find the service of a deployment by name (rsapi's runner reads these).
+    # Handles find the service of a deployment by name (the runner reads these).
     graph_env = {
         "STEADY_GRAPH_SERVICES": as_json(
             {str(i.get("name")): service_name(name, str(i.get("name"))) for i in found}

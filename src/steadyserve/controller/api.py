@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
 
 LONG_POLL_MAX_S = 60.0
-# What the routes-only token may do (rsapi hook): follow a table, wake a service at zero.
+# What the routes-only token may do: follow a table, wake a service at zero.
 _ROUTES_TOKEN_CALLS = {
     "GET": re.compile(r"/api/v1/lb/[^/]+/routes"),
     "POST": re.compile(r"/api/v1/lb/[^/]+/wake"),
@@ -52,7 +52,7 @@ def _file(data: dict[str, Any]) -> str | None:
 def token_required(token: str, routes_token: str | None = None) -> Middleware:
     """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``.
 
-    ``routes_token`` (rsapi hook) reads route tables and wakes a service at zero,
+    ``routes_token`` reads route tables and wakes a service at zero,
     nothing else: Python replicas get it for their handles."""
     expected = f"Bearer {token}".encode()
     routes_only = f"Bearer {routes_token}".encode() if routes_token else None
@@ -178,7 +178,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             isinstance(expect_down, list) and all(isinstance(n, str) for n in expect_down)
         ):
             raise BadInput("'expect_down' must be a list of service names")
-        gateway = data.get("gateway")  # rsconfig hook: {port} or null
+        gateway = data.get("gateway")  # a fleet file's gateway: {port} or null
         port = gateway.get("port") if isinstance(gateway, dict) else None
         if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
             raise BadInput("gateway.port must be a port number")
@@ -237,7 +237,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
         except ValueError as exc:
             raise BadInput("wait must be a number of seconds") from exc
-        # lbscale: each LB worker polls with its own id (controller/routes.py); another
+        # Each LB worker polls with its own id (controller/routes.py); another
         # load balancer routing this service too (the gateway) is one more such view.
         known, worker = request.query.get("known", ""), request.query.get("worker", "")
         if consumer := request.query.get("consumer", ""):
@@ -283,7 +283,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
 
     @routes.get("/api/v1/gateway/routes")
     async def gateway_routes(request: web.Request) -> web.Response:
-        """rsconfig hook: the gateway's route map (prefix -> service), long-polled."""
+        """The gateway's route map (prefix -> service), long-polled."""
         try:
             wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
         except ValueError as exc:

@@ -85,7 +85,7 @@ class CanaryDriver:
         self.last_verdict: Verdict | None = None
         self._held_for: int | None = None
         self._hold: tuple[float | None, float] = (None, 0.0)
-        # Blue-green hook (controller/blue_green.py): preview, promote, warm old version.
+        # Blue-green (controller/blue_green.py): preview, promote, warm old version.
         self.blue_green = BlueGreen(runtime, self.table)
 
     @property

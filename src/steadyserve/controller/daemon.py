@@ -65,7 +65,7 @@ class Controller:
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._resumed_downs: list[asyncio.Task[None]] = []
-        # rsconfig hook: the gateway port (Ray Serve's http_options.port).
+        # The gateway port (Ray Serve's http_options.port).
         self.gateway = GatewaySupervisor(
             home, self.epoch, lambda: [r.spec for r in self.services.values()]
         )
@@ -173,7 +173,7 @@ class Controller:
             raise
         runtime = self._new_runtime(row)
         runtime.start()
-        for note in not_applicable_notes(spec):  # skyserve hook: named once, as an event
+        for note in not_applicable_notes(spec):  # named once, as an event
             self.store.add_event(name, None, None, EventKind.NOT_APPLICABLE, note)
         await updates.prune(self.store, self.home, runtime, spec.service.history_limit)
         return {
@@ -394,7 +394,7 @@ class Controller:
         finally:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)
-        if not self.services:  # rsconfig hook: nothing left to serve (serve shutdown)
+        if not self.services:  # nothing left to serve (serve shutdown)
             await self.gateway.configure(None)
 
     def shutdown(self) -> None:

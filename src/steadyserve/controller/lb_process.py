@@ -47,7 +47,7 @@ class LoadBalancerProcess:
         self.listeners: list[socket.socket] = []
         self.workers: int | None = None  # of the running LB (None: adopted, not known yet)
         self._replacing: set[asyncio.Task[None]] = set()
-        # skyserve hook: service.tls's files for the LB process (lb/tls.py env_for).
+        # service.tls's files for the LB process (wire/lb_process.py env_for).
         self.tls_env: dict[str, str] = {}
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from steadyserve.backends.base import AdoptRequest
 from steadyserve.controller.probing import probe_loop
 from steadyserve.core.states import ReplicaStatus
 
@@ -23,13 +24,15 @@ def readopt(rt: ServiceRuntime) -> None:
         status = replica.status
         if replica.pid is not None and replica.port is not None:
             held.handle = rt.backend.adopt(
-                replica.pid,
-                replica.pid_create_time,
-                replica.ip,
-                replica.port,
-                replica.control_port,
-                service=rt.name,
-                replica_id=replica.id,
+                AdoptRequest(
+                    replica.pid,
+                    replica.pid_create_time,
+                    replica.ip,
+                    replica.port,
+                    replica.control_port,
+                    service=rt.name,
+                    replica_id=replica.id,
+                )
             )
         if status.is_live or status is ReplicaStatus.SHUTTING_DOWN:
             if held.handle is None:

@@ -112,16 +112,16 @@ class ServiceRuntime:
         self._stopping = False
         self.plan = Plan()
         self.rollout = Rollout(self, store.latest_update(self.name))
-        # Autoscaling hook: the target every plan sizes to (controller/autoscaler.py).
+        # The target every plan sizes to (controller/autoscaler.py).
         self.autoscaler = Autoscaler(
             policy_for(self.spec.service), self._live_current(), self._record_scaling
         )
         self._own_counts: asyncio.Task[None] | None = None
-        # Canary hook: the step machine, weights and analysis (controller/canary.py).
+        # The step machine, weights and analysis (controller/canary.py).
         self.canary = CanaryDriver(self)
-        tls = self.spec.service.tls  # skyserve hook: the LB terminates service.tls
+        tls = self.spec.service.tls  # the LB terminates service.tls
         self.lb.tls_env = tls_env(tls.keyfile, tls.certfile) if tls else {}
-        # skyserve hook: replicas listening on a fixed port, not $PORT (fixed_ports.py).
+        # Replicas listening on a fixed port, not $PORT (fixed_ports.py).
         self.port_watch = PortWatch(
             lambda rid, notice: store.add_event(self.name, rid, None, EventKind.WRONG_PORT, notice)
         )
@@ -251,7 +251,7 @@ class ServiceRuntime:
         self._reap_exited()
         self.rollout.check()
         if self.updating:
-            self.canary.tick()  # canary hook: judge and move; an abort rolls back here
+            self.canary.tick()  # judge and move; an abort rolls back here
         self._autoscale()
         target = self.target_replicas()
         broken = self.row.version in self.broken_versions
@@ -273,7 +273,7 @@ class ServiceRuntime:
             self.store.remove_replica(replica, "failed replica no longer listed")
         for _ in range(plan.launch):
             self.launch(self.row.version)
-        self.rollout.heal(plan.launch_old)  # canary / blue-green hook: the stable version heals
+        self.rollout.heal(plan.launch_old)  # the stable version heals
         self._update_status(plan)
 
     # autoscaling hooks (the logic is in controller/autoscaler.py) -----
@@ -359,7 +359,7 @@ class ServiceRuntime:
             code = held.handle.exit_code()
             if code is None:
                 continue
-            if getattr(held.handle, "preempted", False) and replica.status.is_probed:
+            if held.handle.preempted and replica.status.is_probed:
                 # Its node died (the Ray backend): replaced like any lost replica, but it
                 # counts against neither the version nor an update in flight.
                 self.transition(replica, ReplicaStatus.PREEMPTED, "its node is gone")
@@ -440,7 +440,7 @@ class ServiceRuntime:
     async def stop_failed(self, replica: ReplicaRow, handle: ReplicaHandle) -> None:
         await self.backend.stop(handle, self.spec.service.graceful_shutdown_timeout_s)
         if (
-            getattr(handle, "preempted", False)
+            handle.preempted
             and replica.id in self.replicas
             and replica.status in (ReplicaStatus.FAILED, ReplicaStatus.FAILED_PROBING)
         ):

@@ -61,9 +61,9 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "autoscaling": runtime.autoscaler.status_json(time.monotonic()),
         "load_balancing_policy": runtime.spec.service.load_balancing_policy,
         "update": _update_json(runtime),
-        "canary": runtime.canary.status_json(),  # canary hook: step, weight, analysis
+        "canary": runtime.canary.status_json(),  # step, weight, analysis
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
-        # rsconfig hook: the Ray Serve application and deployment it was made from.
+        # the Ray Serve application and deployment it was made from.
         "application": runtime.spec.application,
         "deployment": runtime.spec.ray_options.get("deployment"),
         "route_prefix": runtime.spec.service.route_prefix,

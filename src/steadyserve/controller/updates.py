@@ -72,7 +72,7 @@ async def apply(
             f"service.port: the endpoint port cannot change in an update "
             f"(it is {runtime.row.port}; take the service down and up again)"
         )
-    if spec.service.tls != runtime.spec.service.tls:  # skyserve hook: the LB reads it at start
+    if spec.service.tls != runtime.spec.service.tls:  # the LB reads it at start
         raise BadInput(
             "service.tls: the endpoint's TLS files cannot change in an update"
             " (take the service down and up again)"
@@ -258,7 +258,7 @@ async def prune(
 
 
 async def prune_environments(store: Store, home: Home) -> None:
-    """environments hook: delete the virtualenvs no kept version (of any service) uses."""
+    """delete the virtualenvs no kept version (of any service) uses."""
     try:
         kept = environment_build.kept_versions(home, store)
         freed = await asyncio.to_thread(environment_build.prune_unused, home, kept)

@@ -77,10 +77,10 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "blue_green": "applies to the next update",
     "access_log": "applied by the load balancer",
     "websocket_drain_s": "applies to the next drain",
-    "route_prefix": "applied by the gateway",  # rsconfig hook
+    "route_prefix": "applied by the gateway",
 }
 
-# Top-level fields that describe a service without changing its replicas (rsconfig hook).
+# Top-level fields that describe a service without changing its replicas.
 _IN_PLACE_TOP_FIELDS: dict[str, str] = {
     "application": "which Ray Serve application lists the service",
 }

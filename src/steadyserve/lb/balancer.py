@@ -238,10 +238,6 @@ class Balancer:
         self.ejections += 1
         replica.close_idle()
 
-    def is_ejected(self, replica_id: int) -> bool:
-        until = self._ejected.get(replica_id)
-        return until is not None and until > self._clock()
-
     # -- reporting ---------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """Counts of every replica in the table or still busy, keyed by str(id)."""

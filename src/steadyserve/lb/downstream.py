@@ -267,7 +267,7 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
                 elif lname == b"upgrade":
                     self._upgrade_to = value
                 return
-            if lname == PIN_HEADER:  # canary hook: pin to a version, never forwarded
+            if lname == PIN_HEADER:  # pin to a version, never forwarded
                 self._pin(value)
                 return
             if lname == b"content-length":

@@ -159,6 +159,6 @@ def live_report(proxy: Proxy, metrics_port: int = 0, entry: str = ENDPOINT) -> d
     report["ejections"] = balancer.ejections
     if metrics_port:
         report["metrics_port"] = metrics_port
-    if proxy.websockets is not None:  # lbscale: open and total WebSockets per replica
+    if proxy.websockets is not None:  # open and total WebSockets per replica
         report.update(proxy.websockets.report())
     return report

@@ -92,7 +92,7 @@ class Proxy:
         self.default_limits = limits or Limits()
         # Scale to zero (lb/zero.py): holds requests while the table lists no replica.
         self.zero: ZeroHold | None = None
-        # lbscale: WebSocket tunnels (lb/websocket.py); None answers upgrades 501.
+        # WebSocket tunnels (lb/websocket.py); None answers upgrades 501.
         self.websockets: WebSockets | None = None
         self.limits = self.default_limits
         # request_timeout_s of the exchanges in flight, and the one timer serving them.

@@ -47,7 +47,7 @@ class RouteClient:
         worker: str = "",
     ) -> None:
         self._home = home
-        self._worker = worker  # lbscale: this LB worker's id in its polls (its acknowledgement)
+        self._worker = worker  # this LB worker's id in its polls (its acknowledgement)
         self._service = service
         self._on_table = on_table
         self._wait_s = wait_s

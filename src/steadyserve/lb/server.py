@@ -141,7 +141,7 @@ class LoadBalancer:
         if self.proxy.websockets is not None:
             self.proxy.websockets.apply_table(table)
         self.observe.apply_table(table)
-        self.preview.apply(table.preview)  # canary hook: the blue-green preview port
+        self.preview.apply(table.preview)  # the blue-green preview port
         self._first_table.set()
 
     async def start(self) -> None:
@@ -154,7 +154,7 @@ class LoadBalancer:
                 # wait in the shared socket's backlog for it instead (bounded).
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._first_table.wait(), FIRST_TABLE_WAIT_S)
-        # skyserve hook: service.tls -> the endpoint speaks HTTPS (lb/tls.py).
+        # service.tls -> the endpoint speaks HTTPS (lb/tls.py).
         tls = server_context_from_env()
         if self.config.listen_fds:
             # Sockets the controller bound and keeps open too: connections that

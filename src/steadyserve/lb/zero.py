@@ -44,7 +44,7 @@ class ZeroHold:
     def __init__(self, proxy: Proxy, ask: Callable[[], Awaitable[bool]]) -> None:
         self.proxy = proxy
         self._ask_controller = ask
-        self.ask_controller = ask  # lbscale: a WebSocket handshake at zero asks too
+        self.ask_controller = ask  # a WebSocket handshake at zero asks too
         self._held: deque[tuple[float, Exchange]] = deque()
         self._ids: set[int] = set()
         self._timer: asyncio.TimerHandle | None = None

@@ -103,7 +103,7 @@ def _url_path(value: object) -> str:
 
 
 def _route_prefix(value: object) -> str:
-    """Ray Serve's rule (rsconfig hook): ``/`` or ``/a/b``, no trailing slash, no
+    """Ray Serve's rule: ``/`` or ``/a/b``, no trailing slash, no
     wildcard braces (docs/ray-serve.md)."""
     if (
         not isinstance(value, str)

@@ -318,7 +318,7 @@ def load_fleet_file(path: str | Path) -> list[ServiceSpec]:
         raise SpecError(
             None, f"file must contain a mapping with services: [...], not {_kind(data)}", file=label
         )
-    if "applications" in data:  # rsconfig hook: a Ray Serve config file
+    if "applications" in data:  # a Ray Serve config file
         from steadyserve.compat.ray_serve import translate
 
         try:

@@ -149,7 +149,7 @@ class ServiceSpec(_Model):
         return value
 
     application: ServiceName | None = None
-    """The Ray Serve application this service was made from (rsconfig hook); a
+    """The Ray Serve application this service was made from; a
     Ray Serve config's deploy removes only services of applications."""
     ray_options: JsonMapping = Field(default_factory=dict)
     """Ray Serve options with no local meaning (``ray_actor_options``,

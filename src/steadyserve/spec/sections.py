@@ -306,7 +306,7 @@ class ServiceSection(_Model):
         return data
 
     route_prefix: RoutePrefix | None = None
-    """Served under this prefix on the gateway port too (rsconfig hook); None: not on it."""
+    """Served under this prefix on the gateway port too; None: not on it."""
 
     @field_validator("readiness_probe", mode="before")
     @classmethod

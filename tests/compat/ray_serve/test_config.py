@@ -80,7 +80,7 @@ def test_the_ray_docs_config_becomes_one_service_per_deployment(tmp_path: Path) 
     assert translator.application == "app1"
     assert translator.service.route_prefix is None
     assert summarizer.service.route_prefix == "/"  # the ingress only
-    # Handles reach the service that runs a deployment (rsapi's runner reads this).
+    # Handles reach the service that runs a deployment (the runner reads this).
     services = '{"Summarizer":"app1-summarizer","Translator":"app1-translator"}'
     assert translator.envs["STEADY_GRAPH_SERVICES"] == services
     assert out.gateway_port == 8000

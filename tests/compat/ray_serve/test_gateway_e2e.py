@@ -12,9 +12,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from steadyserve.backends.local import free_port
 from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
+from tests.lb._lb_helpers import free_port
 from tests.observe._observe import controller_url, get, requests_by_version, scrape
 
 APPS = Path(__file__).parent / "apps"

@@ -29,10 +29,6 @@ class Step:
     weight: int | None = None
     pause_s: float | None = None
 
-    @property
-    def is_weight(self) -> bool:
-        return self.weight is not None
-
 
 class Phase(str, Enum):
     RUNNING = "RUNNING"
