@@ -1,0 +1,1 @@
+"""The `steady` command: one module per group of commands, sharing the client and tables."""

@@ -1,3 +1,5 @@
+"""`python -m steadyserve.cli`: the `steady` command without its entry-point script."""
+
 from steadyserve.cli.main import main
 
 main()

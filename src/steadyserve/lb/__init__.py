@@ -2,10 +2,19 @@
 
 Run it as ``python -m steadyserve.lb --service NAME --port PORT --home PATH``.
 
-- ``policies``: routing policies (pure: least_load, round_robin, power_of_two).
-- ``routes``: the immutable route table, the controller long-poll and load reports.
-- ``balancer``: per-replica counts, pooled connections, ejection; no I/O of its own.
-- ``client`` / ``proxy`` / ``upstream``: the data path, plain asyncio protocols on
-  uvloop with httptools on both sides and keep-alive pools towards the replicas.
-- ``server`` / ``__main__``: wiring, signals and graceful drain.
+- ``downstream``: a client's connection: parse requests (httptools), answer them
+  in order; ``client_guards``, ``target`` and ``declined_upgrade`` check what
+  arrives.
+- ``proxy`` and ``exchange``: one request's way to a replica and back;
+  ``upstream``: a pooled keep-alive connection to one replica.
+- ``balancer``: per-replica counts, pools per version, ejection; the choice itself
+  is the policy's (core/routing); ``shared_load`` shares counts between workers.
+- ``websocket``, ``preview``, ``zero``: tunnels, the blue-green preview port, and
+  holding requests while a service is at zero.
+- ``route_client``: the route-table long-poll and the load report (the formats
+  are wire/routes.py and wire/load_report.py).
+- ``metrics``, ``observe``, ``access_log``: what was served, for the controller,
+  Prometheus and people.
+- ``server``, ``workers``, ``__main__``: wiring, SO_REUSEPORT workers, signals and
+  graceful drain; ``gateway`` and ``gateway_server``: the Ray Serve gateway port.
 """
