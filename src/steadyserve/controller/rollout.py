@@ -191,6 +191,7 @@ class Rollout:
             UpdateStatus.FAILED, f"{reason}; rolled back to version {self.update.from_version}"
         )
         rt.set_version(self.update.from_version)
+        rt.stop_setup(self.update.to_version, reason)
 
     def begin(
         self,
@@ -228,6 +229,7 @@ class Rollout:
                 rt.store.update_version(
                     rt.name, previous.to_version, outcome=VersionOutcome.SUPERSEDED
                 )
+                rt.stop_setup(previous.to_version, previous.message)
             update = rt.store.add_update(
                 UpdateRow(
                     id=None,
