@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS updates (
     status TEXT NOT NULL,
     message TEXT NOT NULL DEFAULT '',
     started_at REAL NOT NULL,
-    finished_at REAL
+    finished_at REAL,
+    stable_replicas INTEGER
 );
 CREATE TABLE IF NOT EXISTS versions (
     service TEXT NOT NULL,
@@ -170,6 +171,10 @@ class UpdateRow:
     message: str
     started_at: float
     finished_at: float | None = None
+    stable_replicas: int | None = None
+    """The stable version's size when the update started: a blue-green or canary
+    update heals it back to this, never up to the new version's target (None: an
+    update recorded by an older release)."""
 
     def __post_init__(self) -> None:
         self.mode = UpdateMode(self.mode)
@@ -215,6 +220,7 @@ class Store:
             ("versions", "base_version", "INTEGER"),
             ("versions", "pruned", "INTEGER NOT NULL DEFAULT 0"),
             ("services", "owner", "TEXT NOT NULL DEFAULT ''"),
+            ("updates", "stable_replicas", "INTEGER"),
         ):
             have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
             if column not in have:
@@ -355,7 +361,7 @@ class Store:
     def add_update(self, update: UpdateRow) -> UpdateRow:
         cur = self._db.execute(
             "INSERT INTO updates (service, mode, from_version, to_version, status, message, "
-            "started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "started_at, finished_at, stable_replicas) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 update.service,
                 update.mode,
@@ -365,6 +371,7 @@ class Store:
                 update.message,
                 update.started_at,
                 update.finished_at,
+                update.stable_replicas,
             ),
         )
         update.id = cur.lastrowid

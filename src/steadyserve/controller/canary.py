@@ -215,6 +215,7 @@ class CanaryDriver:
             complete=state.phase is Phase.COMPLETE,
             aborted=state.phase is Phase.ABORTED,
             old_broken=self.rt.rollout.stable_broken(),
+            stable_target=self.rt.rollout.stable_target(),
         )
         plan = Plan(
             launch=0 if broken else step.launch,

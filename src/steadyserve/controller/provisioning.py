@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.compat.skypilot import fixed_port
 from steadyserve.controller.probing import probe_loop
-from steadyserve.core.states import ReplicaStatus
+from steadyserve.core.states import EventKind, ReplicaStatus
+from steadyserve.envs.plan import needs_environment
 from steadyserve.oneline import one_line
 from steadyserve.state import ReplicaRow
 
@@ -39,6 +40,38 @@ def launch(rt: ServiceRuntime, version: int) -> None:
     rt.replicas[replica_id] = replica
     rt.hold(replica_id)
     rt.spawn(replica, provision_and_start(rt, replica))
+
+
+def stop_unstarted(rt: ServiceRuntime, version: int, why: str) -> None:
+    """``version`` is abandoned (its update aborted, failed or superseded): stop
+    its replicas that have not started yet, and with them the setup (or ``pip``)
+    they wait for.
+
+    Cancelling the provisioning task is what ``steady down`` does too: the build
+    kills its step's process group, deletes its half-built folder and links no
+    environment (environment_build._build). Left alone, a ``setup`` that takes
+    an hour would run on for a version nobody wants, and be linked when it ends.
+    """
+    unstarted = (ReplicaStatus.PENDING, ReplicaStatus.PROVISIONING)
+    doomed = [r for r in rt.replicas.values() if r.version == version and r.status in unstarted]
+    if not doomed:
+        return
+    spec = rt.spec_for(version)
+    if needs_environment(spec.setup, spec.pip):
+        rt.store.add_event(
+            rt.name,
+            None,
+            None,
+            EventKind.SETUP_STOPPED,
+            f"setup of version {version} stopped: {why}",
+        )
+    reason = f"version {version} is no longer wanted: {why}"
+    for replica in doomed:
+        for task in list(rt.hold(replica.id).tasks):
+            task.cancel()
+        rt.transition(replica, ReplicaStatus.SHUTTING_DOWN, reason)
+        rt.spawn(replica, rt.retire(replica, reason))
+    rt.wake()
 
 
 async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:

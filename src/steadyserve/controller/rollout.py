@@ -87,6 +87,7 @@ class Rollout:
             max_surge=svc.max_surge_count(target),
             max_unavailable=svc.max_unavailable_count(target),
             old_broken=self.stable_broken(),
+            stable_target=self.stable_target(),
             # Blue-green: promote and the warm old version (controller/blue_green.py).
             **(canary.blue_green.options(target, version, views) if self.updating else {}),
         )
@@ -97,6 +98,11 @@ class Rollout:
             launch_old=step.launch_old,
         )
         return plan, step.done
+
+    def stable_target(self) -> int | None:
+        """The size the stable version had when the update in flight started: it heals
+        back to that (planner.stable_size), never up to the new version's target."""
+        return self.update.stable_replicas if self.updating and self.update is not None else None
 
     def stable_broken(self) -> bool:
         """Whether the update's stable (from) version is judged broken: never relaunched."""
@@ -185,6 +191,7 @@ class Rollout:
             UpdateStatus.FAILED, f"{reason}; rolled back to version {self.update.from_version}"
         )
         rt.set_version(self.update.from_version)
+        rt.stop_setup(self.update.to_version, reason)
 
     def begin(
         self,
@@ -208,6 +215,12 @@ class Rollout:
             rt.store.save_update(previous)
             update = previous
         else:
+            # The stable version's size now: what it heals back to during the update.
+            # A superseded update's stable version is still this one's, at the size it
+            # had before either began (the target now may be the superseded version's).
+            stable_size = rt.target_replicas()
+            if previous is not None and self.updating and previous.stable_replicas is not None:
+                stable_size = previous.stable_replicas
             if previous is not None and self.updating:
                 previous.status = UpdateStatus.ROLLED_BACK if rollback else UpdateStatus.FAILED
                 previous.message = f"superseded by version {version}"
@@ -216,6 +229,7 @@ class Rollout:
                 rt.store.update_version(
                     rt.name, previous.to_version, outcome=VersionOutcome.SUPERSEDED
                 )
+                rt.stop_setup(previous.to_version, previous.message)
             update = rt.store.add_update(
                 UpdateRow(
                     id=None,
@@ -226,6 +240,7 @@ class Rollout:
                     status=UpdateStatus.IN_PROGRESS,
                     message=message,
                     started_at=rt.clock.now(),
+                    stable_replicas=stable_size,
                 )
             )
             self.failures = 0

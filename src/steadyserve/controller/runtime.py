@@ -33,7 +33,7 @@ from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.probes import probe_ready
 from steadyserve.controller.probing import Prober, apply_probe
-from steadyserve.controller.provisioning import launch
+from steadyserve.controller.provisioning import launch, stop_unstarted
 from steadyserve.controller.readopt import readopt
 from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
@@ -416,6 +416,10 @@ class ServiceRuntime:
     def launch(self, version: int) -> None:
         """Add a replica of ``version`` and start provisioning it (provisioning.py)."""
         launch(self, version)
+
+    def stop_setup(self, version: int, why: str) -> None:
+        """``version`` was given up: stop its replicas not started yet, and their setup."""
+        stop_unstarted(self, version, why)
 
     def on_probe(self, replica: ReplicaRow, ok: bool, why: str) -> None:
         """Apply one probe result (the rules are probing.judge_probe's)."""

@@ -155,6 +155,7 @@ def plan_update(
     switch_allowed: bool = True,
     keep_old: bool = False,
     old_broken: bool = False,
+    stable_target: int | None = None,
 ) -> UpdatePlan:
     """The next step from the live replicas of any version to ``target`` of ``new_version``.
 
@@ -174,7 +175,8 @@ def plan_update(
     routing, after it (``scale_down_delay_s``); the update is not done meanwhile.
     Until the switch the old version serves alone, so a replica it loses is
     replaced with the stable version (``launch_old``: the old ones back to
-    ``target``), unless ``old_broken``.
+    :func:`stable_size`), unless ``old_broken``; it is never grown to the new
+    version's target, which only the new version is launched to.
     """
     target = max(0, target)
     max_surge = max(0, max_surge)
@@ -205,7 +207,7 @@ def plan_update(
         if old and (len(new_ready) < target or not switch_allowed):
             # Before the switch: the old version serves alone, and heals to its target.
             routable = frozenset(r.id for r in old_ready)
-            launch_old = 0 if old_broken else max(0, target - len(old))
+            launch_old = 0 if old_broken else max(0, stable_size(stable_target, target) - len(old))
         else:
             # The switch (or after it): one routing change, then the old ones drain
             # (or stay warm, out of routing, while keep_old).
@@ -234,6 +236,18 @@ def plan_update(
     return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)
 
 
+def stable_size(stable_target: int | None, target: int) -> int:
+    """The size the stable version heals to while a blue-green or canary update runs:
+    what it had when the update started (``stable_target``), or the target if that
+    is smaller (autoscaling shrank it). Never the new version's larger target: on a
+    machine whose accelerators are all in use, growing the old version first would
+    leave no room for the new one (SkyServe keeps the old version at its size).
+    ``None`` (an update recorded before this was kept) means the target."""
+    if stable_target is None:
+        return max(0, target)
+    return max(0, min(stable_target, target))
+
+
 def _oldest_first(replicas: Iterable[ReplicaView]) -> list[ReplicaView]:
     """The order old replicas drain in: the oldest version first, then the highest id."""
     return sorted(replicas, key=lambda r: (r.version, -r.id))
@@ -248,6 +262,7 @@ def plan_canary(
     complete: bool,
     aborted: bool = False,
     old_broken: bool = False,
+    stable_target: int | None = None,
 ) -> UpdatePlan:
     """One step of a canary update (the weights themselves go in the route table).
 
@@ -257,7 +272,7 @@ def plan_canary(
     the stable version never drops below its target by the canary's doing, and
     an abort needs no launch. A stable replica that fails meanwhile is replaced
     with the stable version (``launch_old``: live old replicas plus these
-    launches make ``target`` again), as a Kubernetes stable ReplicaSet heals
+    launches make :func:`stable_size` again, never more), as a Kubernetes stable ReplicaSet heals
     during an Argo Rollouts canary; not once the canary is ``complete`` (the old
     version is about to drain) or ``aborted`` (the steady plan owns it again),
     and not if the old version is ``old_broken``. Every READY replica is
@@ -284,7 +299,7 @@ def plan_canary(
     routable = frozenset(r.id for r in [*old, *new_ready] if r.status is ReplicaStatus.READY)
     done = complete and not old and len(new) == target and len(new_ready) == target
     heals = not (complete or aborted or old_broken)
-    launch_old = max(0, target - len(old)) if heals else 0
+    launch_old = max(0, stable_size(stable_target, target) - len(old)) if heals else 0
     return UpdatePlan(
         launch=launch, drain=tuple(drain), routable=routable, done=done, launch_old=launch_old
     )

@@ -194,6 +194,7 @@ class EventKind(StrEnum):
     BLUE_GREEN = "BLUE_GREEN"
     WRONG_PORT = "WRONG_PORT"
     NOT_APPLICABLE = "NOT_APPLICABLE"
+    SETUP_STOPPED = "SETUP_STOPPED"
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind
