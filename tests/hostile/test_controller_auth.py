@@ -57,7 +57,7 @@ class Owned:
     ) -> tuple[int, dict[str, str], bytes]:
         """One request as the owner; redirects are not followed."""
         parts = urlsplit(self.url)
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=STEP_S)
+        conn = http.client.HTTPConnection(str(parts.hostname), parts.port, timeout=STEP_S)
         try:
             conn.request(method, path, body=body or None, headers=headers or {})
             resp = conn.getresponse()
