@@ -171,6 +171,18 @@ def test_a_wrong_or_missing_token_is_401(owned: Owned) -> None:
         assert json.loads(body)["kind"] == "unauthorized"
         status, _, _ = owned.request("POST", "/api/v1/shutdown", headers, b"{}")
         assert status == 401
+    # Public routes are public by the route they resolve to, not by a path prefix.
+    for path in (
+        "/dashboard/../api/v1/services",
+        "/dashboard/%2e%2e/api/v1/services",
+        "/dashboard/static/..%2f..%2fapi%2fv1%2fservices",
+        "/dashboard/login/../../api/v1/services",
+        "//api/v1/services",
+        "/API/v1/services",
+    ):
+        status, _, body = owned.request("GET", path)
+        assert status in (401, 404), (path, status, body)
+        assert b'"web"' not in body, path
     # The right one, derived from control.key as docs/security.md says, works.
     status, _, body = owned.request("GET", "/api/v1/services", api_headers(owned.home))
     assert status == 200, body
