@@ -50,7 +50,7 @@ USER_CONFIG = "STEADY_USER_CONFIG"
 CONTROLLER_FILE = "STEADY_CONTROLLER_FILE"
 GRAPH_SECRET = "STEADY_GRAPH_SECRET"
 ROUTES_TOKEN = "STEADY_ROUTES_TOKEN"
-"""Lets handles read route tables (only) from a controller that requires STEADY_TOKEN."""
+"""Lets handles read route tables (only): replicas never get the API's secret or STEADY_TOKEN."""
 HANDLE_CALL_PATH = "/-/steady/call"
 """Where a Python replica takes handle calls; every load balancer refuses it."""
 
