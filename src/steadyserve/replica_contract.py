@@ -84,6 +84,7 @@ BASE_ENV = (
 BASE_ENV_PREFIXES = ("LC_",)
 
 _KEY_FILE = "control.key"
+_KEY_BYTES = 32
 
 
 def base_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -147,7 +148,7 @@ def _home_key(home_root: Path) -> bytes:
     process reads the one key that won and none reads a half-written file."""
     path = home_root / _KEY_FILE
     try:
-        return bytes.fromhex(path.read_text().strip())
+        return _parse_key(path.read_text())
     except FileNotFoundError:
         unreadable = False
     except ValueError:  # not a key (a crash mid-write by an older version): replace it
@@ -156,7 +157,7 @@ def _home_key(home_root: Path) -> bytes:
     fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_hex(32))
+            out.write(secrets.token_hex(_KEY_BYTES))
         if unreadable:
             os.replace(draft, path)
         else:
@@ -164,4 +165,12 @@ def _home_key(home_root: Path) -> bytes:
                 os.link(draft, path)
     finally:
         draft.unlink(missing_ok=True)
-    return bytes.fromhex(path.read_text().strip())
+    return _parse_key(path.read_text())
+
+
+def _parse_key(text: str) -> bytes:
+    """32 bytes in hex; anything else (an empty file above all) is no key."""
+    key = bytes.fromhex(text.strip())
+    if len(key) != _KEY_BYTES:
+        raise ValueError(f"{_KEY_FILE} does not hold {_KEY_BYTES} bytes")
+    return key
