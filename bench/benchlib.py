@@ -29,6 +29,8 @@ from typing import Any
 import psutil
 import uvloop
 
+from steadyserve import api_token
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = HERE / "out"
@@ -483,9 +485,15 @@ class SteadyHome:
         data = json.loads((self.home / "controller.json").read_text())
         return str(data["url"])
 
+    def api_request(self, path: str) -> urllib.request.Request:
+        """A GET of the controller's API with the token it requires (api_token.py)."""
+        return urllib.request.Request(
+            self.controller_url() + path, headers=api_token.header(self.home)
+        )
+
     def api(self, path: str, timeout: float = 30.0) -> Any:
         """GET the controller's API directly (no CLI start-up in the measurement)."""
-        with urllib.request.urlopen(self.controller_url() + path, timeout=timeout) as resp:
+        with urllib.request.urlopen(self.api_request(path), timeout=timeout) as resp:
             return json.loads(resp.read())
 
     def write(self, name: str, text: str) -> Path:

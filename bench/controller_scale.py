@@ -95,10 +95,10 @@ def measure(home: SteadyHome, label: str, args: argparse.Namespace, create: list
     cpu = controller.cpu_percent()
     metrics = home.api("/api/v1/metrics")
     per_service = list(metrics["services"].values())
-    api_url = home.controller_url() + "/api/v1/services"
+    api_request = home.api_request("/api/v1/services")
 
     def api_get() -> int:
-        with urllib.request.urlopen(api_url, timeout=60) as resp:
+        with urllib.request.urlopen(api_request, timeout=60) as resp:
             return len(resp.read())
 
     size = api_get()

@@ -13,6 +13,7 @@ environment (``STEADY_TOKEN`` above all) reaches a replica.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -49,7 +50,7 @@ USER_CONFIG = "STEADY_USER_CONFIG"
 CONTROLLER_FILE = "STEADY_CONTROLLER_FILE"
 GRAPH_SECRET = "STEADY_GRAPH_SECRET"
 ROUTES_TOKEN = "STEADY_ROUTES_TOKEN"
-"""Lets handles read route tables (only) from a controller that requires STEADY_TOKEN."""
+"""Lets handles read route tables (only): replicas never get the API's secret or STEADY_TOKEN."""
 HANDLE_CALL_PATH = "/-/steady/call"
 """Where a Python replica takes handle calls; every load balancer refuses it."""
 
@@ -83,6 +84,7 @@ BASE_ENV = (
 BASE_ENV_PREFIXES = ("LC_",)
 
 _KEY_FILE = "control.key"
+_KEY_BYTES = 32
 
 
 def base_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -125,6 +127,15 @@ def graph_secret(home_root: Path) -> str:
     return hmac.new(_home_key(home_root), b"graph-pickle", hashlib.sha256).hexdigest()
 
 
+def api_secret(home_root: Path) -> str:
+    """The bearer token the controller's API requires when STEADY_TOKEN is not set.
+
+    Only who can read ``control.key`` (the home's owner: mode 0600 in a 0700 home)
+    can derive it, so the owner's commands need no token and other local users
+    have none (docs/security.md). Never given to a replica."""
+    return hmac.new(_home_key(home_root), b"api", hashlib.sha256).hexdigest()
+
+
 def routes_token(home_root: Path) -> str:
     """The bearer token that reads ``GET /api/v1/lb/NAME/routes`` and nothing else."""
     return hmac.new(_home_key(home_root), b"routes-read", hashlib.sha256).hexdigest()
@@ -132,12 +143,34 @@ def routes_token(home_root: Path) -> str:
 
 @lru_cache(maxsize=64)
 def _home_key(home_root: Path) -> bytes:
+    """The home's key, made on first use. The CLI and the controller may both be
+    first: the key is written to a private file and linked into place, so every
+    process reads the one key that won and none reads a half-written file."""
     path = home_root / _KEY_FILE
     try:
-        return bytes.fromhex(path.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        pass
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(secrets.token_hex(32))
-    return bytes.fromhex(path.read_text().strip())
+        return _parse_key(path.read_text())
+    except FileNotFoundError:
+        unreadable = False
+    except ValueError:  # not a key (a crash mid-write by an older version): replace it
+        unreadable = True
+    draft = home_root / f".{_KEY_FILE}.{secrets.token_hex(8)}"
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(_KEY_BYTES))
+        if unreadable:
+            os.replace(draft, path)
+        else:
+            with contextlib.suppress(FileExistsError):
+                os.link(draft, path)
+    finally:
+        draft.unlink(missing_ok=True)
+    return _parse_key(path.read_text())
+
+
+def _parse_key(text: str) -> bytes:
+    """32 bytes in hex; anything else (an empty file above all) is no key."""
+    key = bytes.fromhex(text.strip())
+    if len(key) != _KEY_BYTES:
+        raise ValueError(f"{_KEY_FILE} does not hold {_KEY_BYTES} bytes")
+    return key

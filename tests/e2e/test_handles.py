@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from steadyserve.backends.local import free_port
 from tests.helpers.figures import report
-from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
+from tests.helpers.steady import EXAMPLES, LoadClient, Steady, api_secret, http_get
 
 APPS = Path(__file__).parent / "apps"
 TEXT = "Hello my friend. The cat is in the house. Good morning my friend, my good friend."
@@ -95,6 +96,12 @@ def test_the_call_path_is_refused_by_the_load_balancer(steady: Steady, tmp_path:
     status, body = http_get(replica_port, "/-/steady/call")
     assert status == 405 and b"POST" in body
     assert json.loads(http_get(port_of(svc), "/?text=hello")[1])["translation"] == "bonjour"
+    # Handles use the routes-only token: a replica never holds the API's secret.
+    secret = api_secret(steady.home)
+    for replica in svc["replicas"]:
+        env = psutil.Process(replica["pid"]).environ()
+        assert env.get("STEADY_ROUTES_TOKEN") not in (None, secret)
+        assert secret not in env.values()
 
 
 def test_handles_read_routes_from_a_controller_that_requires_a_token(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -99,6 +101,19 @@ def processes_of_home(home: Path) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def api_secret(home: Path) -> str:
+    """The secret the controller of ``home`` requires when STEADY_TOKEN is not set,
+    derived here as docs/security.md says (an HMAC of ``control.key``), not by
+    importing the code under test."""
+    key = bytes.fromhex((home / "control.key").read_text().strip())
+    return hmac.new(key, b"api", hashlib.sha256).hexdigest()
+
+
+def api_headers(home: Path) -> dict[str, str]:
+    """What a test sends to call the controller's API directly, as the home's owner."""
+    return {"Authorization": f"Bearer {os.environ.get('STEADY_TOKEN') or api_secret(home)}"}
 
 
 def http_get(port: int, path: str = "/", timeout: float = 5.0) -> tuple[int, bytes]:

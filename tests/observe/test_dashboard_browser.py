@@ -64,7 +64,7 @@ def test_dashboard_shows_a_rolling_update_under_load(steady: Steady, tmp_path: P
     steady.run("up", str(v1), "--wait")
     port = int(steady.service("web")["endpoint"].rsplit(":", 1)[1])
     url = steady.run("dashboard", "--no-browser").stdout.strip()
-    assert url.endswith("/dashboard/"), url
+    assert "/dashboard/login?code=" in url, url  # one-time: no secret on chromium's argv
 
     client = LoadClient(port, max_seconds=150).start()
     shot = tmp_path / "dashboard.png"
@@ -76,6 +76,10 @@ def test_dashboard_shows_a_rolling_update_under_load(steady: Steady, tmp_path: P
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.goto(url)
+                # Redirected to the page without the code; the session cookie is
+                # HttpOnly, so the page's script cannot read it.
+                assert page.url.endswith("/dashboard/"), page.url
+                assert page.evaluate("document.cookie") == ""
                 page.wait_for_selector('section.service[data-service="web"] tr[data-version="1"]')
                 page.wait_for_timeout(3000)  # a few seconds of v1 alone on the charts
                 steady.run("update", "web", str(v2))

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.helpers.figures import report
-from tests.helpers.steady import LoadClient, Steady, http_get
+from tests.helpers.steady import LoadClient, Steady, api_secret, http_get
 from tests.observe._observe import controller_url, get, requests_by_version, scrape, spec_text
 
 
@@ -87,13 +87,16 @@ def test_metrics_and_dashboard_data_need_the_token_when_one_is_set(steady: Stead
 
     try:
         page_url = cli("dashboard", "--no-browser").strip()
-        # The token rides in the fragment, which a browser never sends to a server.
-        assert page_url.endswith("/dashboard/#token=s3cret"), page_url
+        # A one-time link: the token is never in a URL a browser's command line shows.
+        assert "/dashboard/login?code=" in page_url and "s3cret" not in page_url, page_url
         url = controller_url(steady)
         assert get(url, "/metrics")[0] == 401
         assert get(url, "/api/v1/dashboard")[0] == 401
         assert get(url, "/api/v1/dashboard/timeseries")[0] == 401
         assert get(url, "/dashboard/")[0] == 200  # static files only: no data in them
+        # The home's own secret does not stand in for a STEADY_TOKEN that is set.
+        home_secret = {"Authorization": f"Bearer {api_secret(steady.home)}"}
+        assert get(url, "/api/v1/dashboard", home_secret)[0] == 401
         auth = {"Authorization": "Bearer s3cret"}
         assert "steady_service_version" in scrape(url, auth)
         assert get(url, "/api/v1/dashboard", auth)[0] == 200

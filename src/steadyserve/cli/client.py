@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from steadyserve import oneline
+from steadyserve import api_token, oneline
 from steadyserve.backends import BACKEND_ENV, BackendChoiceError, backend_name
 from steadyserve.paths import Home
 
@@ -34,12 +34,13 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
-def _call(url: str, method: str, path: str, body: Any, timeout: float) -> tuple[int, Any]:
+def _call(
+    home: Home, url: str, method: str, path: str, body: Any, timeout: float
+) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url + path, data=data, method=method)
-    token = os.environ.get("STEADY_TOKEN")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    for name, value in api_token.header(home.root).items():
+        request.add_header(name, value)
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:
@@ -59,11 +60,15 @@ def controller_alive(home: Home) -> dict[str, Any] | None:
     if not info or not isinstance(info.get("url"), str):
         return None
     try:
-        status, data = _call(info["url"], "GET", "/api/v1/health", None, timeout=2.0)
+        status, data = _call(home, info["url"], "GET", "/api/v1/health", None, timeout=2.0)
     except (OSError, ValueError):
         return None
     if status == 401:
-        raise CommandError(f"the controller at {info['url']} refused STEADY_TOKEN", 2)
+        raise CommandError(
+            f"the controller at {info['url']} refused this command: run it as the owner of"
+            f" {home.root}, with the controller's STEADY_TOKEN if it was started with one",
+            2,
+        )
     if status != 200 or not isinstance(data, dict) or data.get("pid") != info.get("pid"):
         return None
     return data
@@ -139,7 +144,7 @@ def stop_controller(home: Home, timeout: float = 30.0) -> bool:
         return False
     pid = int(info["pid"])
     with contextlib.suppress(OSError):
-        _call(info["url"], "POST", "/api/v1/shutdown", {}, timeout=5.0)
+        _call(home, info["url"], "POST", "/api/v1/shutdown", {}, timeout=5.0)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -168,7 +173,7 @@ class Client:
 
     def call(self, method: str, path: str, body: Any = None, timeout: float = 60.0) -> Any:
         try:
-            status, data = _call(self.url, method, path, body, timeout)
+            status, data = _call(self.home, self.url, method, path, body, timeout)
         except OSError as exc:
             raise CommandError(f"cannot reach the controller at {self.url}: {exc}") from exc
         if status >= 400:

@@ -1,4 +1,5 @@
-"""``steady dashboard``: print the dashboard's URL, and open it when a browser exists."""
+"""``steady dashboard``: print a one-time link to the dashboard, and open it when a
+browser exists."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ from urllib.parse import quote
 
 import click
 
-from steadyserve.cli.client import CommandError, start_controller
+from steadyserve.cli.client import Client, CommandError
 from steadyserve.paths import Home
 
 
-def dashboard_url(controller_url: str, token: str | None) -> str:
-    """The page's URL; a token rides in the fragment, which browsers never send."""
-    url = controller_url.rstrip("/") + "/dashboard/"
-    return f"{url}#token={quote(token, safe='')}" if token else url
+def dashboard_url(controller_url: str, code: str) -> str:
+    """The page's one-time link: the code opens a session once, within a minute,
+    so a browser's command line (which every local user can read) holds nothing
+    that lasts (controller/dashboard_login.py)."""
+    return f"{controller_url.rstrip('/')}/dashboard/login?code={quote(code, safe='')}"
 
 
 def _has_gui() -> bool:
@@ -28,20 +30,24 @@ def _has_gui() -> bool:
 
 
 @click.command()
-@click.option("--no-browser", is_flag=True, help="Only print the URL.")
+@click.option("--no-browser", is_flag=True, help="Only print the link.")
 def dashboard(no_browser: bool) -> None:
-    """Print the URL of the live dashboard (starting the controller if needed).
+    """Print a one-time link to the live dashboard (starting the controller if needed).
+
+    The link works once, within a minute: it opens a browser session and holds
+    no secret (docs/security.md). Run the command again for a new one.
 
     \b
     Example:
       steady dashboard --no-browser
     """
+    client = Client(Home.from_env())
     try:
-        info = start_controller(Home.from_env())
+        code = client.call("POST", "/api/v1/dashboard/codes", {})["code"]
     except CommandError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    url = dashboard_url(str(info["url"]), os.environ.get("STEADY_TOKEN") or None)
+    url = dashboard_url(client.url, str(code))
     click.echo(url)
     if not no_browser and _has_gui():
         with contextlib.suppress(webbrowser.Error):  # no browser: the URL is the answer

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from steadyserve import replica_contract as contract
-from steadyserve.controller import dashboard, progressive
+from steadyserve.controller import dashboard, dashboard_login, progressive
 from steadyserve.controller.errors import ApiError, BadInput
 from steadyserve.wire.load_report import LoadReport
 
@@ -27,10 +26,13 @@ if TYPE_CHECKING:
 
 LONG_POLL_MAX_S = 60.0
 # What the routes-only token may do: follow a table, wake a service at zero.
-_ROUTES_TOKEN_CALLS = {
-    "GET": re.compile(r"/api/v1/lb/[^/]+/routes"),
-    "POST": re.compile(r"/api/v1/lb/[^/]+/wake"),
-}
+_ROUTES_TOKEN_CALLS = frozenset(
+    {("GET", "/api/v1/lb/{name}/routes"), ("POST", "/api/v1/lb/{name}/wake")}
+)
+# What anyone may call: the dashboard's static files (no data) and its login link.
+_PUBLIC_CALLS = frozenset(
+    {("GET", route) for route in (*dashboard.STATIC_ROUTES, dashboard_login.LOGIN_PATH)}
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -49,44 +51,61 @@ def _file(data: dict[str, Any]) -> str | None:
     return file if isinstance(file, str) else None
 
 
-def token_required(token: str, routes_token: str | None = None) -> Middleware:
-    """With STEADY_TOKEN set, every call must carry ``Authorization: Bearer <token>``.
+def secret_required(
+    secret: str, routes_token: str, logins: dashboard_login.Logins, open_metrics: bool
+) -> Middleware:
+    """Every call must carry ``Authorization: Bearer <secret>`` (STEADY_TOKEN, or by
+    default the home's secret: api_token.py), except these, each allowed by the
+    route it resolved to (never by a prefix of the path it asked for):
 
-    ``routes_token`` reads route tables and wakes a service at zero,
-    nothing else: Python replicas get it for their handles."""
-    expected = f"Bearer {token}".encode()
-    routes_only = f"Bearer {routes_token}".encode() if routes_token else None
+    - the dashboard's static files and its login link (no data; the link spends a
+      one-time code itself);
+    - ``GET /metrics`` when no STEADY_TOKEN is set (read-only: docs/observability.md);
+    - ``routes_token``: read route tables and wake a service at zero,
+      nothing else; Python replicas get it for their handles;
+    - a dashboard session cookie: the page's data calls only."""
+    expected = f"Bearer {secret}".encode()
+    routes_only = f"Bearer {routes_token}".encode()
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if dashboard.is_public(request.path):  # the page's static files: no data
-            return await handler(request)
+        resource = request.match_info.route.resource  # None: no route matched
+        call = (request.method, resource.canonical) if resource is not None else None
         given = request.headers.get("Authorization", "").encode()
-        allowed = _ROUTES_TOKEN_CALLS.get(request.method)
         if (
-            routes_only is not None
-            and allowed is not None
-            and allowed.fullmatch(request.path)
-            and hmac.compare_digest(given, routes_only)
+            call in _PUBLIC_CALLS
+            or (open_metrics and call == ("GET", "/metrics"))
+            or hmac.compare_digest(given, expected)
+            or (call in _ROUTES_TOKEN_CALLS and hmac.compare_digest(given, routes_only))
+            or (
+                call in dashboard_login.COOKIE_ROUTES
+                and logins.valid(request.cookies.get(logins.cookie_name))
+            )
         ):
             return await handler(request)
-        if not hmac.compare_digest(given, expected):
-            return web.json_response(
-                {"error": "missing or wrong STEADY_TOKEN", "kind": "unauthorized"}, status=401
-            )
-        return await handler(request)
+        return web.json_response(
+            {"error": "missing or wrong token (docs/security.md)", "kind": "unauthorized"},
+            status=401,
+        )
 
     return check
 
 
 def build_app(controller: Controller, token: str | None = None) -> web.Application:
-    routes_token = contract.routes_token(controller.home.root)
-    middlewares: list[Middleware] = [token_required(token, routes_token)] if token else []
+    """``token`` is STEADY_TOKEN; without it the API requires the home's secret."""
+    root = controller.home.root
+    logins = dashboard_login.Logins(contract.home_id(root))
+    middlewares: list[Middleware] = [
+        secret_required(
+            token or contract.api_secret(root), contract.routes_token(root), logins, token is None
+        )
+    ]
     app = web.Application(
         middlewares=[*middlewares, errors_as_json], client_max_size=8 * 1024 * 1024
     )
     routes = web.RouteTableDef()
     observer = dashboard.add_routes(app, controller)  # /metrics and the dashboard
+    dashboard_login.add_routes(app, logins)  # its one-time links
 
     async def body(request: web.Request) -> dict[str, Any]:
         try:

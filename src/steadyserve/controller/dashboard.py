@@ -6,11 +6,10 @@ internet. It polls two JSON endpoints: ``/api/v1/dashboard`` (services,
 replicas, the update in progress with its plan and events) and
 ``/api/v1/dashboard/timeseries`` (per-version rates and latencies).
 
-Token: the static files hold no data and are served without ``STEADY_TOKEN``
-(see ``PUBLIC_PREFIX``); everything with data needs it. ``steady dashboard``
-puts the token in the URL's fragment (``#token=...``), which browsers never
-send to a server; the page moves it into the tab's sessionStorage, removes it
-from the address bar, and sends it as ``Authorization: Bearer`` on its fetches.
+Access: the static files hold no data and are served to anyone
+(``STATIC_ROUTES``); the JSON needs the API's secret or the session cookie a
+one-time link opens (controller/dashboard_login.py), which the page's fetches
+send by themselves.
 """
 
 from __future__ import annotations
@@ -31,7 +30,8 @@ if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
     from steadyserve.controller.runtime import ServiceRuntime
 
-PUBLIC_PREFIX = "/dashboard"  # static files only: no token needed
+STATIC_ROUTES = ("/dashboard", "/dashboard/", "/dashboard/static/{name}")
+"""The page's files: no data in them, so no secret is needed."""
 OBSERVER_KEY = web.AppKey("observer", Observer)
 EVENTS_SHOWN = 40
 STATIC_TYPES = {
@@ -40,11 +40,6 @@ STATIC_TYPES = {
     ".css": "text/css",
     ".txt": "text/plain",
 }
-
-
-def is_public(path: str) -> bool:
-    """Paths the token check lets through: the dashboard's static files."""
-    return path == PUBLIC_PREFIX or path.startswith(PUBLIC_PREFIX + "/")
 
 
 def _static(name: str) -> bytes | None:
@@ -152,7 +147,7 @@ def add_routes(app: web.Application, controller: Controller) -> Observer:
 
     @routes.get("/dashboard")
     async def dashboard_root(request: web.Request) -> web.Response:
-        raise web.HTTPFound(PUBLIC_PREFIX + "/")
+        raise web.HTTPFound("/dashboard/")
 
     @routes.get("/dashboard/")
     async def dashboard_page(request: web.Request) -> web.Response:

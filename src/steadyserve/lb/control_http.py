@@ -9,10 +9,12 @@ client library would cost the load balancer more memory than its data path.
 from __future__ import annotations
 
 import asyncio
-import os
 from urllib.parse import urlsplit
 
 import httptools
+
+from steadyserve import api_token
+from steadyserve.paths import Home
 
 
 class ControlHTTPError(Exception):
@@ -59,8 +61,11 @@ async def request(
     body: bytes | None = None,
     timeout: float = 5.0,
     max_bytes: int = 16 * 1024 * 1024,
+    *,
+    home: Home,
 ) -> tuple[int, bytes]:
-    """Send one request to ``url``; return (status, body). Raises ControlHTTPError."""
+    """Send one request to ``url``, the controller of ``home``, with the token it
+    requires (api_token.py); return (status, body). Raises ControlHTTPError."""
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ControlHTTPError(f"unsupported controller url {url!r}")
@@ -70,9 +75,7 @@ async def request(
         target += "?" + parts.query
     host_header = parts.netloc
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host_header}", "Connection: close"]
-    token = os.environ.get("STEADY_TOKEN")
-    if token:  # the controller then refuses any call without it
-        lines.append(f"Authorization: Bearer {token}")
+    lines.extend(f"{name}: {value}" for name, value in api_token.header(home.root).items())
     if body is not None:
         lines.append("Content-Type: application/json")
         lines.append(f"Content-Length: {len(body)}")

@@ -62,7 +62,9 @@ class _GatewayRouteClient(RouteClient):
             service_url(url, self._service, "routes")
             + f"?known={quote(self.known, safe=':')}&wait={int(self._wait_s)}&consumer={CONSUMER}"
         )
-        status, body = await control_http.request(target, timeout=self._wait_s + 10.0)
+        status, body = await control_http.request(
+            target, timeout=self._wait_s + 10.0, home=self._home
+        )
         if status != 200:
             raise control_http.ControlHTTPError(f"routes poll answered {status}")
         return RouteTable.from_json(json.loads(body))
@@ -159,7 +161,9 @@ class Gateway:
                     f"{url.rstrip('/')}/api/v1/gateway/routes"
                     f"?known={quote(self.known, safe=':')}&wait={int(POLL_WAIT_S)}"
                 )
-                status, body = await control_http.request(target, timeout=POLL_WAIT_S + 10.0)
+                status, body = await control_http.request(
+                    target, timeout=POLL_WAIT_S + 10.0, home=self.home
+                )
                 if status != 200:
                     raise control_http.ControlHTTPError(f"gateway poll answered {status}")
                 data = json.loads(body)

@@ -66,7 +66,9 @@ class RouteClient:
             + f"?known={quote(self.known, safe=':')}&wait={wait}"
             + (f"&worker={quote(self._worker)}" if self._worker else "")
         )
-        status, body = await control_http.request(target, timeout=self._wait_s + 10.0)
+        status, body = await control_http.request(
+            target, timeout=self._wait_s + 10.0, home=self._home
+        )
         if status != 200:
             raise control_http.ControlHTTPError(f"routes poll answered {status}")
         return RouteTable.from_json(json.loads(body))
@@ -133,6 +135,7 @@ class LoadReporter:
                 method="POST",
                 body=body,
                 timeout=max(self._interval * 4, 2.0),
+                home=self._home,
             )
         except control_http.ControlHTTPError as exc:
             log.debug("load report failed: %s", exc)

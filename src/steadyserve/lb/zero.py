@@ -156,7 +156,7 @@ def controller_asker(home: Home, service: str) -> Callable[[], Awaitable[bool]]:
             return False
         try:
             status, _ = await control_http.request(
-                service_url(url, service, "wake"), method="POST", body=b"{}", timeout=2.0
+                service_url(url, service, "wake"), method="POST", body=b"{}", timeout=2.0, home=home
             )
         except control_http.ControlHTTPError:
             return False

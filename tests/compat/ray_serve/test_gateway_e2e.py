@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from tests.helpers.figures import report
-from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get
+from tests.helpers.steady import EXAMPLES, LoadClient, Steady, api_headers, http_get
 from tests.lb._lb_helpers import free_port
 from tests.observe._observe import controller_url, get, requests_by_version, scrape
 
@@ -150,7 +150,7 @@ def test_rolling_update_through_the_gateway_fails_nothing(steady: Steady, tmp_pa
     # second, so the newest counts may need one more sample).
     deadline = time.monotonic() + 10
     while True:
-        status, data = get(url, "/api/v1/dashboard/timeseries")
+        status, data = get(url, "/api/v1/dashboard/timeseries", api_headers(steady.home))
         series = json.loads(data)["services"]["translate-echo"]["versions"]
         if {"1", "2"} <= set(series) or time.monotonic() > deadline:
             break

@@ -5,20 +5,13 @@ const REFRESH_MS = 1000;
 const COLORS = ["#2f7de1", "#e8590c", "#2b8a3e", "#9c36b5", "#c92a2a", "#1098ad", "#5c940d"];
 const NONE_COLOR = "#868e96";
 
-// STEADY_TOKEN: `steady dashboard` passes it once in the URL fragment (never sent
-// to a server); keep it for this tab only and take it out of the address bar.
-const TOKEN = (() => {
-  const match = location.hash.match(/token=([^&]+)/);
-  if (match) {
-    sessionStorage.setItem("steadyToken", decodeURIComponent(match[1]));
-    history.replaceState(null, "", location.pathname + location.search);
-  }
-  return sessionStorage.getItem("steadyToken");
-})();
-
+// Data calls carry the session cookie the one-time link of `steady dashboard` set
+// (HttpOnly: this script never sees it). Without one, say how to get a link.
 async function getJSON(path) {
-  const headers = TOKEN ? { Authorization: "Bearer " + TOKEN } : {};
-  const response = await fetch(path, { headers, cache: "no-store" });
+  const response = await fetch(path, { cache: "no-store", credentials: "same-origin" });
+  if (response.status === 401) {
+    throw new Error("not signed in: run `steady dashboard` for a new link");
+  }
   if (!response.ok) throw new Error(path + ": HTTP " + response.status);
   return response.json();
 }
