@@ -63,6 +63,8 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "update": _update_json(runtime),
         "canary": runtime.canary.status_json(),  # canary hook: step, weight, analysis
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
+        # Why the service is FAILED when its load balancer cannot start; else None.
+        "failure": runtime.lb.failure,
         # rsconfig hook: the Ray Serve application and deployment it was made from.
         "application": runtime.spec.application,
         "deployment": runtime.spec.ray_options.get("deployment"),
