@@ -55,6 +55,7 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "active_versions": active,
         "uptime_s": round(time.time() - row.created_at, 3),
         "endpoint": f"127.0.0.1:{row.port}",
+        "scheme": "https" if runtime.spec.service.tls else "http",
         "ready_replicas": ready,
         "total_replicas": total,
         "target_replicas": runtime.target_replicas(),
