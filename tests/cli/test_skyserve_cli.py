@@ -73,7 +73,7 @@ def test_image_id_refused_then_started_with_ignore_image(steady: Steady, tmp_pat
 def test_a_mismatched_tls_pair_is_refused_before_anything_starts(
     steady: Steady, tmp_path: Path
 ) -> None:
-    key_a, cert_a = make_pair(tmp_path, "a")
+    _, cert_a = make_pair(tmp_path, "a")
     key_b, _ = make_pair(tmp_path, "b")
     path = _service(tmp_path)
     tls = f"  tls:\n    keyfile: {key_b}\n    certfile: {cert_a}\n"

@@ -94,7 +94,12 @@ def serve_group(
         ignore_resources: bool,
         ignore_image: bool,
     ) -> None:
-        """sky serve up -n NAME FILE: start a service (steady up)."""
+        """sky serve up -n NAME FILE: start a service (steady up).
+
+        \b
+        Example:
+          steady serve up -n http-server examples/serve/http_server/task.yaml
+        """
         ctx.invoke(
             up, file=file, name=name, ignore_resources=ignore_resources, ignore_image=ignore_image
         )
@@ -109,7 +114,12 @@ def serve_group(
     def serve_status(
         ctx: click.Context, names: tuple[str, ...], verbose: bool, endpoint: bool, all_users: bool
     ) -> None:
-        """sky serve status [--endpoint] [NAMES]: services and replicas (steady status)."""
+        """sky serve status [--endpoint] [NAMES]: services and replicas (steady status).
+
+        \b
+        Example:
+          steady serve status --endpoint http-server
+        """
         ctx.invoke(status, names=names, verbose=verbose, endpoint=endpoint)
 
     @serve.command("update")
@@ -135,7 +145,12 @@ def serve_group(
         ignore_resources: bool,
         ignore_image: bool,
     ) -> None:
-        """sky serve update NAME FILE --mode blue_green -y: a new version (steady update)."""
+        """sky serve update NAME FILE --mode blue_green -y: a new version (steady update).
+
+        \b
+        Example:
+          steady serve update http-server new.yaml --mode blue_green -y
+        """
         ctx.invoke(
             update,
             name=name,
@@ -165,7 +180,12 @@ def serve_group(
         follow: bool,
         tail: int | None,
     ) -> None:
-        """sky serve logs NAME [ID]: a replica's log, followed as SkyServe does (steady logs)."""
+        """sky serve logs NAME [ID]: a replica's log, followed as SkyServe does (steady logs).
+
+        \b
+        Example:
+          steady serve logs http-server 1 --no-follow
+        """
         ctx.invoke(
             logs,
             name=name,
@@ -186,7 +206,12 @@ def serve_group(
     def serve_down(
         ctx: click.Context, names: tuple[str, ...], all_: bool, purge: bool, yes: bool
     ) -> None:
-        """sky serve down NAME -y (or --all): stop services (steady down)."""
+        """sky serve down NAME -y (or --all): stop services (steady down).
+
+        \b
+        Example:
+          steady serve down http-server -y
+        """
         ctx.invoke(down, names=names, all_=all_, purge=purge, yes=yes)
 
     return serve
