@@ -399,3 +399,45 @@ def test_an_older_database_gains_the_pruned_column(tmp_path: Path) -> None:
         assert store.versions("s")[0].pruned == 1
     finally:
         store.close()
+
+
+def test_skyignore_uses_gitignore_rules_with_negation(tmp_path: Path) -> None:
+    """SkyPilot reads .skyignore with gitignore rules: negation, anchoring, folders only."""
+    src = make(
+        tmp_path / "src",
+        {
+            ".skyignore": "*.log\n!keep.log\n/top.txt\ndata/\n",
+            "app.py": "x",
+            "run.log": "noise",
+            "keep.log": "kept",
+            "top.txt": "anchored",
+            "sub/top.txt": "not anchored here",
+            "data/big.bin": "b",
+            "sub/data/more.bin": "b",
+        },
+    )
+    (src / "data.txt").write_text("a file, not the folder data/")
+    assert sorted(e.rel for e in scan(src) if e.kind == "file") == [
+        ".skyignore",
+        "app.py",
+        "data.txt",
+        "keep.log",
+        "sub/top.txt",
+    ]
+
+
+def test_steadyignore_can_re_include_what_skyignore_leaves_out(tmp_path: Path) -> None:
+    src = make(
+        tmp_path / "src",
+        {
+            ".skyignore": "*.bin\n",
+            ".steadyignore": "!weights.bin\n",
+            "weights.bin": "w",
+            "x.bin": "x",
+        },
+    )
+    assert sorted(e.rel for e in scan(src) if e.kind == "file") == [
+        ".skyignore",
+        ".steadyignore",
+        "weights.bin",
+    ]

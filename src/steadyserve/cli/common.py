@@ -109,6 +109,11 @@ ignore_resources_option = click.option(
     is_flag=True,
     help="Start even when this machine lacks the file's resources (GPUs, CPUs, memory).",
 )
+ignore_image_option = click.option(
+    "--ignore-image",
+    is_flag=True,
+    help="Start even when the file names resources.image_id (replicas run on the host).",
+)
 
 
 def _print_notes(notes: list[str]) -> None:
@@ -128,13 +133,23 @@ def _print_created(created: dict[str, Any], as_json: bool, scheme: str = "http")
 
 
 def load_one(
-    file: Path, name: str | None, notes: list[str] | None = None, ignore_resources: bool = False
+    file: Path,
+    name: str | None,
+    notes: list[str] | None = None,
+    ignore_resources: bool = False,
+    ignore_image: bool = False,
 ) -> Any:
     notes = [] if notes is None else notes
     spec = load_service_file(file, name, notes)
     spec = _with_defaults(spec, raw_document(file), file, "")
     try:
-        notes.extend(preflight(spec, ignore_resources=ignore_resources, backend=backend_name()))
+        found = preflight(
+            spec,
+            ignore_resources=ignore_resources,
+            ignore_image=ignore_image,
+            backend=backend_name(),
+        )
+        notes.extend(found)
     except SpecError as exc:
         raise SpecError.combine([exc], file=str(file)) from None
     return spec

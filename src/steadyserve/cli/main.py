@@ -33,6 +33,7 @@ from steadyserve.cli.common import (
     _with_defaults,
     after_plan,
     console,
+    ignore_image_option,
     ignore_resources_option,
     json_option,
     load_one,
@@ -45,6 +46,7 @@ from steadyserve.cli.controller_commands import controller
 from steadyserve.cli.dashboard import dashboard
 from steadyserve.cli.python_defaults import raw_document
 from steadyserve.cli.records import history, logs
+from steadyserve.cli.serve import endpoint_url, plan_line, serve_group, up_plan
 from steadyserve.cli.tables import (
     Clock,
     autoscaling_lines,
@@ -87,7 +89,9 @@ for _command in progressive.COMMANDS:  # steady promote / pause / resume / abort
 @click.option("-n", "--name", help="Service name (default: the file's name:, else its folder).")
 @click.option("--wait", is_flag=True, help="Wait until every replica is READY.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; start nothing.")
 @ignore_resources_option
+@ignore_image_option
 @json_option
 @reports_errors
 def up(
@@ -95,7 +99,9 @@ def up(
     name: str | None,
     wait: bool,
     timeout: float,
+    dry_run: bool,
     ignore_resources: bool,
+    ignore_image: bool,
     as_json: bool,
 ) -> None:
     """Start a service from FILE.
@@ -108,7 +114,15 @@ def up(
       steady up examples/http_server/service.yaml --wait
     """
     notes: list[str] = []
-    spec = load_one(file, name, notes, ignore_resources)
+    spec = load_one(file, name, notes, ignore_resources, ignore_image)
+    if dry_run:  # every file error was raised above; nothing is started, not even a controller
+        _print_notes(notes)
+        plan = up_plan(spec)
+        if as_json:
+            _echo_json({**plan, "notes": notes})
+        else:
+            console.print(plan_line(plan), markup=False, highlight=False)
+        return
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
     if name is None and not (raw_document(file) or {}).get("name"):
@@ -146,10 +160,17 @@ def up(
     default="steady",
     help="ray: Ray Serve's serve status layout (applications, deployments, replica_states).",
 )
+@click.option("--endpoint", is_flag=True, help="Print only NAME's endpoint URL (one line).")
 @utc_option
 @reports_errors
 def status(
-    names: tuple[str, ...], as_json: bool, events: bool, verbose: bool, layout: str, utc: bool
+    names: tuple[str, ...],
+    as_json: bool,
+    events: bool,
+    verbose: bool,
+    layout: str,
+    endpoint: bool,
+    utc: bool,
 ) -> None:
     """Show services and their replicas (all services, or the NAMES given).
 
@@ -162,6 +183,9 @@ def status(
       steady status --format ray
     """
     client = Client(_home())
+    if endpoint:  # sky serve status --endpoint NAME
+        click.echo(endpoint_url(client, names))
+        return
     running = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
     # A named service that is down but kept its history: say so (and show its
     # events with --events); an unknown name is still an error (the events call 404s).
@@ -203,6 +227,9 @@ def status(
         console.print(line, highlight=False, markup=False)
     for note in update_notes(services):
         console.print(note, style="red", markup=False)
+    for svc in services:  # its load balancer cannot start (controller/lb_process.py)
+        if svc.get("failure"):
+            console.print(f"{svc['name']}: FAILED: {svc['failure']}", style="red", markup=False)
     console.print()
     console.print("Service Replicas", style="bold")
     _print_table(replicas_table(services))
@@ -229,6 +256,7 @@ def status(
 @click.option("--wait", is_flag=True, help="Show progress; exit 1 if the update fails.")
 @click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
 @ignore_resources_option
+@ignore_image_option
 @json_option
 @reports_errors
 def update(
@@ -239,6 +267,7 @@ def update(
     wait: bool,
     timeout: float,
     ignore_resources: bool,
+    ignore_image: bool,
     as_json: bool,
 ) -> None:
     """Update service NAME to the spec in FILE (a new version).
@@ -251,7 +280,7 @@ def update(
       steady update http-server examples/http_server/service.yaml --dry-run
     """
     notes: list[str] = []
-    spec = load_one(file, name, notes, ignore_resources)
+    spec = load_one(file, name, notes, ignore_resources, ignore_image)
     _print_notes(notes)
     client = Client(_home())
     with staged(spec, file) as sent:  # file_mounts copied into the workdir
@@ -305,6 +334,7 @@ def rollback(
 )
 @yes_option
 @ignore_resources_option
+@ignore_image_option
 @json_option
 @reports_errors
 def deploy(
@@ -315,6 +345,7 @@ def deploy(
     prune_all: bool,
     yes: bool,
     ignore_resources: bool,
+    ignore_image: bool,
     as_json: bool,
 ) -> None:
     """Make the services in FILE (services: [...]) the whole desired state.
@@ -346,6 +377,7 @@ def deploy(
                 preflight(
                     spec,
                     ignore_resources=ignore_resources,
+                    ignore_image=ignore_image,
                     backend=backend_name(),
                     prefix=where.format(i if plan.scope == "all" else spec.name),
                 )
@@ -447,5 +479,6 @@ def down(names: tuple[str, ...], all_: bool, purge: bool, yes: bool, as_json: bo
 
 
 main.add_command(controller)
+main.add_command(serve_group(up, status, update, logs, down))
 main.add_command(history)
 main.add_command(logs)

@@ -140,7 +140,6 @@ _RESOURCE_KEYS = (
     "use_spot",
     "disk_size",
     "disk_tier",
-    "image_id",
     "labels",
     "job_recovery",
     "any_of",
@@ -165,8 +164,47 @@ def not_applicable_notes(spec: ServiceSpec, backend: str = "local") -> list[str]
                 f"service.replica_policy.{key}: not applicable to the {backend} backend"
                 " (no spot instances to fall back from); ignored"
             )
+    if spec.service.controller_resources is not None:
+        notes.append(
+            f"service.controller_resources: not applicable to the {backend} backend"
+            " (the controller is a process on this machine, not a VM); ignored"
+        )
+    if spec.config is not None:
+        notes.append(
+            f"config: not applicable to the {backend} backend (SkyPilot's own settings"
+            f" for {', '.join(sorted(spec.config)) or 'nothing'}); ignored"
+        )
     notes.extend(_port_notes(spec))
     return notes
+
+
+IGNORE_IMAGE_HINT = "pass --ignore-image to run it on the host anyway"
+
+
+def image_problems(spec: ServiceSpec) -> list[str]:
+    """``resources.image_id`` (and in ``any_of``/``ordered``): one line each.
+
+    SkyPilot runs the replica inside that image (``docker:vllm/vllm-openai``) or on
+    that VM image; here a replica runs on the host, without what the image holds,
+    which is almost never what the file meant, so it is refused unless asked."""
+    found = []
+    if spec.resources.image_id is not None:
+        found.append(("resources.image_id", spec.resources.image_id))
+    for group in ("any_of", "ordered"):
+        for i, alt in enumerate(getattr(spec.resources, group) or []):
+            if alt.image_id is not None:
+                found.append((f"resources.{group}[{i}].image_id", alt.image_id))
+    return [
+        f"{path}: {_image_text(image)} is an image replicas would run in; here they run"
+        " on this machine's host, without it"
+        for path, image in found
+    ]
+
+
+def _image_text(image: object) -> str:
+    if isinstance(image, dict):
+        return ", ".join(f"{k}: {v}" for k, v in image.items())
+    return str(image)
 
 
 def _port_notes(spec: ServiceSpec) -> Iterator[str]:

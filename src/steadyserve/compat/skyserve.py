@@ -17,7 +17,13 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from steadyserve.compat.skypilot import fixed_port_problem, not_applicable_notes
+from steadyserve.compat.skypilot import (
+    IGNORE_IMAGE_HINT,
+    fixed_port_problem,
+    image_problems,
+    not_applicable_notes,
+)
+from steadyserve.lb.tls import pair_problem
 from steadyserve.spec import ServiceSpec, SpecError
 from steadyserve.spec.machine import Machine, resource_problems, this_machine
 
@@ -28,6 +34,7 @@ def preflight(
     spec: ServiceSpec,
     *,
     ignore_resources: bool = False,
+    ignore_image: bool = False,
     machine: Machine | None = None,
     backend: str = "local",
     prefix: str = "",
@@ -39,7 +46,16 @@ def preflight(
     fixed = fixed_port_problem(spec, backend)
     if fixed is not None:
         problems.append(_split(prefix, fixed))
+    tls = spec.service.tls
+    broken_tls = pair_problem(tls.keyfile, tls.certfile) if tls is not None else None
+    if broken_tls is not None:
+        problems.append((f"{prefix}service.tls", broken_tls))
     notes = [f"{prefix}{line}" for line in not_applicable_notes(spec, backend)]
+    for line in image_problems(spec):
+        if ignore_image:
+            notes.append(f"{prefix}{line} (--ignore-image: starting anyway)")
+        else:
+            problems.append(_split(prefix, f"{line}; {IGNORE_IMAGE_HINT}"))
     found = resource_problems(spec, machine or this_machine()) if backend == "local" else []
     if ignore_resources:
         notes.extend(f"{prefix}{line} (--ignore-resources: starting anyway)" for line in found)

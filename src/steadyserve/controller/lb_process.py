@@ -21,17 +21,25 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 
 import psutil
 
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
 from steadyserve.core.states import EventKind
+from steadyserve.oneline import file_tail
 from steadyserve.paths import Home
 from steadyserve.state import ServiceRow, Store
 from steadyserve.wire.lb_process import reuseport_socket, worker_count
 
 RESTART_BACKOFF_S = 0.5
 STOP_TIMEOUT_S = 10.0
+FAIL_LIMIT = 3
+FAIL_WINDOW_S = 10.0
+"""An LB that exits this many times within this window does not start: a bad
+certificate, a missing module. Restarting it every 0.5 s would only flip the
+service between FAILED and CONTROLLER_INIT; the service is FAILED with the reason
+instead. A crash now and then (fewer than 3 in 10 s) is still restarted."""
 
 
 class LoadBalancerProcess:
@@ -49,6 +57,9 @@ class LoadBalancerProcess:
         self._replacing: set[asyncio.Task[None]] = set()
         # service.tls's files for the LB process (wire/lb_process.py env_for).
         self.tls_env: dict[str, str] = {}
+        self._exits: deque[float] = deque(maxlen=FAIL_LIMIT)
+        self.failure: str | None = None
+        """Why the LB is no longer restarted (see FAIL_LIMIT), or None."""
 
     @property
     def running(self) -> bool:
@@ -82,9 +93,13 @@ class LoadBalancerProcess:
             if self.workers is not None and self.workers != want and not self._replacing:
                 self._replace(store, row, want)
             return
+        if self.failure is not None:
+            return
         if time.monotonic() - self._last_start < RESTART_BACKOFF_S:
             return
         code = self.handle.exit_code() if self.handle is not None else None
+        if self.handle is not None and self._gave_up(store, code):
+            return
         try:
             listeners = self._listen(want)
         except OSError as exc:
@@ -107,6 +122,20 @@ class LoadBalancerProcess:
             )
         self.start(listeners, want)
         self._record(store, row)
+
+    def _gave_up(self, store: Store, code: int | None) -> bool:
+        """Count this exit; on the FAIL_LIMIT-th within FAIL_WINDOW_S, stop trying."""
+        now = time.monotonic()
+        self._exits.append(now)
+        if len(self._exits) < FAIL_LIMIT or now - self._exits[0] > FAIL_WINDOW_S:
+            return False
+        cause = file_tail(self.home.lb_log(self.service), lines=1)
+        self.failure = (
+            f"load balancer exited {FAIL_LIMIT} times within {FAIL_WINDOW_S:.0f}s"
+            f" (last exit code {code}): {cause}"
+        )
+        store.add_event(self.service, None, EventKind.LB_RUNNING, EventKind.LB_FAILED, self.failure)
+        return True
 
     def _record(self, store: Store, row: ServiceRow) -> None:
         assert self.handle is not None

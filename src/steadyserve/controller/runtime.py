@@ -320,6 +320,7 @@ class ServiceRuntime:
             routable=plan.routable,
             version_broken=self.row.version in self.broken_versions,
             updating=self.updating and bool(plan.routable),
+            lb_failed=self.lb.failure is not None,
         )
         if status is not self.row.status:
             old = self.row.status
@@ -328,6 +329,8 @@ class ServiceRuntime:
 
     def _status_reason(self, status: ServiceStatus) -> str:
         ready = len(self.plan.routable)
+        if status is ServiceStatus.FAILED and self.lb.failure is not None:
+            return self.lb.failure
         if status is ServiceStatus.FAILED:
             return f"version {self.row.version} failed before any replica was ready"
         return f"{ready} ready of {self.target_replicas()} wanted"

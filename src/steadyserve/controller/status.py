@@ -55,6 +55,7 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "active_versions": active,
         "uptime_s": round(time.time() - row.created_at, 3),
         "endpoint": f"127.0.0.1:{row.port}",
+        "scheme": "https" if runtime.spec.service.tls else "http",
         "ready_replicas": ready,
         "total_replicas": total,
         "target_replicas": runtime.target_replicas(),
@@ -63,7 +64,9 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "update": _update_json(runtime),
         "canary": runtime.canary.status_json(),  # step, weight, analysis
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
-        # the Ray Serve application and deployment it was made from.
+        # Why the service is FAILED when its load balancer cannot start; else None.
+        "failure": runtime.lb.failure,
+        # The Ray Serve application and deployment it was made from.
         "application": runtime.spec.application,
         "deployment": runtime.spec.ray_options.get("deployment"),
         "route_prefix": runtime.spec.service.route_prefix,

@@ -108,10 +108,14 @@ def service_status(
     routable: frozenset[int],
     version_broken: bool,
     updating: bool = False,
+    lb_failed: bool = False,
 ) -> ServiceStatus:
-    """The service's one-word status, as SkyServe reports it."""
+    """The service's one-word status, as SkyServe reports it. ``lb_failed``: its
+    load balancer cannot start (controller/lb_process.py), so nothing can serve."""
     if shutting_down:
         return ServiceStatus.SHUTTING_DOWN
+    if lb_failed:
+        return ServiceStatus.FAILED
     if not lb_ready:
         return ServiceStatus.CONTROLLER_INIT
     if updating:

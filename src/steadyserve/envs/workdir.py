@@ -4,9 +4,9 @@ The hash is what an update compares: a workdir whose files did not change is
 not a reason to restart replicas (SkyServe restarts on any workdir). Two kinds
 of file are not part of the code: the service or fleet file being deployed
 (users keep it beside the code and edit it to change ``user_config``), and
-whatever ``.steadyignore`` lists (one glob a line, like ``.gitignore`` without
-negation; matched against the relative path and each path component), and
-``__pycache__`` folders.
+whatever ``.skyignore`` and ``.steadyignore`` list (gitignore rules through
+``pathspec``, negation included, as SkyPilot reads ``.skyignore``: a SkyServe
+workdir leaves out here what it leaves out on a cloud), and ``__pycache__`` folders.
 
 A snapshot holds directories, regular files and symlinks only (``rsync -a``
 without devices and specials): a device, FIFO or socket is refused by name, as
@@ -22,7 +22,6 @@ version holding it.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import hashlib
 import os
 import shutil
@@ -32,7 +31,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pathspec
+
 IGNORE_FILE = ".steadyignore"
+IGNORE_FILES = (".skyignore", IGNORE_FILE)
+"""Read in this order, so a ``.steadyignore`` line (``!keep.txt``) can re-include
+what ``.skyignore`` left out."""
 ALWAYS_IGNORED = ("__pycache__",)
 """Python's byte-code caches: derived from the code, and written by the replicas
 into their version's copy, so a rollback (which copies that copy) would
@@ -79,23 +83,22 @@ def check_root(source: Path, steady_home: Path | None) -> None:
             )
 
 
-def _patterns(root: Path) -> list[str]:
-    try:
-        lines = (root / IGNORE_FILE).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        lines = []
-    listed = [p.strip().rstrip("/") for p in lines if p.strip() and not p.startswith("#")]
-    return [*ALWAYS_IGNORED, *listed]
+def _patterns(root: Path) -> pathspec.GitIgnoreSpec:
+    lines: list[str] = [f"{name}/" for name in ALWAYS_IGNORED]
+    for name in IGNORE_FILES:
+        try:
+            lines.extend((root / name).read_text(encoding="utf-8").splitlines())
+        except (OSError, UnicodeDecodeError):
+            continue
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _ignored(rel: str, patterns: list[str], exclude: set[str]) -> bool:
+def _ignored(rel: str, is_dir: bool, patterns: pathspec.GitIgnoreSpec, exclude: set[str]) -> bool:
+    """Gitignore's rules: ``build/`` matches folders only (hence the slash), and a
+    folder left out is not walked, so nothing inside it can be re-included (as git)."""
     if rel in exclude:
         return True
-    parts = rel.split("/")
-    return any(
-        fnmatch.fnmatch(rel, pat) or any(fnmatch.fnmatch(part, pat) for part in parts)
-        for pat in patterns
-    )
+    return patterns.match_file(f"{rel}/" if is_dir else rel)
 
 
 def relative_excludes(root: Path | None, files: Iterable[str | Path]) -> set[str]:
@@ -164,13 +167,13 @@ def scan(root: Path, exclude: set[str] | None = None, max_bytes: int | None = No
         for name in names:
             path = directory / name
             rel = path.relative_to(root).as_posix()
-            if _ignored(rel, patterns, exclude or set()):
-                continue
             try:
                 info = os.lstat(path)
             except OSError as exc:
                 raise WorkdirError(f"workdir: cannot read {path}: {exc.strerror}") from exc
             mode, size = info.st_mode, info.st_size
+            if _ignored(rel, stat.S_ISDIR(mode), patterns, exclude or set()):
+                continue
             if stat.S_ISDIR(mode):
                 subdirs.append((rel, path))
             elif stat.S_ISLNK(mode):

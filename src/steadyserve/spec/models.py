@@ -142,6 +142,23 @@ class ServiceSpec(_Model):
     are never shown (plans, status, history). A null value is taken from the
     environment of ``steady`` by the loaders (SkyPilot's ``--secret NAME``)."""
 
+    config: JsonMapping | None = Field(default=None, exclude=True)
+    """SkyPilot's per-task overrides of its ``~/.sky/config.yaml`` (docker run
+    options, Kubernetes pod settings, ...): named once as not applicable, never stored."""
+    pool: Any = Field(default=None, exclude=True)
+    """SkyPilot's ``pool:`` makes a file a pool of workers for managed jobs, not a
+    service; refused (see :meth:`_not_a_pool`)."""
+
+    @field_validator("pool")
+    @classmethod
+    def _not_a_pool(cls, value: Any) -> Any:
+        if value is not None:
+            raise _fail(
+                "a SkyPilot pool (workers for managed jobs, sky jobs pool apply) is not a"
+                " service; SteadyServe runs services (service: with replicas behind an endpoint)"
+            )
+        return value
+
     @field_validator("file_mounts")
     @classmethod
     def _local_mounts(cls, value: dict[str, Any]) -> dict[str, Any]:

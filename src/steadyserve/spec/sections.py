@@ -24,6 +24,7 @@ from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import (
     HeaderName,
     JsonData,
+    JsonMapping,
     LoadBalancingPolicyField,
     NonNegativeInt,
     PortNumber,
@@ -293,6 +294,9 @@ class ServiceSection(_Model):
     """SkyServe's ``service.tls`` (older ``https``): the load balancer serves HTTPS."""
     ports: PortNumber | None = None
     """SkyServe's replica port: what a replica listens on when ``run`` ignores ``$PORT``."""
+    controller_resources: JsonMapping | None = Field(default=None, exclude=True)
+    """SkyServe's resources for its controller VM; the controller here is a process on
+    this machine, so it is named once as not applicable and never stored."""
 
     @model_validator(mode="before")
     @classmethod
