@@ -418,10 +418,12 @@ class FakeController:
         policy: str = "least_load",
         blocked_paths: list[str] | None = None,
         extra: dict[str, Any] | None = None,
+        versions: dict[int, int] | None = None,
     ) -> str:
         """Replicas as (id, port); returns the new ``epoch:version``.
 
-        ``extra`` adds fields to the table (e.g. the load balancer's limits)."""
+        ``extra`` adds fields to the table (e.g. the load balancer's limits);
+        ``versions`` maps replica ids to their version (1 when not listed)."""
 
         def apply() -> None:
             self.version += 1
@@ -432,7 +434,12 @@ class FakeController:
                 "max_ongoing_requests": max_ongoing,
                 "max_queued_requests": max_queued,
                 "replicas": [
-                    {"id": rid, "version": 1, "host": "127.0.0.1", "port": port}
+                    {
+                        "id": rid,
+                        "version": (versions or {}).get(rid, 1),
+                        "host": "127.0.0.1",
+                        "port": port,
+                    }
                     for rid, port in addresses
                 ],
                 **({"blocked_paths": blocked_paths} if blocked_paths is not None else {}),
