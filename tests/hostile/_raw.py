@@ -76,14 +76,17 @@ class RawReplica:
         self.close()
 
 
-def websocket_script(name: str) -> Script:
+def websocket_script(name: str, heads: list[bytes] | None = None) -> Script:
     """A replica that accepts every WebSocket handshake (101, ``x-replica: name``)
-    and then echoes bytes until the peer closes; anything else gets 200 and close."""
+    and then echoes bytes until the peer closes; anything else gets 200 and close.
+    ``heads`` collects the request heads it receives."""
 
     def script(sock: socket.socket, n: int) -> None:
         head = read_head(sock)
         if not head:
             return
+        if heads is not None:
+            heads.append(head)
         if b"upgrade: websocket" not in head.lower():
             body = name.encode()
             sock.sendall(
