@@ -11,7 +11,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from _lb_helpers import FakeController, LBProcess, Upstream, read_responses, request, wait_for
+from _lb_helpers import (
+    FakeController,
+    GatewayProcess,
+    LBProcess,
+    Upstream,
+    read_responses,
+    request,
+    wait_for,
+)
 
 from tests.hostile._raw import upgrade_request
 
@@ -103,3 +111,22 @@ def test_idle_refused_upgrades_hold_no_replica_slot(
     finally:
         for s in idle:
             s.close()
+
+
+def test_through_the_gateway_too(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The gateway tunnels no WebSocket (it declines every upgrade and serves the
+    request as HTTP/1.1): the same attack must meet the blocked path there too."""
+    home = tmp_path_factory.mktemp("gateway")
+    with Upstream("up") as up, FakeController(home) as ctl:
+        ctl.set_table([(1, up.port)], blocked_paths=[BLOCKED])
+        ctl.gateway_routes = {"/": "svc"}
+        with GatewayProcess(home) as gateway:
+            wait_for(lambda: request(gateway.port, "GET", "/echo")[0] == 200, what="route")
+            for data in (upgrade_request(b"/status/403"), upgrade_request(b"/echo")):
+                with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as s:
+                    s.sendall(data)
+                    read_responses(s, ["GET"])
+                    s.sendall(EVIL)
+                    [answer] = read_responses(s, ["POST"])
+                assert answer.status == 404
+    assert BLOCKED not in paths(up)
