@@ -153,3 +153,29 @@ def test_open_websockets_count_towards_max_connections(
         for s in tunnels + idle:
             s.close()
         set_table(ctl, replicas)
+
+
+def test_bytes_after_an_accepted_handshake_go_through_once_it_is_accepted(
+    fleet: tuple[LBProcess, FakeController, list[RawReplica], list[bytes]],
+) -> None:
+    lb, ctl, replicas, _ = fleet
+    set_table(ctl, replicas)
+    with socket.create_connection(("127.0.0.1", lb.port), timeout=10) as s:
+        reader = s.makefile("rb")  # buffered: answers may share a segment
+        # A plain request, a handshake behind it and the socket's first bytes, at once.
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + upgrade_request(b"/chat") + b"early")
+        heads = []
+        for _ in range(2):
+            lines = []
+            for _ in range(50):
+                line = reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                lines.append(line.strip().lower())
+            heads.append(lines)
+            if lines[0].startswith(b"http/1.1 200"):
+                [length] = [int(x.split(b":")[1]) for x in lines if x.startswith(b"content-length")]
+                assert reader.read(length) in (b"v1", b"v2")
+        assert heads[0][0].startswith(b"http/1.1 200")
+        assert heads[1][0].startswith(b"http/1.1 101")
+        assert reader.read(5) == b"early"
