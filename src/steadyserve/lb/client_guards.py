@@ -1,6 +1,7 @@
 """The limits a client connection enforces on its client: the head and body
-timeouts, the send timeout, flow control, and the local answer that refuses a
-request and closes (408, 413, 431, 400 ...). A mixin of
+timeouts, the send timeout, flow control, which connections to shed at
+``max_connections``, the ``100 Continue`` the load balancer answers itself, and
+the local answer that refuses a request and closes (408, 413, 431, 400 ...). A mixin of
 :class:`~steadyserve.lb.downstream.ClientConnection` kept apart from the
 per-request parsing path, which it never runs on.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
 import httptools
@@ -47,6 +49,26 @@ class RequestRejected(Exception):
         self.status = status
         self.message = message
         self.reason = reason
+
+
+def idle_victims(clients: Iterable[ClientConnection], batch: int) -> list[ClientConnection]:
+    """At ``max_connections``: up to ``batch`` connections that hold no request,
+    idle ones first, then ones still sending their first head, oldest first; never
+    one busy with a request (a WebSocket is not a client connection any more)."""
+    idle: list[tuple[float, ClientConnection]] = []
+    reading: list[tuple[float, ClientConnection]] = []
+    for client in clients:
+        if not client.exchanges:
+            idle.append((client.idle_since, client))
+        elif client.reading_first_head():
+            reading.append((client.idle_since, client))
+    idle.sort(key=_first)
+    reading.sort(key=_first)
+    return [client for _, client in (idle + reading)[:batch]]
+
+
+def _first(item: tuple[float, ClientConnection]) -> float:
+    return item[0]
 
 
 def received_line(data: bytes) -> bytes:
@@ -182,6 +204,17 @@ class ClientGuards:
         exchanges.append(error)
         if exchanges[0] is error:
             self._serve_local(error)
+
+    def _expect_continue(self, ex: Exchange, lines: list[bytes]) -> list[bytes]:
+        """The load balancer reads the body before choosing a replica, so it answers
+        ``Expect: 100-continue`` itself (as nginx does) and does not forward it."""
+        for i in range(0, len(lines), 4):
+            name = lines[i]
+            if len(name) == 6 and name.lower() == b"expect":
+                if lines[i + 2].strip().lower() == b"100-continue" and self.exchanges[0] is ex:
+                    self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                return lines[:i] + lines[i + 4 :]
+        return lines
 
     # -- the client's side of backpressure ----------------------------------------
     def body_flushed(self) -> None:

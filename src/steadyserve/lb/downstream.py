@@ -377,17 +377,6 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         elif self.exchanges[0] is ex:
             self.proxy.dispatch(ex)
 
-    def _expect_continue(self, ex: Exchange, lines: list[bytes]) -> list[bytes]:
-        """The load balancer reads the body before choosing a replica, so it answers
-        ``Expect: 100-continue`` itself (as nginx does) and does not forward it."""
-        for i in range(0, len(lines), 4):
-            name = lines[i]
-            if len(name) == 6 and name.lower() == b"expect":
-                if lines[i + 2].strip().lower() == b"100-continue" and self.exchanges[0] is ex:
-                    self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                return lines[:i] + lines[i + 4 :]
-        return lines
-
     def on_body(self, body: bytes) -> None:
         ex = self.parsing
         assert ex is not None

@@ -25,6 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer, ReplicaState
+from steadyserve.lb.client_guards import idle_victims
 from steadyserve.lb.exchange import (
     CONNECTING,
     DONE,
@@ -450,25 +451,15 @@ class Proxy:
         """At ``max_connections``: close the connections that hold no request, idle
         ones first, oldest first (a batch, so a flood of connects costs one scan per
         batch); False when every connection is busy with a request."""
-        idle: list[tuple[float, ClientConnection]] = []
-        reading: list[tuple[float, ClientConnection]] = []
-        for client in self.clients:
-            if not client.exchanges:
-                idle.append((client.idle_since, client))
-            elif client.reading_first_head():
-                reading.append((client.idle_since, client))
-        if not idle and not reading:
+        victims = idle_victims(self.clients, max(1, self.max_connections // 100))
+        if not victims:
             return False
-        batch = max(1, self.max_connections // 100)
-        idle.sort(key=_first)
-        reading.sort(key=_first)
-        victims = (idle + reading)[:batch]
         log.warning(
             "%d client connections (max_connections): closing the %d oldest without a request",
             len(self.clients),
             len(victims),
         )
-        for _, client in victims:
+        for client in victims:
             client.close()
         return True
 
@@ -498,7 +489,3 @@ class Proxy:
             self._deadline_timer = None
         if self.zero is not None:
             self.zero.close()
-
-
-def _first(item: tuple[float, ClientConnection]) -> float:
-    return item[0]
