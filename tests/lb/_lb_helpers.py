@@ -376,6 +376,7 @@ class FakeController:
         self.polls: list[str] = []
         self.reports: list[dict[str, Any]] = []
         self.wakes = 0  # POSTs to .../wake (a request held at zero replicas)
+        self.gateway_routes: dict[str, str] = {}  # route prefix -> service, for a gateway
         self.fail = False  # answer 500 to polls
         self._loop = asyncio.new_event_loop()
         self._changed: asyncio.Event | None = None
@@ -397,6 +398,7 @@ class FakeController:
         app.router.add_get("/api/v1/lb/{service}/routes", self._routes)
         app.router.add_post("/api/v1/lb/{service}/report", self._report)
         app.router.add_post("/api/v1/lb/{service}/wake", self._wake)
+        app.router.add_get("/api/v1/gateway/routes", self._gateway_routes)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -418,10 +420,12 @@ class FakeController:
         policy: str = "least_load",
         blocked_paths: list[str] | None = None,
         extra: dict[str, Any] | None = None,
+        versions: dict[int, int] | None = None,
     ) -> str:
         """Replicas as (id, port); returns the new ``epoch:version``.
 
-        ``extra`` adds fields to the table (e.g. the load balancer's limits)."""
+        ``extra`` adds fields to the table (e.g. the load balancer's limits);
+        ``versions`` maps replica ids to their version (1 when not listed)."""
 
         def apply() -> None:
             self.version += 1
@@ -432,7 +436,12 @@ class FakeController:
                 "max_ongoing_requests": max_ongoing,
                 "max_queued_requests": max_queued,
                 "replicas": [
-                    {"id": rid, "version": 1, "host": "127.0.0.1", "port": port}
+                    {
+                        "id": rid,
+                        "version": (versions or {}).get(rid, 1),
+                        "host": "127.0.0.1",
+                        "port": port,
+                    }
                     for rid, port in addresses
                 ],
                 **({"blocked_paths": blocked_paths} if blocked_paths is not None else {}),
@@ -462,6 +471,18 @@ class FakeController:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait)
         return web.json_response(self.table)
+
+    async def _gateway_routes(self, request: Any) -> Any:
+        """The gateway's map (set ``gateway_routes`` before starting one); a poll
+        that already knows it is held until the controller stops."""
+        from aiohttp import web
+
+        key = f"{self.epoch}:1"
+        if request.query.get("known") == key:
+            assert self._changed is not None
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), float(request.query.get("wait", "25")))
+        return web.json_response({"epoch": self.epoch, "version": 1, "routes": self.gateway_routes})
 
     async def _stop(self) -> None:
         assert self._changed is not None
@@ -494,6 +515,31 @@ class FakeController:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class GatewayProcess(LBProcess):
+    """``python -m steadyserve.lb.gateway_server`` on a free port, as a subprocess."""
+
+    def __init__(self, home: Path) -> None:
+        self.log_path = home / f"gateway-{time.monotonic_ns()}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "steadyserve.lb.gateway_server",
+                *("--home", str(home), "--port", str(self.port)),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()
+        if "listening on" not in line:
+            self.close()
+            raise RuntimeError(f"gateway did not start: {line!r}\n{self.log()}")
 
 
 @contextlib.contextmanager

@@ -58,9 +58,17 @@ class AccessLog:
         """Log one finished request (the hot path, when the log is on).
 
         Formatted by hand rather than with ``json.dumps`` of a dict (a third of
-        the cost); the path is the only free text and goes through the JSON
-        string encoder."""
+        the cost); the method and path are the only free text and go through the
+        JSON string encoder, which escapes quotes and control characters. A
+        request the load balancer answered itself (no replica) also says why."""
         head = ex.head
+        tail = self._tail
+        if not replica:
+            reason = getattr(ex, "reason", None)
+            if reason is not None:
+                tail = f',"reason":{_quote(reason)}' + tail
+            if not head:  # refused before a head was built: what the client sent
+                head = getattr(ex, "received", b"") + b" "
         first = head.find(b" ") if head else -1
         second = head.find(b" ", first + 1) if first >= 0 else -1
         method = head[:first].decode("latin-1") if first > 0 else ""
@@ -68,8 +76,7 @@ class AccessLog:
         line = (
             f'{{"time":{time():.6f},"method":{_quote(method)},"path":{_quote(path)},'
             f'"status":{ex.status},"replica":{replica or "null"},'
-            f'"version":{version or "null"},"latency_ms":{elapsed * 1000:.3f},"bytes":{sent}'
-            + self._tail
+            f'"version":{version or "null"},"latency_ms":{elapsed * 1000:.3f},"bytes":{sent}' + tail
         )
         self._buffer.append(line)
         self._buffered += len(line) + 1

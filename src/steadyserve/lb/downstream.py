@@ -32,8 +32,11 @@ from steadyserve.lb.client_guards import (
     PAUSE_BODY,
     PAUSE_BROKEN,
     PAUSE_PIPELINE,
+    PAUSE_UPGRADE,
     PAUSE_UPSTREAM,
     ClientGuards,
+    RequestRejected,
+    received_line,
 )
 from steadyserve.lb.declined_upgrade import body_framing, parser_after
 from steadyserve.lb.exchange import DONE, READY, SENT, Exchange
@@ -44,12 +47,13 @@ from steadyserve.lb.http import (
     REQUEST_WATCHED_NAME_LENGTHS,
     connection_tokens,
     header_name,
+    is_version_pin,
     set_nodelay,
     simple_response,
 )
 from steadyserve.lb.proxy import Proxy
 from steadyserve.lb.target import BadTarget, is_blocked, is_plain, normalise
-from steadyserve.lb.websocket import accepts_websocket, hand_over
+from steadyserve.lb.websocket import accepts_websocket, after_refusal, hold_for_answer
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -59,15 +63,6 @@ BODY_BUFFER_LIMIT = 256 * 1024  # request body held while no replica connection 
 # from this point on (docs/load-balancer.md).
 REQUEST_BUFFER_BYTES = 64 * 1024
 PIPELINE_LIMIT = 16  # requests parsed ahead of the one being answered
-
-
-class RequestRejected(Exception):
-    """Raised from a parser callback to answer the request locally and close."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class ClientConnection(ClientGuards, asyncio.Protocol):
@@ -95,11 +90,12 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         "bytes_out",
         "closing",
         "exchanges",
+        "held",
         "idle_since",
         "parser",
         "proxy",
-        "read_paused",
         "transport",
+        "upgrading",
     )
 
     def __init__(self, proxy: Proxy) -> None:
@@ -122,6 +118,10 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         self._content_length = 0
         # Set by a declined upgrade's head: its body's framing (declined_upgrade.py).
         self._declined: bytes | None = None
+        # A WebSocket handshake awaiting the replica's answer, and the client's bytes
+        # after its head: held, never forwarded, until the answer is a 101.
+        self.upgrading: Exchange | None = None
+        self.held = b""
         self._conn_tokens: set[bytes] | None = None
         self._connection_seen = False
         self._upgrade = False
@@ -146,7 +146,8 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         self._xff_end = b"x-forwarded-for: %s\r\n\r\n" % self._xff
         proxy = self.proxy
         self.idle_since = proxy.now()
-        if len(proxy.clients) >= proxy.max_connections and not proxy.make_room():
+        # Open WebSockets count too: each is a client socket and a replica socket.
+        if len(proxy.clients) + proxy.tunnels >= proxy.max_connections and not proxy.make_room():
             # Every connection is busy with a request: refuse this one at once
             # rather than run the process out of file descriptors.
             self.closing = True
@@ -162,12 +163,7 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.proxy.clients.discard(self)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._send_timer is not None:
-            self._send_timer.cancel()
-            self._send_timer = None
+        self.stop_timers()
         exchanges = list(self.exchanges)
         self.exchanges.clear()
         self.parsing = None
@@ -185,20 +181,18 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             except httptools.HttpParserCallbackError as exc:
                 err = exc.__context__
                 if isinstance(err, RequestRejected):
-                    self._reject(err.status, err.message)
+                    self._reject(err.status, err.message, err.reason)
                 else:
                     log.error("internal error while proxying", exc_info=err)
-                    self._reject(500, "internal load balancer error")
+                    self._reject(500, "internal load balancer error", "internal_error")
                 return
             except httptools.HttpParserUpgrade as exc:
                 data = data[int(exc.args[0]) :]
                 framing = self._declined
                 if framing is None:
-                    # A WebSocket's head is parsed; the rest is a tunnel (lb/websocket.py).
-                    if not hand_over(self, data):
-                        self._reject(
-                            501, "protocol upgrades are not supported by the load balancer"
-                        )
+                    # A WebSocket handshake is parsed: route it like any request, and
+                    # hold what follows until the replica answers (lb/websocket.py).
+                    hold_for_answer(self, data)
                     return
                 # A declined upgrade, served as HTTP/1.1: read on with a new parser.
                 self._declined = None
@@ -206,7 +200,9 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
                 if data and not self.closing:
                     continue
             except httptools.HttpParserError as exc:
-                self._reject(400, f"malformed request: {exc}")
+                # When nothing of the request line parsed, log the bytes that failed.
+                received = None if self._url else received_line(data)
+                self._reject(400, f"malformed request: {exc}", "malformed", received)
                 return
             break
         if self._in_head:
@@ -214,7 +210,7 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
                 # Bytes of a head still incomplete: bound what httptools buffers meanwhile.
                 self._head_fed += len(data)
                 if self._head_fed > self.proxy.max_header_bytes:
-                    self._reject(431, "request header fields too large")
+                    self._reject(431, "request header fields too large", "headers_too_large")
                     return
             if self._timer is None:
                 self._arm(self.proxy.limits.header_timeout_s)
@@ -274,7 +270,9 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
                 try:
                     self._content_length = int(value)
                 except ValueError:
-                    raise RequestRejected(400, "malformed request: bad Content-Length") from None
+                    raise RequestRejected(
+                        400, "malformed request: bad Content-Length", "bad_content_length"
+                    ) from None
             elif lname == b"x-forwarded-for":
                 self._xff_seen = True
                 value = b"%s, %s" % (value, self._xff)
@@ -285,13 +283,14 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
 
     def _pin(self, value: bytes) -> None:
         ex = self.parsing
-        try:
-            version = int(value.strip())
-        except ValueError:
-            version = 0
-        if version < 1 or ex is None:
-            raise RequestRejected(400, "X-Steady-Version must be a version number (1, 2, ...)")
-        ex.pin = version
+        if ex is None or not is_version_pin(value):
+            raise RequestRejected(
+                400,
+                "X-Steady-Version must be a version number (1, 2, ...): digits only, "
+                "no sign, space or leading zero",
+                "bad_version_pin",
+            )
+        ex.pin = int(value)
 
     def on_headers_complete(self) -> None:
         ex = self.parsing
@@ -303,13 +302,15 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         method: bytes = parser.get_method()
         upgrade_to = self._upgrade_to
         if method == b"CONNECT":
-            raise RequestRejected(501, "CONNECT is not supported: this is not a forward proxy")
+            raise RequestRejected(
+                501, "CONNECT is not supported: this is not a forward proxy", "connect_method"
+            )
         websocket = self._upgrade and accepts_websocket(self.proxy, method, upgrade_to, parser)
         if self._upgrade and not websocket and parser.should_upgrade():
             # Declined (h2c and the like): served as HTTP/1.1, as nginx does.
             self._declined = body_framing(self._content_length, self._chunked_te is not None)
         if self._content_length > self.proxy.max_body_bytes:
-            raise RequestRejected(413, "request body too large")
+            raise RequestRejected(413, "request body too large", "body_too_large")
         keep_alive = parser.should_keep_alive()
         # An HTTP/1.0 request is kept alive only with a Connection header, so
         # keep-alive without one is 1.1: spares get_http_version(), which formats a
@@ -319,22 +320,22 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         else:
             version = parser.get_http_version()
             if version not in ("1.1", "1.0"):
-                raise RequestRejected(505, f"HTTP/{version} is not supported here")
+                raise RequestRejected(505, f"HTTP/{version} is not supported here", "http_version")
             http10 = version == "1.0"
         if self._hosts != 1 and (self._hosts or not http10):
-            raise RequestRejected(400, "a request needs exactly one Host header")
+            raise RequestRejected(400, "a request needs exactly one Host header", "bad_host")
         url = self._url
         if not is_plain(url):
             try:
                 url, authority = normalise(url, method)
             except BadTarget as exc:
-                raise RequestRejected(400, f"bad request target: {exc}") from None
+                raise RequestRejected(400, f"bad request target: {exc}", "bad_target") from None
             if authority is not None and self._hosts:
                 # Absolute-form: its authority is the host (RFC 9112 3.2.2).
                 self._lines[self._host_at] = authority
         blocked = self.proxy.blocked_paths
         if blocked and is_blocked(url, blocked):
-            raise RequestRejected(404, "not found")
+            raise RequestRejected(404, "not found", "blocked_path")
         ex.keep_alive = keep_alive
         ex.http10 = http10
         ex.method_head = head_request = method == b"HEAD"
@@ -362,28 +363,19 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             end = b"connection: upgrade\r\nupgrade: %s\r\n%s" % (upgrade_to, end)
         head = b"".join((method, b" ", url, b" HTTP/1.1\r\n", *lines, end))
         if len(head) > self.proxy.max_header_bytes + 64:
-            raise RequestRejected(431, "request header fields too large")
+            raise RequestRejected(431, "request header fields too large", "headers_too_large")
         ex.head = head
         self.proxy.ready(ex)
         if websocket:
             if buffering:
-                raise RequestRejected(400, "a WebSocket handshake has no body")
-            return  # hand_over takes it once httptools stops at the upgrade
+                raise RequestRejected(400, "a WebSocket handshake has no body", "websocket_body")
+            ex.idempotent = False  # never replayed once sent: the replica may have acted
+            self.upgrading = ex
+            return  # routed by hold_for_answer, once httptools stops at the upgrade
         if buffering:
             ex.buffering = True  # dispatched once the body is read (or large)
         elif self.exchanges[0] is ex:
             self.proxy.dispatch(ex)
-
-    def _expect_continue(self, ex: Exchange, lines: list[bytes]) -> list[bytes]:
-        """The load balancer reads the body before choosing a replica, so it answers
-        ``Expect: 100-continue`` itself (as nginx does) and does not forward it."""
-        for i in range(0, len(lines), 4):
-            name = lines[i]
-            if len(name) == 6 and name.lower() == b"expect":
-                if lines[i + 2].strip().lower() == b"100-continue" and self.exchanges[0] is ex:
-                    self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                return lines[:i] + lines[i + 4 :]
-        return lines
 
     def on_body(self, body: bytes) -> None:
         ex = self.parsing
@@ -391,7 +383,7 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         self.body_bytes += len(body)
         if self._chunked_te is not None:
             if self.body_bytes > self.proxy.max_body_bytes:
-                raise RequestRejected(413, "request body too large")
+                raise RequestRejected(413, "request body too large", "body_too_large")
             if body:
                 self._send_body(ex, b"%x\r\n%s\r\n" % (len(body), body))
         else:
@@ -437,27 +429,6 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             elif ex.pending_size > BODY_BUFFER_LIMIT:
                 self.pause_reading(PAUSE_BODY)
 
-    def body_flushed(self) -> None:
-        """The buffered body went to the replica: read on."""
-        self.resume_reading(PAUSE_BODY)
-
-    def pause_reading(self, reason: int) -> None:
-        if not self.read_paused and self.transport is not None and not self.closing:
-            self.transport.pause_reading()
-        self.read_paused |= reason
-
-    def resume_reading(self, reason: int) -> None:
-        if self.read_paused & reason:
-            self.read_paused &= ~reason
-            if not self.read_paused and self.transport is not None and not self.closing:
-                self.transport.resume_reading()
-
-    def pause_reading_for_upstream(self) -> None:
-        self.pause_reading(PAUSE_UPSTREAM)
-
-    def resume_reading_for_upstream(self) -> None:
-        self.resume_reading(PAUSE_UPSTREAM)
-
     # -- responses ------------------------------------------------------------------
     def write(self, data: bytes) -> None:
         transport = self.transport
@@ -499,6 +470,9 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             self.resume_reading(PAUSE_UPSTREAM)
             if self.read_paused & PAUSE_PIPELINE and len(exchanges) <= PIPELINE_LIMIT:
                 self.resume_reading(PAUSE_PIPELINE)
+            if self.read_paused & PAUSE_UPGRADE and ex is self.upgrading:
+                after_refusal(self, ex)  # HTTP again, or closed
+                return
         if not ex.keep_alive or (self.proxy.draining and not exchanges):
             self.close()
             return

@@ -88,6 +88,11 @@ class Exchange:
     Its ``state`` is written by the proxy only (``step``); the connections
     read it."""
 
+    # Set only on a request the load balancer refused or answered itself, so a
+    # request that reaches a replica pays nothing for them; read with getattr.
+    reason: str  # why, one stable word for the access log (docs/observability.md)
+    received: bytes  # ``METHOD TARGET`` as received, bounded, when ``head`` is empty
+
     __slots__ = (
         "attempts",
         "buffering",
@@ -103,6 +108,8 @@ class Exchange:
         "pending",
         "pending_size",
         "pin",
+        "reason",
+        "received",
         "replica",
         "request_done",
         "response_started",

@@ -98,11 +98,11 @@ class GatewayProxy(Proxy):
         prefix = match_prefix(request_path(ex.head), self._order)
         lane = self.lanes.get(prefix) if prefix is not None else None
         if lane is None:
-            self._respond(ex, 404, NOT_FOUND)
+            self._respond(ex, 404, NOT_FOUND, "unknown_route")
             return
         blocked = lane.blocked_paths
         if blocked and is_blocked(request_path(ex.head), blocked):
-            self._respond(ex, 404, NOT_FOUND)
+            self._respond(ex, 404, NOT_FOUND, "blocked_path")
             return
         self.routed[ex] = lane
         lane.dispatch(ex)

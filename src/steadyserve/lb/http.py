@@ -35,6 +35,13 @@ WATCHED_NAME_LENGTHS = frozenset(
 PIN_HEADER = b"x-steady-version"
 REQUEST_WATCHED_NAME_LENGTHS = WATCHED_NAME_LENGTHS | {len(b"host"), len(PIN_HEADER)}
 
+
+def is_version_pin(value: bytes) -> bool:
+    """``^[1-9][0-9]{0,8}$``, exactly: no sign, space, underscore or leading zero
+    (``int()`` would read ``1_0`` as 10 and `` +2 `` as 2)."""
+    return 0 < len(value) <= 9 and value.isdigit() and value[0] != 48  # "0"
+
+
 # Requests that may be sent twice: replayed on another replica when the first one
 # died before answering. Only when they carry no body (see Exchange.idempotent).
 IDEMPOTENT_METHODS = frozenset({b"GET", b"HEAD", b"OPTIONS"})

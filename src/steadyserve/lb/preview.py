@@ -3,8 +3,10 @@ version answers (``service.blue_green.preview_port``).
 
 Its connections are the proxy's ordinary client connections with every request
 pinned to the preview version, exactly as if it carried ``X-Steady-Version``:
-same parsing, limits, queueing and metrics, and a clear 503 while the new
-version has no READY replica. The route table says when to open and close it.
+same parsing, limits, queueing and metrics (WebSocket handshakes included), and a
+clear 503 while the new version has no READY replica. A client's own
+``X-Steady-Version`` is stripped and ignored here: it cannot steer a preview
+request to another version. The route table says when to open and close it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class PinnedConnection(ClientConnection):
         super().on_message_begin()
         if self.parsing is not None:
             self.parsing.pin = self._preview.version
+
+    def _pin(self, value: bytes) -> None:
+        """The client's X-Steady-Version: stripped (never forwarded) and ignored."""
 
 
 class Preview:

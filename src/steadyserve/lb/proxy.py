@@ -25,6 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer, ReplicaState
+from steadyserve.lb.client_guards import idle_victims
 from steadyserve.lb.exchange import (
     CONNECTING,
     DONE,
@@ -39,6 +40,7 @@ from steadyserve.lb.exchange import (
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.upstream import UpstreamConnection
+from steadyserve.lb.websocket import switch
 from steadyserve.wire.routes import Limits, RouteTable
 
 if TYPE_CHECKING:
@@ -92,8 +94,9 @@ class Proxy:
         self.default_limits = limits or Limits()
         # Scale to zero (lb/zero.py): holds requests while the table lists no replica.
         self.zero: ZeroHold | None = None
-        # WebSocket tunnels (lb/websocket.py); None answers upgrades 501.
+        # WebSocket tunnels (lb/websocket.py); None declines upgrades (plain HTTP/1.1).
         self.websockets: WebSockets | None = None
+        self.tunnels = 0  # open tunnels: they count towards max_connections
         self.limits = self.default_limits
         # request_timeout_s of the exchanges in flight, and the one timer serving them.
         self.deadlines = Deadlines()
@@ -160,10 +163,14 @@ class Proxy:
             return
         if balancer.has_candidate(ex.tried, ex.pin):
             limit = balancer.max_queued
-            if limit < 0 or len(self.waiting) < limit:
+            if ex.client.upgrading is ex:
+                # A WebSocket holds its slot for its life: waiting for one could be forever.
+                self._respond(ex, 503, "no replica can take a WebSocket now", "websocket_full")
+            elif limit < 0 or len(self.waiting) < limit:
                 self.enqueue(ex)
             else:
-                self._respond(ex, 503, f"service {self.service!r} is at capacity, queue full")
+                msg = f"service {self.service!r} is at capacity, queue full"
+                self._respond(ex, 503, msg, "queue_full")
             return
         if self.zero is not None and self.zero.hold(ex):
             return
@@ -176,13 +183,16 @@ class Proxy:
                 503,
                 f"no ready replica of version {ex.pin} for service {self.service!r} "
                 "(X-Steady-Version)",
+                "no_pinned_replica",
             )
         elif ex.attempts:
-            self._respond(ex, 502, f"no replica of service {self.service!r} answered")
+            msg = f"no replica of service {self.service!r} answered"
+            self._respond(ex, 502, msg, "replica_failed")
         elif self.balancer.replicas:
-            self._respond(ex, 503, f"no reachable replica for service {self.service!r}")
+            msg = f"no reachable replica for service {self.service!r}"
+            self._respond(ex, 503, msg, "no_reachable_replica")
         else:
-            self._respond(ex, 503, f"no ready replica for service {self.service!r}")
+            self._respond(ex, 503, f"no ready replica for service {self.service!r}", "no_replica")
 
     def _wake(self) -> None:
         """Start queued requests, first come first served, while slots are free."""
@@ -326,7 +336,8 @@ class Proxy:
             self._release(replica)
             ex.client.abort_response(ex)
             return
-        self._respond(ex, 504, f"service {self.service!r} did not answer in time")
+        msg = f"service {self.service!r} did not answer in time"
+        self._respond(ex, 504, msg, "request_timeout")
         self._release(replica)
 
     def response_complete(self, ex: Exchange, conn: UpstreamConnection, reusable: bool) -> None:
@@ -383,7 +394,7 @@ class Proxy:
             self.metrics.retries += 1
             self.dispatch(ex)
         else:
-            self._respond(ex, 502, f"replica of service {self.service!r} failed")
+            self._respond(ex, 502, f"replica of service {self.service!r} failed", "replica_failed")
         self._release(replica)
 
     def abort(self, ex: Exchange) -> None:
@@ -406,7 +417,24 @@ class Proxy:
             ex.replica = None
             self._release(replica)
 
-    def _respond(self, ex: Exchange, status: int, message: str) -> None:
+    def switched(
+        self, ex: Exchange, transport: asyncio.Transport, head: bytes, rest: bytes
+    ) -> None:
+        """The replica answered ``ex``'s WebSocket handshake with 101: the request is
+        done, its replica slot goes with the tunnel (lb/websocket.py frees it)."""
+        if ex.deadline:
+            self._forget_deadline(ex)
+        ex.state = step(ex.state, DONE)
+        ex.status = 101
+        ex.served = ex.replica
+        ex.replica = None
+        ex.upstream = None
+        ex.response_started = True
+        switch(ex.client, ex, transport, head, rest)
+
+    def _respond(self, ex: Exchange, status: int, message: str, reason: str) -> None:
+        """Answer ``ex`` from the load balancer; ``reason`` goes to the access log."""
+        ex.reason = reason
         ex.state = step(ex.state, DONE)
         ex.response_started = True
         ex.client.respond_local(ex, status, message)
@@ -423,25 +451,15 @@ class Proxy:
         """At ``max_connections``: close the connections that hold no request, idle
         ones first, oldest first (a batch, so a flood of connects costs one scan per
         batch); False when every connection is busy with a request."""
-        idle: list[tuple[float, ClientConnection]] = []
-        reading: list[tuple[float, ClientConnection]] = []
-        for client in self.clients:
-            if not client.exchanges:
-                idle.append((client.idle_since, client))
-            elif client.reading_first_head():
-                reading.append((client.idle_since, client))
-        if not idle and not reading:
+        victims = idle_victims(self.clients, max(1, self.max_connections // 100))
+        if not victims:
             return False
-        batch = max(1, self.max_connections // 100)
-        idle.sort(key=_first)
-        reading.sort(key=_first)
-        victims = (idle + reading)[:batch]
         log.warning(
             "%d client connections (max_connections): closing the %d oldest without a request",
             len(self.clients),
             len(victims),
         )
-        for _, client in victims:
+        for client in victims:
             client.close()
         return True
 
@@ -471,7 +489,3 @@ class Proxy:
             self._deadline_timer = None
         if self.zero is not None:
             self.zero.close()
-
-
-def _first(item: tuple[float, ClientConnection]) -> float:
-    return item[0]

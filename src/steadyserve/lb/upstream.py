@@ -13,6 +13,10 @@ of two ways, decided when the response head is complete:
 * rebuilt: anything else (HEAD, 1xx, until-close bodies, HTTP/1.0 or closing
   clients, hop-by-hop headers). The head is rebuilt without hop-by-hop headers and
   the body re-framed for the client (re-chunked for HTTP/1.1, until-close for 1.0).
+
+A ``101 Switching Protocols`` is accepted only as the answer to the WebSocket
+handshake its client connection is waiting on (lb/websocket.py): the connection
+then parses no more and its socket goes to the tunnel.
 """
 
 from __future__ import annotations
@@ -67,7 +71,9 @@ class UpstreamConnection(asyncio.Protocol):
         "_out",
         "_seen",
         "_seen_size",
+        "_switching",
         "_te",
+        "_upgrade_to",
         "closed",
         "complete",
         "exchange",
@@ -99,6 +105,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.read_paused = False
         self.idle_since = 0.0
         self._out: list[bytes] = []
+        self._switching = False  # a 101 to a WebSocket handshake is being parsed
+        self._upgrade_to: bytes | None = None  # the response's Upgrade header
         self._begin()
 
     def _begin(self) -> None:
@@ -147,6 +155,9 @@ class UpstreamConnection(asyncio.Protocol):
             except httptools.HttpParserError as exc:
                 self._broken(exchange, exc, data)
                 return
+            except httptools.HttpParserUpgrade as exc:
+                self._upgraded(exchange, data, int(exc.args[0]))
+                return
             if self._extra:
                 self._overrun(exchange, data)
                 return
@@ -160,6 +171,9 @@ class UpstreamConnection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._broken(exchange, exc, data)
+            return
+        except httptools.HttpParserUpgrade as exc:
+            self._upgraded(exchange, data, int(exc.args[0]))
             return
         if self.passthrough:
             if self._extra:
@@ -226,6 +240,25 @@ class UpstreamConnection(asyncio.Protocol):
         except httptools.HttpParserError:
             return None
         return None
+
+    def _upgraded(self, exchange: Exchange, data: bytes, end: int) -> None:
+        """httptools stopped at the end of a 101 head: hand the socket over to the
+        WebSocket tunnel, or fail (a 101 nobody asked for is never forwarded)."""
+        transport = self.transport
+        if not self._switching or transport is None:
+            self.proxy.upstream_failed(exchange, self, "a protocol switch nobody asked for")
+            return
+        head = b"".join(
+            (
+                STATUS_LINES[101],
+                *self._filtered(self._lines),
+                b"connection: upgrade\r\nupgrade: %s\r\n\r\n" % (self._upgrade_to or b"websocket"),
+            )
+        )
+        self.exchange = None
+        self.closed = True  # never pooled again: the socket is the tunnel's
+        transport.pause_reading()  # until the tunnel takes over
+        self.proxy.switched(exchange, transport, head, data[end:])
 
     def _broken(
         self, exchange: Exchange, exc: httptools.HttpParserError, data: bytes = b""
@@ -342,6 +375,8 @@ class UpstreamConnection(asyncio.Protocol):
                     if tokens:
                         self._conn_tokens = (self._conn_tokens or set()) | tokens
                 else:
+                    if lname == b"upgrade":
+                        self._upgrade_to = value
                     self._clean = False
                 return
             if lname == b"content-length":
@@ -357,7 +392,7 @@ class UpstreamConnection(asyncio.Protocol):
         status = parser.get_status_code()
         self.status = status
         if status < 200:
-            self._interim_head(status)
+            self._interim_head(exchange, status)
             return
         if (
             self._clean
@@ -373,9 +408,12 @@ class UpstreamConnection(asyncio.Protocol):
             return
         self._rebuild_head(exchange, status)
 
-    def _interim_head(self, status: int) -> None:
+    def _interim_head(self, exchange: Exchange, status: int) -> None:
         if status == 101:
-            raise UpstreamProtocolError("protocol upgrades are not supported")
+            if exchange.client.upgrading is not exchange:
+                raise UpstreamProtocolError("101 to a request that asked for no WebSocket")
+            self._switching = True  # data_received hands over at HttpParserUpgrade
+            return
         lines = self._lines
         self._out.append(b"".join((STATUS_LINES[status], *self._filtered(lines), b"\r\n")))
         self._lines = []

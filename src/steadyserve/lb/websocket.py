@@ -1,15 +1,23 @@
-"""WebSockets through the load balancer: an upgraded connection becomes a byte tunnel.
+"""WebSockets through the load balancer: a handshake is a request; a 101 makes a tunnel.
 
 A client's ``GET`` with ``Connection: upgrade`` and ``Upgrade: websocket`` is
-parsed like any request (limits, blocked paths, X-Forwarded-For), then handed
-here (downstream.py calls ``WebSockets.start`` when httptools stops at the
-upgrade). The replica is chosen by the service's policy and the socket holds
-one of its slots for its whole life, so least-load sees it and draining waits
-for it. The request head goes to the replica with the upgrade headers put back;
-the replica's ``101 Switching Protocols`` (or whatever it answers instead) goes
-to the client unchanged, and from then on bytes are piped both ways with
-backpressure. A WebSocket is never retried on another replica once its head was
-sent (a refused connection is, like any request).
+parsed and routed like any request (limits, blocked paths, X-Forwarded-For, the
+version pin, the preview port, ``request_timeout_s``, metrics, the access log),
+with the upgrade headers put back on its way to the replica. Until the replica
+answers, whatever the client sent after the handshake's head is held, never
+forwarded (downstream.py). Then:
+
+* ``101 Switching Protocols``: the upstream connection parses no more
+  (upstream.py) and ``WebSockets.start`` joins the two sockets into a ``Tunnel``
+  that pipes bytes both ways with backpressure. The tunnel keeps the replica
+  slot its handshake took for its whole life, so least-load sees it and
+  draining waits for it, and it counts towards ``max_connections``.
+* anything else (``403``, ``200`` ...): an ordinary response, forwarded by its
+  own framing; the client's connection is then parsed as HTTP again. A refusal
+  never becomes a tunnel.
+
+A handshake is never queued (503 when every replica is full) and never replayed
+on another replica once sent (a refused connection is, like any request).
 
 Draining: when a replica leaves the route table, its sockets stay open for
 ``websocket_drain_s``; then the load balancer sends the client a close frame
@@ -26,13 +34,16 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any
 
+import httptools
+
+from steadyserve.lb.client_guards import PAUSE_UPGRADE
 from steadyserve.lb.exchange import READY
-from steadyserve.lb.http import set_nodelay, simple_response
-from steadyserve.lb.zero import ASK_AGAIN_S
+from steadyserve.lb.http import set_nodelay
 
 if TYPE_CHECKING:
     from steadyserve.lb.balancer import ReplicaState
     from steadyserve.lb.downstream import ClientConnection
+    from steadyserve.lb.exchange import Exchange
     from steadyserve.lb.proxy import Proxy
     from steadyserve.wire.routes import RouteTable
 
@@ -42,9 +53,6 @@ GOING_AWAY = 1001
 _REASON = b"going away"
 # An unmasked (server-to-client) close frame: FIN + opcode 8, code 1001, reason.
 CLOSE_GOING_AWAY = bytes((0x88, 2 + len(_REASON))) + struct.pack("!H", GOING_AWAY) + _REASON
-MAX_RESPONSE_HEAD = 64 * 1024
-MAX_ATTEMPTS = 3
-CONNECT_TIMEOUT = 5.0
 
 
 def is_websocket_upgrade(method: bytes, upgrade: bytes | None, http10: bool) -> bool:
@@ -64,20 +72,61 @@ def accepts_websocket(proxy: Proxy, method: bytes, upgrade: bytes | None, parser
     )
 
 
-def hand_over(client: ClientConnection, rest: bytes) -> bool:
-    """httptools stopped at an upgrade: make the connection a tunnel, if it is the
-    WebSocket handshake ``on_headers_complete`` accepted and nothing is ahead of it."""
+# -- the client's side of a handshake (its ClientConnection, downstream.py) -----------
+def hold_for_answer(client: ClientConnection, rest: bytes) -> None:
+    """httptools stopped after a handshake's head: hold ``rest`` (and read no more)
+    until the replica answers, and route the handshake (once it is first)."""
+    ex = client.upgrading
+    if ex is None or client.closing:
+        return
+    client.held = rest
+    client.pause_reading(PAUSE_UPGRADE)
+    if client.exchanges and client.exchanges[0] is ex and ex.state is READY:
+        client.proxy.dispatch(ex)
+    # else: earlier pipelined requests first; the connection routes it in turn
+
+
+def after_refusal(client: ClientConnection, ex: Exchange) -> None:
+    """The replica answered the handshake with something other than 101, now
+    forwarded whole: the connection is HTTP again, read by a fresh parser (the old
+    one parses nothing after an upgrade) starting with the held bytes; or closed."""
+    client.upgrading = None
+    held, client.held = client.held, b""
+    if not ex.keep_alive or client.proxy.draining:
+        client.close()
+        return
+    client.idle_since = client.proxy.now()
+    client.parser = httptools.HttpRequestParser(client)
+    client.resume_reading(PAUSE_UPGRADE)
+    if held and not client.closing:
+        client.bytes_in -= len(held)  # counted when they arrived
+        client.data_received(held)
+
+
+def switch(
+    client: ClientConnection, ex: Exchange, upstream: asyncio.Transport, head: bytes, early: bytes
+) -> None:
+    """The replica answered ``ex``'s handshake with 101 (``head``, rebuilt): the
+    client's socket and ``upstream`` become a tunnel. The ClientConnection is done
+    with it: it no longer counts as a client (the tunnel counts instead)."""
     hub = client.proxy.websockets
+    transport = client.transport
+    client.write(head)
+    held, client.held = client.held, b""
+    client.upgrading = None
+    client.closing = True
+    client.proxy.clients.discard(client)
+    client.stop_timers()
     exchanges = client.exchanges
-    if (
-        hub is None
-        or len(exchanges) != 1
-        or exchanges[0].state is not READY
-        or not exchanges[0].head
-    ):
-        return False
-    hub.start(client, exchanges[0].head, rest)
-    return True
+    if exchanges and exchanges[0] is ex:
+        exchanges.popleft()
+    client.proxy.metrics.record(ex, client)  # the handshake is a request in the metrics
+    if hub is None or transport is None:
+        upstream.close()
+        if transport is not None:
+            transport.close()
+        return
+    hub.start(transport, upstream, ex.served, held, early)
 
 
 class FrameTracker:
@@ -168,113 +217,28 @@ class Tunnel:
     """One upgraded client connection and its replica connection."""
 
     def __init__(
-        self, hub: WebSockets, client: asyncio.Transport, head: bytes, early: bytes
+        self,
+        hub: WebSockets,
+        client: asyncio.Transport,
+        upstream: asyncio.Transport,
+        replica: ReplicaState | None,
     ) -> None:
         self.hub = hub
         self.client = client
-        self.head = head
-        self.early = [early] if early else []
-        self.upstream: asyncio.Transport | None = None
-        self.replica: ReplicaState | None = None
-        # The replica's response head until complete; None once a refusal went through.
-        self.response: bytearray | None = bytearray()
-        self.switched = False  # the replica answered 101
-        self.rid: int | None = None  # the replica, for the open count, once switched
+        self.upstream = upstream
+        self.replica = replica  # holds one of its slots until the tunnel closes
+        self.rid = replica.id if replica is not None else 0
         self.frames = FrameTracker()
         self.going_away = False
         self.closed = False
         self.timer: asyncio.TimerHandle | None = None
 
-    async def connect(self) -> None:
-        """Choose a replica and open the connection (a refused one: the next)."""
-        proxy = self.hub.proxy
-        tried: set[int] = set()
-        for _ in range(MAX_ATTEMPTS):
-            replica = proxy.balancer.choose(tried or None)
-            if replica is None and not tried and await self._wait_from_zero():
-                replica = proxy.balancer.choose(None)
-            if replica is None:
-                break
-            self.replica = replica
-            replica.requests += 1
-            try:
-                transport, _ = await asyncio.wait_for(
-                    proxy.loop.create_connection(
-                        lambda: _Side(self, upstream=True), replica.host, replica.port
-                    ),
-                    CONNECT_TIMEOUT,
-                )
-            except (OSError, asyncio.TimeoutError) as exc:
-                log.warning("replica %d refused a WebSocket connection: %r", replica.id, exc)
-                proxy.metrics.connect_failures += 1
-                proxy.balancer.eject(replica)
-                self._release()
-                tried.add(replica.id)
-                continue
-            if self.closed:  # the client left meanwhile
-                transport.close()
-                return
-            self.upstream = transport  # type: ignore[assignment]
-            self.upstream.write(self.head)  # type: ignore[union-attr]
-            if self.early:
-                self.upstream.writelines(self.early)  # type: ignore[union-attr]
-                self.early = []
-            self.hub.opened(self)
-            self.client.resume_reading()
-            return
-        status = 502 if tried else 503
-        message = "no replica accepted the WebSocket" if tried else "no replica can take it now"
-        if not self.closed:
-            self.client.write(simple_response(status, message, close=True))
-        self.finish()
-
-    async def _wait_from_zero(self) -> bool:
-        """At zero replicas of a service that scales to zero: ask the controller for
-        one (as lb/zero.py does for requests) and wait for it, at most
-        ``hold_at_zero_s``. False when that does not apply or none came."""
-        proxy = self.hub.proxy
-        zero = proxy.zero
-        if zero is None or not zero.active():
-            return False
-        deadline = proxy.now() + zero.hold_s
-        next_ask = proxy.now()
-        while not self.closed and proxy.now() < deadline:
-            if not zero.active():
-                return True  # a table with a replica arrived
-            if proxy.now() >= next_ask:
-                next_ask = proxy.now() + ASK_AGAIN_S
-                zero.asks += 1
-                await zero.ask_controller()
-            await asyncio.sleep(0.05)
-        return False
-
     # -- data ------------------------------------------------------------------------
     def from_client(self, data: bytes) -> None:
-        if self.upstream is None:
-            self.early.append(data)
-        elif not self.going_away:
+        if not self.going_away:
             self.upstream.write(data)
 
     def from_replica(self, data: bytes) -> None:
-        if not self.switched:
-            response = self.response
-            if response is None:
-                self.client.write(data)  # the rest of a refusal, passed on as it is
-                return
-            response += data
-            end = response.find(b"\r\n\r\n")
-            if end < 0:
-                if len(response) > MAX_RESPONSE_HEAD:
-                    self.finish()
-                return
-            head, data = bytes(response[: end + 4]), bytes(response[end + 4 :])
-            self.switched = head.split(b" ", 2)[1:2] == [b"101"]
-            self.response = None
-            self.client.write(head)
-            if not self.switched:
-                self.client.write(data)
-                return
-            self.hub.switched(self)
         if self.going_away:
             used = self.frames.advance(data, stop_at_boundary=True)
             self.client.write(data[:used])
@@ -286,13 +250,12 @@ class Tunnel:
 
     def pause(self, reader_of_upstream: bool) -> None:
         source = self.upstream if reader_of_upstream else self.client
-        if source is not None:
-            with contextlib.suppress(RuntimeError):
-                source.pause_reading()
+        with contextlib.suppress(RuntimeError):
+            source.pause_reading()
 
     def resume(self, reader_of_upstream: bool) -> None:
         source = self.upstream if reader_of_upstream else self.client
-        if source is not None and not self.closed:
+        if not self.closed:
             with contextlib.suppress(RuntimeError):
                 source.resume_reading()
 
@@ -303,9 +266,7 @@ class Tunnel:
         if self.closed or self.going_away:
             return
         self.going_away = True
-        if not self.switched:
-            self.finish()
-        elif self.frames.at_boundary:
+        if self.frames.at_boundary:
             self._say_going_away()
         # else: from_replica sends it when the frame under way ends
 
@@ -323,8 +284,7 @@ class Tunnel:
             self.timer.cancel()
             self.timer = None
         self.client.close()
-        if self.upstream is not None:
-            self.upstream.close()
+        self.upstream.close()
         self._release()
         self.hub.closed(self)
 
@@ -344,39 +304,41 @@ class WebSockets:
         self.open: dict[int, int] = {}  # replica id -> switched tunnels now
         self.total: dict[int, int] = {}  # replica id -> switched tunnels since start
         self.went_away = 0  # closed by the load balancer with 1001
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    def start(self, client: ClientConnection, head: bytes, early: bytes) -> None:
-        """Take over ``client``'s connection (its request head is parsed) as a tunnel."""
-        transport = client.transport
-        assert transport is not None
-        proxy = self.proxy
-        client.exchanges.clear()
-        client.parsing = None
-        client.closing = True  # the ClientConnection is done; the tunnel owns the socket
-        proxy.clients.discard(client)
-        tunnel = Tunnel(self, transport, head, early)
-        transport.set_protocol(_Side(tunnel, upstream=False))
-        transport.pause_reading()  # until the replica connection is open
+    def start(
+        self,
+        client: asyncio.Transport,
+        upstream: asyncio.Transport,
+        replica: ReplicaState | None,
+        held: bytes,
+        early: bytes,
+    ) -> None:
+        """The replica answered 101: join ``client`` and ``upstream`` (both paused by
+        their HTTP protocols) into a tunnel. ``held``: what the client sent after the
+        handshake; ``early``: what the replica sent after its 101 head."""
+        tunnel = Tunnel(self, client, upstream, replica)
+        client.set_protocol(_Side(tunnel, upstream=False))
+        upstream.set_protocol(_Side(tunnel, upstream=True))
         self.tunnels.add(tunnel)
-        task = proxy.loop.create_task(tunnel.connect())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def opened(self, tunnel: Tunnel) -> None:
-        if self.proxy.draining or (tunnel.replica is not None and not tunnel.replica.in_table):
-            self._schedule(tunnel)
-
-    def switched(self, tunnel: Tunnel) -> None:
-        rid = tunnel.rid = tunnel.replica.id if tunnel.replica is not None else 0
+        self.proxy.tunnels += 1
+        rid = tunnel.rid
         self.open[rid] = self.open.get(rid, 0) + 1
         self.total[rid] = self.total.get(rid, 0) + 1
+        if held:
+            upstream.write(held)
+        if early:
+            tunnel.from_replica(early)
+        if self.proxy.draining or (replica is not None and not replica.in_table):
+            self._schedule(tunnel)
+        for transport in (client, upstream):
+            with contextlib.suppress(RuntimeError):
+                transport.resume_reading()
 
     def closed(self, tunnel: Tunnel) -> None:
-        self.tunnels.discard(tunnel)
-        rid = tunnel.rid
-        if rid is not None:
-            self.open[rid] = max(0, self.open.get(rid, 0) - 1)
+        if tunnel in self.tunnels:
+            self.tunnels.discard(tunnel)
+            self.proxy.tunnels -= 1
+            self.open[tunnel.rid] = max(0, self.open.get(tunnel.rid, 0) - 1)
 
     def _schedule(self, tunnel: Tunnel, after: float | None = None) -> None:
         if tunnel.timer is None and not tunnel.going_away:
@@ -399,8 +361,6 @@ class WebSockets:
     def close_all(self) -> None:
         for tunnel in list(self.tunnels):
             tunnel.finish()
-        for task in list(self._tasks):
-            task.cancel()
 
     def report(self) -> dict[str, Any]:
         return {

@@ -67,7 +67,8 @@ class ZeroHold:
         proxy = self.proxy
         limit = proxy.balancer.max_queued
         if 0 <= limit <= len(proxy.waiting):
-            proxy._respond(ex, 503, f"service {proxy.service!r} is starting from zero, queue full")
+            msg = f"service {proxy.service!r} is starting from zero, queue full"
+            proxy._respond(ex, 503, msg, "queue_full")
             return True
         proxy.enqueue(ex)
         self._register(ex)
@@ -123,6 +124,7 @@ class ZeroHold:
                 503,
                 f"service {proxy.service!r} has no ready replica: it was scaled to zero and"
                 f" none became ready within cold_start_timeout_s={self.hold_s:g}",
+                "cold_start_timeout",
             )
         self._arm()
 
