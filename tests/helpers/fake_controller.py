@@ -61,6 +61,7 @@ class FakeLoadBalancer:
         self.running = True
         self.handle = None
         self.supervised = 0
+        self.failure: str | None = None  # set when the LB could not start (never here)
 
     def supervise(self, store: Store, row: ServiceRow, workers: int | str = 1) -> None:
         self.supervised += 1
