@@ -294,6 +294,8 @@ class Cgroups:
 
     def _limit(self, cgroup: ReplicaCgroup, memory_bytes: int) -> None:
         if self.version == 2:
+            if not (cgroup.dirs[""] / "memory.max").exists():
+                return  # memory not enabled for it (see _enable_v2): tracked, not limited
             (cgroup.dirs[""] / "memory.max").write_text(str(memory_bytes))
             with contextlib.suppress(OSError):  # no swap accounting: nothing to cap
                 (cgroup.dirs[""] / "memory.swap.max").write_text("0")

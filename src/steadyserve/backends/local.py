@@ -188,10 +188,16 @@ class LocalBackend:
             self._say_once("no memory cgroup here: resources.memory limits are not enforced")
             limit = None
         try:
-            return self.cgroups.create(tag, limit)
+            cgroup = self.cgroups.create(tag, limit)
         except OSError as exc:
             self._say_once(f"cannot create replica cgroups ({exc}): tracking by tag")
             return None
+        if limit is not None and cgroup.limit() is None:
+            self._say_once(
+                "the controller's cgroup cannot enable memory for its children:"
+                " resources.memory limits are not enforced"
+            )
+        return cgroup
 
     async def prepare(
         self,
