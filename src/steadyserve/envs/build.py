@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import importlib.metadata
 import json
 import logging
@@ -98,8 +99,10 @@ def steadyserve_source() -> str:
     return str(Path(steadyserve.__file__).resolve().parents[1])
 
 
+@functools.lru_cache(maxsize=1)
 def python_identity() -> str:
-    """What the key knows of the interpreter and the packages it lends the venv."""
+    """What the key knows of the interpreter and the packages it lends the venv
+    (found once: a controller's own packages do not change while it runs)."""
     parts = [
         sys.implementation.cache_tag or sys.implementation.name,
         sys.version,
