@@ -4,7 +4,12 @@ texts: pure), how a replica's cgroup is named after its tag, and the memory limi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from pathlib import Path
+
+import pytest
 
 from steadyserve.backends import cgroups
 from steadyserve.spec import parse_service
@@ -105,3 +110,36 @@ def test_memory_without_plus_is_a_limit_with_plus_a_minimum(tmp_path: Path) -> N
         parse_service({"name": "m", "run": "true"}, base_dir=tmp_path).resources.memory_limit_bytes
         is None
     )
+
+
+MACHINE = cgroups.Cgroups.of_machine()
+
+
+@pytest.mark.skipif(not MACHINE.hierarchies, reason="no writable cgroups here")
+def test_a_real_cgroup_holds_a_tree_that_left_its_session_and_is_killed_whole() -> None:
+    tag = f"{'0' * 15}1/unit/{os.getpid()}"
+    cgroup = MACHINE.create(tag, 64 << 20 if MACHINE.has_memory else None)
+    try:
+        script = "setsid sleep 60 & echo $!; exec sleep 60"
+        proc = subprocess.Popen(
+            cgroup.enter(["sh", "-c", script]), stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        deadline = time.monotonic() + 10
+        while cgroup.pids() != {proc.pid, child} and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert cgroup.pids() == {proc.pid, child}
+        if MACHINE.has_memory and MACHINE.version == 1:
+            assert cgroup.limit() == 64 << 20
+        cgroup.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while cgroup.pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert cgroup.pids() == set()
+    finally:
+        cgroup.kill()
+        cgroup.remove()
+    assert not any(d.exists() for d in cgroup.dirs.values())
+    assert not any(d.parent.exists() for d in cgroup.dirs.values())

@@ -272,7 +272,13 @@ class Cgroups:
                 if self.version == 2:
                     self._enable_v2(hierarchy, name)
                 directory = hierarchy.base / name
-                directory.mkdir(parents=True, exist_ok=True)
+                for attempt in range(3):  # another replica's stop may delete the parent
+                    try:
+                        directory.mkdir(parents=True, exist_ok=True)
+                        break
+                    except FileNotFoundError:
+                        if attempt == 2:
+                            raise
                 dirs[hierarchy.controller] = directory
             cgroup = ReplicaCgroup(self.version, dirs)
             if memory_bytes is not None:
