@@ -215,3 +215,74 @@ def test_a_failed_build_fails_the_version_in_one_line(
     events = steady.run("status", "broken", "--events").stdout
     assert "pip exited with code" in events and "pinme" in events
     assert envs_on_disk(steady) == []
+
+
+SHADOWED = """\
+import http.server, importlib.util, json, os
+
+import iniconfig
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps(
+            {
+                "iniconfig": iniconfig.__version__,
+                "file": iniconfig.__file__,
+                "pytest": importlib.util.find_spec("pytest") is not None,
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+
+
+def test_setup_installs_a_package_the_controller_has_and_rollback_restores_it(
+    steady: Steady, tmp_path: Path, wheels: Path
+) -> None:
+    """SkyPilot's ray_serve.yaml shape (``setup: pip install "ray[serve]"``): the
+    controller has the package too (iniconfig, which pytest needs), at another
+    version. The version's environment must install its own copy, not answer
+    "already satisfied" from the controller's, and must not see packages only
+    the controller has (pytest)."""
+    make_wheel(wheels, "iniconfig", "98.0")
+    make_wheel(wheels, "iniconfig", "99.0")
+    app = tmp_path / "shadow"
+    app.mkdir()
+    (app / "server.py").write_text(SHADOWED)
+
+    def version(setup: str) -> Path:
+        return service_file(
+            tmp_path,
+            wheels,
+            f"shadow-{len(setup)}",
+            f"""\
+            name: shadow
+            workdir: {app}
+            setup: {json.dumps(setup)}
+            run: python server.py
+            """,
+        )
+
+    steady.run("up", str(version("pip install 'iniconfig<99'")), "--wait", "--timeout", "90")
+    first = answer(steady.service("shadow"))
+    assert first["iniconfig"] == "98.0" and not first["pytest"], first
+    assert Path(first["file"]).is_relative_to(steady.home / "envs")
+
+    steady.run(
+        "update", "shadow", str(version("pip install iniconfig")), "--wait", "--timeout", "90"
+    )
+    second = answer(steady.service("shadow"))
+    assert second["iniconfig"] == "99.0" and not second["pytest"], second
+
+    steady.run("rollback", "shadow", "--wait", "--timeout", "90")
+    back = answer(steady.service("shadow"))
+    assert back["iniconfig"] == "98.0" and back["file"] == first["file"], back

@@ -5,6 +5,7 @@ stops entirely and a restarted controller's orphan sweep leaves alone."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -19,6 +20,7 @@ import pytest
 
 from steadyserve import replica_contract as contract
 from steadyserve.backends.base import LaunchRequest
+from steadyserve.backends.cgroups import PREFIX, Cgroups
 from steadyserve.backends.local import LocalBackend, LocalProcess
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
@@ -93,6 +95,126 @@ def test_setsid_child_stopped_by_down_and_spared_by_the_reaper(
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child), "steady down left the replica's setsid child running"
+
+
+CGROUPS = Cgroups.of_machine()
+needs_cgroups = pytest.mark.skipif(
+    not CGROUPS.hierarchies, reason="no writable cgroups here (tracking falls back to the tag)"
+)
+
+
+def cgroups_of_home(home: Path) -> list[Path]:
+    """The replica cgroups left under the test's own cgroup for ``home``."""
+    hid = contract.home_id(home.resolve())
+    return [
+        p for h in CGROUPS.hierarchies for p in (h.base / f"{PREFIX}{hid}").glob("*") if p.is_dir()
+    ]
+
+
+@needs_cgroups
+def test_a_child_that_clears_its_environment_and_session_is_stopped_by_down(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """``env -i setsid``: no tag, no process group, no session of the replica's;
+    only its cgroup still holds it."""
+    child_pid_file = tmp_path / "child.pid"
+    setsid = shutil.which("setsid")
+    assert setsid is not None
+    run = (
+        f"env -i {setsid} /bin/sh -c 'echo $$ > {child_pid_file}; exec /bin/sleep 300' & "
+        + HTTP_SERVER
+    )
+    spec = command_service(tmp_path, "hider", run, {})
+    steady.run("up", str(spec), "--wait", "--timeout", "60")
+    child = int(wait_for_file(child_pid_file))
+    try:
+        replica = steady.service("hider")["replicas"][0]
+        assert os.getsid(child) != os.getsid(replica["pid"])
+        assert contract.REPLICA_TAG not in psutil.Process(child).environ()
+        # A restarted controller's orphan sweep knows the child by its cgroup: spared.
+        steady.run("controller", "stop")
+        steady.run("controller", "start")
+        steady.wait_for("hider", lambda s: s["status"] == "READY", what="re-adopted")
+        assert alive(child), "the orphan sweep killed a live replica's child"
+        steady.run("down", "hider")
+        deadline = time.monotonic() + 20
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(child), "steady down left the replica's env -i setsid child running"
+        assert cgroups_of_home(steady.home) == []
+    finally:
+        if alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+EATER = """import http.server, os
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/eat":
+            hoard = b"x" * (400 << 20)  # 400 MB, past the 0.1 GB limit
+            self.send_response(500 + len(hoard) % 2)
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+
+
+@needs_cgroups
+def test_a_replica_past_its_memory_limit_fails_out_of_memory_and_the_other_serves(
+    steady: Steady, tmp_path: Path
+) -> None:
+    if not CGROUPS.has_memory:
+        pytest.skip("no memory cgroup here")
+    (tmp_path / "eater.py").write_text(EATER)
+    path = tmp_path / "eater.yaml"
+    path.write_text(
+        textwrap.dedent(f"""        name: eater
+        resources:
+          memory: 0.1
+        service:
+          readiness_probe: /
+          replicas: 2
+          health_check_period_s: 0.2
+          graceful_shutdown_wait_loop_s: 0.05
+          graceful_shutdown_timeout_s: 3
+        run: "cd {tmp_path} && exec python3 eater.py"
+        """)
+    )
+    steady.run("up", str(path), "--wait", "--timeout", "60")
+    svc = steady.service("eater")
+    victim, other = sorted(svc["replicas"], key=lambda r: r["id"])
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        conn = http.client.HTTPConnection("127.0.0.1", victim["port"], timeout=10)
+        conn.request("GET", "/eat")
+        conn.getresponse().read()
+    svc = steady.wait_for(
+        "eater",
+        lambda s: any(r["id"] == victim["id"] and r["status"] == "FAILED" for r in s["replicas"]),
+        what="the replica past its limit to fail",
+    )
+    (failed,) = [r for r in svc["replicas"] if r["id"] == victim["id"]]
+    assert failed["reason"].startswith("out of memory: killed by the kernel"), failed
+    assert "0.1 GB" in failed["reason"]
+    events = steady.run("status", "eater", "--events").stdout
+    assert "out of memory" in events
+    assert any(r["id"] == other["id"] and r["status"] == "READY" for r in svc["replicas"])
+    port = int(str(svc["endpoint"]).rsplit(":", 1)[1])
+    for _ in range(5):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/")
+        assert conn.getresponse().status == 200
+        conn.close()
+    steady.run("down", "eater")
+    assert cgroups_of_home(steady.home) == []
 
 
 def test_reaper_stops_the_tree_of_a_replica_that_is_not_live(

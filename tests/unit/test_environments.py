@@ -19,6 +19,7 @@ from tests.helpers.wheels import make_wheel, offline_env
 from steadyserve.core.changes import classify
 from steadyserve.envs import build as eb
 from steadyserve.envs import plan as envs
+from steadyserve.envs import seal
 from steadyserve.oneline import last_lines
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError
@@ -110,23 +111,28 @@ def test_requirements_path_stays_inside_the_workdir() -> None:
 
 def test_build_plan_uses_uv_when_there_is_one() -> None:
     plan = envs.build_plan(
-        uv="/bin/uv", python="/py", target="/e/venv", pip=["a==1"], controller_has_pip=True
+        uv="/bin/uv", python="/py", target="/e/venv", pip=["a==1"], lends_pip=True
     )
     assert plan.tool == "uv"
     assert plan.create == ["/bin/uv", "venv", "--quiet", "--python", "/py", "/e/venv"]
     assert plan.install == ["/bin/uv", "pip", "install", "--python", "/e/venv/bin/python", "a==1"]
-    plan = envs.build_plan(
-        uv=None, python="/py", target="/e/venv", pip="r.txt", controller_has_pip=True
-    )
+    plan = envs.build_plan(uv=None, python="/py", target="/e/venv", pip="r.txt", lends_pip=True)
     assert plan.tool == "pip" and plan.create == ["/py", "-m", "venv", "--without-pip", "/e/venv"]
     assert plan.install is not None and plan.install[-2:] == ["-r", "r.txt"]
-    plan = envs.build_plan(uv=None, python="/py", target="/e", pip=None, controller_has_pip=False)
+    plan = envs.build_plan(uv=None, python="/py", target="/e", pip=None, lends_pip=False)
     assert plan.create == ["/py", "-m", "venv", "/e"] and plan.install is None
 
 
-def test_parent_pth_appends_site_dirs_then_extra_paths_once() -> None:
-    text = envs.parent_pth(["/a/site-packages", "/a/site-packages"], ["/src", "/a/site-packages"])
-    assert text.splitlines() == ["import site; site.addsitedir('/a/site-packages')", "/src"]
+def test_closure_follows_requirements_without_extras() -> None:
+    """SteadyServe's closure: its dependencies and theirs, not what only an extra needs."""
+    lent = {seal.canonical(d.metadata["Name"] or "") for d in seal.closure(seal.controller_lookup)}
+    assert {"steadyserve", "starlette", "uvicorn", "pydantic", "pydantic-core", "anyio"} <= lent
+    assert "pytest" not in lent and "ray" not in lent  # the test venv has both
+    assert seal.canonical("PyYAML") == "pyyaml" and seal.canonical("typing_extensions") == (
+        "typing-extensions"
+    )
+    assert seal.conflict_line([]) is None
+    assert seal.conflict_line(["a", "b"]) == ("the version's packages win over SteadyServe's: a; b")
 
 
 def test_unused_and_tail() -> None:
@@ -197,18 +203,49 @@ def test_build_then_reuse_and_setup_pip_stays_inside(
     assert eb.keys_on_disk(home) == [environment.key]
 
 
-def test_version_pins_win_over_the_controllers_packages(tmp_path: Path, wheels: Path) -> None:
-    """The venv's own site-packages come before the controller's on sys.path."""
+@pytest.mark.parametrize("tool", TOOLS)
+def test_environment_is_sealed_from_the_controllers_packages(
+    tmp_path: Path, wheels: Path, tool: str
+) -> None:
+    """The SkyPilot ray_serve shape: ``setup: pip install X`` where the controller
+    has X too. The venv's pip must not see the controller's X ("already
+    satisfied") and the venv must not import packages only the controller has."""
+    make_wheel(wheels, "iniconfig", "99.0")  # the controller has iniconfig (pytest needs it)
+    home = Home(tmp_path / "home")
+    (tmp_path / "wd").mkdir()
+    env = build_env(wheels, tool)
+    setup = "pip install iniconfig"
+    environment, _ = asyncio.run(eb.ensure(home, tmp_path / "wd", setup, None, env))
+    code = (
+        "import importlib.util as u, iniconfig, steadyserve.replica.server;"
+        "print(iniconfig.__version__, u.find_spec('pytest') is None, u.find_spec('ray') is None)"
+    )
+    assert run_in(environment, code, env) == "99.0 True True"
+    assert "conflict" not in environment.log.read_text()
+
+
+def test_the_versions_pins_win_and_a_conflict_is_one_line(tmp_path: Path, wheels: Path) -> None:
+    make_wheel(wheels, "starlette", "0.1")
     home = Home(tmp_path / "home")
     (tmp_path / "wd").mkdir()
     env = build_env(wheels, TOOLS[-1])
-    environment, _ = asyncio.run(eb.ensure(home, tmp_path / "wd", None, ["pinme==1.0"], env))
-    code = (
-        "import sys, site; own = site.getsitepackages()[0];"
-        f"parent = [p for p in sys.path if p in {eb.parent_site_dirs()!r}];"
-        "print(sys.path.index(own) < min(sys.path.index(p) for p in parent))"
+    environment, _ = asyncio.run(eb.ensure(home, tmp_path / "wd", None, ["starlette==0.1"], env))
+    assert run_in(environment, "import starlette; print(starlette.__version__)", env) == "0.1"
+    log = environment.log.read_text().splitlines()
+    lines = [line for line in log if line.startswith("--- conflict")]
+    assert lines == [
+        "--- conflict: the version's packages win over SteadyServe's: steadyserve needs"
+        " starlette>=0.37, the environment has starlette 0.1"
+    ]
+    # The controller's own copy is untouched (the venv's was a hard link to it).
+    assert seal.controller_lookup("starlette") is not None
+    out = subprocess.run(
+        [sys.executable, "-c", "import starlette; print(starlette.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert run_in(environment, code, env) == "True"
+    assert out.stdout.strip() != "0.1"
 
 
 def test_concurrent_builds_of_one_key_build_once(tmp_path: Path, wheels: Path) -> None:

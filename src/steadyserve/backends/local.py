@@ -1,17 +1,20 @@
-"""Replicas as local subprocesses, each in its own process group.
+"""Replicas as local subprocesses, each in its own process group and cgroup.
 
 A process group per replica lets SIGTERM/SIGKILL reach everything ``run``
 started (a shell's children included) and keeps replicas alive when the
 controller dies, so a restarted controller can re-adopt them. A child that
-leaves the group (``setsid``, a daemonizing double fork) still carries the
-replica's tag (``STEADY_REPLICA_TAG``) in its environment, so stopping a replica
-signals every process with its tag too.
+leaves the group (``setsid``, a daemonizing double fork) is still in the
+replica's cgroup (cgroups.py), where the machine lets the controller make one,
+and carries the replica's tag (``STEADY_REPLICA_TAG``) unless it clears its
+environment; stopping a replica signals all of them. The cgroup also holds the
+replica's memory limit (``resources.memory`` without ``+``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -23,10 +26,13 @@ import psutil
 
 from steadyserve import replica_contract as contract
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
+from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup, memory_text
 from steadyserve.backends.ports import PortReservations, PortsExhausted
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
 from steadyserve.paths import Home
+
+_log = logging.getLogger("steadyserve.controller")
 
 
 class LocalProcess:
@@ -44,6 +50,7 @@ class LocalProcess:
         *,
         host: str = "127.0.0.1",
         control_port: int | None = None,
+        cgroup: ReplicaCgroup | None = None,
     ) -> None:
         self._pid = pid
         self._create_time = create_time
@@ -53,6 +60,7 @@ class LocalProcess:
         self._popen = popen
         self._exit: int | None = None
         self.tag = tag  # the replica's STEADY_REPLICA_TAG; None for the LB
+        self.cgroup = cgroup  # None for the LB, or where cgroups are not writable
 
     @classmethod
     def of(
@@ -62,13 +70,16 @@ class LocalProcess:
         tag: str | None = None,
         *,
         control_port: int | None = None,
+        cgroup: ReplicaCgroup | None = None,
     ) -> LocalProcess:
         """A process we just started (its create time guards against pid reuse later)."""
         try:
             create_time: float | None = psutil.Process(popen.pid).create_time()
         except psutil.Error:
             create_time = None
-        return cls(popen.pid, create_time, port, popen, tag, control_port=control_port)
+        return cls(
+            popen.pid, create_time, port, popen, tag, control_port=control_port, cgroup=cgroup
+        )
 
     @property
     def pid(self) -> int | None:
@@ -100,6 +111,15 @@ class LocalProcess:
             self._exit = -1
         return self._exit
 
+    def exit_reason(self) -> str | None:
+        """Why the replica exited when the exit code does not say: the kernel
+        killed it for reaching its memory limit."""
+        if self.cgroup is None or self.cgroup.oom_kills() == 0:
+            return None
+        limit = self.cgroup.limit()
+        at = f" of {memory_text(limit)}" if limit is not None else ""
+        return f"out of memory: killed by the kernel at its resources.memory limit{at}"
+
 
 def same_process_alive(pid: int, create_time: float | None) -> bool:
     """True when ``pid`` still names the process we started (not a reused pid)."""
@@ -126,6 +146,52 @@ class LocalBackend:
         # The virtualenv each prepared version runs in, if any.
         self.environments: dict[tuple[str, int], environment_build.Environment] = {}
         self.ports = PortReservations()
+        self._cgroups: Cgroups | None = None
+        self._said: set[str] = set()
+
+    @property
+    def cgroups(self) -> Cgroups:
+        """The machine's cgroups, found at the first launch and said once in the
+        controller's log (with what is lost when there are none)."""
+        if self._cgroups is None:
+            self._cgroups = Cgroups.of_machine()
+            if self._cgroups.hierarchies:
+                _log.info("replicas get their own cgroups (%s)", self._cgroups.describe())
+            else:
+                self._say_once(
+                    "no writable cgroups: replicas are tracked by STEADY_REPLICA_TAG"
+                    " (a process that clears its environment escapes) and"
+                    " resources.memory limits are not enforced"
+                )
+        return self._cgroups
+
+    def _say_once(self, message: str) -> None:
+        if message not in self._said:
+            self._said.add(message)
+            _log.warning("%s", message)
+
+    def _cgroup_for(self, request: LaunchRequest) -> ReplicaCgroup | None:
+        """The replica's cgroup, made now, with its memory limit; None (and a line
+        in the log, once) when the machine gives none."""
+        tag = request.env.get(contract.REPLICA_TAG)
+        resources = request.resources
+        limit = resources.memory_limit_bytes if resources is not None else None
+        if tag is None or not self.cgroups.hierarchies:
+            return None
+        if limit is not None and not self.cgroups.has_memory:
+            self._say_once("no memory cgroup here: resources.memory limits are not enforced")
+            limit = None
+        try:
+            cgroup = self.cgroups.create(tag, limit)
+        except OSError as exc:
+            self._say_once(f"cannot create replica cgroups ({exc}): tracking by tag")
+            return None
+        if limit is not None and cgroup.limit() is None:
+            self._say_once(
+                "the controller's cgroup cannot enable memory for its children:"
+                " resources.memory limits are not enforced"
+            )
+        return cgroup
 
     async def prepare(
         self,
@@ -220,6 +286,9 @@ class LocalBackend:
             raise ProvisionError(str(exc)) from None
         control_port = rest[0] if rest else None
         command, env = self._in_environment(request)
+        cgroup = await asyncio.to_thread(self._cgroup_for, request)
+        if cgroup is not None:
+            command = cgroup.enter(command)
         env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
         if control_port is not None:
             env[contract.CONTROL_PORT] = str(control_port)
@@ -231,23 +300,33 @@ class LocalBackend:
                 log.write(b"--- setup output of this version ---\n" + setup_log.read_bytes())
                 log.write(b"--- replica output ---\n")
                 log.flush()
-            popen = subprocess.Popen(
-                command,
-                cwd=request.workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            try:
+                popen = subprocess.Popen(
+                    command,
+                    cwd=request.workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except BaseException:
+                if cgroup is not None:
+                    cgroup.remove(timeout_s=0)
+                raise
         return LocalProcess.of(
-            popen, port, request.env.get(contract.REPLICA_TAG), control_port=control_port
+            popen,
+            port,
+            request.env.get(contract.REPLICA_TAG),
+            control_port=control_port,
+            cgroup=cgroup,
         )
 
     def adopt(self, request: AdoptRequest) -> LocalProcess | None:
         pid, create_time = request.pid, request.create_time
         if not same_process_alive(pid, create_time):
             return None
+        cgroup = self.cgroups.of_pid(pid, contract.home_id(self.home.root))
         return LocalProcess(
             pid,
             create_time,
@@ -255,6 +334,7 @@ class LocalBackend:
             tag=tag_of(pid),
             host=request.host,
             control_port=request.control_port,
+            cgroup=cgroup,
         )
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
@@ -308,16 +388,28 @@ def _all_gone(procs: list[psutil.Process]) -> bool:
     return not alive
 
 
+def _members(cgroup: ReplicaCgroup | None) -> list[psutil.Process]:
+    found = []
+    for pid in cgroup.pids() if cgroup is not None else ():
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
+    return found
+
+
 async def stop_group(handle: ReplicaHandle, timeout_s: float) -> None:
-    """SIGTERM the process group and every process with the replica's tag, SIGKILL
-    what is left after ``timeout_s``, wait for the end."""
+    """SIGTERM the process group and every other process of the replica (in its
+    cgroup, or with its tag), SIGKILL what is left after ``timeout_s``, wait for
+    the end, and delete the cgroup."""
     pid = handle.pid
     if pid is None:
         return
     tag = getattr(handle, "tag", None)
+    cgroup: ReplicaCgroup | None = getattr(handle, "cgroup", None)
     # Only those outside the group: the group gets one signal, as a second SIGTERM
     # would tell a Python runner to stop waiting for in-flight requests.
-    escaped = [p for p in tagged_processes(tag) if _pgid(p) != pid] if tag else []
+    outside = {p.pid: p for p in (tagged_processes(tag) if tag else [])}
+    outside.update((p.pid, p) for p in _members(cgroup))
+    escaped = [p for p in outside.values() if _pgid(p) != pid]
     if handle.exit_code() is None or not _all_gone(escaped):
         _kill_group(pid, signal.SIGTERM)
         _signal_all(escaped, signal.SIGTERM)
@@ -331,7 +423,11 @@ async def stop_group(handle: ReplicaHandle, timeout_s: float) -> None:
     _kill_group(pid, signal.SIGKILL)
     if tag:
         _signal_all(tagged_processes(tag), signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill()
     for _ in range(100):
-        if handle.exit_code() is not None:
+        if handle.exit_code() is not None and not (cgroup is not None and cgroup.pids()):
             break
         await asyncio.sleep(0.02)
+    if cgroup is not None:
+        await asyncio.to_thread(cgroup.remove)

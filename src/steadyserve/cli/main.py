@@ -237,6 +237,9 @@ def status(
         for rep in svc["replicas"]:
             if rep.get("notice"):
                 console.print(f"{svc['name']}: {rep['notice']}", style="red", markup=False)
+            if rep.get("reason"):
+                line = f"{svc['name']}: replica {rep['id']} {rep['status']}: {rep['reason']}"
+                console.print(line, style="red", markup=False)
     for svc in services if events else []:
         console.print()
         console.print(f"Events of {svc['name']}", style="bold")

@@ -4,9 +4,12 @@ A controller killed between starting a process and recording its pid leaves a
 process nobody manages. Load balancers carry STEADY_HOME in their environment;
 every process of a replica, its children included (even those that left its
 process group with ``setsid``), carries the replica's tag
-(``STEADY_REPLICA_TAG``, whose first part names the home). A restarted
-controller stops the processes whose tag names no live replica, and never a
-live replica's descendant, wherever its process group is.
+(``STEADY_REPLICA_TAG``, whose first part names the home) and, where cgroups
+are writable, sits in the replica's cgroup, whose name repeats the tag (so a
+process that cleared its environment is still found). A restarted controller
+stops the processes whose tag names no live replica, and never a live
+replica's descendant, wherever its process group is; then it deletes the
+cgroups of replicas that are not live.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import signal
 import psutil
 
 from steadyserve import replica_contract as contract
+from steadyserve.backends.cgroups import Cgroups, tag_in_cgroup
 from steadyserve.backends.local import tag_of
 
 log = logging.getLogger("steadyserve.controller")
@@ -30,15 +34,19 @@ def find_orphans(home: str, claimed: set[int]) -> list[psutil.Process]:
     ``claimed`` are the pids the controller manages (replica leaders and LBs);
     a replica process is claimed when it carries the tag of a claimed leader.
     """
-    live_tags = {tag for tag in map(tag_of, claimed) if tag is not None}
+    live_tags = live(claimed)
+    home_id = contract.home_id(home)
     found = []
     me = os.getpid()
     for proc in psutil.process_iter():
         try:
             if proc.pid == me or proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            env = proc.environ()
-            tag = env.get(contract.REPLICA_TAG)
+            try:
+                env = proc.environ()
+            except psutil.AccessDenied:
+                env = {}
+            tag = env.get(contract.REPLICA_TAG) or tag_in_cgroup(proc.pid, home_id)
             if tag is not None and contract.tag_of_home(tag, home):
                 if tag not in live_tags:
                     found.append(proc)
@@ -58,6 +66,11 @@ def find_orphans(home: str, claimed: set[int]) -> list[psutil.Process]:
     return found
 
 
+def live(claimed: set[int]) -> set[str]:
+    """The tags of the claimed replica leaders (a load balancer has none)."""
+    return {tag for tag in map(tag_of, claimed) if tag is not None}
+
+
 def reap_orphans(home: str, claimed: set[int]) -> int:
     """SIGKILL every orphan (and its process group when no one claims that);
     return how many processes were found."""
@@ -71,4 +84,9 @@ def reap_orphans(home: str, claimed: set[int]) -> int:
                 os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(psutil.Error):
             proc.kill()
+    live_tags = live(claimed)
+    for tag, cgroup in Cgroups.of_machine().replica_dirs(contract.home_id(home)).items():
+        if tag not in live_tags:
+            cgroup.kill()
+            cgroup.remove()
     return len(orphans)

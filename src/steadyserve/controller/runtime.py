@@ -92,6 +92,7 @@ class ServiceRuntime:
         self.prober: Prober = prober or functools.partial(probe_ready, probe_session)
         self.row = row
         self.name = row.name
+        self.failure_reasons: dict[int, str] = {}  # why each replica failed, for status
         self.environment = ReplicaEnvironment(home, self.name)
         self.routes = RoutePublisher(epoch)
         self.replicas: dict[int, ReplicaRow] = {r.id: r for r in store.replicas(self.name)}
@@ -371,6 +372,10 @@ class ServiceRuntime:
                 continue
             before_ready = replica.status.before_ready
             reason = f"process exited with code {code}"
+            why = getattr(held.handle, "exit_reason", None)  # the local backend: OOM
+            said = why() if callable(why) else None
+            if said:
+                reason = f"{said}; {reason}"
             if before_ready:
                 # A crash at start-up is explained by its last words (a traceback's
                 # last line, "address already in use"): put them where users look.
@@ -432,6 +437,7 @@ class ServiceRuntime:
         """Take a replica out of routing at once, stop its process, keep it listed."""
         self.rollout.count_failure(replica)
         self.transition(replica, status, reason)
+        self.failure_reasons[replica.id] = reason
         self.publish_now()
         held = self.hold(replica.id)
         current = asyncio.current_task()

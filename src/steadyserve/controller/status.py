@@ -82,6 +82,7 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
                 "resources": _resources_of(runtime, r.id, resources),
                 "region": _region_of(runtime, r.id),
                 "notice": runtime.port_watch.notices.get(r.id),
+                "reason": runtime.failure_reasons.get(r.id),
             }
             for r in replicas
         ],

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import importlib.util
+import functools
+import importlib.metadata
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ from typing import BinaryIO
 import steadyserve
 from steadyserve.envs import outputs as outputs
 from steadyserve.envs import plan as plan
+from steadyserve.envs import seal as seal
 from steadyserve.oneline import last_lines
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
@@ -92,27 +94,20 @@ def envs_root(home: Home) -> Path:
     return home.root / ENVS_DIR
 
 
-def parent_site_dirs() -> list[str]:
-    """The controller's package folders, which every environment can import from."""
-    return [
-        p
-        for p in sys.path
-        if p and os.path.basename(p) in ("site-packages", "dist-packages") and os.path.isdir(p)
-    ]
-
-
 def steadyserve_source() -> str:
     """The folder ``import steadyserve`` is found in (the source tree when editable)."""
     return str(Path(steadyserve.__file__).resolve().parents[1])
 
 
+@functools.lru_cache(maxsize=1)
 def python_identity() -> str:
-    """What the key knows of the interpreter and the packages it lends the venv."""
+    """What the key knows of the interpreter and the packages it lends the venv
+    (found once: a controller's own packages do not change while it runs)."""
     parts = [
         sys.implementation.cache_tag or sys.implementation.name,
         sys.version,
         os.path.realpath(sys.executable),
-        *parent_site_dirs(),
+        *seal.identity(seal.lent()),
         steadyserve_source(),
     ]
     return "\n".join(parts)
@@ -189,19 +184,26 @@ async def _build(
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         venv = folder / "venv"
+        lent = seal.lent()
         steps = plan.build_plan(
             uv=shutil.which("uv", path=env.get("PATH")),
             python=sys.executable,
             target=str(venv),
             pip=pip,
-            controller_has_pip=importlib.util.find_spec("pip") is not None,
+            lends_pip=any(seal.canonical(d.metadata["Name"] or "") == "pip" for d in lent),
         )
         inside = activated(env, venv)
         with open(folder / BUILD_LOG, "wb") as out:
             out.write(f"--- building environment {key[:16]} with {steps.tool} ---\n".encode())
             out.flush()
             await _step("creating the virtualenv", steps.create, workdir, env, out, folder)
-            _link_parent(venv)
+            sealed_at = time.monotonic()
+            site = _seal(venv, lent, steps.tool)
+            out.write(
+                f"--- linked SteadyServe and its {len(lent)} packages in"
+                f" {time.monotonic() - sealed_at:.2f}s ---\n".encode()
+            )
+            out.flush()
             if steps.install is not None:
                 await _step("pip", steps.install, workdir, inside, out, folder)
             if setup:
@@ -210,8 +212,18 @@ async def _build(
                 before = await asyncio.to_thread(outputs.listing, workdir)
                 await _step("setup", ["bash", "-c", setup], workdir, inside, out, folder)
                 await asyncio.to_thread(outputs.keep, workdir, before, folder / outputs.OUTPUTS)
+            conflict = seal.conflict_line(seal.unmet(site))
+            if conflict is not None:
+                out.write(f"--- conflict: {conflict}\n".encode())
+                log.warning("environment %s: %s", key[:16], conflict)
         seconds = time.monotonic() - started
-        meta = {"key": key, "tool": steps.tool, "built_at": time.time(), "seconds": seconds}
+        meta = {
+            "key": key,
+            "tool": steps.tool,
+            "built_at": time.time(),
+            "seconds": seconds,
+            "conflict": conflict,
+        }
         (folder / "environment.json").write_text(json.dumps(meta))
         link = root / key
         staging = root / f".{key}.link-{os.getpid()}"
@@ -256,21 +268,26 @@ async def _step(
         raise BuildError(f"{what} exited with code {code}: {last_lines(output)}")
 
 
-def _link_parent(venv: Path) -> None:
-    """Let the venv import SteadyServe's packages (after its own), and give it a
-    ``pip`` command that installs into it."""
-    for site in venv.glob("lib/python*/site-packages"):
-        (site / plan.PARENT_PTH).write_text(
-            plan.parent_pth(parent_site_dirs(), [steadyserve_source()])
-        )
+def _seal(venv: Path, lent: list[importlib.metadata.Distribution], tool: str) -> Path:
+    """Install SteadyServe's closure into the venv (seal.py) and give the venv a
+    ``pip`` command that installs into it; return its ``site-packages``."""
+    (site,) = venv.glob("lib/python*/site-packages")
+    seal.link_in(lent, site)
     bin_dir = venv / "bin"
-    if importlib.util.find_spec("pip") is None:
-        return
+    has_pip = (site / "pip").is_dir()
+    uv = shutil.which("uv") if tool == "uv" else None
+    if has_pip:
+        body = 'exec "$(dirname "$0")/python" -m pip "$@"'
+    elif uv is not None:
+        body = f'exec {uv!r} pip "$@" --python "$(dirname "$0")/python"'
+    else:
+        return site
     for name in ("pip", "pip3"):
         shim = bin_dir / name
         if not shim.exists():
-            shim.write_text('#!/bin/sh\nexec "$(dirname "$0")/python" -m pip "$@"\n')
+            shim.write_text(f"#!/bin/sh\n{body}\n")
             shim.chmod(0o755)
+    return site
 
 
 def keys_on_disk(home: Home) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -34,12 +34,8 @@ DEPENDENCY_PATTERNS = (
 )
 """Files at the top of a workdir that ``setup`` may install from: part of the key."""
 
-KEY_VERSION = "steady-env-1"
+KEY_VERSION = "steady-env-2"
 """Mixed into every key: a change of how environments are built renames them all."""
-
-PARENT_PTH = "zz-steadyserve-parent.pth"
-"""The ``.pth`` file that lets a version's interpreter import SteadyServe's own
-packages; named to sort last, so the version's own packages come first."""
 
 
 def needs_environment(setup: str | None, pip: PipSpec) -> bool:
@@ -107,14 +103,14 @@ def build_plan(
     python: str,
     target: str,
     pip: PipSpec,
-    controller_has_pip: bool,
+    lends_pip: bool,
 ) -> BuildPlan:
     """How to build a virtualenv at ``target`` for ``python`` and install ``pip:``.
 
     With ``uv`` (its path, when on PATH): ``uv venv`` and ``uv pip install``,
     much faster. Otherwise ``python -m venv`` and the venv's ``python -m pip``;
-    the venv is made without its own pip when the controller's interpreter has
-    one, since the venv sees the controller's packages (pip among them) anyway.
+    the venv is made without its own pip when the controller lends it its pip
+    (seal.py links it in before ``pip:`` runs), which saves seconds.
     """
     venv_python = f"{target}/bin/python"
     reqs: list[str] = []
@@ -126,22 +122,13 @@ def build_plan(
         create = [uv, "venv", "--quiet", "--python", python, target]
         install = [uv, "pip", "install", "--python", venv_python, *reqs] if reqs else None
         return BuildPlan(create, install, "uv")
-    create = [python, "-m", "venv", *(["--without-pip"] if controller_has_pip else []), target]
+    create = [python, "-m", "venv", *(["--without-pip"] if lends_pip else []), target]
     install = (
         [venv_python, "-m", "pip", "install", "--disable-pip-version-check", *reqs]
         if reqs
         else None
     )
     return BuildPlan(create, install, "pip")
-
-
-def parent_pth(site_dirs: Sequence[str], extra_paths: Sequence[str]) -> str:
-    """The ``.pth`` text that appends the controller's package folders after the
-    venv's own: ``site.addsitedir`` (so their own ``.pth`` files, editable installs
-    among them, take effect) and plain paths (SteadyServe's source folder)."""
-    lines = [f"import site; site.addsitedir({d!r})" for d in dict.fromkeys(site_dirs)]
-    lines += [p for p in dict.fromkeys(extra_paths) if p not in site_dirs]
-    return "\n".join(lines) + "\n"
 
 
 def unused(on_disk: Iterable[str], in_use: Iterable[str]) -> list[str]:

@@ -102,6 +102,15 @@ class Resources(_Model):
         assert match is not None  # validated
         return float(match.group(1)) * _MEMORY_UNITS_GB[(match.group(2) or "gb").lower()]
 
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        """The memory limit of one replica: ``memory: 8`` (no ``+``) caps it at
+        8 GiB; ``"8+"`` is only a minimum, and no ``memory`` no limit."""
+        gb = self.min_memory_gb
+        if gb is None or str(self.memory).strip().endswith("+"):
+            return None
+        return max(1 << 20, int(gb * (1 << 30)))
+
     def accelerator_choices(self) -> list[tuple[str, float]]:
         """Acceptable ``(name, count)`` options in preference order; [] when none."""
         value = self.accelerators
