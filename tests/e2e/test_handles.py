@@ -14,9 +14,9 @@ from typing import Any
 import psutil
 import pytest
 
-from steadyserve.backends.local import free_port
 from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, api_secret, http_get
+from tests.lb._lb_helpers import free_port
 
 APPS = Path(__file__).parent / "apps"
 TEXT = "Hello my friend. The cat is in the house. Good morning my friend, my good friend."
