@@ -14,11 +14,11 @@ that lapses, even for one tick, starts its delay again. SkyServe's
 decisions. Either way the downscale delay being the longer is the hysteresis
 that keeps a load at a boundary from flapping the target.
 
-Burst mode (Knative calls it panic mode) is ours, on request (``burst: true``): when the load over a tenth of
-the policy's window exceeds twice what the serving replicas are meant to carry,
-the target jumps at once to what that short-window load asks for, skipping the
-upscale delay; and for one full window after the last such moment the target
-never goes down.
+Burst mode (Knative calls it panic mode) is ours, on request (``burst: true``):
+when the load over a tenth of the policy's window exceeds twice what the
+serving replicas are meant to carry, the target jumps at once to what that
+short-window load asks for, skipping the upscale delay; and for one full window
+after the last such moment the target never goes down.
 """
 
 from __future__ import annotations
