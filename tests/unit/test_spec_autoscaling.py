@@ -267,7 +267,7 @@ def test_peer_fields_accepted_with_their_meaning() -> None:
         }
     ).service.replica_policy
     assert ray is not None
-    assert ray.deprecated_fields() == ["smoothing_factor", "metrics_interval_s"]
+    assert list(ray.deprecated_fields()) == ["smoothing_factor", "metrics_interval_s"]
     assert ray.custom_policy_function() == "mypolicy:decide"
     sky = service(
         {

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import model_validator
 
-from steadyserve.spec.autoscaling import DEPRECATED_RAY_FIELDS
 from steadyserve.spec.base import _Model
 from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import NonEmptyText
@@ -167,12 +166,9 @@ def not_applicable_notes(spec: ServiceSpec, backend: str = "local") -> list[str]
                 " (no spot instances to fall back from); ignored"
             )
     if policy is not None:
-        for key in policy.deprecated_fields():
+        for key, advice in policy.deprecated_fields().items():
             # Ray Serve warns the same way (DeprecationWarning) and still applies them.
-            notes.append(
-                f"service.replica_policy.{key}: deprecated in Ray Serve;"
-                f" {DEPRECATED_RAY_FIELDS[key]}"
-            )
+            notes.append(f"service.replica_policy.{key}: deprecated in Ray Serve; {advice}")
     notes.extend(_port_notes(spec))
     return notes
 

@@ -182,9 +182,13 @@ class ReplicaPolicy(_Model):
             return "ongoing_requests"
         return None
 
-    def deprecated_fields(self) -> list[str]:
-        """Ray's deprecated fields this policy sets (each gets a notice)."""
-        return [name for name in DEPRECATED_RAY_FIELDS if getattr(self, name) is not None]
+    def deprecated_fields(self) -> dict[str, str]:
+        """Ray's deprecated fields this policy sets, each with what to use instead."""
+        return {
+            name: advice
+            for name, advice in DEPRECATED_RAY_FIELDS.items()
+            if getattr(self, name) is not None
+        }
 
     def custom_policy_function(self) -> str | None:
         """The import path of Ray's custom policy, or None for the built-in one."""
