@@ -262,13 +262,12 @@ def test_peer_fields_accepted_with_their_meaning() -> None:
                 "max_replicas": 4,
                 "smoothing_factor": 0.5,
                 "metrics_interval_s": 5,
-                "policy": {"policy_function": "mypolicy:decide"},
             }
         }
     ).service.replica_policy
     assert ray is not None
     assert list(ray.deprecated_fields()) == ["smoothing_factor", "metrics_interval_s"]
-    assert ray.custom_policy_function() == "mypolicy:decide"
+    assert ray.custom_policy_function() is None
     sky = service(
         {
             "replica_policy": {
@@ -283,3 +282,24 @@ def test_peer_fields_accepted_with_their_meaning() -> None:
     ).service.replica_policy
     assert sky is not None and (sky.num_overprovision, sky.decision_interval_s) == (1, 1.0)
     assert sky.burst
+
+
+def test_a_policy_function_module_must_be_in_the_workdir(tmp_path: Path) -> None:
+    (tmp_path / "pol.py").write_text("def f(ctx):\n    return 1\n")
+    ok = {"max_replicas": 3, "policy": {"policy_function": "pol:f"}}
+    spec = parse_service(
+        {"run": "x", "workdir": str(tmp_path), "service": {"autoscaling_config": ok}},
+        base_dir=tmp_path,
+    )
+    assert spec.service.replica_policy is not None
+    assert spec.service.replica_policy.custom_policy_function() == "pol:f"
+    missing = {"max_replicas": 3, "policy": {"policy_function": "nope.mod:f"}}
+    with pytest.raises(SpecError) as info:
+        parse_service(
+            {"run": "x", "workdir": str(tmp_path), "service": {"autoscaling_config": missing}},
+            base_dir=tmp_path,
+        )
+    assert str(info.value).endswith(
+        f"service.replica_policy.policy.policy_function: no module nope/mod.py in the workdir"
+        f" {tmp_path}"
+    )

@@ -181,7 +181,9 @@ class Autoscaler:
             return None
         target = self.state.target
         why = self._policy_error or f"waiting for {policy.policy_function}'s first answer"
-        return Decision(target, f"custom policy: {why}; keeping {target} replicas", self.state, target)
+        return Decision(
+            target, f"custom policy: {why}; keeping {target} replicas", self.state, target
+        )
 
     def close(self) -> None:
         """Stop the custom policy's subprocess, if any."""

@@ -75,11 +75,16 @@ class TimeStampedValue(NamedTuple):
 
 def _load(fields: dict[str, Any], notes: list[str] | None = None) -> ServiceSpec:
     service = {"autoscaling_config": fields}
-    return parse_service(
-        {"run": "x", "workdir": str(PEER_WORKDIR), "service": service},
-        base_dir=PEER_WORKDIR,
-        notes=notes,
-    )
+    try:
+        return parse_service(
+            {"run": "x", "workdir": str(PEER_WORKDIR), "service": service},
+            base_dir=PEER_WORKDIR,
+            notes=notes,
+        )
+    except SpecError as exc:
+        if "no module" in str(exc):  # Ray raises ModuleNotFoundError for the same mistake
+            raise ModuleNotFoundError(str(exc)) from exc
+        raise
 
 
 def _warn_deprecations(spec: ServiceSpec) -> None:
@@ -176,18 +181,18 @@ class DeploymentConfig:
         return config
 
     @property
-    def autoscaling_config(self) -> Any:
-        policy = self.spec.service.replica_policy
+    def autoscaling_config(self) -> _StoredConfig:
+        return _StoredConfig(self.spec)
 
-        class _Stored:
-            downscale_delay_s = policy.downscale_delay_s if policy else None
-            policy_ = _Policy(policy.custom_policy_function() if policy else None)
 
-            @property
-            def policy(self) -> _Policy:
-                return self.policy_
+class _StoredConfig:
+    """``DeploymentConfig.autoscaling_config`` after a round trip: the stored policy."""
 
-        return _Stored()
+    def __init__(self, spec: ServiceSpec) -> None:
+        stored = spec.service.replica_policy
+        assert stored is not None
+        self.downscale_delay_s = stored.downscale_delay_s
+        self.policy = _Policy(stored.custom_policy_function())
 
 
 def deployment(autoscaling_config: dict[str, Any]) -> Callable[[Any], Any]:
