@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from steadyserve.core.autoscale import OngoingPolicy, policy_for
-from steadyserve.core.autoscale import ray_policy
+from steadyserve.core.autoscale import OngoingPolicy, policy_for, ray_policy
 from steadyserve.core.autoscale.context import AutoscalingContext as AutoscalingContext
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
 from steadyserve.spec.autoscaling import DEFAULT_POLICY_FUNCTION
