@@ -39,9 +39,7 @@ TIME = f"{ray_adapter.__name__}.time"
 INTERNAL = "tests a Ray internal with no SteadyServe counterpart (see the file header)"
 
 
-def create_context_with_overrides(
-    base_ctx: AutoscalingContext, **kwargs
-) -> AutoscalingContext:
+def create_context_with_overrides(base_ctx: AutoscalingContext, **kwargs) -> AutoscalingContext:
     """Helper to create a new AutoscalingContext with specified attributes overridden.
 
     Args:
@@ -115,9 +113,7 @@ def _run_upscale_downscale_flow(
             config.downscale_to_zero_delay_s * ticks_per_second
         )
     else:
-        downscale_to_zero_wait_periods = math.ceil(
-            config.downscale_delay_s * ticks_per_second
-        )
+        downscale_to_zero_wait_periods = math.ceil(config.downscale_delay_s * ticks_per_second)
 
     # Initialize local policy_state from the base context, so both default and
     # decorated policies can persist their internal state
@@ -657,9 +653,7 @@ class TestReplicaQueueLengthPolicy:
                     current_num_replicas=1,
                     target_num_replicas=1,
                 )
-                new_num_replicas, _ = wrapped_replica_queue_length_autoscaling_policy(
-                    ctx=ctx
-                )
+                new_num_replicas, _ = wrapped_replica_queue_length_autoscaling_policy(ctx=ctx)
                 if delay_s > 0:
                     assert new_num_replicas == 1, trial
                 else:
@@ -671,9 +665,7 @@ class TestReplicaQueueLengthPolicy:
                     current_num_replicas=2,
                     target_num_replicas=2,
                 )
-                new_num_replicas, _ = wrapped_replica_queue_length_autoscaling_policy(
-                    ctx=ctx
-                )
+                new_num_replicas, _ = wrapped_replica_queue_length_autoscaling_policy(ctx=ctx)
                 if delay_s > 0:
                     assert new_num_replicas == 2, trial
                 else:
@@ -806,38 +798,26 @@ class TestReplicaQueueLengthPolicy:
 
 class TestAutoscalingConfigParameters:
     def test_apply_scaling_factors_upscale(self):
-        config = AutoscalingConfig(
-            min_replicas=1, max_replicas=30, upscaling_factor=0.5
-        )
+        config = AutoscalingConfig(min_replicas=1, max_replicas=30, upscaling_factor=0.5)
         desired_num_replicas = 20
         current_num_replicas = 10
-        result = _apply_scaling_factors(
-            desired_num_replicas, current_num_replicas, config
-        )
+        result = _apply_scaling_factors(desired_num_replicas, current_num_replicas, config)
         # Expected: 10 + 0.5 * (20 - 10) = 15
         assert result == 15
 
     def test_apply_scaling_factors_downscale(self):
-        config = AutoscalingConfig(
-            min_replicas=1, max_replicas=30, downscaling_factor=0.5
-        )
+        config = AutoscalingConfig(min_replicas=1, max_replicas=30, downscaling_factor=0.5)
         desired_num_replicas = 5
         current_num_replicas = 20
-        result = _apply_scaling_factors(
-            desired_num_replicas, current_num_replicas, config
-        )
+        result = _apply_scaling_factors(desired_num_replicas, current_num_replicas, config)
         # Expected: 20 - 0.5 * (20 - 5) = ceil(12.5) = 13
         assert result == 13
 
     def test_apply_scaling_factors_stuck_downscale(self):
-        config = AutoscalingConfig(
-            min_replicas=1, max_replicas=30, downscaling_factor=0.5
-        )
+        config = AutoscalingConfig(min_replicas=1, max_replicas=30, downscaling_factor=0.5)
         desired_num_replicas = 9
         current_num_replicas = 10
-        result = _apply_scaling_factors(
-            desired_num_replicas, current_num_replicas, config
-        )
+        result = _apply_scaling_factors(desired_num_replicas, current_num_replicas, config)
         # Expected: 10 - 0.5 * (10 - 9) = 9.5 = ceil(9.5) = 10. The logic then adjusts it to 9.
         assert result == 9
 
@@ -910,9 +890,9 @@ class TestAutoscalingConfigParameters:
 
         # Overshoot must be at most one iteration (not 6× as in the old code).
         overshoot_factor = actual_elapsed_s / upscale_delay_s
-        assert (
-            overshoot_factor < 1.1
-        ), f"Expected ≤1.1× overshoot with wall-clock fix, got {overshoot_factor:.2f}×"
+        assert overshoot_factor < 1.1, (
+            f"Expected ≤1.1× overshoot with wall-clock fix, got {overshoot_factor:.2f}×"
+        )
 
     def test_apply_delay_logic_upscale(self):
         """Test upscale delay uses wall-clock time."""
@@ -1027,9 +1007,7 @@ class TestAutoscalingConfigParameters:
                 policy_state=ctx.policy_state,
                 _now=base_time2 + i * 0.1,
             )
-            assert (
-                decision_num_replicas == 1
-            ), f"Should not scale down from 1 to 0 on tick {i}"
+            assert decision_num_replicas == 1, f"Should not scale down from 1 to 0 on tick {i}"
 
         # Call after 0.4s has elapsed — should downscale 1->0 (use +0.41 to avoid
         # float precision issues with large base timestamps).
@@ -1326,9 +1304,7 @@ class TestWarmupScalingFeedbackLoop:
                 total_pending_async_requests=0,
             )
 
-            new_target, policy_state = wrapped_replica_queue_length_autoscaling_policy(
-                ctx=ctx
-            )
+            new_target, policy_state = wrapped_replica_queue_length_autoscaling_policy(ctx=ctx)
             assert new_target == target, (
                 f"Tick {tick}: target changed from {target} to {new_target} "
                 f"with upscaling_factor={upscaling_factor}, "

@@ -93,8 +93,7 @@ def test_autoscaling_config_metrics_interval_s_deprecation_warning() -> None:
     with pytest.warns(DeprecationWarning):
 
         @serve.deployment(autoscaling_config={"metrics_interval_s": 5})
-        class Foo:
-            ...
+        class Foo: ...
 
     # ... or if it is deserialized from proto as part of a DeploymentConfig (presumably in the Serve Controller)
     deployment_config_proto_bytes = DeploymentConfig(
@@ -220,14 +219,8 @@ def test_autoscaling_policy_serializations(policy):
         # Compare function attributes instead of function objects since
         # cloudpickle.register_pickle_by_value() causes deserialization to
         # create a new function object rather than returning the same object
-        assert (
-            deserialized_autoscaling_policy.__name__
-            == default_autoscaling_policy.__name__
-        )
-        assert (
-            deserialized_autoscaling_policy.__module__
-            == default_autoscaling_policy.__module__
-        )
+        assert deserialized_autoscaling_policy.__name__ == default_autoscaling_policy.__name__
+        assert deserialized_autoscaling_policy.__module__ == default_autoscaling_policy.__module__
     else:
         # Compare function behavior instead of function objects
         # since serialization/deserialization creates new function objects

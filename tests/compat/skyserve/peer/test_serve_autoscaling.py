@@ -23,14 +23,13 @@ INTERNAL = "tests a SkyPilot internal with no SteadyServe counterpart (see the f
 
 def _build_request_service_spec(**overrides) -> SkyServiceSpec:
     data = {
-        'readiness_path': '/',
-        'initial_delay_seconds': serve_constants.DEFAULT_INITIAL_DELAY_SECONDS,
-        'readiness_timeout_seconds':
-            serve_constants.DEFAULT_READINESS_PROBE_TIMEOUT_SECONDS,
-        'min_replicas': 2,
-        'max_replicas': 10,
-        'num_overprovision': 1,
-        'target_qps_per_replica': 5,
+        "readiness_path": "/",
+        "initial_delay_seconds": serve_constants.DEFAULT_INITIAL_DELAY_SECONDS,
+        "readiness_timeout_seconds": serve_constants.DEFAULT_READINESS_PROBE_TIMEOUT_SECONDS,
+        "min_replicas": 2,
+        "max_replicas": 10,
+        "num_overprovision": 1,
+        "target_qps_per_replica": 5,
     }
     data.update(overrides)
     return SkyServiceSpec(**data)
@@ -42,7 +41,7 @@ def _make_ready_replica(replica_id: int, version: int):
 
 def _build_request_autoscaler(**overrides) -> autoscalers.Autoscaler:
     spec = _build_request_service_spec(**overrides)
-    return autoscalers.Autoscaler.from_spec('svc', spec)
+    return autoscalers.Autoscaler.from_spec("svc", spec)
 
 
 def _set_requests(autoscaler: autoscalers.Autoscaler, count: int) -> None:
@@ -58,11 +57,9 @@ def test_controller_restart_no_scale_churn(monkeypatch):
     """Controller restart should not trigger scale-up churn."""
 
     spec = _build_request_service_spec()
-    controller = serve_controller.SkyServeController('svc',
-                                                     spec,
-                                                     version=3,
-                                                     host='127.0.0.1',
-                                                     port=1234)
+    controller = serve_controller.SkyServeController(
+        "svc", spec, version=3, host="127.0.0.1", port=1234
+    )
 
     replica_infos = [
         _make_ready_replica(1, version=3),
@@ -70,9 +67,11 @@ def test_controller_restart_no_scale_churn(monkeypatch):
         _make_ready_replica(3, version=3),
     ]
     decisions = controller._autoscaler.generate_scaling_decisions(
-        replica_infos, active_versions=[3])
+        replica_infos, active_versions=[3]
+    )
     scale_ups = [
-        decision for decision in decisions
+        decision
+        for decision in decisions
         if decision.operator == autoscalers.AutoscalerDecisionOperator.SCALE_UP
     ]
     assert scale_ups == []
@@ -80,9 +79,9 @@ def test_controller_restart_no_scale_churn(monkeypatch):
 
 def test_request_rate_hysteresis_delays_scale_down():
     """Downscale waits for hysteresis threshold before applying."""
-    autoscaler = _build_request_autoscaler(min_replicas=1,
-                                           max_replicas=5,
-                                           downscale_delay_seconds=40)
+    autoscaler = _build_request_autoscaler(
+        min_replicas=1, max_replicas=5, downscale_delay_seconds=40
+    )
     autoscaler.target_num_replicas = 2
     _set_requests(autoscaler, 300)
 
@@ -94,9 +93,7 @@ def test_request_rate_hysteresis_delays_scale_down():
 
 def test_request_rate_hysteresis_delays_scale_up():
     """Upscale waits for hysteresis threshold before applying."""
-    autoscaler = _build_request_autoscaler(min_replicas=1,
-                                           max_replicas=5,
-                                           upscale_delay_seconds=40)
+    autoscaler = _build_request_autoscaler(min_replicas=1, max_replicas=5, upscale_delay_seconds=40)
     autoscaler.target_num_replicas = 1
     _set_requests(autoscaler, 301)
 
@@ -108,21 +105,19 @@ def test_request_rate_hysteresis_delays_scale_up():
 
 def test_scale_to_zero_uses_faster_decision_interval():
     """Scale-to-zero uses the shorter decision interval."""
-    autoscaler = _build_request_autoscaler(min_replicas=0,
-                                           max_replicas=3,
-                                           num_overprovision=0)
+    autoscaler = _build_request_autoscaler(min_replicas=0, max_replicas=3, num_overprovision=0)
     _set_requests(autoscaler, 0)
     autoscaler._set_target_num_replicas_with_hysteresis()
     assert autoscaler.get_final_target_num_replicas() == 0
-    assert (autoscaler.get_decision_interval() ==
-            serve_constants.AUTOSCALER_NO_REPLICA_DECISION_INTERVAL_SECONDS)
+    assert (
+        autoscaler.get_decision_interval()
+        == serve_constants.AUTOSCALER_NO_REPLICA_DECISION_INTERVAL_SECONDS
+    )
 
 
 def test_overprovision_scales_up_extra_replica():
     """Overprovision adds an extra scale-up beyond target."""
-    autoscaler = _build_request_autoscaler(min_replicas=2,
-                                           max_replicas=5,
-                                           num_overprovision=1)
+    autoscaler = _build_request_autoscaler(min_replicas=2, max_replicas=5, num_overprovision=1)
     _set_requests(autoscaler, 0)
     replicas = [
         _make_ready_replica(1, version=autoscaler.latest_version),
@@ -130,7 +125,8 @@ def test_overprovision_scales_up_extra_replica():
     ]
     decisions = autoscaler._generate_scaling_decisions(replicas)
     scale_ups = [
-        decision for decision in decisions
+        decision
+        for decision in decisions
         if decision.operator == autoscalers.AutoscalerDecisionOperator.SCALE_UP
     ]
     assert len(scale_ups) == 1
@@ -138,28 +134,28 @@ def test_overprovision_scales_up_extra_replica():
 
 def test_instance_aware_autoscaler_scales_up(monkeypatch):
     """Instance-aware autoscaler scales up when demand exceeds capacity."""
-    pytest.skip("per-accelerator target_qps_per_replica: local replicas have no"
-                " accelerator type, so SteadyServe has no instance-aware autoscaler")
+    pytest.skip(
+        "per-accelerator target_qps_per_replica: local replicas have no"
+        " accelerator type, so SteadyServe has no instance-aware autoscaler"
+    )
     # SkyPilot's body, kept as written (not run):
     spec = _build_request_service_spec(
-        load_balancing_policy='instance_aware_least_load',
-        target_qps_per_replica={
-            'A100': 10,
-            'V100': 5
-        },
+        load_balancing_policy="instance_aware_least_load",
+        target_qps_per_replica={"A100": 10, "V100": 5},
         upscale_delay_seconds=20,
         num_overprovision=0,
     )
-    autoscaler = autoscalers.Autoscaler.from_spec('svc', spec)
+    autoscaler = autoscalers.Autoscaler.from_spec("svc", spec)
     _set_requests(autoscaler, 1200)
 
     handle_map = {
-        'replica-1': _make_handle('A100'),
-        'replica-2': _make_handle('V100'),
+        "replica-1": _make_handle("A100"),
+        "replica-2": _make_handle("V100"),
     }
 
-    monkeypatch.setattr(global_user_state, 'get_handle_from_cluster_name',
-                        lambda name: handle_map.get(name))
+    monkeypatch.setattr(
+        global_user_state, "get_handle_from_cluster_name", lambda name: handle_map.get(name)
+    )
 
     replicas = [
         _make_ready_replica(1, version=autoscaler.latest_version),
@@ -167,7 +163,8 @@ def test_instance_aware_autoscaler_scales_up(monkeypatch):
     ]
     decisions = autoscaler._generate_scaling_decisions(replicas)
     scale_ups = [
-        decision for decision in decisions
+        decision
+        for decision in decisions
         if decision.operator == autoscalers.AutoscalerDecisionOperator.SCALE_UP
     ]
     assert len(scale_ups) == 1
@@ -175,8 +172,10 @@ def test_instance_aware_autoscaler_scales_up(monkeypatch):
 
 def test_fallback_autoscaler_keeps_base_ondemand():
     """Fallback autoscaler provisions base on-demand replicas."""
-    pytest.skip("spot/on-demand fallback: a local replica is never preempted, so there"
-                " is no on-demand override to launch (the keys are not applicable)")
+    pytest.skip(
+        "spot/on-demand fallback: a local replica is never preempted, so there"
+        " is no on-demand override to launch (the keys are not applicable)"
+    )
     # SkyPilot's body, kept as written (not run):
     spec = _build_request_service_spec(
         base_ondemand_fallback_replicas=1,
@@ -184,14 +183,14 @@ def test_fallback_autoscaler_keeps_base_ondemand():
         target_qps_per_replica=5,
         num_overprovision=0,
     )
-    autoscaler = autoscalers.Autoscaler.from_spec('svc', spec)
+    autoscaler = autoscalers.Autoscaler.from_spec("svc", spec)
     _set_requests(autoscaler, 300)
     decisions = autoscaler._generate_scaling_decisions([])
     scale_ups = [
-        decision for decision in decisions
+        decision
+        for decision in decisions
         if decision.operator == autoscalers.AutoscalerDecisionOperator.SCALE_UP
     ]
 
     assert len(scale_ups) == 1
-    assert (scale_ups[0].target ==
-            autoscalers.FallbackRequestRateAutoscaler.ONDEMAND_OVERRIDE)
+    assert scale_ups[0].target == autoscalers.FallbackRequestRateAutoscaler.ONDEMAND_OVERRIDE
