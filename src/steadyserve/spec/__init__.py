@@ -37,7 +37,6 @@ __all__ = [
     "parse_service",
 ]
 
-from steadyserve.spec.autoscaling import AutoscalingConfig, ReplicaPolicy
 from steadyserve.spec.canary import CanaryAnalysis, CanaryPolicy, CanaryStep
 from steadyserve.spec.errors import (
     MAX_FILE_BYTES,
@@ -48,7 +47,9 @@ from steadyserve.spec.fields import LoadBalancingPolicy, UpdateMode
 from steadyserve.spec.loading import load_fleet_file, load_service_file, parse_service
 from steadyserve.spec.models import Resources, ServiceSpec
 from steadyserve.spec.sections import (
+    AutoscalingConfig,
     ReadinessProbe,
+    ReplicaPolicy,
     RollingUpdate,
     ServiceSection,
 )

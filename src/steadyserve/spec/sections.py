@@ -14,7 +14,8 @@ from pydantic import (
 )
 
 from steadyserve.compat.skypilot import TlsConfig
-from steadyserve.spec.autoscaling import AutoscalingConfig, ReplicaPolicy
+from steadyserve.spec.autoscaling import AutoscalingConfig as AutoscalingConfig
+from steadyserve.spec.autoscaling import ReplicaPolicy as ReplicaPolicy
 from steadyserve.spec.base import _Model
 from steadyserve.spec.canary import BlueGreenPolicy, CanaryPolicy
 from steadyserve.spec.canary import CanaryAnalysis as CanaryAnalysis
