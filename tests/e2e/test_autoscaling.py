@@ -256,6 +256,7 @@ def test_qps_policy_scales_on_request_rate(steady: Steady, tmp_path: Path) -> No
         target_qps_per_replica: 0.5
         upscale_delay_seconds: 1
         downscale_delay_seconds: 600
+        decision_interval_s: 1
         """,
     )
     steady.run("up", str(path), "--wait", "--timeout", "90")

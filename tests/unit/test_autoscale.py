@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -190,22 +190,26 @@ def test_ongoing_desired_needs_a_running_replica() -> None:
 SKY = QpsPolicy(min_replicas=1, max_replicas=10, target_qps_per_replica=2.5)
 
 
-def test_qps_upscale_waits_the_full_upscale_delay() -> None:
-    # 4 rps on one replica of 2.5: more than one replica's worth, less than a burst (5).
+def test_qps_upscale_acts_on_the_delay_over_interval_th_consecutive_decision() -> None:
+    # 4 rps on one replica of 2.5: more than one replica's worth. SkyServe decides
+    # every 20 s and acts on the int(300 / 20) = 15th decision that wants more,
+    # 14 intervals after the first.
     ticks = simulate(SKY, lambda t: load(t, started=4), until=400)
     wish = first(ticks, "upscale delay")
     (when, target, reason), *rest = changes(ticks)
-    assert when - wish == 300.0
+    assert when - wish == 14 * 20.0
     assert target == 2 and not rest
     assert reason == "qps 4.0 over 60 s / target 2.5 -> 2 replicas"
     assert set(targets(ticks)[: int(when)]) == {1}
 
 
-def test_qps_downscale_waits_the_full_downscale_delay() -> None:
+def test_qps_downscale_acts_on_the_delay_over_interval_th_consecutive_decision() -> None:
     ticks = simulate(SKY, lambda t: load(t, started=1), until=1400, state=ScaleState(target=6))
     (when, target, _), *rest = changes(ticks)
     assert target == 1 and not rest
-    assert when - first(ticks, "downscale delay") == 1200.0
+    assert when - first(ticks, "downscale delay") == (1200 / 20 - 1) * 20.0
+    # Between decisions nothing is judged: one decision every 20 s.
+    assert sum(1 for k in ticks if k.decision.decided and k.t < 100) == 5
 
 
 def test_qps_spike_shorter_than_the_delay_changes_nothing() -> None:
@@ -234,7 +238,18 @@ def test_qps_scales_from_zero_at_once() -> None:
 def test_qps_idle_goes_to_zero_after_the_downscale_delay() -> None:
     policy = QpsPolicy(min_replicas=0, max_replicas=5, target_qps_per_replica=1)
     ticks = simulate(policy, lambda t: load(t), until=1300, state=ScaleState(1))
-    assert changes(ticks) == [(1200.0, 0, "qps 0.0 over 60 s / target 1 -> 0 replicas")]
+    assert changes(ticks) == [(1180.0, 0, "qps 0.0 over 60 s / target 1 -> 0 replicas")]
+
+
+def test_qps_decides_faster_at_zero_and_overprovisions() -> None:
+    policy = QpsPolicy(
+        min_replicas=0, max_replicas=5, target_qps_per_replica=1, decision_interval_s=1
+    )
+    ticks = simulate(policy, lambda t: load(t), until=3, state=ScaleState(0))
+    assert all(k.decision.decided for k in ticks)  # min(5, 1) s at zero
+    slow = QpsPolicy(min_replicas=0, max_replicas=5, target_qps_per_replica=1)
+    ticks = simulate(slow, lambda t: load(t), until=12, state=ScaleState(0))
+    assert [k.t for k in ticks if k.decision.decided] == [0.0, 5.0, 10.0]
 
 
 # ---------------------------------------------------------------- Ray Serve's
@@ -337,14 +352,14 @@ def test_zero_and_back() -> None:
 
 
 def test_burst_skips_the_upscale_delay() -> None:
-    policy = OngoingPolicy(min_replicas=1, max_replicas=10, target_ongoing_requests=1)
+    policy = OngoingPolicy(min_replicas=1, max_replicas=10, target_ongoing_requests=1, burst=True)
     ticks = simulate(policy, lambda t: load(t, ongoing=5.8), until=6, state=ScaleState(1))
     assert changes(ticks) == [(0.0, 6, "burst: ongoing 5.8 over 3 s / target 1 -> 6 replicas")]
     assert ticks[-1].decision.burst
 
 
 def test_burst_in_qps_uses_a_tenth_of_the_window_and_respects_max() -> None:
-    policy = QpsPolicy(min_replicas=1, max_replicas=8, target_qps_per_replica=2.5)
+    policy = QpsPolicy(min_replicas=1, max_replicas=8, target_qps_per_replica=2.5, burst=True)
     ticks = simulate(policy, lambda t: load(t, started=30), until=10)
     # The 6 s rate fills up: 30/6 = 5 is exactly twice one replica (no burst), 60/6
     # is more (4 replicas), then 150/6 is more than twice those four.
@@ -356,7 +371,11 @@ def test_burst_in_qps_uses_a_tenth_of_the_window_and_respects_max() -> None:
 
 def test_no_scale_down_while_bursting() -> None:
     policy = OngoingPolicy(
-        min_replicas=1, max_replicas=10, target_ongoing_requests=2, downscale_delay_s=10
+        min_replicas=1,
+        max_replicas=10,
+        target_ongoing_requests=2,
+        downscale_delay_s=10,
+        burst=True,
     )
     ticks = simulate(policy, lambda t: load(t, ongoing=10 if t == 0 else 0), until=60)
     assert changes(ticks)[0][:2] == (0.0, 5)
@@ -367,8 +386,17 @@ def test_no_scale_down_while_bursting() -> None:
 
 
 def test_load_below_twice_capacity_is_no_burst() -> None:
-    ticks = simulate(RAY, lambda t: load(t, ongoing=4), until=10)  # exactly 2x of 1 x 2
+    bursty = replace(RAY, burst=True)
+    ticks = simulate(bursty, lambda t: load(t, ongoing=4), until=10)  # exactly 2x of 1 x 2
     assert changes(ticks) == [] and not any(k.decision.burst for k in ticks)
+
+
+def test_no_burst_unless_asked_for() -> None:
+    # Ray's own semantics: a rush waits for the upscale delay like any other load.
+    policy = OngoingPolicy(min_replicas=1, max_replicas=10, target_ongoing_requests=1)
+    ticks = simulate(policy, lambda t: load(t, ongoing=5.8), until=40, state=ScaleState(1))
+    assert [(t, n) for t, n, _ in changes(ticks)] == [(30.0, 6)]
+    assert not any(k.decision.burst for k in ticks)
 
 
 # ----------------------------------------------------------- hysteresis, bounds
@@ -568,6 +596,7 @@ def test_the_worked_example_in_the_docs() -> None:
         target_ongoing_requests=2,
         downscale_delay_s=300,
         downscale_to_zero_delay_s=60,
+        burst=True,
     )
     first_request = request_waiting_at_zero(policy, initial_state(policy))
     assert first_request.reason == "request waiting at zero -> 1 replica"

@@ -129,15 +129,9 @@ CASES: list[tuple[dict[str, Any], str]] = [
         "service.replica_policy: target_qps_per_replica needs max_replicas"
         " (the most replicas to scale up to)",
     ),
-    (
-        {"replica_policy": {"min_replicas": 0, "target_ongoing_requests": 2}},
-        "service.replica_policy: target_ongoing_requests needs max_replicas"
-        " (the most replicas to scale up to)",
-    ),
-    (
-        {"autoscaling_config": {"target_ongoing_requests": 3}},
-        "service.autoscaling_config: target_ongoing_requests needs max_replicas"
-        " (the most replicas to scale up to)",
+    (  # Ray's target takes Ray's default max_replicas, 1
+        {"replica_policy": {"min_replicas": 2, "target_ongoing_requests": 2}},
+        "service.replica_policy.max_replicas: must be an integer >= min_replicas",
     ),
     # both targets at once
     (
@@ -251,3 +245,61 @@ def test_incoherent_policies_get_one_line_naming_the_field(
     message = error_of(fields)
     assert message == expected
     assert "\n" not in message
+
+
+def test_ray_target_without_max_replicas_takes_rays_default_of_one() -> None:
+    ray = service({"autoscaling_config": {"target_ongoing_requests": 3}}).service.replica_policy
+    assert ray is not None and (ray.min_replicas, ray.max_replicas) == (1, 1)
+    sky = service({"replica_policy": {"min_replicas": 0, "target_ongoing_requests": 2}})
+    policy = sky.service.replica_policy
+    assert policy is not None and policy.max_replicas == 1
+
+
+def test_peer_fields_accepted_with_their_meaning() -> None:
+    ray = service(
+        {
+            "autoscaling_config": {
+                "max_replicas": 4,
+                "smoothing_factor": 0.5,
+                "metrics_interval_s": 5,
+            }
+        }
+    ).service.replica_policy
+    assert ray is not None
+    assert list(ray.deprecated_fields()) == ["smoothing_factor", "metrics_interval_s"]
+    assert ray.custom_policy_function() is None
+    sky = service(
+        {
+            "replica_policy": {
+                "min_replicas": 0,
+                "max_replicas": 3,
+                "target_qps_per_replica": 1,
+                "num_overprovision": 1,
+                "decision_interval_s": 1,
+                "burst": True,
+            }
+        }
+    ).service.replica_policy
+    assert sky is not None and (sky.num_overprovision, sky.decision_interval_s) == (1, 1.0)
+    assert sky.burst
+
+
+def test_a_policy_function_module_must_be_in_the_workdir(tmp_path: Path) -> None:
+    (tmp_path / "pol.py").write_text("def f(ctx):\n    return 1\n")
+    ok = {"max_replicas": 3, "policy": {"policy_function": "pol:f"}}
+    spec = parse_service(
+        {"run": "x", "workdir": str(tmp_path), "service": {"autoscaling_config": ok}},
+        base_dir=tmp_path,
+    )
+    assert spec.service.replica_policy is not None
+    assert spec.service.replica_policy.custom_policy_function() == "pol:f"
+    missing = {"max_replicas": 3, "policy": {"policy_function": "nope.mod:f"}}
+    with pytest.raises(SpecError) as info:
+        parse_service(
+            {"run": "x", "workdir": str(tmp_path), "service": {"autoscaling_config": missing}},
+            base_dir=tmp_path,
+        )
+    assert str(info.value).endswith(
+        f"service.replica_policy.policy.policy_function: no module nope/mod.py in the workdir"
+        f" {tmp_path}"
+    )

@@ -174,6 +174,10 @@ def not_applicable_notes(spec: ServiceSpec, backend: str = "local") -> list[str]
             f"config: not applicable to the {backend} backend (SkyPilot's own settings"
             f" for {', '.join(sorted(spec.config)) or 'nothing'}); ignored"
         )
+    if policy is not None:
+        for key, advice in policy.deprecated_fields().items():
+            # Ray Serve warns the same way (DeprecationWarning) and still applies them.
+            notes.append(f"service.replica_policy.{key}: deprecated in Ray Serve; {advice}")
     notes.extend(_port_notes(spec))
     return notes
 

@@ -7,6 +7,12 @@ when its load balancer holds a request at zero replicas. Every change of the
 target is recorded (``record``) with its reason; the latest judgement, changed
 or not, is what ``status`` shows.
 
+A Ray policy with a custom ``policy_function`` has it called in a subprocess
+(controller/policy_runner.py) with Ray's context; its answer replaces Ray's
+default policy's desired count, and Ray's scaling factors, delays and bounds
+apply to it. While the function fails or times out the target stays where it
+is, and each new reason is an event.
+
 The state is not stored: a controller that restarts starts from the replicas
 that run (within the policy's bounds), so a restart neither scales a busy
 service down to its minimum nor up to its initial count.
@@ -15,9 +21,11 @@ service down to its minimum nor up to its initial count.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from steadyserve.controller.load import ServiceLoad
+from steadyserve.controller.policy_runner import PolicyRunner
 from steadyserve.core.autoscale import (
     Decision,
     FixedPolicy,
@@ -30,6 +38,7 @@ from steadyserve.core.autoscale import (
     qps,
     request_waiting_at_zero,
 )
+from steadyserve.core.autoscale.context import context_fields
 from steadyserve.core.autoscale.policies import QPS_WINDOW_S, clip
 
 
@@ -60,18 +69,36 @@ def _span(policy: Policy) -> float:
 class Autoscaler:
     """The target replica count of one service, and why."""
 
-    def __init__(self, policy: Policy, running: int | None, record: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        running: int | None,
+        record: Callable[[str], None],
+        name: str = "",
+        policy_workdir: Callable[[], Path] | None = None,
+    ) -> None:
         """``running``: live replicas of the current version found at start (None or
-        0 for a new service, which starts at the policy's initial count)."""
+        0 for a new service, which starts at the policy's initial count).
+        ``policy_workdir``: where a custom policy function is imported from (the
+        current version's workdir)."""
         self.policy = policy
         start = clip(running, policy) if running else policy.initial
         self.state = ScaleState(target=start)
         self.load = ServiceLoad(_span(policy))
         self._record = record
+        self._name = name
+        self._policy_workdir = policy_workdir
+        self._runner: PolicyRunner | None = None
+        self._custom: float | None = None
+        self._policy_state: dict[str, Any] = {}
+        self._policy_error: str | None = None
         self.last: Decision | None = None
         self.last_change: str | None = None
 
     def target(self) -> int:
+        """The replicas to run: the target, plus SkyServe's ``num_overprovision``."""
+        if isinstance(self.policy, QpsPolicy):
+            return self.state.target + self.policy.num_overprovision
         return self.state.target
 
     @property
@@ -97,11 +124,73 @@ class Autoscaler:
         if isinstance(policy, FixedPolicy):
             self.state = ScaleState(policy.replicas)
 
-    def step(self, now: float, serving: int) -> Decision:
+    def step(self, now: float, serving: int, running_ids: list[int] | None = None) -> Decision:
         """One decision at ``now`` with ``serving`` replicas routable."""
-        decision = decide(self.policy, self.state, self.load.window, now, serving)
+        policy = self.policy
+        if isinstance(policy, OngoingPolicy) and policy.policy_function is not None:
+            held = self._ask_custom(policy, now, serving, running_ids or [])
+            if held is not None:
+                self._take(held)
+                return held
+        else:
+            self.close()
+        decision = decide(policy, self.state, self.load.window, now, serving, self._custom)
         self._take(decision)
         return decision
+
+    def _ask_custom(
+        self, policy: OngoingPolicy, now: float, serving: int, running_ids: list[int]
+    ) -> Decision | None:
+        """Take the custom policy's latest answer and ask again; a Decision that
+        keeps the target when there is no usable answer, else None."""
+        assert policy.policy_function is not None
+        workdir = self._policy_workdir() if self._policy_workdir else Path.cwd()
+        runner = self._runner
+        if runner is None or (runner.import_path, runner.workdir) != (
+            policy.policy_function,
+            workdir,
+        ):
+            self.close()
+            runner = self._runner = PolicyRunner(policy.policy_function, workdir)
+        answer = runner.take()
+        if answer is not None:
+            if answer.error is not None:
+                self._custom = None
+                if answer.error != self._policy_error:
+                    target = self.state.target
+                    self._record(f"custom policy: {answer.error}; keeping {target} replicas")
+                self._policy_error = answer.error
+            else:
+                self._custom, self._policy_state = answer.desired, answer.policy_state
+                self._policy_error = None
+        samples = self.load.window.between(now - policy.window_s, now)
+        runner.submit(
+            context_fields(
+                policy,
+                name=self._name,
+                current=serving,
+                target=self.state.target,
+                running=running_ids,
+                total=mean_ongoing(samples),
+                queued=sum(s.queued for s in samples) / len(samples) if samples else 0.0,
+                policy_state=self._policy_state,
+                now=now,
+            )
+        )
+        if self._custom is not None:
+            return None
+        target = self.state.target
+        why = self._policy_error or f"waiting for {policy.policy_function}'s first answer"
+        return Decision(
+            target, f"custom policy: {why}; keeping {target} replicas", self.state, target
+        )
+
+    def close(self) -> None:
+        """Stop the custom policy's subprocess, if any."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.close()
+            self._custom = None
 
     def request_waiting(self, now: float) -> Decision:
         """The load balancer holds a request and nothing serves: scale from zero at once."""
@@ -113,7 +202,8 @@ class Autoscaler:
 
     def _take(self, decision: Decision) -> None:
         self.state = decision.next_state
-        self.last = decision
+        if decision.decided or self.last is None:
+            self.last = decision  # between SkyServe's decisions, the last one stands
         if decision.changed and self.scales:
             self.last_change = decision.reason
             self._record(decision.reason)

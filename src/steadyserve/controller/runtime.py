@@ -115,7 +115,11 @@ class ServiceRuntime:
         self.rollout = Rollout(self, store.latest_update(self.name))
         # The target every plan sizes to (controller/autoscaler.py).
         self.autoscaler = Autoscaler(
-            policy_for(self.spec.service), self._live_current(), self._record_scaling
+            policy_for(self.spec.service),
+            self._live_current(),
+            self._record_scaling,
+            name=self.name,
+            policy_workdir=lambda: self.home.version_workdir(self.name, self.row.version),
         )
         self._own_counts: asyncio.Task[None] | None = None
         # The step machine, weights and analysis (controller/canary.py).
@@ -186,6 +190,7 @@ class ServiceRuntime:
         if self._own_counts:
             self._own_counts.cancel()
         await self._stop_loop()
+        await asyncio.to_thread(self.autoscaler.close)
         for held in self.held.values():
             for task in held.tasks:
                 task.cancel()
@@ -202,6 +207,7 @@ class ServiceRuntime:
         if self._own_counts:
             self._own_counts.cancel()
         await self._stop_loop()
+        await asyncio.to_thread(self.autoscaler.close)
         stops = [self.lb.stop()]
         for replica in list(self.replicas.values()):
             held = self.held.get(replica.id)
@@ -285,7 +291,8 @@ class ServiceRuntime:
 
     def _autoscale(self) -> None:
         self.autoscaler.set_policy(policy_for(self.spec.service))
-        self.autoscaler.step(self.clock.monotonic(), len(self.plan.routable))
+        routable = sorted(self.plan.routable)
+        self.autoscaler.step(self.clock.monotonic(), len(routable), routable)
 
     def scale_from_zero(self) -> int:
         """The load balancer holds a request and nothing serves: launch at once."""

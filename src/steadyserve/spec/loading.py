@@ -239,6 +239,7 @@ def _with_resolved_paths(
             raise SpecError("pip", f"no requirements file {spec.pip} in the workdir")
     elif isinstance(spec.pip, str):
         raise SpecError("pip", f"the requirements file {spec.pip} needs a workdir")
+    _policy_module_in_workdir(spec, update.get("workdir"))
     if spec.file_mounts:
         update["file_mounts"] = {
             dest: resolve(f"file_mounts.{dest}", source, "any")
@@ -252,6 +253,22 @@ def _with_resolved_paths(
         }
         update["service"] = spec.service.model_copy(update={"tls": tls.model_copy(update=files)})
     return spec.model_copy(update=update) if update else spec
+
+
+def _policy_module_in_workdir(spec: ServiceSpec, workdir: str | None) -> None:
+    """A custom policy function is imported from the workdir (in its own process,
+    later): a module that is not there is a typo to report now, as Ray does."""
+    policy = spec.service.replica_policy
+    function = policy.custom_policy_function() if policy is not None else None
+    if function is None:
+        return
+    field = "service.replica_policy.policy.policy_function"
+    if workdir is None:
+        raise SpecError(field, f"{function} is imported from the workdir; set workdir")
+    module = function.partition(":")[0].replace(".", "/")
+    root = Path(workdir)
+    if not ((root / f"{module}.py").is_file() or (root / module / "__init__.py").is_file()):
+        raise SpecError(field, f"no module {module}.py in the workdir {workdir}")
 
 
 def _looked_in(text: str, base_dir: Path, cwd: Path | None) -> str:

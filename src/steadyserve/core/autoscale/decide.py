@@ -6,18 +6,19 @@ function reads no clock and keeps nothing, so a test can drive hours of
 simulated traffic in microseconds. Every decision carries a one-line reason
 (``ongoing 5.8 over 3 s / target 1 -> 3 replicas``) that becomes the event.
 
-The delays are those of the anchors: a wish to scale up (or down) must hold
-without a break for ``upscale_delay`` (``downscale_delay``) before the target
-moves, and it then moves to what the load asks for at that moment. A wish that
-lapses, even for one tick, starts its delay again; that, and the downscale
-delay being the longer, is the hysteresis that keeps a load at a boundary from
-flapping the target.
+The delays are the peers' own. Ray Serve's policy (ray_policy.py) is judged on
+every tick: a wish to scale up (or down) must hold on the clock for
+``upscale_delay_s`` (``downscale_delay_s``) before the target moves, and a wish
+that lapses, even for one tick, starts its delay again. SkyServe's
+(sky_policy.py) is judged once a decision interval and counts consecutive
+decisions. Either way the downscale delay being the longer is the hysteresis
+that keeps a load at a boundary from flapping the target.
 
-Burst mode (Knative calls it panic mode) is ours: when the load over a tenth of
-the policy's window exceeds twice what the serving replicas are meant to carry,
-the target jumps at once to what that short-window load asks for, skipping the
-upscale delay; and for one full window after the last such moment the target
-never goes down.
+Burst mode (Knative calls it panic mode) is ours, on request (``burst: true``):
+when the load over a tenth of the policy's window exceeds twice what the
+serving replicas are meant to carry, the target jumps at once to what that
+short-window load asks for, skipping the upscale delay; and for one full window
+after the last such moment the target never goes down.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from steadyserve.core.autoscale.policies import (
     Policy,
     QpsPolicy,
     clip,
-    ongoing_desired,
-    qps_desired,
 )
+from steadyserve.core.autoscale.ray_policy import RayDelay, policy_step
 from steadyserve.core.autoscale.signals import LoadWindow, mean_ongoing, qps
+from steadyserve.core.autoscale.sky_policy import SkyCounts, decision_interval, hysteresis
 
 __all__ = ["Decision", "ScaleState", "decide", "initial_state", "request_waiting_at_zero"]
 
@@ -53,6 +54,12 @@ class ScaleState:
     """Since when the load has, without a break, asked for fewer than ``target``."""
     burst_until: float | None = None
     """Burst mode lasts until this time: no scaling down before it."""
+    up_count: int = 0
+    """SkyServe: consecutive decisions that wanted more than ``target``."""
+    down_count: int = 0
+    """SkyServe: consecutive decisions that wanted fewer than ``target``."""
+    next_at: float | None = None
+    """SkyServe: the time of the next decision (None: decide now)."""
 
     def in_burst(self, now: float) -> bool:
         return self.burst_until is not None and now < self.burst_until
@@ -74,6 +81,8 @@ class Decision:
     """Ongoing requests (running plus queued) averaged over the policy's window."""
     burst: bool = False
     """Burst mode is on after this step."""
+    decided: bool = True
+    """False between SkyServe's decisions (the step only waited for the next one)."""
 
     @property
     def changed(self) -> bool:
@@ -124,10 +133,17 @@ def _bounds_note(policy: Policy, reading: _Reading, count: int) -> str:
 
 
 def decide(
-    policy: Policy, state: ScaleState, window: LoadWindow, now: float, current_replicas: int
+    policy: Policy,
+    state: ScaleState,
+    window: LoadWindow,
+    now: float,
+    current_replicas: int,
+    custom_desired: float | None = None,
 ) -> Decision:
     """The target for ``now``, given the samples in ``window`` and the number of
-    replicas serving (READY) now. Pure: same inputs, same decision."""
+    replicas serving (READY) now. ``custom_desired``: what Ray's custom policy
+    function answered, in place of Ray's default policy. Pure: same inputs, same
+    decision."""
     previous = state.target
     if isinstance(policy, FixedPolicy):
         reason = f"fixed size -> {_replicas(policy.replicas)}"
@@ -143,7 +159,8 @@ def decide(
     samples = window.between(now - span, now)
     if not samples:
         reason = f"no load reports in the last {span:g} s; holding {_replicas(previous)}"
-        return Decision(previous, reason, replace(state, up_since=None, down_since=None), previous)
+        held = replace(state, up_since=None, down_since=None, up_count=0, down_count=0)
+        return Decision(previous, reason, held, previous)
 
     short_span = span * BURST_FRACTION
     short = window.between(now - short_span, now)
@@ -158,7 +175,9 @@ def decide(
         burst_reading = _Reading("ongoing", mean_ongoing(short), short_span, reading.per_replica)
         measured_qps = None
 
-    def decision(target: int, reason: str, next_state: ScaleState) -> Decision:
+    def decision(
+        target: int, reason: str, next_state: ScaleState, decided: bool = True
+    ) -> Decision:
         return Decision(
             target,
             reason,
@@ -167,79 +186,95 @@ def decide(
             qps=measured_qps,
             ongoing=ongoing,
             burst=next_state.in_burst(now),
+            decided=decided,
         )
 
-    # Burst: short-window load over twice what the serving replicas should carry.
-    capacity = current_replicas * reading.per_replica
-    bursting = bool(short) and burst_reading.value > BURST_RATIO * capacity
-    burst_until = now + span if bursting else state.burst_until
-    burst_target = clip(burst_reading.needs(), policy) if bursting else 0
+    # Burst (on request): short-window load over twice what the serving replicas carry.
+    burst_until = state.burst_until
+    if policy.burst:
+        capacity = current_replicas * reading.per_replica
+        if short and burst_reading.value > BURST_RATIO * capacity:
+            burst_until = now + span
+            burst_target = clip(burst_reading.needs(), policy)
+            if burst_target > previous:
+                reason = "burst: " + burst_reading.says(burst_target)
+                reason += _bounds_note(policy, burst_reading, burst_target)
+                return decision(
+                    burst_target, reason, ScaleState(burst_target, burst_until=burst_until)
+                )
+    bursting = burst_until is not None and now < burst_until
 
-    # What the policy asks for, and whether it may have it at once (from zero).
     if isinstance(policy, QpsPolicy):
-        wanted = qps_desired(policy, reading.value)
-        at_once = previous == 0 and wanted > 0
-    elif current_replicas == 0:
-        # Ray Serve: with none serving there is no ratio; any load means at least one.
-        wanted = clip(max(math.ceil(policy.up_gain), previous), policy) if ongoing > 0 else previous
-        at_once = wanted > previous
-    else:
-        wanted = ongoing_desired(policy, reading.value, current_replicas)
-        at_once = False
-
-    if at_once or burst_target > previous:
-        # From zero the policy's own count applies at once (burst may add to it);
-        # otherwise burst mode alone skips the delay, up to what the burst asks for.
-        if burst_target > previous and (not at_once or burst_target > wanted):
-            target = burst_target
-            note = _bounds_note(policy, burst_reading, target)
-            reason = "burst: " + burst_reading.says(target) + note
-        else:
-            target = wanted
-            reason = reading.says(target) + _bounds_note(policy, reading, target)
-            if previous == 0:
-                reason += " (from zero)"
-        return decision(target, reason, ScaleState(target, burst_until=burst_until))
-
-    calm = replace(state, up_since=None, down_since=None, burst_until=burst_until)
-    if wanted > previous:
-        since = now if state.up_since is None else state.up_since
-        delay = policy.upscale_delay
-        if now - since >= delay:
-            reason = reading.says(wanted) + _bounds_note(policy, reading, wanted)
-            return decision(wanted, reason, ScaleState(wanted, burst_until=burst_until))
-        reason = (
-            f"holding {_replicas(previous)}: {reading.says(wanted)} after"
-            f" {now - since:g} of {delay:g} s upscale delay"
+        if state.next_at is not None and now < state.next_at:
+            reason = f"next decision in {state.next_at - now:.3g} s"
+            return decision(previous, reason, replace(state, burst_until=burst_until), False)
+        step = hysteresis(
+            policy, previous, SkyCounts(state.up_count, state.down_count), reading.value
         )
-        return decision(previous, reason, replace(calm, up_since=since))
-
-    if wanted < previous:
-        if calm.in_burst(now):
+        if step.desired < previous and bursting:
+            step = replace(step, target=previous, counts=SkyCounts(), needed=0)
             reason = (
-                f"holding {_replicas(previous)}: {reading.says(wanted)}, but burst mode"
+                f"holding {_replicas(previous)}: {reading.says(step.desired)}, but burst mode"
                 f" forbids scaling down for {burst_until - now:g} s"  # type: ignore[operator]
             )
-            return decision(previous, reason, calm)
-        since = now if state.down_since is None else state.down_since
-        if isinstance(policy, QpsPolicy):
-            delay, what = policy.downscale_delay_seconds, "downscale delay"
-        elif previous == 1 and wanted == 0:
-            delay, what = policy.to_zero_delay_s, "downscale-to-zero delay"
+        elif step.target != previous:
+            reason = reading.says(step.target) + _bounds_note(policy, reading, step.target)
+            if previous == 0:
+                reason += " (from zero)"
+        elif step.needed:
+            made = max(step.counts.up, step.counts.down)
+            way = "upscale" if step.counts.up else "downscale"
+            delay = (
+                policy.upscale_delay_seconds if step.counts.up else policy.downscale_delay_seconds
+            )
+            reason = (
+                f"holding {_replicas(previous)}: {reading.says(step.desired)} on {made} of"
+                f" {step.needed} decisions ({delay:g} s {way} delay)"
+            )
         else:
-            # Ray Serve goes to zero only from one replica, after its own delay.
-            wanted = max(1, wanted)
-            delay, what = policy.downscale_delay_s, "downscale delay"
-        if now - since >= delay:
-            reason = reading.says(wanted) + _bounds_note(policy, reading, wanted)
-            return decision(wanted, reason, ScaleState(wanted, burst_until=burst_until))
+            reason = f"steady: {reading.says(previous)}"
+        next_at = now + decision_interval(policy, step.target)
+        next_state = ScaleState(
+            step.target,
+            burst_until=burst_until,
+            up_count=step.counts.up,
+            down_count=step.counts.down,
+            next_at=next_at,
+        )
+        return decision(step.target, reason, next_state)
+
+    pending = RayDelay(1, state.up_since) if state.up_since is not None else RayDelay()
+    if state.down_since is not None:
+        pending = RayDelay(-1, state.down_since)
+    ray = policy_step(policy, current_replicas, ongoing, previous, pending, now, custom_desired)
+    target = clip(ray.count, policy)
+    if clip(ray.desired, policy) < previous and bursting:
+        reason = (
+            f"holding {_replicas(previous)}: {reading.says(clip(ray.desired, policy))}, but"
+            f" burst mode forbids scaling down for {burst_until - now:g} s"  # type: ignore[operator]
+        )
+        return decision(previous, reason, ScaleState(previous, burst_until=burst_until))
+    wanted = clip(ray.desired, policy)
+    if target != previous:
+        reason = reading.says(target) + _bounds_note(policy, reading, target)
+        if previous == 0:
+            reason += " (from zero)"
+    elif ray.delay.since is not None and wanted != previous:
+        if ray.delay.direction > 0:
+            what = "upscale delay"
+        elif previous == 1 and wanted == 0:
+            what = "downscale-to-zero delay"
+        else:
+            what = "downscale delay"
         reason = (
             f"holding {_replicas(previous)}: {reading.says(wanted)} after"
-            f" {now - since:g} of {delay:g} s {what}"
+            f" {now - ray.delay.since:g} of {ray.delay_s:g} s {what}"
         )
-        return decision(previous, reason, replace(calm, down_since=since))
-
-    return decision(previous, f"steady: {reading.says(previous)}", calm)
+    else:
+        reason = f"steady: {reading.says(previous)}"
+    up = ray.delay.since if ray.delay.direction > 0 else None
+    down = ray.delay.since if ray.delay.direction < 0 else None
+    return decision(target, reason, ScaleState(target, up, down, burst_until))
 
 
 def request_waiting_at_zero(policy: Policy, state: ScaleState) -> Decision:

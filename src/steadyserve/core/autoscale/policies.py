@@ -67,6 +67,12 @@ class QpsPolicy:
     target_qps_per_replica: float
     upscale_delay_seconds: float = 300.0
     downscale_delay_seconds: float = 1200.0
+    num_overprovision: int = 0
+    """Replicas run beyond the target (SkyServe's ``num_overprovision``)."""
+    decision_interval_s: float = 20.0
+    """SkyServe decides once this often (sky_policy.py), not on every tick."""
+    burst: bool = False
+    """SteadyServe's burst mode (decide.py), only on request."""
 
     @property
     def window_s(self) -> float:
@@ -98,6 +104,10 @@ class OngoingPolicy:
     downscaling_factor: float | None = None
     initial_replicas: int | None = None
     """The count at deploy time; None means ``min_replicas``."""
+    policy_function: str | None = None
+    """Ray's custom policy (``module:func`` in the workdir); None: Ray's default policy."""
+    burst: bool = False
+    """SteadyServe's burst mode (decide.py), only on request."""
 
     @property
     def window_s(self) -> float:
@@ -140,21 +150,19 @@ def qps_desired(policy: QpsPolicy, rate: float) -> int:
 
 
 def ongoing_desired(policy: OngoingPolicy, ongoing: float, running: int) -> int:
-    """Ray Serve's count for ``ongoing`` requests spread over ``running`` (> 0) replicas.
+    """Ray Serve's count for ``ongoing`` requests spread over ``running`` (> 0) replicas:
+    its default policy's desired count through the scaling factors, clipped
+    (ray_policy.py has the steps)."""
+    from steadyserve.core.autoscale.ray_policy import default_desired, scaling_factors
 
-    The error ratio (load over what ``running`` replicas should carry) is moved
-    toward 1 by the up- or down-scaling factor, applied to ``running``, rounded
-    up. When a factor below 1 would leave a count stuck where the plain ratio
-    says fewer suffice, it goes down by one, so low traffic always scales down.
-    """
     if running <= 0:
         raise ValueError("running must be > 0")
-    error_ratio = ongoing / (policy.target_ongoing_requests * running)
-    gain = policy.up_gain if error_ratio >= 1 else policy.down_gain
-    desired = math.ceil(running * (1 + (error_ratio - 1) * gain))
-    if math.ceil(running * error_ratio) < running and desired == running:
-        desired -= 1
-    return clip(desired, policy)
+    desired = default_desired(policy, running, ongoing, running)
+    return clip(scaling_factors(desired, running, policy), policy)
+
+
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)
 
 
 def policy_for(service: ServiceSection) -> Policy:
@@ -169,6 +177,9 @@ def policy_for(service: ServiceSection) -> Policy:
             target_qps_per_replica=spec.target_qps_per_replica,
             upscale_delay_seconds=spec.upscale_delay_seconds,
             downscale_delay_seconds=spec.downscale_delay_seconds,
+            num_overprovision=spec.num_overprovision or 0,
+            decision_interval_s=spec.decision_interval_s,
+            burst=spec.burst,
         )
     if spec.target_ongoing_requests is not None:
         return OngoingPolicy(
@@ -179,8 +190,15 @@ def policy_for(service: ServiceSection) -> Policy:
             upscale_delay_s=spec.upscale_delay_s,
             downscale_delay_s=spec.downscale_delay_s,
             downscale_to_zero_delay_s=spec.downscale_to_zero_delay_s,
-            upscaling_factor=spec.upscaling_factor,
-            downscaling_factor=spec.downscaling_factor,
+            # Ray's precedence: the factor, else its deprecated smoothing factors.
+            upscaling_factor=_first(
+                spec.upscaling_factor, spec.upscale_smoothing_factor, spec.smoothing_factor
+            ),
+            downscaling_factor=_first(
+                spec.downscaling_factor, spec.downscale_smoothing_factor, spec.smoothing_factor
+            ),
             initial_replicas=spec.initial_replicas,
+            policy_function=spec.custom_policy_function(),
+            burst=spec.burst,
         )
     return FixedPolicy(spec.min_replicas)
