@@ -93,7 +93,7 @@ def delete(name: str, _blocking: bool = True) -> None:
 def status() -> Any:
     """Ray's ``ServeStatus``: applications, their deployments, replica states."""
     from steadyserve.serve import api
-    from steadyserve.serve.status import serve_status
+    from steadyserve.serve.overview import serve_status
 
     c = api.client()
     gateway = api._call(c, "GET", "/api/v1/gateway")

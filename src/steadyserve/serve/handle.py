@@ -162,10 +162,10 @@ class DeploymentHandle:
     ) -> None:
         self.deployment_name = deployment_name
         self.app_name = app_name
-        self.service = service or service_for(deployment_name)
-        self.method_name = method_name
-        self.stream = stream
-        self.multiplexed_model_id = multiplexed_model_id
+        self._service = service or service_for(deployment_name)
+        self._method_name = method_name
+        self._stream = stream
+        self._model_id = multiplexed_model_id
 
     def options(
         self,
@@ -183,13 +183,18 @@ class DeploymentHandle:
         return DeploymentHandle(
             self.deployment_name,
             self.app_name,
-            service=self.service,
-            method_name=self.method_name if method_name is None else method_name,
-            stream=self.stream if stream is None else stream,
+            service=self._service,
+            method_name=self._method_name if method_name is None else method_name,
+            stream=self._stream if stream is None else stream,
             multiplexed_model_id=(
-                self.multiplexed_model_id if multiplexed_model_id is None else multiplexed_model_id
+                self._model_id if multiplexed_model_id is None else multiplexed_model_id
             ),
         )
+
+    @property
+    def service(self) -> str:
+        """The service this handle calls (a property: a method may be named alike)."""
+        return self._service
 
     def __getattr__(self, name: str) -> DeploymentHandle:
         if name.startswith("_"):
@@ -199,18 +204,18 @@ class DeploymentHandle:
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         rt = runtime()
         call = _call(
-            rt, self.service, self.method_name, self.stream, args, kwargs, self.multiplexed_model_id
+            rt, self._service, self._method_name, self._stream, args, kwargs, self._model_id
         )
-        if self.stream:
+        if self._stream:
             return DeploymentResponseGenerator(rt, rt.submit(call))
         return DeploymentResponse(rt.submit(_single(call)))
 
     def __repr__(self) -> str:
-        return f"DeploymentHandle(deployment={self.deployment_name!r}, service={self.service!r})"
+        return f"DeploymentHandle(deployment={self.deployment_name!r}, service={self._service!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        names = (self.deployment_name, self.app_name, self.service, self.method_name)
-        return (_rebuild, (*names, self.stream, self.multiplexed_model_id))
+        names = (self.deployment_name, self.app_name, self._service, self._method_name)
+        return (_rebuild, (*names, self._stream, self._model_id))
 
 
 def _rebuild(
