@@ -30,6 +30,8 @@ Ray (where the load balancer runs on another machine). Set by the backend."""
 REPLICA_ID = "STEADY_REPLICA_ID"
 SKYPILOT_REPLICA_ID = "SKYPILOT_SERVE_REPLICA_ID"
 SERVICE_NAME = "STEADY_SERVICE_NAME"
+APP_NAME = "STEADY_APP_NAME"
+"""The Ray Serve application a replica's service belongs to (its replica context)."""
 SERVICE_VERSION = "STEADY_SERVICE_VERSION"
 REPLICA_TAG = "STEADY_REPLICA_TAG"
 """``<home-id>/<service>/<replica-id>``: inherited by everything a replica starts,

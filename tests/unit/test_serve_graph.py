@@ -72,13 +72,11 @@ def test_an_option_that_does_not_apply_is_said_once(capsys: pytest.CaptureFixtur
     assert "ray_actor_options does not apply" in capsys.readouterr().err
 
 
-def test_unsupported_features_fail_naming_the_feature_and_the_docs() -> None:
-    with pytest.raises(NotImplementedError, match=r"@serve.batch .*ray-serve-api.md"):
-        serve.batch(max_batch_size=8)
-    with pytest.raises(NotImplementedError, match=r"@serve\.multiplexed"):
-        serve.multiplexed(max_num_models_per_replica=2)
-    with pytest.raises(NotImplementedError, match="multiplexed_model_id"):
-        DeploymentHandle("X").options(multiplexed_model_id="m")
+def test_batch_multiplexed_and_model_ids_are_supported() -> None:
+    assert callable(serve.batch(max_batch_size=8))
+    assert callable(serve.multiplexed(max_num_models_per_replica=2))
+    handle = DeploymentHandle("X").options(multiplexed_model_id="m")
+    assert handle._model_id == "m"
 
 
 def test_a_bound_graph_is_described_ingress_first_with_handle_placeholders() -> None:

@@ -241,6 +241,7 @@ def _application(
             {str(i.get("name")): service_name(name, str(i.get("name"))) for i in found}
         )
     }
+    graph_env["STEADY_APP_NAME"] = name  # the replicas' serve.get_replica_context()
     if args:
         graph_env["STEADY_APP_ARGS"] = as_json(args)
     common = {**common, "envs": {**common.get("envs", {}), **graph_env}}

@@ -49,6 +49,25 @@ def route_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
     return dict(sorted(routes.items()))
 
 
+def _listen6(port: int) -> socket.socket | None:
+    """The gateway on ``[::1]:port`` too (``localhost`` may resolve there first, as
+    in Ray's examples); None on a host without IPv6 loopback, where 127.0.0.1 serves."""
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("::1", port))
+        sock.listen(4096)
+    except OSError as exc:
+        sock.close()
+        log.warning("gateway: not listening on [::1]:%d (%s); 127.0.0.1 only", port, exc)
+        return None
+    return sock
+
+
 class GatewaySupervisor:
     def __init__(self, home: Home, epoch: str, specs: Callable[[], Iterable[ServiceSpec]]) -> None:
         self.home = home
@@ -57,6 +76,7 @@ class GatewaySupervisor:
         self.port: int | None = None
         self.handle: LocalProcess | None = None
         self.listener: socket.socket | None = None
+        self.listener6: socket.socket | None = None  # ::1, when this host has IPv6
         self._last_start = 0.0
         self.problem: str | None = None
         self._load()
@@ -145,6 +165,9 @@ class GatewaySupervisor:
         log_path = self.home.root / "logs" / "gateway.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, STEADY_HOME=str(self.home.root))
+        fds = [listener.fileno()]
+        if self.listener6 is not None:
+            fds.append(self.listener6.fileno())
         with open(log_path, "ab") as out:
             popen = subprocess.Popen(
                 [
@@ -155,10 +178,9 @@ class GatewaySupervisor:
                     str(self.home.root),
                     "--port",
                     str(self.port),
-                    "--listen-fd",
-                    str(listener.fileno()),
+                    *[arg for fd in fds for arg in ("--listen-fd", str(fd))],
                 ],
-                pass_fds=(listener.fileno(),),
+                pass_fds=tuple(fds),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -179,6 +201,7 @@ class GatewaySupervisor:
                 sock.close()
                 raise
             self.listener = sock
+            self.listener6 = _listen6(port)
         return self.listener
 
     def detach(self) -> None:
@@ -186,6 +209,9 @@ class GatewaySupervisor:
         if self.listener is not None:
             self.listener.close()
             self.listener = None
+        if self.listener6 is not None:
+            self.listener6.close()
+            self.listener6 = None
 
     async def stop(self) -> None:
         if self.handle is not None:

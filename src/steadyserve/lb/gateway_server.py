@@ -126,6 +126,7 @@ class Gateway:
         self.known = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.AbstractServer | None = None
+        self._more: list[asyncio.AbstractServer] = []
 
     def apply_map(self, routes: dict[str, str]) -> None:
         """Route prefix -> service: add lanes for new services, retire the rest."""
@@ -181,15 +182,22 @@ class Gateway:
                 self.apply_map({str(k): str(v) for k, v in routes.items()})
                 self.known = key
 
-    async def start(self, listen_fd: int | None, host: str, port: int) -> None:
+    async def start(self, listen_fds: list[int], host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self.follow_map()))
         self._tasks.append(loop.create_task(self._sweep()))
-        if listen_fd is not None:
-            sock = socket.socket(fileno=listen_fd)
-            self._server = await loop.create_server(
-                lambda: ClientConnection(self.proxy), sock=sock, backlog=4096
-            )
+        if listen_fds:
+            # 127.0.0.1 and, when the controller could bind it, ::1.
+            for fd in listen_fds:
+                server = await loop.create_server(
+                    lambda: ClientConnection(self.proxy),
+                    sock=socket.socket(fileno=fd),
+                    backlog=4096,
+                )
+                if self._server is None:
+                    self._server = server
+                else:
+                    self._more.append(server)
         else:
             self._server = await loop.create_server(
                 lambda: ClientConnection(self.proxy), host, port, reuse_address=True, backlog=4096
@@ -206,6 +214,8 @@ class Gateway:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        for server in self._more:
+            server.close()
         self.proxy.begin_drain()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DRAIN_SECONDS
@@ -223,9 +233,9 @@ class Gateway:
                 metrics.access_log.close()
 
 
-async def serve(home: Home, listen_fd: int | None, host: str, port: int) -> None:
+async def serve(home: Home, listen_fds: list[int], host: str, port: int) -> None:
     gateway = Gateway(home)
-    await gateway.start(listen_fd, host, port)
+    await gateway.start(listen_fds, host, port)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -240,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--home", required=True)
     p.add_argument("--port", required=True, type=int)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--listen-fd", type=int, default=None)
+    p.add_argument("--listen-fd", type=int, action="append", default=[])
     args = p.parse_args(argv)
     logging.basicConfig(
         level=os.environ.get("STEADY_LB_LOG_LEVEL", "INFO"),

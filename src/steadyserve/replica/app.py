@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from steadyserve.replica.responses import to_response
 from steadyserve.replica.user import UserClass
+from steadyserve.serve import context
 
 log = logging.getLogger("steadyserve.replica")
 
@@ -47,6 +48,29 @@ class OngoingLimit:
             await self.app(scope, receive, send)
         finally:
             self.ongoing -= 1
+
+
+class ModelIdHeader:
+    """Set ``serve.get_multiplexed_model_id()`` from the request's
+    ``serve_multiplexed_model_id`` header for the request's whole run."""
+
+    HEADER = context.MODEL_ID_HEADER.encode()
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        model_id = next(
+            (v for k, v in scope.get("headers", []) if k.lower() == self.HEADER), b""
+        ).decode("latin-1")
+        token = context.set_model_id(model_id)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            context.reset_model_id(token)
 
 
 class ClassApp:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import hmac
 import inspect
 import logging
@@ -99,8 +100,9 @@ class CallApp:
             if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
                 result = method(*args, **kwargs)
             else:
+                run = contextvars.copy_context().run  # the model id goes with the call
                 result = await loop.run_in_executor(
-                    self.user.executor, lambda: method(*args, **kwargs)
+                    self.user.executor, lambda: run(method, *args, **kwargs)
                 )
             if inspect.isawaitable(result):
                 result = await result
@@ -170,9 +172,14 @@ class CallApp:
         assert self.user is not None
         executor = self.user.executor
         pending: concurrent.futures.Future[Any] | None = None
+        ctx = contextvars.copy_context()
+
+        def step() -> Any:
+            return ctx.run(next, result, _DONE)
+
         try:
             while True:
-                pending = executor.submit(next, result, _DONE)
+                pending = executor.submit(step)
                 item = await asyncio.wrap_future(pending)
                 pending = None
                 if item is _DONE:

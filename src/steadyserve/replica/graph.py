@@ -29,6 +29,7 @@ class Node:
     init_args: tuple[Any, ...]
     init_kwargs: dict[str, Any]
     ingress: Any
+    name: str
 
 
 def is_builder(obj: Any) -> bool:
@@ -70,7 +71,8 @@ def node(obj: Any, name: str, owner: str) -> Application:
 
 def resolve(import_path: str, obj: Any) -> Node:
     app = _application(obj, repr(import_path))
-    cls = app.deployment.func_or_class
+    target = app.deployment.func_or_class
+    cls = target if isinstance(target, type) else function_class(target)
 
     def to_handle(bound: Application) -> DeploymentHandle:
         return DeploymentHandle(bound.name)
@@ -85,7 +87,32 @@ def resolve(import_path: str, obj: Any) -> Node:
         init_args=tuple(replace_nodes(list(app.args), to_handle)),
         init_kwargs=dict(replace_nodes(dict(app.kwargs), to_handle)),
         ingress=ingress,
+        name=app.name,
     )
+
+
+def function_class(func: Any) -> type:
+    """A function deployment hosted as a class whose ``__call__`` is the function, so
+    HTTP requests and handle calls reach it as they reach a class (async stays
+    async, generators stream)."""
+
+    async def call_gen(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    async def call_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await func(*args, **kwargs)
+
+    def call_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    call: Any = call_sync
+    if inspect.isasyncgenfunction(func):
+        call = call_gen
+    elif inspect.iscoroutinefunction(func):
+        call = call_async
+
+    name = getattr(func, "__name__", "function")
+    return type(name, (), {"__call__": call, "__qualname__": name, "__doc__": func.__doc__})
 
 
 def _refuse_class_based_routes(ingress: Any, cls: type) -> None:

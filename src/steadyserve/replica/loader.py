@@ -37,6 +37,7 @@ class Target:
     init_args: tuple[Any, ...] = ()
     init_kwargs: dict[str, Any] = field(default_factory=dict)
     ingress: Any = None  # the ASGI app of an @serve.ingress class
+    deployment_name: str | None = None  # a graph node's deployment (the replica context)
 
     @property
     def is_class(self) -> bool:
@@ -83,6 +84,7 @@ def classify(import_path: str, obj: Any) -> Target:
             node.init_args,
             node.init_kwargs,
             node.ingress,
+            node.name,
         )
     if isinstance(obj, type):
         if not has_method(obj, "__call__"):

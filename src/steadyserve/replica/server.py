@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import signal
 import sys
 import traceback
@@ -27,12 +28,14 @@ from typing import Any, Literal
 
 import uvicorn
 
-from steadyserve.replica.app import ClassApp, OngoingLimit
+from steadyserve import replica_contract as contract
+from steadyserve.replica.app import ClassApp, ModelIdHeader, OngoingLimit
 from steadyserve.replica.calls import CallApp
 from steadyserve.replica.control import Phase, ReplicaState, control_app
 from steadyserve.replica.loader import Target
 from steadyserve.replica.settings import Settings
 from steadyserve.replica.user import UserClass
+from steadyserve.serve import context
 
 log = logging.getLogger("steadyserve.replica")
 
@@ -96,7 +99,7 @@ class ReplicaServer:
         if target.ingress is not None:  # @serve.ingress(app): the app answers HTTP
             inner = target.ingress
         # Handle calls (POST /-/steady/call) count against max_ongoing_requests too.
-        calls = CallApp(inner, self.user, settings.graph_secret)
+        calls = ModelIdHeader(CallApp(inner, self.user, settings.graph_secret))
         self.limit = OngoingLimit(calls, settings.max_ongoing_requests)
         self.state = ReplicaState(
             target,
@@ -188,8 +191,11 @@ class ReplicaServer:
 
     async def _construct(self, user: UserClass) -> bool:
         step = f"{user.name}.__init__()"
+        replica = _replica_context(self.target, user)
+        context.set_replica_context(replica)  # Ray's constructors may read it
         try:
             await user.construct()
+            replica.servable_object = user.instance
             if self.settings.user_config is not None:
                 step = f"{user.name}.reconfigure(user_config)"
                 await user.reconfigure(self.settings.user_config)
@@ -222,6 +228,17 @@ class ReplicaServer:
         for server in self.servers:
             server.should_exit = True
             server.force_exit = True
+
+
+def _replica_context(target: Target, user: UserClass) -> context.ReplicaContext:
+    """Who this replica is, in Ray's terms: its deployment, application and number."""
+    env = os.environ
+    deployment = target.deployment_name or user.name
+    app = env.get(contract.APP_NAME) or "default"
+    replica_id = env.get(contract.REPLICA_ID) or str(os.getpid())
+    service = env.get(contract.SERVICE_NAME, "")
+    ids = context.ReplicaID(replica_id, context.DeploymentID(deployment, app))
+    return context.ReplicaContext(ids, None, service)
 
 
 def _say(message: str) -> None:

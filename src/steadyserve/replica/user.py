@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import threading
@@ -108,7 +109,9 @@ class UserClass:
             # for it: request.body()/json() then return from Starlette's cache.
             await request.body()
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self.executor, self.instance, request)
+            # The request's context (its multiplexed model id) goes with it.
+            run = contextvars.copy_context().run
+            result = await loop.run_in_executor(self.executor, run, self.instance, request)
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -5,21 +5,31 @@ A ``from ray import serve`` application needs only its import lines changed::
     from steadyserve import serve
     from steadyserve.serve.handle import DeploymentHandle
 
-What is not supported fails with a one-line message naming the feature and
+``serve.run`` and friends talk to the controller of ``STEADY_HOME`` (``api``);
+``batch``, ``multiplexed`` and the replica context run inside replicas. What
+needs a Ray cluster fails with a one-line message naming the feature and
 docs/ray-serve-api.md, never silently.
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any
 
+from steadyserve.serve.batching import batch
+from steadyserve.serve.context import (
+    ReplicaContext,
+    get_multiplexed_model_id,
+    get_replica_context,
+)
 from steadyserve.serve.deployment import Application, Deployment, deployment
+from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.handle import (
     DeploymentHandle,
     DeploymentResponse,
     DeploymentResponseGenerator,
 )
 from steadyserve.serve.ingress import ingress
+from steadyserve.serve.multiplex import multiplexed
 
 DOCS = "docs/ray-serve-api.md"
 
@@ -29,6 +39,8 @@ __all__ = [
     "DeploymentHandle",
     "DeploymentResponse",
     "DeploymentResponseGenerator",
+    "RayServeException",
+    "ReplicaContext",
     "batch",
     "delete",
     "deployment",
@@ -46,57 +58,59 @@ __all__ = [
 
 
 class NotSupportedError(NotImplementedError):
-    """A Ray Serve feature SteadyServe does not have."""
+    """A Ray Serve feature that needs a Ray cluster."""
 
 
-def _unsupported(feature: str, instead: str) -> NoReturn:
-    raise NotSupportedError(f"{feature} is not supported by SteadyServe; {instead} (see {DOCS})")
+# The driver API imports the CLI's client and the spec: loaded on first use, so a
+# replica importing ``serve`` for ``@serve.deployment`` does not pay for them.
 
 
-def batch(*args: Any, **kwargs: Any) -> NoReturn:
-    _unsupported("@serve.batch", "batch inside your method, or send lists")
+def run(target: Any, *args: Any, **kwargs: Any) -> DeploymentHandle:
+    """Deploy an application and return its ingress handle (see ``api.run``)."""
+    from steadyserve.serve import api
+
+    return api.run(target, *args, **kwargs)
 
 
-def multiplexed(*args: Any, **kwargs: Any) -> NoReturn:
-    _unsupported("@serve.multiplexed", "deploy one service per model")
+def start(*args: Any, **kwargs: Any) -> None:
+    from steadyserve.serve import api
+
+    api.start(*args, **kwargs)
 
 
-def get_multiplexed_model_id() -> NoReturn:
-    _unsupported("serve.get_multiplexed_model_id", "deploy one service per model")
+def shutdown() -> None:
+    from steadyserve.serve import api
+
+    api.shutdown()
 
 
-def get_replica_context() -> NoReturn:
-    _unsupported(
-        "serve.get_replica_context",
-        "read STEADY_SERVICE_NAME and STEADY_REPLICA_ID from the environment",
-    )
+def delete(name: str, _blocking: bool = True) -> None:
+    from steadyserve.serve import api
+
+    api.delete(name, _blocking)
 
 
-def run(*args: Any, **kwargs: Any) -> NoReturn:
-    _unsupported("serve.run", "run `steady deploy` with a service or serve_config file")
+def status() -> Any:
+    """Ray's ``ServeStatus``: applications, their deployments, replica states."""
+    from steadyserve.serve import api
+    from steadyserve.serve.overview import serve_status
+
+    c = api.client()
+    gateway = api._call(c, "GET", "/api/v1/gateway")
+    return serve_status(api.services(c), gateway.get("port"))
 
 
-def start(*args: Any, **kwargs: Any) -> NoReturn:
-    _unsupported("serve.start", "`steady deploy` starts the controller")
+def get_app_handle(name: str) -> DeploymentHandle:
+    from steadyserve.serve import api
+
+    return api.get_app_handle(name)
 
 
-def shutdown(*args: Any, **kwargs: Any) -> NoReturn:
-    _unsupported("serve.shutdown", "run `steady down`")
+def get_deployment_handle(deployment_name: str, app_name: str | None = None) -> DeploymentHandle:
+    """A handle to a deployment by name: inside a replica as if bound into its graph
+    (``STEADY_GRAPH_SERVICES`` or the default name), in a driver to that deployment
+    of a running application."""
+    from steadyserve.serve import api
 
-
-def delete(*args: Any, **kwargs: Any) -> NoReturn:
-    _unsupported("serve.delete", "run `steady down SERVICE`")
-
-
-def status(*args: Any, **kwargs: Any) -> NoReturn:
-    _unsupported("serve.status", "run `steady status`")
-
-
-def get_app_handle(*args: Any, **kwargs: Any) -> NoReturn:
-    _unsupported("serve.get_app_handle", "bind the deployment into your graph to get a handle")
-
-
-def get_deployment_handle(deployment_name: str, app_name: str = "default") -> DeploymentHandle:
-    """A handle to a deployment by name (its service: ``STEADY_GRAPH_SERVICES`` or the
-    default name), as if it had been bound into this graph."""
-    return DeploymentHandle(deployment_name, app_name)
+    handle: DeploymentHandle = api.get_deployment_handle(deployment_name, app_name)
+    return handle

@@ -12,6 +12,7 @@ notebooks can use the class directly.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
@@ -62,6 +63,9 @@ def check_options(options: dict[str, Any], where: str) -> None:
         isinstance(queued, bool) or not isinstance(queued, int) or queued < -1
     ):
         raise ValueError(f"{where}(max_queued_requests={queued!r}): must be an integer >= -1")
+    bundles = options.get("placement_group_bundles")
+    if bundles is not None:
+        _check_bundles(bundles, where)
     scaling = options.get("autoscaling_config")
     if scaling is not None and not isinstance(scaling, dict):
         raise ValueError(f"{where}(autoscaling_config=...): must be a dict")
@@ -72,10 +76,30 @@ def check_options(options: dict[str, Any], where: str) -> None:
     DeploymentOptions(**checked)  # the same checks and messages as @steadyserve.deployment
 
 
-class Deployment:
-    """A class and its options; ``bind`` it to make an application."""
+def _check_bundles(bundles: Any, where: str) -> None:
+    """Ray refuses bad bundles when the deployment is defined: so does this (the
+    bundles themselves only mean something on a Ray cluster)."""
+    bad = ValueError(
+        f"{where}(placement_group_bundles=...): must be a non-empty list of non-empty "
+        "resource dicts, with at least one resource above 0 in each"
+    )
+    if not isinstance(bundles, list) or not bundles:
+        raise bad
+    for bundle in bundles:
+        if not isinstance(bundle, dict) or not bundle:
+            raise bad
+        values = list(bundle.values())
+        if not all(isinstance(v, (int, float)) and v >= 0 for v in values):
+            raise bad
+        if not any(v > 0 for v in values):
+            raise bad
 
-    def __init__(self, func_or_class: type, options: dict[str, Any]) -> None:
+
+class Deployment:
+    """A class (or a function: a function deployment) and its options; ``bind`` it to
+    make an application."""
+
+    def __init__(self, func_or_class: Any, options: dict[str, Any]) -> None:
         self.func_or_class = func_or_class
         self._options = dict(options)
 
@@ -100,7 +124,8 @@ class Deployment:
         return Application(self, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Construct the class directly (SteadyServe only; Ray raises here)."""
+        """Construct the class (or call the function) directly (SteadyServe only; Ray
+        raises here)."""
         return self.func_or_class(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -185,10 +210,16 @@ def deployment(_func_or_class: C, /) -> Deployment: ...
 
 
 @overload
-def deployment(_func_or_class: None = None, /, **options: Any) -> Callable[[type], Deployment]: ...
+def deployment(_func_or_class: Callable[..., Any], /) -> Deployment: ...
 
 
-def deployment(_func_or_class: type | None = None, /, **options: Any) -> Any:
+@overload
+def deployment(
+    _func_or_class: None = None, /, **options: Any
+) -> Callable[[Callable[..., Any]], Deployment]: ...
+
+
+def deployment(_func_or_class: Any = None, /, **options: Any) -> Any:
     """``@serve.deployment`` or ``@serve.deployment(name=..., num_replicas=..., ...)``.
 
     Options are Ray Serve's; they are checked here, at import time, so a bad
@@ -196,10 +227,9 @@ def deployment(_func_or_class: type | None = None, /, **options: Any) -> Any:
     check_options(options, "deployment")
 
     def make(target: Any) -> Deployment:
-        if not isinstance(target, type):
+        if not isinstance(target, type) and not inspect.isfunction(target):
             raise TypeError(
-                f"@serve.deployment decorates a class, not {type(target).__name__} "
-                f"(function deployments are not supported; see {DOCS})"
+                f"@serve.deployment decorates a class or a function, not {type(target).__name__}"
             )
         made = Deployment(target, options)
         _note_not_applicable(options, made.name)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from steadyserve import replica_contract as contract
 from steadyserve.paths import Home
 from steadyserve.serve import wire
+from steadyserve.serve.context import MODEL_ID_HEADER
 from steadyserve.serve.names import default_service_name
 
 if TYPE_CHECKING:  # the HTTP client is imported by the first call, not by every replica
@@ -86,8 +87,8 @@ class _Runtime:
             router = ServiceRouter(service, self.session, _wait_s())
             static = _json_env(GRAPH_ROUTES).get(service)
             controller_file = os.environ.get(CONTROLLER_FILE)
-            home = Home(Path(controller_file).parent) if controller_file else None
-            token = os.environ.get(contract.ROUTES_TOKEN) or None
+            home = Home(Path(controller_file).parent) if controller_file else _driver_home
+            token = os.environ.get(contract.ROUTES_TOKEN) or _driver_token
             router.start(home, static if isinstance(static, str) else None, token)
             self.routers[service] = router
         return router
@@ -96,6 +97,9 @@ class _Runtime:
 _runtime: _Runtime | None = None
 _runtime_lock = threading.Lock()
 _graph_secret: str | None = os.environ.get(GRAPH_SECRET) or None
+# A driver script (serve.run) is no replica: it follows its home's controller.
+_driver_home: Home | None = None
+_driver_token: str | None = None
 
 
 def runtime() -> _Runtime:
@@ -110,6 +114,30 @@ def set_graph_secret(secret: str | None) -> None:
     """The runner hands over the secret it took out of the environment."""
     global _graph_secret
     _graph_secret = secret or None
+
+
+def connect_driver(home: Home, routes_token: str, graph_secret: str) -> None:
+    """Let this process's handles (a driver script's) follow ``home``'s route tables
+    and send pickle, as a replica of that home does."""
+    global _driver_home, _driver_token
+    _driver_home, _driver_token = home, routes_token
+    if _graph_secret is None:
+        set_graph_secret(graph_secret)
+
+
+def forget_routers() -> None:
+    """Drop every router (after ``serve.shutdown``: the services are gone)."""
+    rt = _runtime
+    if rt is None:
+        return
+
+    async def close() -> None:
+        for router in rt.routers.values():
+            router.stop()
+        rt.routers.clear()
+
+    with contextlib.suppress(Exception):
+        rt.submit(close()).result(timeout=5)
 
 
 def service_for(deployment_name: str) -> str:
@@ -130,31 +158,43 @@ class DeploymentHandle:
         service: str | None = None,
         method_name: str = "__call__",
         stream: bool = False,
+        multiplexed_model_id: str = "",
     ) -> None:
         self.deployment_name = deployment_name
         self.app_name = app_name
-        self.service = service or service_for(deployment_name)
-        self.method_name = method_name
-        self.stream = stream
+        self._service = service or service_for(deployment_name)
+        self._method_name = method_name
+        self._stream = stream
+        self._model_id = multiplexed_model_id
 
     def options(
-        self, *, method_name: str | None = None, stream: bool | None = None, **other: Any
+        self,
+        *,
+        method_name: str | None = None,
+        stream: bool | None = None,
+        multiplexed_model_id: str | None = None,
+        **other: Any,
     ) -> DeploymentHandle:
         for key in other:
-            if key not in ("multiplexed_model_id", "use_new_handle_api", "_prefer_local_routing"):
+            if key not in ("use_new_handle_api", "_prefer_local_routing"):
                 raise TypeError(f"DeploymentHandle.options: unknown option {key!r}")
-            if key == "multiplexed_model_id":
-                raise NotImplementedError(
-                    "multiplexed_model_id: model multiplexing is not supported "
-                    "(see docs/ray-serve-api.md)"
-                )
+        if multiplexed_model_id is not None and not isinstance(multiplexed_model_id, str):
+            raise TypeError("DeploymentHandle.options: multiplexed_model_id must be a string")
         return DeploymentHandle(
             self.deployment_name,
             self.app_name,
-            service=self.service,
-            method_name=self.method_name if method_name is None else method_name,
-            stream=self.stream if stream is None else stream,
+            service=self._service,
+            method_name=self._method_name if method_name is None else method_name,
+            stream=self._stream if stream is None else stream,
+            multiplexed_model_id=(
+                self._model_id if multiplexed_model_id is None else multiplexed_model_id
+            ),
         )
+
+    @property
+    def service(self) -> str:
+        """The service this handle calls (a property: a method may be named alike)."""
+        return self._service
 
     def __getattr__(self, name: str) -> DeploymentHandle:
         if name.startswith("_"):
@@ -163,23 +203,32 @@ class DeploymentHandle:
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         rt = runtime()
-        call = _call(rt, self.service, self.method_name, self.stream, args, kwargs)
-        if self.stream:
+        call = _call(
+            rt, self._service, self._method_name, self._stream, args, kwargs, self._model_id
+        )
+        if self._stream:
             return DeploymentResponseGenerator(rt, rt.submit(call))
         return DeploymentResponse(rt.submit(_single(call)))
 
     def __repr__(self) -> str:
-        return f"DeploymentHandle(deployment={self.deployment_name!r}, service={self.service!r})"
+        return f"DeploymentHandle(deployment={self.deployment_name!r}, service={self._service!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        names = (self.deployment_name, self.app_name, self.service, self.method_name)
-        return (_rebuild, (*names, self.stream))
+        names = (self.deployment_name, self.app_name, self._service, self._method_name)
+        return (_rebuild, (*names, self._stream, self._model_id))
 
 
 def _rebuild(
-    deployment: str, app: str, service: str, method: str, stream: bool
+    deployment: str, app: str, service: str, method: str, stream: bool, model_id: str = ""
 ) -> DeploymentHandle:
-    return DeploymentHandle(deployment, app, service=service, method_name=method, stream=stream)
+    return DeploymentHandle(
+        deployment,
+        app,
+        service=service,
+        method_name=method,
+        stream=stream,
+        multiplexed_model_id=model_id,
+    )
 
 
 class DeploymentResponse:
@@ -278,6 +327,7 @@ async def _call(
     stream: bool,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    model_id: str = "",
 ) -> AsyncGenerator[Any, None]:
     """Send the call; return an iterator over the answer's values (one unless streamed)."""
     resolved_args = [await _resolve(a) for a in args]
@@ -292,8 +342,10 @@ async def _call(
     }
     if secret is not None:
         headers[wire.GRAPH_SECRET_HEADER] = secret
+    if model_id:
+        headers[MODEL_ID_HEADER] = model_id
     router = rt.router(service)
-    replica, response = await router.post(headers, body)
+    replica, response = await router.post(headers, body, model_id or None)
     return _values(router, replica, response, trusted)
 
 

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from steadyserve.core.routing.multiplex import ModelAffinity
 from steadyserve.core.routing.policies import Policy, make_policy
 from steadyserve.paths import Home
 from steadyserve.serve import wire
@@ -64,6 +65,8 @@ class ServiceRouter:
         self.wait_s = wait_s
         self.table: RouteTable | None = None
         self.policy: Policy = make_policy("least_load")
+        # Calls naming a multiplexed model go where that model is loaded.
+        self.affinity = ModelAffinity(self.policy)
         self.inflight: dict[int, int] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -115,6 +118,7 @@ class ServiceRouter:
     def apply(self, table: RouteTable) -> None:
         if self.table is None or self.table.policy != table.policy:
             self.policy = make_policy(table.policy)
+            self.affinity = ModelAffinity(self.policy, self.affinity.models_per_replica)
         self.table = table
         self._wake()
 
@@ -123,13 +127,14 @@ class ServiceRouter:
         self._changed = asyncio.Event()
 
     async def post(
-        self, headers: Mapping[str, str], body: bytes
+        self, headers: Mapping[str, str], body: bytes, key: str | None = None
     ) -> tuple[ReplicaRoute, aiohttp.ClientResponse]:
-        """Send the call to a replica that takes it; the caller must ``release`` it."""
+        """Send the call to a replica that takes it; the caller must ``release`` it.
+        ``key``: the call's multiplexed model id, if any."""
         deadline = time.monotonic() + self.wait_s
         exclude: set[int] = set()
         while True:
-            replica = self._choose(exclude)
+            replica = self._choose(exclude, key)
             if replica is None:
                 self._wake_from_zero()
                 left = deadline - time.monotonic()
@@ -192,7 +197,7 @@ class ServiceRouter:
             self.inflight.pop(replica.id, None)
         self._wake()
 
-    def _choose(self, exclude: set[int]) -> ReplicaRoute | None:
+    def _choose(self, exclude: set[int], key: str | None = None) -> ReplicaRoute | None:
         table = self.table
         if table is None or not table.replicas:
             return None
@@ -200,7 +205,10 @@ class ServiceRouter:
             _Candidate(r.id, self.inflight.get(r.id, 0), r.version, r.capacity, r.accelerator)
             for r in table.replicas
         ]
-        picked = self.policy.choose(candidates, table.max_ongoing_requests, exclude)
+        if key:
+            picked = self.affinity.choose(candidates, table.max_ongoing_requests, exclude, key)
+        else:
+            picked = self.policy.choose(candidates, table.max_ongoing_requests, exclude)
         if picked is None:
             return None
         return next(r for r in table.replicas if r.id == picked.id)
@@ -214,6 +222,11 @@ class ServiceRouter:
         if not self.table.replicas:
             return f"service {self.service!r} has no ready replica after {self.wait_s:g}s"
         return f"no replica of {self.service!r} took the call within {self.wait_s:g}s"
+
+    def stop(self) -> None:
+        """Stop following the table (on the runtime's loop)."""
+        if self._task is not None:
+            self._task.cancel()
 
     async def close(self) -> None:
         if self._task is not None:

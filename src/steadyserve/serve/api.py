@@ -1,0 +1,313 @@
+"""``serve.run``, ``start``, ``shutdown``, ``delete``, ``get_app_handle``: Ray Serve's
+driver API on the controller of ``STEADY_HOME``.
+
+``serve.run(app)`` is ``steady deploy`` of one Ray Serve application: the graph
+is shipped by value (``shipped``), each deployment becomes the service
+``<app>-<deployment>`` (the same documents a ``serve_config.yaml`` makes, so
+``steady status`` shows them and a config-made app is reachable from here), the
+ingress is routed on the gateway under ``route_prefix``, and ``run`` returns
+once every service is ready on the new version. The services of one
+application are owned by it: running it again updates them in place (rolling)
+and takes down deployments it no longer binds; other applications are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from steadyserve import replica_contract as contract
+from steadyserve.cli.client import Client, CommandError
+from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
+from steadyserve.paths import Home
+from steadyserve.serve import graph as serve_graph
+from steadyserve.serve import handle as handles
+from steadyserve.serve import shipped
+from steadyserve.serve.deployment import Application, Deployment
+from steadyserve.serve.names import attr_name
+from steadyserve.spec.errors import SpecError
+from steadyserve.spec.loading import parse_service
+
+HTTP_PORT_ENV = "STEADY_SERVE_HTTP_PORT"
+DEFAULT_HTTP_PORT = 8000  # Ray's http_options.port
+RUN_TIMEOUT_ENV = "STEADY_SERVE_RUN_TIMEOUT_S"
+DEFAULT_RUN_TIMEOUT_S = 120.0
+POLL_S = 0.1
+OWNER_PREFIX = "serve.run:"
+
+_http_port: int | None = None
+
+
+def home() -> Home:
+    return Home.from_env().ensure()
+
+
+def client() -> Client:
+    """The home's controller (started as ``steady up`` starts it); this process's
+    handles follow its route tables from now on."""
+    where = home()
+    handles.connect_driver(
+        where, contract.routes_token(where.root), contract.graph_secret(where.root)
+    )
+    return Client(where)
+
+
+def http_port() -> int:
+    if _http_port is not None:
+        return _http_port
+    raw = os.environ.get(HTTP_PORT_ENV)
+    if raw is None:
+        return DEFAULT_HTTP_PORT
+    try:
+        port = int(raw)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{HTTP_PORT_ENV} must be a port, 1 to 65535, got {raw!r}")
+    return port
+
+
+def start(http_options: Any = None, **_ignored: Any) -> None:
+    """Start the controller; ``http_options`` (a dict or an object with ``port``)
+    sets the gateway port later ``serve.run`` calls use."""
+    global _http_port
+    port = _option(http_options, "port")
+    if port is not None:
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"http_options.port must be a port, 1 to 65535, got {port!r}")
+        _http_port = port
+    _call(client(), "GET", "/api/v1/health")
+
+
+def _option(options: Any, name: str) -> Any:
+    if options is None:
+        return None
+    if isinstance(options, dict):
+        return options.get(name)
+    return getattr(options, name, None)
+
+
+def as_app(target: Any) -> Application:
+    if isinstance(target, Application):
+        return target
+    if isinstance(target, Deployment):
+        return target.bind()
+    raise TypeError(f"serve.run takes an application (Deployment.bind()), not {target!r}")
+
+
+def documents(app: Application, name: str, route_prefix: str | None) -> list[dict[str, Any]]:
+    """One service document per deployment of ``app``, its graph shipped in a folder
+    of the home (the services' workdir)."""
+    nodes = list(app.nodes())
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"application {name!r} binds two deployments named alike: {names}")
+    folder = home().root / "serve_run" / (name_safe(name) or "default")
+    shipped.write(app, folder, {"application": name, "ingress": app.name})
+    envs = {
+        "STEADY_GRAPH_SERVICES": as_json({n: service_name(name, n) for n in names}),
+        contract.APP_NAME: name,
+        "PYTHONPATH": os.pathsep.join(_code_paths()),
+    }
+    common = {"workdir": str(folder), "envs": envs}
+    ray_app = {"import_path": "serve.run", "runtime_env": {}, "args": {}}
+    notices: list[str] = []
+    out = []
+    for node in nodes:
+        info = {
+            "name": node.name,
+            "class_path": f"{shipped.MODULE}:{shipped.APP_ATTR}.{attr_name(node.name)}",
+            "options": serve_graph.jsonable(
+                {k: v for k, v in node.deployment.user_options.items() if k != "name"}
+            ),
+            "ingress": node is app,
+        }
+        doc = service_document(name, node.name, info, {}, common, ray_app, notices)
+        if node is app:
+            doc["service"]["route_prefix"] = route_prefix
+        out.append(doc)
+    return out
+
+
+def _code_paths() -> list[str]:
+    """The driver's import path (its own modules, a test's package), less the
+    interpreter's own folders: classes pickled by reference import from there."""
+    skip = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    paths = [os.getcwd()]
+    for entry in sys.path:
+        path = os.path.abspath(entry or os.getcwd())
+        if path in paths or not os.path.isdir(path):
+            continue
+        if any(path == s or path.startswith(s + os.sep) for s in skip):
+            continue
+        paths.append(path)
+    return paths
+
+
+def run(
+    target: Any,
+    blocking: bool = False,
+    name: str = "default",
+    route_prefix: str | None = "/",
+    logging_config: Any = None,
+    _local_testing_mode: bool = False,
+    **_ignored: Any,
+) -> handles.DeploymentHandle:
+    """Deploy ``target`` as application ``name``; wait until it runs; its ingress handle."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("serve.run(name=...): must be a non-empty string")
+    app = as_app(target)
+    c = client()
+    docs = documents(app, name, route_prefix)
+    specs = []
+    for doc in docs:
+        try:
+            specs.append(parse_service(doc, base_dir=Path(doc["workdir"])))
+        except SpecError as exc:
+            raise ValueError(f"application {name!r}: {exc}") from None
+    request: dict[str, Any] = {
+        "services": [{"spec": s.spec_json(), "yaml": ""} for s in specs],
+        "dry_run": True,
+        "file": OWNER_PREFIX + name,
+        "gateway": {"port": http_port()},
+    }
+    preview = _call(c, "POST", "/api/v1/deploy", request)
+    removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
+    request = {**request, "dry_run": False, "expect_down": removals}
+    _call(c, "POST", "/api/v1/deploy", request)
+    wait_running(c, name, [str(s.name) for s in specs])
+    ingress = handles.DeploymentHandle(app.name, name, service=service_name(name, app.name))
+    if blocking:
+        _block()
+    return ingress
+
+
+def _block() -> None:
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        return
+
+
+def _call(c: Client, method: str, path: str, body: Any = None) -> Any:
+    try:
+        return c.call(method, path, body, timeout=600.0)
+    except CommandError as exc:
+        raise RuntimeError(str(exc)) from None
+
+
+def _ready(svc: dict[str, Any]) -> bool:
+    replicas = svc.get("replicas") or []
+    current = [r for r in replicas if r.get("version") == svc.get("version")]
+    ready = [r for r in current if r.get("status") == "READY"]
+    update = svc.get("update") or {}
+    return (
+        svc.get("status") == "READY"
+        and update.get("status") in (None, "SUCCEEDED")
+        and len(ready) >= int(svc.get("target_replicas") or 0)
+        and svc.get("active_versions") == [svc.get("version")]
+    )
+
+
+def wait_running(c: Client, app: str, names: list[str]) -> None:
+    """Until every service is ready on its newest version; RuntimeError on failure."""
+    try:
+        timeout = float(os.environ.get(RUN_TIMEOUT_ENV, DEFAULT_RUN_TIMEOUT_S))
+    except ValueError:
+        timeout = DEFAULT_RUN_TIMEOUT_S
+    deadline = time.monotonic() + timeout
+    query = "&".join(f"name={n}" for n in names)
+    while True:
+        services = _call(c, "GET", f"/api/v1/services?{query}")["services"]
+        failed = [s for s in services if s.get("status") in ("FAILED", "FAILED_CLEANUP")]
+        bad_update = [
+            s
+            for s in services
+            if (s.get("update") or {}).get("status")
+            in (
+                "FAILED",
+                "ROLLED_BACK",
+            )
+        ]
+        if failed or bad_update:
+            svc = (failed or bad_update)[0]
+            raise RuntimeError(
+                f"Deploying application {app!r} failed: deployment {svc.get('deployment')!r}"
+                f" (service {svc['name']}) is {svc.get('status')}; see `steady logs {svc['name']}`"
+            )
+        if all(_ready(s) for s in services):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"application {app!r} was not running within {timeout:g}s ({RUN_TIMEOUT_ENV})"
+            )
+        time.sleep(POLL_S)
+
+
+def services(c: Client) -> list[dict[str, Any]]:
+    return list(_call(c, "GET", "/api/v1/services")["services"])
+
+
+def delete(name: str, _blocking: bool = True) -> None:
+    """Take down every service of application ``name`` (nothing if there is none)."""
+    c = client()
+    app = name_safe(name) or "default"
+    for svc in services(c):
+        if svc.get("application") == app:
+            _call(c, "DELETE", f"/api/v1/services/{svc['name']}")
+
+
+def shutdown() -> None:
+    """Take down every application (services with an application; services made with
+    ``steady up`` are kept) and forget this process's handles' routes."""
+    where = Home.from_env()
+    if where.read_controller_info() is None:
+        return
+    c = client()
+    for svc in services(c):
+        if svc.get("application"):
+            _call(c, "DELETE", f"/api/v1/services/{svc['name']}")
+    handles.forget_routers()
+
+
+def get_app_handle(name: str) -> handles.DeploymentHandle:
+    """The ingress handle of running application ``name``."""
+    c = client()
+    app = name_safe(name) or "default"
+    found = [s for s in services(c) if s.get("application") == app]
+    ingress = [s for s in found if s.get("deployment") == _shipped_ingress(name)]
+    ingress = ingress or [s for s in found if s.get("route_prefix") is not None] or found
+    if not ingress:
+        raise KeyError(f"Application '{name}' does not exist.")
+    svc = ingress[0]
+    deployment = str(svc.get("deployment") or svc["name"])
+    return handles.DeploymentHandle(deployment, name, service=svc["name"])
+
+
+def _shipped_ingress(name: str) -> str | None:
+    """The ingress ``serve.run`` recorded for application ``name``, if it made it."""
+    import json
+
+    folder = home().root / "serve_run" / (name_safe(name) or "default")
+    try:
+        meta = json.loads((folder / shipped.META_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    ingress = meta.get("ingress") if isinstance(meta, dict) else None
+    return ingress if isinstance(ingress, str) else None
+
+
+def get_deployment_handle(deployment_name: str, app_name: str | None = None) -> Any:
+    """Inside a replica: the handle its graph would bind. In a driver: the handle to
+    that deployment of a running application."""
+    if os.environ.get(contract.CONTROLLER_FILE) or os.environ.get(handles.GRAPH_ROUTES):
+        return handles.DeploymentHandle(deployment_name, app_name or "default")
+    app = app_name or "default"
+    client()
+    return handles.DeploymentHandle(
+        deployment_name, app, service=service_name(app, deployment_name)
+    )

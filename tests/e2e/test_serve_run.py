@@ -1,0 +1,152 @@
+"""Ray Serve's driver API end to end: ``serve.run`` from this (driver) process to a
+real controller, replicas unpickling the app, handles from the script, the
+gateway on 127.0.0.1 and ::1, function deployments, the replica context, model
+multiplexing and batching inside replicas, ``steady status`` seeing the apps.
+One controller for the module."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import http.client
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from steadyserve import serve
+from tests.helpers.steady import Steady, processes_of_home
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[tuple[Steady, int]]:
+    """A home, its gateway port, and this process as the driver of that home."""
+    saved = {k: os.environ.get(k) for k in ("STEADY_HOME", "STEADY_SERVE_HTTP_PORT")}
+    with tempfile.TemporaryDirectory(prefix="steady-serve-") as tmp:
+        home = Path(tmp) / "home"
+        port = free_port()
+        os.environ["STEADY_HOME"] = str(home)
+        os.environ["STEADY_SERVE_HTTP_PORT"] = str(port)
+        cli = Steady(home)
+        try:
+            yield cli, port
+        finally:
+            serve.shutdown()
+            cli.run("down", "--all", check=False, timeout=120)
+            cli.run("controller", "stop", check=False, timeout=60)
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            deadline = time.monotonic() + 10
+            while processes_of_home(home) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            left = processes_of_home(home)
+            for proc in left:
+                proc.kill()
+            assert not left, f"orphans: {[p.cmdline() for p in left]}"
+
+
+def get(host: str, port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+def test_run_returns_a_handle_and_serves_http_on_both_loopbacks(
+    driver: tuple[Steady, int],
+) -> None:
+    cli, port = driver
+
+    @serve.deployment
+    class Greeter:  # defined in a function: only shipping by value can bring it
+        def __init__(self, greeting: str) -> None:
+            self.greeting = greeting
+
+        async def __call__(self, request: Any) -> str:
+            name = request if isinstance(request, str) else request.query_params["name"]
+            return f"{self.greeting}, {name}"
+
+        def count(self, n: int) -> Any:
+            yield from range(n)
+
+    handle = serve.run(Greeter.bind("hello"), name="greet", route_prefix="/greet")
+    assert handle.remote("ray").result() == "hello, ray"
+    assert list(handle.options(stream=True).count.remote(3)) == [0, 1, 2]
+
+    async def awaited() -> str:
+        return str(await handle.remote("async"))
+
+    assert asyncio.run(awaited()) == "hello, async"
+    assert get("127.0.0.1", port, "/greet?name=v4") == (200, "hello, v4")
+    assert get("::1", port, "/greet?name=v6") == (200, "hello, v6")
+    assert serve.status().applications["greet"].status == "RUNNING"
+    assert '"greet-greeter"' in cli.run("status", "--json").stdout
+    assert serve.get_app_handle("greet").remote("again").result() == "hello, again"
+
+
+def test_function_deployment_sees_its_replica_context(driver: tuple[Steady, int]) -> None:
+    _, port = driver
+
+    @serve.deployment
+    def where(request: Any) -> str:
+        context = serve.get_replica_context()
+        return f"{context.app_name}/{context.deployment}"
+
+    serve.run(where.bind(), name="fn", route_prefix="/fn")
+    assert get("127.0.0.1", port, "/fn") == (200, "fn/where")
+
+
+def test_multiplexed_calls_reach_the_replica_holding_the_model(
+    driver: tuple[Steady, int],
+) -> None:
+    _, port = driver
+
+    @serve.deployment(num_replicas=2)
+    class Models:
+        @serve.multiplexed(max_num_models_per_replica=2)
+        async def get_model(self, model_id: str) -> str:
+            return f"{model_id}@{os.getpid()}"
+
+        async def __call__(self, request: Any) -> str:
+            return str(await self.get_model(serve.get_multiplexed_model_id()))
+
+    handle = serve.run(Models.bind(), name="mux", route_prefix="/mux")
+    answers = {handle.options(multiplexed_model_id="m1").remote("x").result() for _ in range(6)}
+    assert len(answers) == 1 and answers.pop().startswith("m1@")
+    status, body = get("127.0.0.1", port, "/mux", {"serve_multiplexed_model_id": "m2"})
+    assert status == 200 and body.startswith("m2@")
+
+
+def test_batch_inside_a_replica_and_delete(driver: tuple[Steady, int]) -> None:
+    @serve.deployment(max_ongoing_requests=50)
+    class Batcher:
+        @serve.batch(max_batch_size=5, batch_wait_timeout_s=1)
+        async def sizes(self, items: list[int]) -> list[int]:
+            return [len(items)] * len(items)
+
+        async def __call__(self, item: int) -> int:
+            return int(await self.sizes(item))
+
+    handle = serve.run(Batcher.bind(), name="batch", route_prefix=None)
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        sizes = list(pool.map(lambda i: handle.remote(i).result(), range(10)))
+    assert max(sizes) > 1, sizes
+    serve.delete("batch")
+    assert "batch" not in serve.status().applications
