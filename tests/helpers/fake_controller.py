@@ -38,7 +38,7 @@ class FakeClock:
     def now(self) -> float:
         return self.t
 
-    def monotonic(self) -> float:
+    def wall(self) -> float:
         return self.t
 
     async def sleep(self, seconds: float) -> None:
@@ -109,7 +109,7 @@ class World:
             name="svc",
             status=ServiceStatus.CONTROLLER_INIT,
             version=1,
-            created_at=self.clock.now(),
+            created_at=self.clock.wall(),
             port=30001,
         )
         self.store.add_service(row, self.version_row(1, spec, UpdateMode.INITIAL))
@@ -119,7 +119,7 @@ class World:
         return VersionRow(
             service="svc",
             version=number,
-            created_at=self.clock.now(),
+            created_at=self.clock.wall(),
             spec_json=spec.spec_json(),
             spec_yaml="",
             mode=mode,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -294,7 +293,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         # view by view, so a gateway restart is no burst.
         views = {key: view.requests for key, view in runtime.routes.workers.items()}
         runtime.autoscaler.load.lb_report(
-            time.monotonic(), inflight, requests, queued, lb_pid, views
+            runtime.clock.now(), inflight, requests, queued, lb_pid, views
         )
         observer.ingest(runtime.name, data)
         runtime.canary.ingest(observer.traffic.get(runtime.name))  # the canary's analysis

@@ -9,7 +9,6 @@ restarted controller keeps both), and gives the load balancer the preview.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +53,7 @@ class BlueGreen:
         policy = self.rt.spec.service.blue_green
         allowed = policy.auto_promote or self._promoted
         ready = sum(1 for v in views if v.version == version and v.status is ReplicaStatus.READY)
-        now = time.time()
+        now = self.rt.clock.wall()
         if ready >= target and not allowed and not self._announced:
             self._announced = True
             where = f"; preview on port {policy.preview_port}" if policy.preview_port else ""

@@ -17,7 +17,6 @@ resumes it at the same step.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.blue_green import BlueGreen
@@ -104,7 +103,7 @@ class CanaryDriver:
             self.last_verdict = None
             loaded = self.table.load(update.id)
             if loaded is None:
-                self.state = start(time.time())
+                self.state = start(self.rt.clock.wall())
                 self._record(self.state, f"canary of version {update.to_version} started")
             else:
                 self.state = loaded
@@ -150,12 +149,12 @@ class CanaryDriver:
         """How long the update in flight has been held, in all (the deadline skips it)."""
         self.held()
         since, paused = self._hold
-        return paused + (time.time() - since if since is not None else 0.0)
+        return paused + (self.rt.clock.wall() - since if since is not None else 0.0)
 
     def set_held(self, held: bool) -> None:
         update = self.rt.rollout.update
         assert update is not None and update.id is not None
-        self.table.set_held(update.id, held, time.time())
+        self.table.set_held(update.id, held, self.rt.clock.wall())
         self._held_for, self._hold = update.id, self.table.hold(update.id)
         self._event(EVENT_STEP, f"{update.mode} update {'paused' if held else 'resumed'}")
         self.rt.wake()
@@ -174,7 +173,9 @@ class CanaryDriver:
         update = self.rt.rollout.update
         assert update is not None
         if not state.phase.is_final and self.analysis is not None:
-            verdict = self.analysis.check(time.monotonic(), update.to_version, update.from_version)
+            verdict = self.analysis.check(
+                self.rt.clock.now(), update.to_version, update.from_version
+            )
             if verdict is not None:
                 self.last_verdict = verdict
                 self._event(EVENT_ANALYSIS, f"{verdict.outcome}: {_figures(verdict)}")
@@ -186,7 +187,9 @@ class CanaryDriver:
     def _apply(self, event: Input, reason: str = "") -> CanaryState:
         before = self._current()
         scaled = self._scaled(before)
-        after = move(before, steps_of(self.rt), event, time.time(), scaled=scaled, reason=reason)
+        after = move(
+            before, steps_of(self.rt), event, self.rt.clock.wall(), scaled=scaled, reason=reason
+        )
         self._moved(before, after)
         if after.phase is Phase.ABORTED and before.phase is not Phase.ABORTED:
             self.rt.rollout.roll_back(f"canary aborted: {after.reason}")
@@ -283,7 +286,7 @@ class CanaryDriver:
             for v, t in version_totals(traffic.counts()).items()
             if v.isdigit()
         }
-        self.analysis.observe(time.monotonic(), totals)
+        self.analysis.observe(self.rt.clock.now(), totals)
 
     # commands --------------------------------------------------------------
     def command(self, name: str) -> str:
@@ -325,7 +328,7 @@ class CanaryDriver:
         if state.step < len(steps) and state.phase is Phase.RUNNING:
             pause = steps[state.step].pause_s
             if steps[state.step].weight is None and pause is not None:
-                left = state.step_started + pause - time.time()
+                left = state.step_started + pause - self.rt.clock.wall()
                 out["pause_left_s"] = round(max(0.0, left), 1)
         verdict = self.last_verdict
         if verdict is not None:

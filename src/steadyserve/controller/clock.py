@@ -1,9 +1,17 @@
 """The controller's sense of time, injected so its rules run on simulated time in tests.
 
-``now`` is wall time (what rows record: launched_at, ready_at, update deadlines);
-``monotonic`` measures intervals (autoscaling, drain deadlines); ``sleep`` is
-every wait of a replica's task (probe periods, drain polls). The reconcile
-loop's own tick is not here: tests call ``tick()`` themselves.
+Nothing else in controller/ reads time: every module asks a :class:`Clock`.
+
+- ``now()`` is monotonic time: intervals and deadlines (update deadlines, pauses,
+  drain waits, autoscaling delays, restart back-offs). It never jumps when the
+  wall clock is set.
+- ``wall()`` is wall time: what rows and reports record (``launched_at``,
+  ``ready_at``, ``created_at``, an event's time) and what survives a restart.
+  A deadline that must survive a controller restart is kept as a wall time.
+- ``sleep()`` is every wait of a replica's task (probe periods, drain polls).
+
+The reconcile loop's own tick is not here: tests call ``tick()`` themselves,
+and FakeClock (tests/helpers/fake_controller.py) moves both times together.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import Protocol
 class Clock(Protocol):
     def now(self) -> float: ...
 
-    def monotonic(self) -> float: ...
+    def wall(self) -> float: ...
 
     async def sleep(self, seconds: float) -> None: ...
 
@@ -25,10 +33,14 @@ class SystemClock:
     """Real time."""
 
     def now(self) -> float:
-        return time.time()
-
-    def monotonic(self) -> float:
         return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+SYSTEM_CLOCK = SystemClock()
+"""The one real clock a controller process runs on (tests inject a FakeClock)."""

@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import IO, Any
@@ -34,6 +33,7 @@ from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
 from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
+from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
 from steadyserve.controller.endpoint import endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
@@ -52,14 +52,15 @@ log = logging.getLogger("steadyserve.controller")
 
 
 class Controller:
-    def __init__(self, home: Home) -> None:
+    def __init__(self, home: Home, clock: Clock = SYSTEM_CLOCK) -> None:
         self.home = home
+        self.clock = clock
         self.store = Store(home.db_path)
         self.backend: Backend = choose_backend(home)
         self.backend_name = backend_name()
         self.epoch = uuid.uuid4().hex[:12]
         self.services: dict[str, ServiceRuntime] = {}
-        self.started_at = time.time()
+        self.started_at = clock.wall()
         self.url = ""
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
@@ -144,7 +145,7 @@ class Controller:
         workdir_hash = await updates.take_snapshot(
             self.home, name, number, source, exclude, expected
         )
-        now = time.time()
+        now = self.clock.wall()
         row = ServiceRow(
             name=name,
             status=ServiceStatus.CONTROLLER_INIT,
@@ -360,7 +361,13 @@ class Controller:
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
         runtime = ServiceRuntime(
-            self.home, self.store, self.backend, self.probe_session, self.epoch, row
+            self.home,
+            self.store,
+            self.backend,
+            self.probe_session,
+            self.epoch,
+            row,
+            clock=self.clock,
         )
         self.services[row.name] = runtime
         return runtime

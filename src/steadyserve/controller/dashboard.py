@@ -14,7 +14,6 @@ send by themselves.
 
 from __future__ import annotations
 
-import time
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -116,7 +115,7 @@ def _update(controller: Controller, runtime: ServiceRuntime) -> dict[str, Any] |
 
 
 def dashboard_json(controller: Controller, observer: Observer) -> dict[str, Any]:
-    now = time.time()
+    now = controller.clock.wall()
     traffic = observer.live()
     services = []
     for name, runtime in sorted(controller.services.items()):
@@ -170,7 +169,7 @@ def add_routes(app: web.Application, controller: Controller) -> Observer:
         series = {
             name: traffic.timeseries(since) for name, traffic in sorted(observer.live().items())
         }
-        return web.json_response({"time": time.time(), "services": series})
+        return web.json_response({"time": controller.clock.wall(), "services": series})
 
     app.add_routes(routes)
     return observer

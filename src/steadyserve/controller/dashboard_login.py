@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 from collections.abc import Callable
 
 from aiohttp import web
+
+from steadyserve.controller.clock import SYSTEM_CLOCK
 
 CODE_TTL_S = 60.0
 SESSION_TTL_S = 12 * 3600.0
@@ -43,7 +44,7 @@ def _digest(value: str) -> str:
 class Logins:
     """Unspent codes and live sessions, each with its expiry (on ``clock``)."""
 
-    def __init__(self, home_id: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, home_id: str, clock: Callable[[], float] = SYSTEM_CLOCK.now) -> None:
         # Cookies are per host, not per port: two homes' controllers on 127.0.0.1
         # each keep their own cookie.
         self.cookie_name = f"steady_dashboard_{home_id}"

@@ -10,10 +10,11 @@ and a notice in ``steady status``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 
 import psutil
+
+from steadyserve.controller.clock import SYSTEM_CLOCK
 
 CHECK_EVERY_S = 1.0
 """A failing probe repeats quickly while a replica starts; /proc is read at most this often."""
@@ -55,7 +56,7 @@ class PortWatch:
     def __init__(
         self,
         record: Callable[[int, str], None],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.now,
         ports_of: Callable[[int], set[int]] = listening_ports,
     ) -> None:
         self.notices: dict[int, str] = {}

@@ -21,13 +21,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import psutil
 
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
+from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
@@ -152,9 +152,9 @@ class GatewaySupervisor:
     def supervise(self) -> None:
         if self.port is None or self.running:
             return
-        if time.monotonic() - self._last_start < RESTART_BACKOFF_S:
+        if SYSTEM_CLOCK.now() - self._last_start < RESTART_BACKOFF_S:
             return
-        self._last_start = time.monotonic()
+        self._last_start = SYSTEM_CLOCK.now()
         try:
             listener = self._listen(self.port)
         except OSError as exc:

@@ -20,12 +20,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections import deque
 
 import psutil
 
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
+from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.core.states import EventKind
 from steadyserve.oneline import file_tail
 from steadyserve.paths import Home
@@ -95,7 +95,7 @@ class LoadBalancerProcess:
             return
         if self.failure is not None:
             return
-        if time.monotonic() - self._last_start < RESTART_BACKOFF_S:
+        if SYSTEM_CLOCK.now() - self._last_start < RESTART_BACKOFF_S:
             return
         code = self.handle.exit_code() if self.handle is not None else None
         if self.handle is not None and self._gave_up(store, code):
@@ -110,7 +110,7 @@ class LoadBalancerProcess:
                 EventKind.LB_PORT_BUSY,
                 f"cannot listen on port {self.port}: {exc.strerror}; retrying",
             )
-            self._last_start = time.monotonic()
+            self._last_start = SYSTEM_CLOCK.now()
             return
         if self.handle is not None:
             store.add_event(
@@ -125,7 +125,7 @@ class LoadBalancerProcess:
 
     def _gave_up(self, store: Store, code: int | None) -> bool:
         """Count this exit; on the FAIL_LIMIT-th within FAIL_WINDOW_S, stop trying."""
-        now = time.monotonic()
+        now = SYSTEM_CLOCK.now()
         self._exits.append(now)
         if len(self._exits) < FAIL_LIMIT or now - self._exits[0] > FAIL_WINDOW_S:
             return False
@@ -177,7 +177,7 @@ class LoadBalancerProcess:
             await stop_group(old, STOP_TIMEOUT_S)
 
     def start(self, listeners: list[socket.socket], workers: int = 1) -> None:
-        self._last_start = time.monotonic()
+        self._last_start = SYSTEM_CLOCK.now()
         self.workers = workers
         fds = [str(s.fileno()) for s in listeners]
         log_path = self.home.lb_log(self.service)

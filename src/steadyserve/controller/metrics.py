@@ -24,7 +24,6 @@ that is what the dashboard charts.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -233,7 +232,9 @@ class Observer:
             return
         pid = report.get("lb_pid")
         traffic = self.traffic.setdefault(service, Traffic())
-        traffic.ingest(pid if isinstance(pid, int) else None, counts, time.time(), entry)
+        traffic.ingest(
+            pid if isinstance(pid, int) else None, counts, self.controller.clock.wall(), entry
+        )
 
     def live(self) -> dict[str, Traffic]:
         """Traffic of the services that still exist (forget the ones taken down)."""
@@ -257,7 +258,7 @@ class ControllerCollector(Collector):
 
     def _state(self, traffic: Mapping[str, Traffic]) -> Iterator[Metric]:
         controller = self.observer.controller
-        now = time.time()
+        now = controller.clock.wall()
         lb_up = GaugeMetricFamily(
             "steady_lb_up",
             "1 when the service's load balancer reported in the last 5 seconds.",

@@ -20,10 +20,11 @@ import select
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from steadyserve.controller.clock import SYSTEM_CLOCK
 
 __all__ = ["CALL_TIMEOUT_S", "START_TIMEOUT_S", "PolicyAnswer", "PolicyRunner"]
 
@@ -95,7 +96,7 @@ class PolicyRunner:
 
     # the background thread ---------------------------------------------------
     def _call(self, line: bytes) -> None:
-        started = time.monotonic()
+        started = SYSTEM_CLOCK.now()
         try:
             proc = self._ensure_started()
             assert proc.stdin is not None and proc.stdout is not None
@@ -130,7 +131,7 @@ class PolicyRunner:
         assert self._proc.stdout is not None
         # The first line says the module imported (or why not: then every answer
         # repeats that error, so the worker is kept rather than restarted each tick).
-        _read_line(self._proc.stdout, time.monotonic() + START_TIMEOUT_S)
+        _read_line(self._proc.stdout, SYSTEM_CLOCK.now() + START_TIMEOUT_S)
         return self._proc
 
     def _stop(self) -> None:
@@ -150,7 +151,7 @@ def _read_line(stream: IO[bytes], deadline: float) -> bytes:
     fd = stream.fileno()
     data = b""
     while b"\n" not in data:
-        left = deadline - time.monotonic()
+        left = deadline - SYSTEM_CLOCK.now()
         if left <= 0:
             raise _Timeout
         readable, _, _ = select.select([fd], [], [], left)

@@ -134,7 +134,7 @@ def apply_probe(rt: ServiceRuntime, replica: ReplicaRow, ok: bool, why: str) -> 
         ok,
         why,
         failed_probes=held.failed_probes,
-        running_for_s=rt.clock.now() - started,
+        running_for_s=rt.clock.wall() - started,
         initial_delay_s=rt.spec.service.readiness_probe.initial_delay_seconds,
     )
     held.failed_probes = verdict.failed_probes
@@ -142,7 +142,7 @@ def apply_probe(rt: ServiceRuntime, replica: ReplicaRow, ok: bool, why: str) -> 
         rt.port_watch.check(replica.id, replica.pid, replica.port)  # skyserve: fixed ports
     new = verdict.status
     if new is ReplicaStatus.READY:
-        extra = {"ready_at": rt.clock.now()} if replica.ready_at is None else {}
+        extra = {"ready_at": rt.clock.wall()} if replica.ready_at is None else {}
         rt.transition(replica, new, verdict.reason, **extra)
         rt.ready_versions.add(replica.version)
         rt.broken_versions.discard(replica.version)

@@ -34,7 +34,7 @@ def launch(rt: ServiceRuntime, version: int) -> None:
         id=replica_id,
         version=version,
         status=ReplicaStatus.PENDING,
-        launched_at=rt.clock.now(),
+        launched_at=rt.clock.wall(),
     )
     rt.store.add_replica(replica, f"launching to reach {rt.target_replicas()} replicas")
     rt.replicas[replica_id] = replica
@@ -92,7 +92,7 @@ async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:
         return
     held = rt.hold(replica.id)
     held.handle = handle
-    held.started_at = rt.clock.now()
+    held.started_at = rt.clock.wall()
     rt.transition(
         replica,
         ReplicaStatus.STARTING,

@@ -140,7 +140,7 @@ class Rollout:
         # A canary's pauses (and a wait for promote) are its own timeline: no deadline;
         # the time a rolling or blue-green update spends paused does not count.
         deadline += rt.canary.paused_seconds()
-        if self.update.mode is not UpdateMode.CANARY and rt.clock.now() > deadline:
+        if self.update.mode is not UpdateMode.CANARY and rt.clock.wall() > deadline:
             return f"not done within update_deadline_s={rt.spec.service.update_deadline_s:g}"
         limit = max(3, rt.target_replicas())
         if self.failures >= limit:
@@ -170,7 +170,7 @@ class Rollout:
         rt = self.rt
         self.update.status = status
         self.update.message = message
-        self.update.finished_at = rt.clock.now()
+        self.update.finished_at = rt.clock.wall()
         rt.store.save_update(self.update)
         rt.store.add_event(rt.name, None, UpdateStatus.IN_PROGRESS, update_event(status), message)
         if status is UpdateStatus.SUCCEEDED:
@@ -224,7 +224,7 @@ class Rollout:
             if previous is not None and self.updating:
                 previous.status = UpdateStatus.ROLLED_BACK if rollback else UpdateStatus.FAILED
                 previous.message = f"superseded by version {version}"
-                previous.finished_at = rt.clock.now()
+                previous.finished_at = rt.clock.wall()
                 rt.store.save_update(previous)
                 rt.store.update_version(
                     rt.name, previous.to_version, outcome=VersionOutcome.SUPERSEDED
@@ -239,7 +239,7 @@ class Rollout:
                     to_version=version,
                     status=UpdateStatus.IN_PROGRESS,
                     message=message,
-                    started_at=rt.clock.now(),
+                    started_at=rt.clock.wall(),
                     stable_replicas=stable_size,
                 )
             )

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.wire.counts import merge_counts
 
 # A worker reports twice a second and always has a poll open or on its way: one
@@ -47,13 +47,20 @@ class WorkerView:
 class RoutePublisher:
     """One service's current route table and what its load balancer workers have seen."""
 
-    def __init__(self, epoch: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        epoch: str,
+        clock: Callable[[], float] = SYSTEM_CLOCK.now,
+        wall: Callable[[], float] = SYSTEM_CLOCK.wall,
+    ) -> None:
+        """``clock`` measures staleness (monotonic), ``wall`` stamps what status shows."""
         self.epoch = epoch
         self.version = 0
         self.table: dict[str, Any] = {}
         self._content: dict[str, Any] | None = None
         self._changed = asyncio.Event()
         self._clock = clock
+        self._wall = wall
         self.workers: dict[str, WorkerView] = {}
         self.last_poll_at: float | None = None
         self.polls_since_start = 0
@@ -95,12 +102,12 @@ class RoutePublisher:
 
     def acknowledge(self, known: str, worker: str = "") -> None:
         view = self._worker(worker)
-        self.last_poll_at = time.time()
+        self.last_poll_at = self._wall()
         self.polls_since_start += 1
         version = self._version_of(known)
         if version > view.acked_version:
             view.acked_version = version
-            self.ack_at = time.time()
+            self.ack_at = self._wall()
 
     async def wait(self, known: str, timeout: float, worker: str = "") -> dict[str, Any] | None:
         """The table, as soon as it differs from ``known`` (or after ``timeout``).
@@ -140,7 +147,7 @@ class RoutePublisher:
         view.requests = requests
         view.queued = queued
         view.report = raw
-        self.report_at = time.time()
+        self.report_at = self._wall()
         live = self.live()
         if len(live) == 1:
             return inflight, requests, queued, raw

@@ -94,7 +94,7 @@ class ServiceRuntime:
         self.name = row.name
         self.failure_reasons: dict[int, str] = {}  # why each replica failed, for status
         self.environment = ReplicaEnvironment(home, self.name)
-        self.routes = RoutePublisher(epoch)
+        self.routes = RoutePublisher(epoch, self.clock.now, self.clock.wall)
         self.replicas: dict[int, ReplicaRow] = {r.id: r for r in store.replicas(self.name)}
         self.held: dict[int, HeldReplica] = {}
         self.ready_versions: set[int] = {
@@ -128,7 +128,8 @@ class ServiceRuntime:
         self.lb.tls_env = tls_env(tls.keyfile, tls.certfile) if tls else {}
         # Replicas listening on a fixed port, not $PORT (fixed_ports.py).
         self.port_watch = PortWatch(
-            lambda rid, notice: store.add_event(self.name, rid, None, EventKind.WRONG_PORT, notice)
+            lambda rid, notice: store.add_event(self.name, rid, None, EventKind.WRONG_PORT, notice),
+            self.clock.now,
         )
 
     # versions ------------------------------------------------------------
@@ -169,7 +170,7 @@ class ServiceRuntime:
                 self.probe_session,
                 self._count_targets,
                 lambda: self.autoscaler.load,
-                self.clock.monotonic,
+                self.clock.now,
             ),
             name=f"own-counts-{self.name}",
         )
@@ -292,11 +293,11 @@ class ServiceRuntime:
     def _autoscale(self) -> None:
         self.autoscaler.set_policy(policy_for(self.spec.service))
         routable = sorted(self.plan.routable)
-        self.autoscaler.step(self.clock.monotonic(), len(routable), routable)
+        self.autoscaler.step(self.clock.now(), len(routable), routable)
 
     def scale_from_zero(self) -> int:
         """The load balancer holds a request and nothing serves: launch at once."""
-        decision = self.autoscaler.request_waiting(self.clock.monotonic())
+        decision = self.autoscaler.request_waiting(self.clock.now())
         if decision.changed:
             self.wake()
         return decision.target
@@ -474,12 +475,12 @@ class ServiceRuntime:
         """Drain (out of routing, LB acknowledged, nothing in flight), then stop and forget."""
         svc = self.spec.service
         removed_in = self.routes.version
-        deadline = self.clock.monotonic() + svc.graceful_shutdown_timeout_s
+        deadline = self.clock.now() + svc.graceful_shutdown_timeout_s
         while self.lb.running and not self.routes.drained(replica.id, removed_in):
-            if self.clock.monotonic() >= deadline:
+            if self.clock.now() >= deadline:
                 break
             await self.clock.sleep(
-                min(svc.graceful_shutdown_wait_loop_s, max(0.0, deadline - self.clock.monotonic()))
+                min(svc.graceful_shutdown_wait_loop_s, max(0.0, deadline - self.clock.now()))
             )
         held = self.held.get(replica.id)
         if held is not None and held.handle is not None:

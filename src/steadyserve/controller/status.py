@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from steadyserve.controller.runtime import ServiceRuntime
@@ -53,13 +52,13 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "status": row.status,
         "version": row.version,
         "active_versions": active,
-        "uptime_s": round(time.time() - row.created_at, 3),
+        "uptime_s": round(runtime.clock.wall() - row.created_at, 3),
         "endpoint": f"127.0.0.1:{row.port}",
         "scheme": "https" if runtime.spec.service.tls else "http",
         "ready_replicas": ready,
         "total_replicas": total,
         "target_replicas": runtime.target_replicas(),
-        "autoscaling": runtime.autoscaler.status_json(time.monotonic()),
+        "autoscaling": runtime.autoscaler.status_json(runtime.clock.now()),
         "load_balancing_policy": runtime.spec.service.load_balancing_policy,
         "update": _update_json(runtime),
         "canary": runtime.canary.status_json(),  # step, weight, analysis

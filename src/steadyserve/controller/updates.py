@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,7 +125,7 @@ async def apply(
             VersionRow(
                 service=name,
                 version=number,
-                created_at=time.time(),
+                created_at=runtime.clock.wall(),
                 spec_json=spec.spec_json(),
                 spec_yaml=spec_yaml,
                 workdir_hash=workdir_hash,
