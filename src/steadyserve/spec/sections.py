@@ -31,6 +31,7 @@ from steadyserve.spec.fields import (
     PositiveInt,
     PositiveNumber,
     PositiveSeconds,
+    QpsTarget,
     QueueLimit,
     RoutePrefix,
     ScalarText,
@@ -71,6 +72,12 @@ _ONGOING_FIELDS = (
 _TARGETS = (_QPS_FIELDS[0], _ONGOING_FIELDS[0])
 
 
+def _is_target(value: Any) -> bool:
+    """A target worth a ``needs max_replicas`` message: a number > 0, or a
+    per-accelerator map (a bad value is reported by its own field)."""
+    return (isinstance(value, dict) and bool(value)) or (_finite(value) or 0) > 0
+
+
 def _initial_within_bounds(policy: ReplicaPolicy | AutoscalingConfig) -> None:
     """A rule shared by ``replica_policy`` and ``autoscaling_config`` (after the fields)."""
     initial = policy.initial_replicas
@@ -97,7 +104,9 @@ class ReplicaPolicy(_Model):
 
     min_replicas: NonNegativeInt
     max_replicas: NonNegativeInt
-    target_qps_per_replica: PositiveNumber | None = None
+    target_qps_per_replica: QpsTarget | None = None
+    """SkyServe's target: one number, or one per accelerator (``{"H100:1": 10, L4: 3}``,
+    with ``load_balancing_policy: instance_aware_least_load``)."""
     upscale_delay_seconds: Seconds = 300.0
     downscale_delay_seconds: Seconds = 1200.0
     target_ongoing_requests: PositiveNumber | None = None
@@ -121,7 +130,7 @@ class ReplicaPolicy(_Model):
     def _max_defaults_to_min(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("max_replicas") is None and "min_replicas" in data:
             # A bad target value, or both targets at once, is reported as such after.
-            given = [t for t in _TARGETS if t in data and (_finite(data[t]) or 0) > 0]
+            given = [t for t in _TARGETS if t in data and _is_target(data[t])]
             if len(given) == 1:
                 raise _fail(f"{given[0]} needs max_replicas (the most replicas to scale up to)")
             return {**data, "max_replicas": data["min_replicas"]}
@@ -362,6 +371,26 @@ class ServiceSection(_Model):
                     "replicas and autoscaling_config are mutually exclusive"
                     " (a fixed count, or autoscaling bounds)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _per_accelerator_targets(self) -> ServiceSection:
+        """SkyServe's pairing: a per-accelerator ``target_qps_per_replica`` is what
+        ``instance_aware_least_load`` weighs replicas by, and only it reads one."""
+        policy = self.replica_policy
+        per_accelerator = policy is not None and isinstance(policy.target_qps_per_replica, dict)
+        instance_aware = self.load_balancing_policy == "instance_aware_least_load"
+        if per_accelerator and not instance_aware:
+            raise _fail(
+                "replica_policy.target_qps_per_replica: a per-accelerator mapping needs"
+                " load_balancing_policy: instance_aware_least_load"
+            )
+        if instance_aware and not per_accelerator:
+            raise _fail(
+                "load_balancing_policy: instance_aware_least_load needs"
+                " replica_policy.target_qps_per_replica as a mapping of accelerators to"
+                ' targets, like {"H100:1": 10, L4: 3}'
+            )
         return self
 
     @model_validator(mode="wrap")
