@@ -434,7 +434,8 @@ SERVICE_CASES: list[tuple[dict[str, Any], str]] = [
     ({"max_queued_requests": -2}, "max_queued_requests: must be an integer >= -1"),
     (
         {"load_balancing_policy": "random"},
-        "load_balancing_policy: must be one of least_load, round_robin, power_of_two",
+        "load_balancing_policy: must be one of least_load, round_robin, power_of_two,"
+        " instance_aware_least_load",
     ),
     ({"graceful_shutdown_wait_loop_s": 0}, "graceful_shutdown_wait_loop_s: must be a number > 0"),
     ({"graceful_shutdown_timeout_s": -1}, "graceful_shutdown_timeout_s: must be a number >= 0"),

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from steadyserve import replica_contract as contract
+from steadyserve.core.routing.instance_aware import capacity_for
 from steadyserve.core.states import ReplicaStatus
-from steadyserve.spec import ServiceSpec
+from steadyserve.spec import Resources, ServiceSpec
 from steadyserve.state import ReplicaRow
 from steadyserve.wire.routes import Limits, ReplicaRoute, RouteTable
 
@@ -28,6 +29,8 @@ def route_table(
     (controller/routes.py stamps them on the JSON)."""
     svc = spec.service
     lb = svc.load_balancer
+    targets = svc.replica_policy.target_qps_per_replica if svc.replica_policy else None
+    per_accelerator = targets if isinstance(targets, dict) else None
     return RouteTable(
         epoch="",
         version=0,
@@ -35,7 +38,7 @@ def route_table(
         max_ongoing_requests=svc.max_ongoing_requests,
         max_queued_requests=svc.max_queued_requests,
         replicas=tuple(
-            ReplicaRoute(id=r.id, version=r.version, host=r.ip, port=r.port)
+            _route(r, replica_accelerator(spec, r), per_accelerator)
             for r in replicas
             if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
         ),
@@ -54,6 +57,39 @@ def route_table(
         weights=weights,
         preview=preview,
     )
+
+
+def _route(
+    row: ReplicaRow, accelerator: str | None, targets: dict[str, float] | None
+) -> ReplicaRoute:
+    """A replica's route; with a per-accelerator target its ``capacity`` is its
+    accelerator's target (what instance_aware_least_load divides its load by)."""
+    assert row.port is not None  # only replicas with a port are routed
+    capacity = 1.0 if targets is None else capacity_for(accelerator, targets)
+    return ReplicaRoute(
+        id=row.id,
+        version=row.version,
+        host=row.ip,
+        port=row.port,
+        accelerator=accelerator,
+        capacity=capacity,
+    )
+
+
+def replica_accelerator(spec: ServiceSpec, row: ReplicaRow | None) -> str | None:
+    """The accelerator a replica runs on (its name, without a count), or None.
+
+    Known from the spec alone for now: the first choice of ``resources.accelerators``,
+    else of the first ``any_of``/``ordered`` alternative that names one. ``row`` is
+    the replica, for when the machine's GPU inventory says which one it was given."""
+    resources = spec.resources
+    candidates: list[Resources] = [resources, *(resources.any_of or ()), *(resources.ordered or ())]
+    for candidate in candidates:
+        choices = candidate.accelerator_choices()
+        if choices:
+            name: str = choices[0][0]
+            return name
+    return None
 
 
 def blocked_paths(spec: ServiceSpec) -> list[str]:

@@ -38,7 +38,8 @@ from steadyserve.controller.readopt import readopt
 from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.routes import RoutePublisher
-from steadyserve.controller.routing import route_table
+from steadyserve.controller.routing import replica_accelerator, route_table
+from steadyserve.core.autoscale import Policy as AutoscalePolicy
 from steadyserve.core.autoscale import policy_for
 from steadyserve.core.planner import Plan, ReplicaView, service_status
 from steadyserve.core.states import (
@@ -115,7 +116,7 @@ class ServiceRuntime:
         self.rollout = Rollout(self, store.latest_update(self.name))
         # The target every plan sizes to (controller/autoscaler.py).
         self.autoscaler = Autoscaler(
-            policy_for(self.spec.service),
+            self._scaling_policy(),
             self._live_current(),
             self._record_scaling,
             name=self.name,
@@ -290,8 +291,13 @@ class ServiceRuntime:
         (a fixed ``replicas: N`` is a policy too). Steady plans and updates size to it."""
         return self.autoscaler.target()
 
+    def _scaling_policy(self) -> AutoscalePolicy:
+        """The autoscaling policy of the current spec; a per-accelerator target is
+        read for the accelerator its replicas get."""
+        return policy_for(self.spec.service, replica_accelerator(self.spec, None))
+
     def _autoscale(self) -> None:
-        self.autoscaler.set_policy(policy_for(self.spec.service))
+        self.autoscaler.set_policy(self._scaling_policy())
         routable = sorted(self.plan.routable)
         self.autoscaler.step(self.clock.now(), len(routable), routable)
 

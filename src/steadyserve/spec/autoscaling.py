@@ -21,6 +21,7 @@ from steadyserve.spec.fields import (
     PositiveInt,
     PositiveNumber,
     PositiveSeconds,
+    QpsTarget,
     Seconds,
     _finite,
 )
@@ -65,6 +66,12 @@ DEPRECATED_RAY_FIELDS = {
 """Ray's deprecated fields, accepted with Ray's meaning and a notice (what to use instead)."""
 
 
+def _is_target(value: Any) -> bool:
+    """A target worth a ``needs max_replicas`` message: a number > 0, or a
+    per-accelerator map (a bad value is reported by its own field)."""
+    return (isinstance(value, dict) and bool(value)) or (_finite(value) or 0) > 0
+
+
 class RayPolicy(_Model):
     """Ray's ``policy:`` of ``autoscaling_config``: a custom policy function.
 
@@ -103,7 +110,9 @@ class ReplicaPolicy(_Model):
 
     min_replicas: NonNegativeInt
     max_replicas: NonNegativeInt
-    target_qps_per_replica: PositiveNumber | None = None
+    target_qps_per_replica: QpsTarget | None = None
+    """SkyServe's target: one number, or one per accelerator (``{"H100:1": 10, L4: 3}``,
+    with ``load_balancing_policy: instance_aware_least_load``)."""
     upscale_delay_seconds: Seconds = 300.0
     downscale_delay_seconds: Seconds = 1200.0
     num_overprovision: NonNegativeInt | None = None
@@ -138,7 +147,7 @@ class ReplicaPolicy(_Model):
     def _max_defaults(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("max_replicas") is None and "min_replicas" in data:
             # A bad target value, or both targets at once, is reported as such after.
-            given = [t for t in _TARGETS if t in data and (_finite(data[t]) or 0) > 0]
+            given = [t for t in _TARGETS if t in data and _is_target(data[t])]
             if given == [_QPS_FIELDS[0]]:
                 raise _fail(f"{given[0]} needs max_replicas (the most replicas to scale up to)")
             if given == [_ONGOING_FIELDS[0]]:

@@ -301,6 +301,32 @@ def _accelerator_count_ok(text: str) -> bool:
     return bool(match) and (match.group(2) is None or float(match.group(2)) > 0)  # type: ignore[union-attr]
 
 
+_QPS_TARGET_MESSAGE = (
+    'must be a number > 0 or a mapping of accelerators to numbers > 0, like {"H100:1": 10, L4: 3}'
+)
+
+
+def _qps_target(value: object) -> float | dict[str, float]:
+    """SkyServe's ``target_qps_per_replica``: one number, or one per accelerator
+    (keys with or without a count: ``A100:1`` and ``L4`` both name an accelerator)."""
+    if not isinstance(value, dict):
+        number = _finite(value)
+        if number is None or number <= 0:
+            raise _fail("must be a number > 0")
+        return number
+    if not value:
+        raise _fail(_QPS_TARGET_MESSAGE)
+    out: dict[str, float] = {}
+    for key, qps in value.items():
+        if not isinstance(key, str) or not _accelerator_count_ok(key):
+            raise _fail(f"key {key!r} is not an accelerator like H100 or H100:1")
+        number = _finite(qps)
+        if number is None or number <= 0:
+            raise _fail(f"[{key}] must be a number > 0")
+        out[key] = number
+    return out
+
+
 def _ports(value: object) -> int | str | list[int | str]:
     message = "must be a port, a range like 10052-10100, or a list of them"
     items = value if isinstance(value, list) else [value]
@@ -363,6 +389,7 @@ PortNumber = Annotated[int, BeforeValidator(_integer(ge=1, le=65535))]
 Seconds = Annotated[float, BeforeValidator(_number(ge=0))]
 PositiveSeconds = Annotated[float, BeforeValidator(_number(gt=0))]
 PositiveNumber = Annotated[float, BeforeValidator(_number(gt=0))]
+QpsTarget = Annotated[float | dict[str, float], BeforeValidator(_qps_target)]
 Fraction = Annotated[float, BeforeValidator(_number(ge=0, le=1))]
 UrlPath = Annotated[str, BeforeValidator(_url_path)]
 RoutePrefix = Annotated[str, BeforeValidator(_route_prefix)]
@@ -376,7 +403,9 @@ HeaderName = Annotated[str, BeforeValidator(_header_name)]
 ScalarText = Annotated[str, BeforeValidator(_scalar_text)]
 JsonData = Annotated[Any, BeforeValidator(_json_data)]
 UpdateMode = Literal["rolling", "blue_green", "canary"]
-LoadBalancingPolicy = Literal["least_load", "round_robin", "power_of_two"]
+LoadBalancingPolicy = Literal[
+    "least_load", "round_robin", "power_of_two", "instance_aware_least_load"
+]
 
 UpdateModeField = Annotated[UpdateMode, BeforeValidator(_choice(UpdateMode))]
 LoadBalancingPolicyField = Annotated[

@@ -211,6 +211,26 @@ class ServiceSection(_Model):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _per_accelerator_targets(self) -> ServiceSection:
+        """SkyServe's pairing: a per-accelerator ``target_qps_per_replica`` is what
+        ``instance_aware_least_load`` weighs replicas by, and only it reads one."""
+        policy = self.replica_policy
+        per_accelerator = policy is not None and isinstance(policy.target_qps_per_replica, dict)
+        instance_aware = self.load_balancing_policy == "instance_aware_least_load"
+        if per_accelerator and not instance_aware:
+            raise _fail(
+                "replica_policy.target_qps_per_replica: a per-accelerator mapping needs"
+                " load_balancing_policy: instance_aware_least_load"
+            )
+        if instance_aware and not per_accelerator:
+            raise _fail(
+                "load_balancing_policy: instance_aware_least_load needs"
+                " replica_policy.target_qps_per_replica as a mapping of accelerators to"
+                ' targets, like {"H100:1": 10, L4: 3}'
+            )
+        return self
+
     @model_validator(mode="wrap")
     @classmethod
     def _ray_synonym(cls, data: Any, handler: Callable[[Any], ServiceSection]) -> ServiceSection:

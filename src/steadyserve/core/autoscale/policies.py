@@ -11,6 +11,7 @@ means there.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ __all__ = [
     "QpsPolicy",
     "clip",
     "ongoing_desired",
+    "per_replica_qps",
     "policy_for",
     "qps_desired",
 ]
@@ -165,8 +167,27 @@ def _first(*values: float | None) -> float | None:
     return next((v for v in values if v is not None), None)
 
 
-def policy_for(service: ServiceSection) -> Policy:
-    """The policy a validated ``service:`` section asks for."""
+def per_replica_qps(target: float | Mapping[str, float], accelerator: str | None) -> float:
+    """The request rate one replica on ``accelerator`` is meant to carry.
+
+    A per-accelerator map follows SkyServe's instance-aware autoscaler
+    (``_get_target_qps_for_gpu_type``): the accelerator's own key, else a key whose
+    name before ``:`` is the accelerator's, else the map's smallest target (an
+    accelerator it does not name, or none known, is sized as the slowest)."""
+    if not isinstance(target, Mapping):
+        return target
+    if accelerator is not None:
+        if accelerator in target:
+            return target[accelerator]
+        for key, qps in target.items():
+            if key.split(":")[0] == accelerator:
+                return qps
+    return min(target.values())
+
+
+def policy_for(service: ServiceSection, accelerator: str | None = None) -> Policy:
+    """The policy a validated ``service:`` section asks for; ``accelerator`` is the
+    one its replicas run on, which a per-accelerator target is looked up by."""
     spec = service.replica_policy
     if spec is None:
         return FixedPolicy(service.target_replicas)
@@ -174,7 +195,7 @@ def policy_for(service: ServiceSection) -> Policy:
         return QpsPolicy(
             min_replicas=spec.min_replicas,
             max_replicas=spec.max_replicas,
-            target_qps_per_replica=spec.target_qps_per_replica,
+            target_qps_per_replica=per_replica_qps(spec.target_qps_per_replica, accelerator),
             upscale_delay_seconds=spec.upscale_delay_seconds,
             downscale_delay_seconds=spec.downscale_delay_seconds,
             num_overprovision=spec.num_overprovision or 0,

@@ -22,6 +22,8 @@ import random
 from collections.abc import Container, Sequence
 from typing import Protocol, TypeVar
 
+from steadyserve.core.routing.instance_aware import InstanceAwareLeastLoad
+
 
 class Candidate(Protocol):
     """What a policy may know about a replica."""
@@ -171,10 +173,14 @@ class PowerOfTwo:
         return b if b.inflight < a.inflight else a
 
 
-POLICIES: dict[str, type[LeastLoad] | type[RoundRobin] | type[PowerOfTwo]] = {
+POLICIES: dict[
+    str, type[LeastLoad] | type[RoundRobin] | type[PowerOfTwo] | type[InstanceAwareLeastLoad]
+] = {
     LeastLoad.name: LeastLoad,
     RoundRobin.name: RoundRobin,
     PowerOfTwo.name: PowerOfTwo,
+    # SkyServe's policy for replicas on different accelerators (instance_aware.py).
+    InstanceAwareLeastLoad.name: InstanceAwareLeastLoad,
 }
 
 
@@ -186,4 +192,6 @@ def make_policy(name: str, rng: random.Random | None = None) -> Policy:
         return LeastLoad()
     if name == RoundRobin.name:
         return RoundRobin()
+    if name == InstanceAwareLeastLoad.name:
+        return InstanceAwareLeastLoad()
     raise ValueError(f"unknown load balancing policy {name!r}; expected one of {sorted(POLICIES)}")

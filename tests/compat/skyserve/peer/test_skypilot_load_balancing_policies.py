@@ -13,8 +13,13 @@ SkyPilot's policy object holds the ready replicas and a load map; here the
 ``steadyserve.core.routing.policies`` pick. ``make_policy_name`` (the name a spec ends up
 with) is the spec's ``service.load_balancing_policy``.
 
-Skipped: the 11 tests of ``instance_aware_least_load`` (issue 31 item 6, not yet),
-and 3 that test internals with no counterpart (``_request_repr`` and the log
+``instance_aware_least_load``'s ``_get_target_qps_for_accelerator`` and
+``_get_normalized_load`` are ``target_qps_for`` and ``normalized_load`` in
+``steadyserve.core.routing.instance_aware``; its ``replica_info`` is each route's
+``accelerator`` and its ``target_qps_per_accelerator`` the spec's
+``target_qps_per_replica`` map, put on each route as ``capacity``.
+
+Skipped: 3 that test internals with no counterpart (``_request_repr`` and the log
 line SkyPilot writes per selection; the LB here logs requests only with
 ``service.access_log``).
 """
@@ -26,12 +31,17 @@ from typing import Any
 
 import pytest
 
+from steadyserve.core.routing.instance_aware import (
+    InstanceAwareLeastLoad,
+    capacity_for,
+    normalized_load,
+    target_qps_for,
+)
 from steadyserve.core.routing.policies import POLICIES, LeastLoad, RoundRobin, make_policy
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.spec import parse_service
 from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
-INSTANCE_AWARE = pytest.mark.skip(reason="instance_aware_least_load: not yet (issue 31 item 6)")
 NO_COUNTERPART = "an internal of SkyPilot's policy class with no counterpart here"
 
 
@@ -195,56 +205,118 @@ def test_post_execute_hook_decrements_load() -> None:
 
 
 # ---------------------------------------------- TestInstanceAwareLeastLoadPolicy
+# SkyPilot's policy holds ``replica_info`` (url -> {"gpu_type": ...}) and
+# ``target_qps_per_accelerator``; here a replica's accelerator is on its route,
+# the map is the spec's ``target_qps_per_replica``, and the target of an
+# accelerator is the route's ``capacity`` (controller/routing.py, through
+# ``target_qps_for``/``capacity_for``).
+
+IA = "instance_aware_least_load"
 
 
-@INSTANCE_AWARE
+def instance_aware(
+    replicas: dict[str, str], targets: dict[str, float], loads: dict[str, int]
+) -> Balancer:
+    """A balancer of ``url -> gpu_type`` replicas, weighted as the controller would."""
+    routes = []
+    for text, gpu in replicas.items():
+        host, port = text.removeprefix("http://").split(":")
+        capacity = capacity_for(gpu, targets)
+        rid = int(host.removeprefix("replica"))
+        routes.append(ReplicaRoute(rid, 1, host, int(port), accelerator=gpu, capacity=capacity))
+    balancer = Balancer(RouteTable("e", 1, IA, 100, -1, tuple(routes)))
+    for state in balancer.replicas:
+        state.inflight = loads.get(url(state), 0)
+    return balancer
+
+
+def replica_info(balancer: Balancer) -> dict[str, dict[str, str]]:
+    return {url(r): {"gpu_type": r.accelerator} for r in balancer.replicas if r.accelerator}
+
+
 def test_instance_aware_initial_state() -> None:
-    pass
+    balancer = Balancer(None, IA)
+    assert isinstance(balancer.policy, InstanceAwareLeastLoad)
+    assert ready_replicas(balancer) == []
+    assert len(replica_info(balancer)) == 0
+    assert len({r.capacity for r in balancer.replicas if r.capacity != 1.0}) == 0
 
 
-@INSTANCE_AWARE
 def test_set_replica_info() -> None:
-    pass
+    info = {
+        "http://replica1:8000": {"gpu_type": "A100"},
+        "http://replica2:8000": {"gpu_type": "H100"},
+    }
+    balancer = instance_aware({u: i["gpu_type"] for u, i in info.items()}, {}, {})
+    assert replica_info(balancer) == info
 
 
-@INSTANCE_AWARE
 def test_set_target_qps_per_accelerator() -> None:
-    pass
+    qps = {"A100": 10.0, "H100": 20.0}
+    policy = parse_service(
+        {
+            "run": "x",
+            "service": {
+                "load_balancing_policy": IA,
+                "replica_policy": {
+                    "min_replicas": 1,
+                    "max_replicas": 2,
+                    "target_qps_per_replica": qps,
+                },
+            },
+        },
+        base_dir=Path("."),
+    ).service.replica_policy
+    assert policy is not None
+    assert policy.target_qps_per_replica == qps
 
 
-@INSTANCE_AWARE
 def test_get_target_qps_direct_match() -> None:
-    pass
+    assert target_qps_for("A100", {"A100": 10.0, "H100": 20.0}) == 10.0
 
 
-@INSTANCE_AWARE
 def test_get_target_qps_base_name_match() -> None:
-    pass
+    assert target_qps_for("A100", {"A100:1": 10.0}) == 10.0
 
 
-@INSTANCE_AWARE
 def test_get_target_qps_fallback() -> None:
-    pass
+    assert target_qps_for("unknown_gpu", {"A100": 10.0}) == 1.0
 
 
-@INSTANCE_AWARE
 def test_get_normalized_load() -> None:
-    pass
+    balancer = instance_aware(
+        {"http://replica1:8000": "A100"}, {"A100": 10.0}, {"http://replica1:8000": 5}
+    )
+    replica = balancer.replicas[0]
+    assert normalized_load(replica.inflight, replica.capacity) == 0.5  # 5 / 10.0
 
 
-@INSTANCE_AWARE
 def test_get_normalized_load_zero_qps() -> None:
-    pass
+    targets: dict[str, float] = {"A100": 0}
+    # Should use fallback of 1.0
+    assert normalized_load(5, target_qps_for("A100", targets)) == 5.0  # 5 / 1.0
+    balancer = instance_aware(
+        {"http://replica1:8000": "A100"}, targets, {"http://replica1:8000": 5}
+    )
+    replica = balancer.replicas[0]
+    assert normalized_load(replica.inflight, replica.capacity) == 5.0
 
 
-@INSTANCE_AWARE
 def test_select_replica_by_normalized_load() -> None:
-    pass
+    balancer = instance_aware(
+        {"http://replica1:8000": "A100", "http://replica2:8000": "H100"},  # 10 QPS, 20 QPS
+        {"A100": 10.0, "H100": 20.0},
+        {
+            "http://replica1:8000": 5,  # Normalized: 5/10 = 0.5
+            "http://replica2:8000": 8,  # Normalized: 8/20 = 0.4
+        },
+    )
+    # replica2 has lower normalized load
+    assert select(balancer) == "http://replica2:8000"
 
 
-@INSTANCE_AWARE
 def test_instance_aware_select_replica_empty() -> None:
-    pass
+    assert select(Balancer(None, IA)) is None
 
 
 # ---------------------------------------------------------- TestPolicyRegistry
@@ -258,7 +330,6 @@ def test_lb_policies_contains_least_load() -> None:
     assert "least_load" in POLICIES
 
 
-@INSTANCE_AWARE
 def test_lb_policies_contains_instance_aware() -> None:
     assert "instance_aware_least_load" in POLICIES
 
