@@ -70,9 +70,26 @@ class Autoscaler:
         self._record = record
         self.last: Decision | None = None
         self.last_change: str | None = None
+        self.limit: int | None = None
+        """The most that fits on this machine now (controller/capacity.py), when
+        that is below the policy's target; None: no cap."""
 
     def target(self) -> int:
+        if self.limit is not None and self.scales:
+            return min(self.state.target, self.limit)
         return self.state.target
+
+    def cap(self, limit: int | None, why: str | None) -> None:
+        """Cap the target at what fits (None lifts the cap); a new cap is recorded
+        with what the machine lacks, so a target that cannot be reached says why
+        rather than leaving replicas PENDING for ever."""
+        if limit == self.limit:
+            return
+        self.limit = limit
+        if limit is not None and self.scales:
+            reason = f"target {self.state.target} capped at {limit}: what fits on this machine"
+            self.last_change = reason + (f" ({why})" if why else "")
+            self._record(self.last_change)
 
     @property
     def scales(self) -> bool:

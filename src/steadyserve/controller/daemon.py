@@ -34,6 +34,7 @@ from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
 from steadyserve.controller import updates
 from steadyserve.controller.api import build_app
+from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.endpoint import endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
@@ -46,7 +47,8 @@ from steadyserve.core.states import Desired, EventKind, ServiceStatus, UpdateMod
 from steadyserve.envs.workdir import relative_excludes
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ServiceRow, Store, VersionRow
+from steadyserve.spec.machine import this_inventory
+from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -69,6 +71,13 @@ class Controller:
         self.gateway = GatewaySupervisor(
             home, self.epoch, lambda: [r.spec for r in self.services.values()]
         )
+        # One machine's GPUs, cores and fixed ports for every service (a Ray cluster
+        # places its actors itself: nothing is divided here then).
+        places = self.backend_name != "ray"
+        self.capacity = CapacityPool(this_inventory(gpus=places), self._all_replicas, places=places)
+
+    def _all_replicas(self) -> list[ReplicaRow]:
+        return [r for rt in list(self.services.values()) for r in rt.replicas.values()]
 
     def info(self) -> dict[str, Any]:
         return {
@@ -360,7 +369,13 @@ class Controller:
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
         runtime = ServiceRuntime(
-            self.home, self.store, self.backend, self.probe_session, self.epoch, row
+            self.home,
+            self.store,
+            self.backend,
+            self.probe_session,
+            self.epoch,
+            row,
+            capacity=self.capacity,
         )
         self.services[row.name] = runtime
         return runtime
@@ -394,6 +409,7 @@ class Controller:
         finally:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)
+            self.capacity.changed()  # its GPUs are free for the others
         if not self.services:  # nothing left to serve (serve shutdown)
             await self.gateway.configure(None)
 

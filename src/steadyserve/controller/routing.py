@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from steadyserve import replica_contract as contract
+from steadyserve.core.capacity import Assignment
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
@@ -35,7 +36,9 @@ def route_table(
         max_ongoing_requests=svc.max_ongoing_requests,
         max_queued_requests=svc.max_queued_requests,
         replicas=tuple(
-            ReplicaRoute(id=r.id, version=r.version, host=r.ip, port=r.port)
+            ReplicaRoute(
+                id=r.id, version=r.version, host=r.ip, port=r.port, accelerator=_accelerator(r)
+            )
             for r in replicas
             if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
         ),
@@ -64,3 +67,9 @@ def blocked_paths(spec: ServiceSpec) -> list[str]:
     if spec.import_path is not None:
         blocked.append(contract.HANDLE_CALL_PATH)
     return blocked
+
+
+def _accelerator(replica: ReplicaRow) -> str | None:
+    """The name of the GPUs the replica holds (for an instance-aware policy), if any."""
+    held = Assignment.from_json(replica.assignment)
+    return held.accelerator if held is not None and held.gpus else None

@@ -27,6 +27,7 @@ from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.compat.skyserve import MASK, secret_values
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.canary import CanaryDriver
+from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
@@ -52,6 +53,7 @@ from steadyserve.core.states import (
 from steadyserve.oneline import file_tail
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.machine import this_inventory
 from steadyserve.state import ReplicaRow, ServiceRow, Store
 from steadyserve.wire.lb_process import env_for as tls_env
 
@@ -83,6 +85,7 @@ class ServiceRuntime:
         clock: Clock | None = None,
         prober: Prober | None = None,
         lb: LoadBalancerProcess | None = None,
+        capacity: CapacityPool | None = None,
     ) -> None:
         self.home = home
         self.store = store
@@ -96,6 +99,13 @@ class ServiceRuntime:
         self.routes = RoutePublisher(epoch)
         self.replicas: dict[int, ReplicaRow] = {r.id: r for r in store.replicas(self.name)}
         self.held: dict[int, HeldReplica] = {}
+        # The machine's GPUs, cores and fixed ports, shared with every other service
+        # of the controller (controller/capacity.py); alone, this service's rows.
+        self.capacity = capacity or CapacityPool(
+            this_inventory(gpus=False), lambda: list(self.replicas.values())
+        )
+        self.waiting: dict[int, str] = {}
+        """PENDING replicas that do not fit yet, and what they miss (status notices)."""
         self.ready_versions: set[int] = {
             r.version for r in self.replicas.values() if r.ready_at is not None
         }
@@ -249,6 +259,8 @@ class ServiceRuntime:
             return
         self.lb.supervise(self.store, self.row, self.spec.service.load_balancer.workers)
         self._reap_exited()
+        if self.capacity.waiting:
+            self.capacity.changed()  # a waiting replica looks again (a release may be unannounced)
         self.rollout.check()
         if self.updating:
             self.canary.tick()  # judge and move; an abort rolls back here
@@ -262,6 +274,7 @@ class ServiceRuntime:
                 f"version {self.row.version} serves with {target} replicas",
             )
         self.plan = plan
+        self.rollout.say_capacity(plan.note)
         self._publish(plan.routable)
         for replica_id, reason in plan.stop:
             replica = self.replicas[replica_id]
@@ -285,6 +298,19 @@ class ServiceRuntime:
     def _autoscale(self) -> None:
         self.autoscaler.set_policy(policy_for(self.spec.service))
         self.autoscaler.step(self.clock.monotonic(), len(self.plan.routable))
+        if self.autoscaler.scales and not self.updating:  # an update keeps the cap it met
+            self._cap_to_capacity()
+
+    def _cap_to_capacity(self) -> None:
+        """The autoscaler's target, capped at the replicas running plus what fits."""
+        wanted, current = self.autoscaler.state.target, self._live_current()
+        limit = None
+        if wanted > current:
+            room = self.capacity.limit(self.spec, wanted - current)
+            if room is not None and current + room < wanted:
+                limit = current + room
+        why = self.capacity.why_not(self.spec) if limit is not None else None
+        self.autoscaler.cap(limit, why)
 
     def scale_from_zero(self) -> int:
         """The load balancer holds a request and nothing serves: launch at once."""
@@ -453,6 +479,7 @@ class ServiceRuntime:
         if replica.id in self.replicas:
             self.store.update_replica(self.name, replica.id, pid=None)
             replica.pid = None
+        self.capacity.changed()
 
     async def retire(self, replica: ReplicaRow, reason: str) -> None:
         """Drain (out of routing, LB acknowledged, nothing in flight), then stop and forget."""
@@ -472,4 +499,5 @@ class ServiceRuntime:
         self.held.pop(replica.id, None)
         self.port_watch.forget(replica.id)
         self.store.remove_replica(replica, reason)
+        self.capacity.changed()  # what it held is free: a PENDING replica may start
         self.wake()
