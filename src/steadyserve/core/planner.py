@@ -319,8 +319,8 @@ def plan_canary(
     rule on a full machine: one stable replica drains and stops, then the canary
     replica starts, one at a time (never while a stable replica is still
     stopping or a new one is not READY yet), and the stable version keeps at
-    least one replica until the canary is complete. The stable version heals
-    only into what is left.
+    least one replica until the canary is complete (or needs the whole target).
+    The stable version heals only into what is left.
     """
     target = max(0, target)
     live = [r for r in replicas if r.status.is_live]
@@ -345,7 +345,7 @@ def plan_canary(
         )
         settled = len(new_ready) == len(new)
         old_ready = _oldest_first(r for r in old if r.status is ReplicaStatus.READY)
-        keep = 0 if complete else 1
+        keep = 0 if complete or wanted >= target else 1  # the canary is the whole target
         if short > 0 and not stopping and settled and len(old_ready) > keep and launch == 0:
             victim = old_ready[0]
             drain.append((victim.id, f"its place goes to a version {new_version} canary replica"))
