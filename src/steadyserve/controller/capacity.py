@@ -15,7 +15,15 @@ import math
 from collections.abc import Callable, Iterable
 
 from steadyserve.compat.skypilot import fixed_port
-from steadyserve.core.capacity import Assignment, Insufficient, Inventory, Request, assign, room
+from steadyserve.core.capacity import (
+    Assignment,
+    Insufficient,
+    Inventory,
+    Request,
+    assign,
+    reason_after,
+    room,
+)
 from steadyserve.core.capacity import gpu_count as whole_gpus
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
@@ -105,10 +113,10 @@ class CapacityPool:
             return None
         return self.room(spec, most)
 
-    def why_not(self, spec: ServiceSpec) -> str | None:
-        """Why one more replica of ``spec`` does not fit now; None when it does."""
-        got = self.assign(spec)
-        return got.reason if isinstance(got, Insufficient) else None
+    def why_not(self, spec: ServiceSpec, after: int = 0) -> str | None:
+        """Why one more replica of ``spec`` does not fit now, or once ``after`` more
+        were admitted; None when it does."""
+        return reason_after(self.inventory, self.taken(), self.request(spec), after)
 
     def changed(self) -> None:
         """Something may have been released: every waiting replica looks again."""

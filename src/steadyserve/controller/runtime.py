@@ -309,7 +309,7 @@ class ServiceRuntime:
             room = self.capacity.limit(self.spec, wanted - current)
             if room is not None and current + room < wanted:
                 limit = current + room
-        why = self.capacity.why_not(self.spec) if limit is not None else None
+        why = self.capacity.why_not(self.spec, limit - current) if limit is not None else None
         self.autoscaler.cap(limit, why)
 
     def scale_from_zero(self) -> int:

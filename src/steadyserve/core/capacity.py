@@ -214,6 +214,21 @@ def room(inventory: Inventory, taken: Iterable[Assignment], request: Request, li
     return count
 
 
+def reason_after(
+    inventory: Inventory, taken: Iterable[Assignment], request: Request, count: int
+) -> str | None:
+    """Why one more replica would not fit once ``count`` more have been admitted:
+    what a cap at ``count`` says it lacks (None: it would fit)."""
+    held = list(taken)
+    for _ in range(max(0, count)):
+        got = assign(inventory, held, request)
+        if isinstance(got, Insufficient):
+            return got.reason
+        held.append(got)
+    got = assign(inventory, held, request)
+    return got.reason if isinstance(got, Insufficient) else None
+
+
 def visible(inventory: Inventory, cuda_visible_devices: str | None) -> Inventory:
     """The GPUs a controller started with ``CUDA_VISIBLE_DEVICES`` may hand out, as
     Ray reads it: indices or UUIDs; an empty value hides every GPU; unset, all."""
