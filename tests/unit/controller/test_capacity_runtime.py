@@ -34,7 +34,7 @@ def on_gpus(world: World, count: int) -> None:
 
 def held_gpus(world: World) -> list[int]:
     """Every GPU held now by a replica with a process (or about to have one)."""
-    out = []
+    out: list[int] = []
     for r in world.replicas():
         if r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN:
             got = Assignment.from_json(r.assignment)
