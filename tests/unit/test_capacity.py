@@ -137,3 +137,11 @@ def test_admits_and_releases_never_share_a_device_or_a_core(
         assert len(cores) == len(set(cores)) and set(cores) <= set(inventory.cores)
         name = got.accelerator or ""
         assert all(inventory.gpus[i].name == name for i in got.gpus)
+
+
+def test_ray_assigned_ids_show_in_the_resources_column() -> None:
+    from steadyserve.backends.ray_actor import with_gpu_ids
+
+    assert with_gpu_ids("Ray(cpus=1, gpus=T4:1)", ["0"]) == "Ray(cpus=1, gpus=T4:1, ids=0)"
+    assert with_gpu_ids("Ray()", ["2", "3"]) == "Ray(ids=2,3)"
+    assert with_gpu_ids("Ray(cpus=1)", []) == "Ray(cpus=1)"

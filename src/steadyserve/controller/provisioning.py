@@ -113,6 +113,12 @@ async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:
     held = rt.hold(replica.id)
     held.handle = handle
     held.started_at = rt.clock.now()
+    placed = tuple(getattr(handle, "gpu_ids", ()))
+    if placed and not replica.assignment:  # a backend that places (Ray) chose its GPUs
+        ids = tuple(int(i) for i in placed if str(i).isdigit())
+        _record(
+            rt, replica, Assignment(gpus=ids, uuids=tuple(i for i in placed if not i.isdigit()))
+        )
     rt.transition(
         replica,
         ReplicaStatus.STARTING,
