@@ -143,7 +143,6 @@ _RESOURCE_KEYS = (
     "image_id",
     "labels",
     "job_recovery",
-    "any_of",
     "ordered",
 )
 
