@@ -113,6 +113,17 @@ class CapacityPool:
             return None
         return self.room(spec, most)
 
+    def cap(self, spec: ServiceSpec, wanted: int, current: int) -> tuple[int | None, str | None]:
+        """An autoscaling target capped at the ``current`` replicas plus what fits,
+        and what the first replica beyond the cap would lack; (None, None) when
+        ``wanted`` fits."""
+        if wanted <= current:
+            return None, None
+        fits = self.limit(spec, wanted - current)
+        if fits is None or current + fits >= wanted:
+            return None, None
+        return current + fits, self.why_not(spec, fits)
+
     def why_not(self, spec: ServiceSpec, after: int = 0) -> str | None:
         """Why one more replica of ``spec`` does not fit now, or once ``after`` more
         were admitted; None when it does."""

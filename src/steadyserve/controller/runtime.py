@@ -299,18 +299,8 @@ class ServiceRuntime:
         self.autoscaler.set_policy(policy_for(self.spec.service))
         self.autoscaler.step(self.clock.monotonic(), len(self.plan.routable))
         if self.autoscaler.scales and not self.updating:  # an update keeps the cap it met
-            self._cap_to_capacity()
-
-    def _cap_to_capacity(self) -> None:
-        """The autoscaler's target, capped at the replicas running plus what fits."""
-        wanted, current = self.autoscaler.state.target, self._live_current()
-        limit = None
-        if wanted > current:
-            room = self.capacity.limit(self.spec, wanted - current)
-            if room is not None and current + room < wanted:
-                limit = current + room
-        why = self.capacity.why_not(self.spec, limit - current) if limit is not None else None
-        self.autoscaler.cap(limit, why)
+            wanted = self.autoscaler.state.target
+            self.autoscaler.cap(*self.capacity.cap(self.spec, wanted, self._live_current()))
 
     def scale_from_zero(self) -> int:
         """The load balancer holds a request and nothing serves: launch at once."""
