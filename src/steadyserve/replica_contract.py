@@ -85,6 +85,13 @@ BASE_ENV = (
 """Copied from the controller's environment when set: what programs need to run."""
 BASE_ENV_PREFIXES = ("LC_",)
 
+# The GPUs a replica was given (controller/capacity.py), as Ray and Kubernetes'
+# device plugin name them: indices in nvidia-smi's order, which CUDA follows
+# when CUDA_DEVICE_ORDER is PCI_BUS_ID (set unless the file's envs set it).
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+CUDA_DEVICE_ORDER = "CUDA_DEVICE_ORDER"
+
 _KEY_FILE = "control.key"
 _KEY_BYTES = 32
 

@@ -60,6 +60,8 @@ class LaunchRequest:
     fixed_port: int | None = None
     """SkyServe's fixed replica port (``run`` ignores ``$PORT``): a backend with
     several nodes runs at most one such replica per node, on that port."""
+    cores: tuple[int, ...] = ()
+    """The cores the replica is pinned to (``resources.pin_cpus``); () runs it anywhere."""
 
 
 class ReplicaHandle(Protocol):

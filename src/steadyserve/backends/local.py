@@ -286,6 +286,8 @@ class LocalBackend:
             raise ProvisionError(str(exc)) from None
         control_port = rest[0] if rest else None
         command, env = self._in_environment(request)
+        if request.cores:
+            command = pinned(command, request.cores)
         cgroup = await asyncio.to_thread(self._cgroup_for, request)
         if cgroup is not None:
             command = cgroup.enter(command)
@@ -341,6 +343,18 @@ class LocalBackend:
         await stop_group(handle, timeout_s)
         self.ports.release(handle.port)
         self.ports.release(handle.control_port)
+
+
+_PIN = "import os, sys; os.sched_setaffinity(0, {cores}); os.execvp(sys.argv[1], sys.argv[1:])"
+
+
+def pinned(command: list[str], cores: tuple[int, ...]) -> list[str]:
+    """``command`` on ``cores`` only, it and every process it starts: the affinity
+    is set in the child before it runs the command (exec keeps the pid, so the
+    process group and re-adoption are unchanged). Not ``preexec_fn``, which is
+    unsafe in a controller with threads."""
+    code = _PIN.format(cores=sorted(cores))
+    return [sys.executable, "-c", code, *command]
 
 
 def tag_of(pid: int) -> str | None:

@@ -122,7 +122,9 @@ class RayReplica:
         """True when the actor died with its node: the replica was lost, not failed."""
         self._poller: asyncio.Task[None] | None = None
         self.resources = str(info.get("resources") or "Ray(cpus=1)")
-        """The RESOURCES column: what the actor asked Ray for."""
+        """The RESOURCES column: what the actor asked Ray for, and the GPU ids it got."""
+        self.gpu_ids = tuple(str(i) for i in info.get("gpu_ids") or ())
+        """The GPU ids Ray assigned the actor (``ray.get_gpu_ids()``), as its replica sees them."""
 
     @property
     def pid(self) -> int | None:

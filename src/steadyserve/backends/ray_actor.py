@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+# As replica_contract names them; spelled here so the actor imports nothing more.
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+
 SETUP_MARKER = ".steady-setup-done"
 """Written next to the shipped workdir once ``setup`` succeeded on this node:
 replicas of a version that land on the same node run setup once."""
@@ -105,6 +109,16 @@ def node_address() -> str:
     return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 
 
+def with_gpu_ids(label: str, gpu_ids: list[str]) -> str:
+    """What the actor asked Ray for, with the GPU ids Ray assigned:
+    ``Ray(cpus=1, gpus=T4:1)`` -> ``Ray(cpus=1, gpus=T4:1, ids=0)``."""
+    if not gpu_ids or not label.endswith(")"):
+        return label
+    inner = label[:-1]
+    sep = "" if inner.endswith("(") else ", "
+    return f"{inner}{sep}ids={','.join(gpu_ids)})"
+
+
 class ReplicaActor:
     """One replica process and its log, kept on the node it runs on."""
 
@@ -156,6 +170,14 @@ class ReplicaActor:
         for name, port in zip(ports, self.claimed, strict=True):
             env[name] = str(port)
         env["HOST"] = host
+        import ray
+
+        gpu_ids = [str(i) for i in ray.get_gpu_ids()]
+        if gpu_ids:
+            # Ray gave this actor its own GPUs (and set them in the actor's environment);
+            # the replica is the actor's child, so it gets the same ones.
+            ids = ",".join(gpu_ids)
+            env[CUDA_VISIBLE_DEVICES] = env[NVIDIA_VISIBLE_DEVICES] = ids
         if command and command[0] == "{python}":  # the Python runner: this node's interpreter
             import sys
 
@@ -173,8 +195,6 @@ class ReplicaActor:
             )
         finally:
             log.close()
-        import ray
-
         context = ray.get_runtime_context()
         self.started = {
             "host": host,
@@ -182,7 +202,8 @@ class ReplicaActor:
             "pid": self.proc.pid,
             "node_id": context.get_node_id(),
             "hostname": socket.gethostname(),
-            "resources": resources,  # what the actor asked Ray for (the RESOURCES column)
+            "resources": with_gpu_ids(resources, gpu_ids),  # the RESOURCES column
+            "gpu_ids": gpu_ids,
         }
         return self.started
 

@@ -74,6 +74,8 @@ REPLICA = Shape(
         "launched_at_iso",
         "resources",
         "region",
+        "assignment",
+        "pending_reason",
     )
 )
 EVENT = Shape(

@@ -142,7 +142,6 @@ _RESOURCE_KEYS = (
     "disk_tier",
     "labels",
     "job_recovery",
-    "any_of",
     "ordered",
 )
 

@@ -94,12 +94,31 @@ class Autoscaler:
         self._policy_error: str | None = None
         self.last: Decision | None = None
         self.last_change: str | None = None
+        self.limit: int | None = None
+        """The most that fits on this machine now (controller/capacity.py), when
+        that is below the policy's target; None: no cap."""
 
     def target(self) -> int:
-        """The replicas to run: the target, plus SkyServe's ``num_overprovision``."""
+        """The replicas to run: the target, plus SkyServe's ``num_overprovision``,
+        capped at what fits on the machine (``cap``)."""
+        target = self.state.target
         if isinstance(self.policy, QpsPolicy):
-            return self.state.target + self.policy.num_overprovision
-        return self.state.target
+            target += self.policy.num_overprovision
+        if self.limit is not None and self.scales:
+            return min(target, self.limit)
+        return target
+
+    def cap(self, limit: int | None, why: str | None) -> None:
+        """Cap the target at what fits (None lifts the cap); a new cap is recorded
+        with what the machine lacks, so a target that cannot be reached says why
+        rather than leaving replicas PENDING for ever."""
+        if limit == self.limit:
+            return
+        self.limit = limit
+        if limit is not None and self.scales:
+            reason = f"target {self.state.target} capped at {limit}: what fits on this machine"
+            self.last_change = reason + (f" ({why})" if why else "")
+            self._record(self.last_change)
 
     @property
     def scales(self) -> bool:

@@ -219,12 +219,14 @@ class CanaryDriver:
             aborted=state.phase is Phase.ABORTED,
             old_broken=self.rt.rollout.stable_broken(),
             stable_target=self.rt.rollout.stable_target(),
+            room=self.rt.rollout.room(target),
         )
         plan = Plan(
             launch=0 if broken else step.launch,
             stop=step.drain,
             routable=step.routable,
             launch_old=step.launch_old,  # the stable version heals (rollout.heal)
+            note=step.note,
         )
         return plan, step.done
 

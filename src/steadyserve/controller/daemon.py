@@ -31,14 +31,14 @@ from aiohttp import web
 from steadyserve.backends import BackendChoiceError, backend_name, choose_backend
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
-from steadyserve.controller import updates
+from steadyserve.controller import fleet, updates
 from steadyserve.controller.api import build_app
+from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
 from steadyserve.controller.endpoint import endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
 from steadyserve.controller.orphans import reap_orphans
-from steadyserve.controller.ownership import fleet_owner, unlisted
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
@@ -46,7 +46,8 @@ from steadyserve.core.states import Desired, EventKind, ServiceStatus, UpdateMod
 from steadyserve.envs.workdir import relative_excludes
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ServiceRow, Store, VersionRow
+from steadyserve.spec.machine import this_inventory
+from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -70,6 +71,13 @@ class Controller:
         self.gateway = GatewaySupervisor(
             home, self.epoch, lambda: [r.spec for r in self.services.values()]
         )
+        # One machine's GPUs, cores and fixed ports for every service (a Ray cluster
+        # places its actors itself: nothing is divided here then).
+        places = self.backend_name != "ray"
+        self.capacity = CapacityPool(this_inventory(gpus=places), self._all_replicas, places=places)
+
+    def _all_replicas(self) -> list[ReplicaRow]:
+        return [r for rt in list(self.services.values()) for r in rt.replicas.values()]
 
     def info(self) -> dict[str, Any]:
         return {
@@ -269,70 +277,16 @@ class Controller:
         expect_down: list[str] | None = None,
         gateway_port: int | None = None,
     ) -> dict[str, Any]:
-        """The file is the whole desired state of the services it made: create,
-        update, and take down the ones this file made earlier and no longer lists.
-
-        Services made by ``steady up`` or by another fleet file are kept (listed
-        with action ``keep``) unless ``prune_all``. ``expect_down`` is the list of
-        removals the user confirmed; when the controller would now take down a
-        different set (someone changed the services meanwhile), nothing changes.
-        """
-        specs = [(self._parse(text), yaml_text) for text, yaml_text in items]
-        names = [s.name for s, _ in specs]
-        if None in names or len(set(names)) != len(names):
-            raise BadInput("services: every service needs a unique name")
-        owner = fleet_owner(spec_file)
-        problem = self.gateway.check_port(gateway_port)
-        if problem is not None:
-            raise BadInput(f"gateway: {problem}")
-        results: list[dict[str, Any]] = []
-        # Check everything before changing anything: bad input changes nothing.
-        for spec, _ in specs:
-            assert spec.name is not None
-            if spec.name not in self.services:
-                await self._check_new(spec, spec_file)
-            else:
-                await self.update_service(
-                    spec.name, spec.spec_json(), "", mode=None, dry_run=True, spec_file=spec_file
-                )
-        owners = {n: row.owner for n in self.services if (row := self.store.service(n))}
-        removed, kept = unlisted(list(self.services), owners, names, owner, prune_all)
-        if not dry_run and expect_down is not None and sorted(expect_down) != sorted(removed):
-            raise Conflict(
-                "the services deploy would take down changed since it asked"
-                f" (now: {', '.join(removed) or 'none'}); run it again"
-            )
-        for spec, yaml_text in specs:
-            assert spec.name is not None
-            if spec.name not in self.services:
-                if dry_run:
-                    results.append({"name": spec.name, "action": "create"})
-                else:
-                    created = await self.create_service(
-                        spec.spec_json(), yaml_text, spec_file, owner
-                    )
-                    results.append({**created, "action": "create"})
-            else:
-                result = await self.update_service(
-                    spec.name,
-                    spec.spec_json(),
-                    yaml_text,
-                    mode=None,
-                    dry_run=dry_run,
-                    spec_file=spec_file,
-                )
-                if not dry_run and owner:  # the file now owns what it lists
-                    self.store.set_service_fields(spec.name, owner=owner)
-                results.append({**result, "action": "update" if result["changed"] else "none"})
-        for name in removed:
-            if not dry_run:
-                await self.delete_service(name, purge=False)
-            results.append({"name": name, "action": "down"})
-        for name, reason in kept:
-            results.append({"name": name, "action": "keep", "reason": reason})
-        if not dry_run:
-            await self.gateway.configure(gateway_port)
-        return {"dry_run": dry_run, "services": results, "gateway": {"port": gateway_port}}
+        """A fleet file as the whole desired state (controller/fleet.py)."""
+        return await fleet.deploy(
+            self,
+            items,
+            dry_run,
+            spec_file,
+            prune_all=prune_all,
+            expect_down=expect_down,
+            gateway_port=gateway_port,
+        )
 
     def _parse(self, spec_json: str) -> ServiceSpec:
         try:
@@ -368,6 +322,7 @@ class Controller:
             self.epoch,
             row,
             clock=self.clock,
+            capacity=self.capacity,
         )
         self.services[row.name] = runtime
         return runtime
@@ -401,6 +356,7 @@ class Controller:
         finally:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)
+            self.capacity.changed()  # its GPUs are free for the others
         if not self.services:  # nothing left to serve (serve shutdown)
             await self.gateway.configure(None)
 

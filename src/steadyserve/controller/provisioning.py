@@ -1,7 +1,12 @@
-"""Starting a replica: its row, the version's preparation, the backend's launch.
+"""Starting a replica: its row, its share of the machine, the version's
+preparation, the backend's launch.
 
-A replica is PENDING from its row, PROVISIONING while the backend prepares the
-version (workdir, setup), STARTING once its process runs at the address the
+A replica is PENDING from its row until the machine has room for what it asks
+(its GPUs, pinned cores, fixed port: controller/capacity.py), with an event
+and a status notice naming what is missing, as Kubernetes leaves a pod
+Pending on ``Insufficient nvidia.com/gpu``; it starts as soon as a replica of
+any service releases enough, never failing meanwhile. Then PROVISIONING while
+the backend prepares the version (workdir, setup), STARTING once its process runs at the address the
 backend chose, and probed from then on (probing.py). Whatever goes wrong on the
 way fails the replica visibly (FAILED_PROVISION), never leaves it stuck.
 """
@@ -15,9 +20,11 @@ from typing import TYPE_CHECKING
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.compat.skypilot import fixed_port
 from steadyserve.controller.probing import probe_loop
+from steadyserve.core.capacity import Assignment, Insufficient
 from steadyserve.core.states import EventKind, ReplicaStatus
 from steadyserve.envs.plan import needs_environment
 from steadyserve.oneline import one_line
+from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
 
 if TYPE_CHECKING:
@@ -39,7 +46,20 @@ def launch(rt: ServiceRuntime, version: int) -> None:
     rt.store.add_replica(replica, f"launching to reach {rt.target_replicas()} replicas")
     rt.replicas[replica_id] = replica
     rt.hold(replica_id)
+    # Admitted now if it fits, so the next replica launched in this tick (or the
+    # planner's next look at the free room) already counts what this one holds.
+    _record(rt, replica, rt.capacity.assign(rt.spec_for(version)))
     rt.spawn(replica, provision_and_start(rt, replica))
+
+
+def _record(rt: ServiceRuntime, replica: ReplicaRow, got: Assignment | Insufficient) -> bool:
+    """Write what the replica was given on its row; False when it did not fit."""
+    if isinstance(got, Insufficient):
+        return False
+    text = got.to_json() if not got.empty else ""
+    rt.store.update_replica(rt.name, replica.id, assignment=text)
+    replica.assignment = text
+    return True
 
 
 def stop_unstarted(rt: ServiceRuntime, version: int, why: str) -> None:
@@ -93,6 +113,12 @@ async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:
     held = rt.hold(replica.id)
     held.handle = handle
     held.started_at = rt.clock.wall()
+    placed = tuple(getattr(handle, "gpu_ids", ()))
+    if placed and not replica.assignment:  # a backend that places (Ray) chose its GPUs
+        ids = tuple(int(i) for i in placed if str(i).isdigit())
+        _record(
+            rt, replica, Assignment(gpus=ids, uuids=tuple(i for i in placed if not i.isdigit()))
+        )
     rt.transition(
         replica,
         ReplicaStatus.STARTING,
@@ -110,6 +136,8 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
     """Prepare the version and start the process; None if the replica was
     stopped meanwhile. Any exception is the caller's to turn into FAILED_PROVISION."""
     spec = rt.spec_for(replica.version)
+    if not await _admit(rt, replica, spec):
+        return None
     rt.transition(replica, ReplicaStatus.PROVISIONING, "preparing workdir")
     env = rt.environment.env(replica, spec)
     setup_env = rt.environment.setup_env(env)
@@ -118,6 +146,7 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
     )
     if replica.status is not ReplicaStatus.PROVISIONING:
         return None
+    held = Assignment.from_json(replica.assignment)
     return await rt.backend.launch(
         LaunchRequest(
             service=rt.name,
@@ -132,5 +161,34 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
             pip=spec.pip,
             resources=spec.resources,
             fixed_port=fixed_port(spec),
+            cores=held.cores if held is not None else (),
         )
     )
+
+
+async def _admit(rt: ServiceRuntime, replica: ReplicaRow, spec: ServiceSpec) -> bool:
+    """Wait (PENDING) until the machine can give the replica what it asks, then
+    record what it was given on its row; False if it was stopped meanwhile.
+
+    Assigning and recording happen with no await between them, so two replicas
+    waking on the same release cannot both take the same devices."""
+    pool = rt.capacity
+    said: str | None = None
+    try:
+        while replica.status is ReplicaStatus.PENDING:
+            if replica.assignment is not None:
+                return True  # admitted when it was launched
+            since = pool.generation
+            got = pool.assign(spec)
+            if _record(rt, replica, got) or not isinstance(got, Insufficient):
+                return True
+            if got.reason != said:
+                said = got.reason
+                rt.waiting[replica.id] = said
+                rt.store.add_event(
+                    rt.name, replica.id, ReplicaStatus.PENDING, ReplicaStatus.PENDING, said
+                )
+            await pool.wait(since)
+        return False
+    finally:
+        rt.waiting.pop(replica.id, None)

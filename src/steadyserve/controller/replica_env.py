@@ -12,6 +12,7 @@ import os
 import sys
 
 from steadyserve import replica_contract as contract
+from steadyserve.core.capacity import Assignment
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
@@ -42,6 +43,13 @@ class ReplicaEnvironment:
                 ),
             }
         )
+        held = Assignment.from_json(replica.assignment)
+        if held is not None and held.gpus:
+            # Its own devices only, whatever envs say: two replicas on one GPU is an
+            # out-of-memory crash, not a service.
+            ids = ",".join(str(i) for i in held.gpus)
+            env[contract.CUDA_VISIBLE_DEVICES] = env[contract.NVIDIA_VISIBLE_DEVICES] = ids
+            env.setdefault(contract.CUDA_DEVICE_ORDER, "PCI_BUS_ID")
         if spec.import_path is not None:  # a Python replica: the runner's own settings
             svc = spec.service
             env[contract.MAX_ONGOING_REQUESTS] = str(svc.max_ongoing_requests)

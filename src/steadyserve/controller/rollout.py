@@ -47,6 +47,7 @@ class Rollout:
         """Replicas of another version that failed during this update, not yet replaced
         (heal names them). Kept in memory: a restarted controller knows the ones
         re-adoption fails, not those the previous controller saw fail."""
+        self._capacity_note: str | None = None
 
     @property
     def updating(self) -> bool:
@@ -88,6 +89,7 @@ class Rollout:
             max_unavailable=svc.max_unavailable_count(target),
             old_broken=self.stable_broken(),
             stable_target=self.stable_target(),
+            room=self.room(target),
             # Blue-green: promote and the warm old version (controller/blue_green.py).
             **(canary.blue_green.options(target, version, views) if self.updating else {}),
         )
@@ -96,8 +98,25 @@ class Rollout:
             stop=step.drain,
             routable=step.routable,
             launch_old=step.launch_old,
+            note=step.note,
         )
         return plan, step.done
+
+    def room(self, target: int) -> int | None:
+        """How many more replicas of the target version the machine can take now
+        (controller/capacity.py); None when they ask for nothing it divides."""
+        return self.rt.capacity.limit(self.rt.spec, 2 * target + 1)
+
+    def say_capacity(self, note: str | None) -> None:
+        """Record once per update (and per change of it) why a step was smaller than
+        its mode would make it: what the machine lacks."""
+        if note is None or not self.updating or note == self._capacity_note:
+            return
+        self._capacity_note = note
+        why = self.rt.capacity.why_not(self.rt.spec)
+        self.rt.store.add_event(
+            self.rt.name, None, None, EventKind.CAPACITY, f"{note} ({why})" if why else note
+        )
 
     def stable_target(self) -> int | None:
         """The size the stable version had when the update in flight started: it heals
@@ -245,6 +264,7 @@ class Rollout:
             )
             self.failures = 0
             self.lost_stable = []
+            self._capacity_note = None
         self.update = update
         rt.store.add_event(
             rt.name, None, None, EventKind.UPDATE_STARTED, f"{update.mode}: {message}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from steadyserve import replica_contract as contract
+from steadyserve.core.capacity import Assignment
 from steadyserve.core.routing.instance_aware import capacity_for
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import Resources, ServiceSpec
@@ -79,9 +80,14 @@ def _route(
 def replica_accelerator(spec: ServiceSpec, row: ReplicaRow | None) -> str | None:
     """The accelerator a replica runs on (its name, without a count), or None.
 
-    Known from the spec alone for now: the first choice of ``resources.accelerators``,
-    else of the first ``any_of``/``ordered`` alternative that names one. ``row`` is
-    the replica, for when the machine's GPU inventory says which one it was given."""
+    The GPUs it holds say (the machine's inventory named them when it was
+    assigned: core/capacity.py); without an assignment (no inventory, or the
+    autoscaler asking before any replica runs), the spec's first choice of
+    ``resources.accelerators``, else of the first ``any_of``/``ordered``
+    alternative that names one."""
+    held = _accelerator(row) if row is not None else None
+    if held is not None:
+        return held
     resources = spec.resources
     candidates: list[Resources] = [resources, *(resources.any_of or ()), *(resources.ordered or ())]
     for candidate in candidates:
@@ -100,3 +106,9 @@ def blocked_paths(spec: ServiceSpec) -> list[str]:
     if spec.import_path is not None:
         blocked.append(contract.HANDLE_CALL_PATH)
     return blocked
+
+
+def _accelerator(replica: ReplicaRow) -> str | None:
+    """The name of the GPUs the replica holds (for an instance-aware policy), if any."""
+    held = Assignment.from_json(replica.assignment)
+    return held.accelerator if held is not None and held.gpus else None

@@ -25,8 +25,10 @@ import aiohttp
 
 from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.compat.skyserve import MASK, secret_values
+from steadyserve.controller import draining
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.canary import CanaryDriver
+from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
@@ -53,6 +55,7 @@ from steadyserve.core.states import (
 from steadyserve.oneline import file_tail
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.machine import this_inventory
 from steadyserve.state import ReplicaRow, ServiceRow, Store
 from steadyserve.wire.lb_process import env_for as tls_env
 
@@ -84,6 +87,7 @@ class ServiceRuntime:
         clock: Clock | None = None,
         prober: Prober | None = None,
         lb: LoadBalancerProcess | None = None,
+        capacity: CapacityPool | None = None,
     ) -> None:
         self.home = home
         self.store = store
@@ -98,6 +102,13 @@ class ServiceRuntime:
         self.routes = RoutePublisher(epoch, self.clock.now, self.clock.wall)
         self.replicas: dict[int, ReplicaRow] = {r.id: r for r in store.replicas(self.name)}
         self.held: dict[int, HeldReplica] = {}
+        # The machine's GPUs, cores and fixed ports, shared with every other service
+        # of the controller (controller/capacity.py); alone, this service's rows.
+        self.capacity = capacity or CapacityPool(
+            this_inventory(gpus=False), lambda: list(self.replicas.values())
+        )
+        self.waiting: dict[int, str] = {}
+        """PENDING replicas that do not fit yet, and what they miss (status notices)."""
         self.ready_versions: set[int] = {
             r.version for r in self.replicas.values() if r.ready_at is not None
         }
@@ -258,6 +269,8 @@ class ServiceRuntime:
             return
         self.lb.supervise(self.store, self.row, self.spec.service.load_balancer.workers)
         self._reap_exited()
+        if self.capacity.waiting:
+            self.capacity.changed()  # a waiting replica looks again (a release may be unannounced)
         self.rollout.check()
         if self.updating:
             self.canary.tick()  # judge and move; an abort rolls back here
@@ -271,6 +284,7 @@ class ServiceRuntime:
                 f"version {self.row.version} serves with {target} replicas",
             )
         self.plan = plan
+        self.rollout.say_capacity(plan.note)
         self._publish(plan.routable)
         for replica_id, reason in plan.stop:
             replica = self.replicas[replica_id]
@@ -300,6 +314,9 @@ class ServiceRuntime:
         self.autoscaler.set_policy(self._scaling_policy())
         routable = sorted(self.plan.routable)
         self.autoscaler.step(self.clock.now(), len(routable), routable)
+        if self.autoscaler.scales and not self.updating:  # an update keeps the cap it met
+            wanted = self.autoscaler.state.target
+            self.autoscaler.cap(*self.capacity.cap(self.spec, wanted, self._live_current()))
 
     def scale_from_zero(self) -> int:
         """The load balancer holds a request and nothing serves: launch at once."""
@@ -465,34 +482,8 @@ class ServiceRuntime:
         self.wake()
 
     async def stop_failed(self, replica: ReplicaRow, handle: ReplicaHandle) -> None:
-        await self.backend.stop(handle, self.spec.service.graceful_shutdown_timeout_s)
-        if (
-            handle.preempted
-            and replica.id in self.replicas
-            and replica.status in (ReplicaStatus.FAILED, ReplicaStatus.FAILED_PROBING)
-        ):
-            # Its probes failed first; stopping it showed why: the node is gone.
-            self.transition(replica, ReplicaStatus.PREEMPTED, "its node is gone")
-        if replica.id in self.replicas:
-            self.store.update_replica(self.name, replica.id, pid=None)
-            replica.pid = None
+        await draining.stop_failed(self, replica, handle)
 
     async def retire(self, replica: ReplicaRow, reason: str) -> None:
-        """Drain (out of routing, LB acknowledged, nothing in flight), then stop and forget."""
-        svc = self.spec.service
-        removed_in = self.routes.version
-        deadline = self.clock.now() + svc.graceful_shutdown_timeout_s
-        while self.lb.running and not self.routes.drained(replica.id, removed_in):
-            if self.clock.now() >= deadline:
-                break
-            await self.clock.sleep(
-                min(svc.graceful_shutdown_wait_loop_s, max(0.0, deadline - self.clock.now()))
-            )
-        held = self.held.get(replica.id)
-        if held is not None and held.handle is not None:
-            await self.backend.stop(held.handle, svc.graceful_shutdown_timeout_s)
-        self.replicas.pop(replica.id, None)
-        self.held.pop(replica.id, None)
-        self.port_watch.forget(replica.id)
-        self.store.remove_replica(replica, reason)
-        self.wake()
+        """Drain, then stop and forget (controller/draining.py)."""
+        await draining.retire(self, replica, reason)

@@ -5,23 +5,44 @@ from __future__ import annotations
 from typing import Any
 
 from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.core.capacity import Assignment
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import Resources
+from steadyserve.state import ReplicaRow
 
 REGION = "local"
 
 
-def resources_label(resources: Resources) -> str:
-    """SkyServe's RESOURCES column, e.g. ``1x Local(cpus=2)``."""
+def resources_label(resources: Resources, held: Assignment | None = None) -> str:
+    """SkyServe's RESOURCES column, e.g. ``1x Local(cpus=2)``; a replica that holds
+    GPUs shows them instead of what it asked for (``1x Local(gpus=2,3)``), and
+    pinned cores as ``cores=0,1``."""
     parts = []
     for key in ("cpus", "memory", "accelerators"):
         value = getattr(resources, key, None)
-        if value is None:
+        if value is None or (key == "accelerators" and held is not None and held.gpus):
             continue
         if isinstance(value, dict):
             value = ",".join(f"{k}:{v}" for k, v in value.items())
         parts.append(f"{key}={value}")
+    if held is not None and held.gpus:
+        parts.append("gpus=" + ",".join(str(i) for i in held.gpus))
+    if held is not None and held.cores:
+        parts.append("cores=" + ",".join(str(c) for c in held.cores))
     return f"1x Local({', '.join(parts)})"
+
+
+def assignment_json(held: Assignment | None) -> dict[str, Any] | None:
+    """``assignment`` in ``status --json``: what the replica holds of the machine."""
+    if held is None or held.empty:
+        return None
+    return {
+        "gpus": list(held.gpus),
+        "gpu_uuids": list(held.uuids),
+        "accelerator": held.accelerator,
+        "cores": list(held.cores),
+        "ports": list(held.ports),
+    }
 
 
 def _update_json(runtime: ServiceRuntime) -> dict[str, Any] | None:
@@ -44,7 +65,6 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
     replicas = sorted(runtime.replicas.values(), key=lambda r: r.id)
     routable = runtime.plan.routable
     active = sorted({r.version for r in replicas if r.id in routable})
-    resources = resources_label(runtime.spec.resources)
     ready = sum(1 for r in replicas if r.status is ReplicaStatus.READY)
     total = sum(1 for r in replicas if r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN)
     return {
@@ -78,22 +98,34 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
                 "port": r.port,
                 "pid": r.pid,
                 "launched_at": r.launched_at,
-                "resources": _resources_of(runtime, r.id, resources),
+                "resources": _resources_of(runtime, r),
                 "region": _region_of(runtime, r.id),
-                "notice": runtime.port_watch.notices.get(r.id),
+                "notice": _notice(runtime, r.id),
                 "reason": runtime.failure_reasons.get(r.id),
+                "assignment": assignment_json(Assignment.from_json(r.assignment)),
+                "pending_reason": runtime.waiting.get(r.id),
             }
             for r in replicas
         ],
     }
 
 
-def _resources_of(runtime: ServiceRuntime, replica_id: int, local: str) -> str:
+def _notice(runtime: ServiceRuntime, replica_id: int) -> str | None:
+    waiting = runtime.waiting.get(replica_id)
+    if waiting is not None:
+        return f"replica {replica_id} is PENDING: {waiting}"
+    return runtime.port_watch.notices.get(replica_id)
+
+
+def _resources_of(runtime: ServiceRuntime, replica: ReplicaRow) -> str:
     """What the replica asked its backend for: ``1x Ray(cpus=1, gpus=T4:1)`` for a
-    Ray actor, else the local label."""
-    held = runtime.held.get(replica_id)
+    Ray actor, else the local label with what it holds."""
+    held = runtime.held.get(replica.id)
     described = getattr(held.handle, "resources", None) if held is not None else None
-    return f"1x {described}" if isinstance(described, str) else local
+    if isinstance(described, str):
+        return f"1x {described}"
+    spec = runtime.spec_for(replica.version)
+    return resources_label(spec.resources, Assignment.from_json(replica.assignment))
 
 
 def _region_of(runtime: ServiceRuntime, replica_id: int) -> str:

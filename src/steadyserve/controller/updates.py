@@ -110,6 +110,8 @@ async def apply(
     if changes.empty:
         result.update(launch=0, stop=0, mode="none")
         return result
+    if chosen is UpdateMode.BLUE_GREEN:
+        _check_blue_green_fits(runtime, spec, "--mode" if mode else "service.update_mode")
     if dry_run:
         return result
     number = store.latest_version_number(name) + 1
@@ -142,6 +144,21 @@ async def apply(
     result["version"] = number
     await prune(store, home, runtime, spec.service.history_limit, keep=rollback_to)
     return result
+
+
+def _check_blue_green_fits(runtime: ServiceRuntime, spec: ServiceSpec, field: str) -> None:
+    """A blue-green update starts the whole new version beside the old one: refused
+    before anything starts when the machine's free capacity cannot hold it, as a
+    half-started blue-green update would hold GPUs and serve nothing new."""
+    need = runtime.target_replicas()
+    fits = runtime.capacity.limit(spec, need)
+    if fits is None or fits >= need:
+        return
+    why = runtime.capacity.why_not(spec) or "the machine is full"
+    raise BadInput(
+        f"{field}: blue_green needs room for {need} new replicas beside the running ones,"
+        f" this machine has room for {fits} ({why}); use --mode rolling"
+    )
 
 
 def _max_bytes() -> int:

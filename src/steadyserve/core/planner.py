@@ -44,6 +44,9 @@ class Plan:
     launch_old: int = 0
     """Replicas of the update's stable (from) version to start: it lost some while a
     canary runs or before a blue-green switch, and it still serves."""
+    note: str | None = None
+    """Why an update's step is smaller than its mode alone would make it (the
+    machine's free capacity): recorded once as a CAPACITY event."""
 
 
 def plan_steady(
@@ -146,6 +149,9 @@ class UpdatePlan:
     """Exactly ``target`` READY new-version replicas, and no live replica of another."""
     launch_old: int = 0
     """Stable-version replicas to start: the old version still serves and lost some."""
+    note: str | None = None
+    """Why this step is smaller than the mode alone would make it (the machine's
+    free capacity), for an event; None when capacity changed nothing."""
 
 
 def plan_update(
@@ -160,6 +166,7 @@ def plan_update(
     keep_old: bool = False,
     old_broken: bool = False,
     stable_target: int | None = None,
+    room: int | None = None,
 ) -> UpdatePlan:
     """The next step from the live replicas of any version to ``target`` of ``new_version``.
 
@@ -181,14 +188,32 @@ def plan_update(
     replaced with the stable version (``launch_old``: the old ones back to
     :func:`stable_size`), unless ``old_broken``; it is never grown to the new
     version's target, which only the new version is launched to.
+
+    ``room`` is how many more new-version replicas the machine can give their
+    resources now (core/capacity.py ``room``; None: no limit). Nothing is launched
+    beyond it, and a rolling update's surge is only what fits: on a full machine
+    the surge is 0, so one old replica drains and stops before each new one
+    starts (``note`` says so).
     """
     target = max(0, target)
     max_surge = max(0, max_surge)
     max_unavailable = max(0, max_unavailable)
+    live = [r for r in replicas if r.status.is_live]
+    note = None
+    if room is not None and mode != "blue_green":
+        # Live replicas hold their devices; only ``room`` more can be had.
+        fits = max(0, len(live) + max(0, room) - target)
+        if fits < max_surge:
+            max_surge = fits
+            note = (
+                "no room on this machine for a surge: each old replica drains and stops"
+                " before a new one starts"
+                if fits == 0
+                else f"surge limited to {fits} by this machine's free capacity"
+            )
     if max_surge == 0 and max_unavailable == 0 and target > 0:
         max_unavailable = 1  # as in Kubernetes (and ServiceSection): or nothing could move
 
-    live = [r for r in replicas if r.status.is_live]
     old = [r for r in live if r.version != new_version]
     new = [r for r in live if r.version == new_version]
     done = not old and len(new) == target and all(r.status is ReplicaStatus.READY for r in new)
@@ -219,8 +244,16 @@ def plan_update(
                 drain.extend((r.id, f"{replaced} (blue-green switch)") for r in _oldest_first(old))
             routable = frozenset(r.id for r in new_ready)
         launch = target - len(new)
+        if room is not None:
+            launch = min(launch, max(0, room))
+            launch_old = min(launch_old, max(0, room - launch))
         return UpdatePlan(
-            launch=launch, drain=tuple(drain), routable=routable, done=done, launch_old=launch_old
+            launch=launch,
+            drain=tuple(drain),
+            routable=routable,
+            done=done,
+            launch_old=launch_old,
+            note=note,
         )
 
     # Rolling: an old replica lost makes room that new replicas fill; no old launches.
@@ -236,8 +269,10 @@ def plan_update(
     # beyond the target of new replicas.
     live_after = len(live) - len(drain)
     launch = max(0, min(target - len(new), target + max_surge - live_after))
+    if room is not None:
+        launch = min(launch, max(0, room))  # drained replicas hold theirs until stopped
     routable = frozenset(r.id for r in [*old_ready[ready_drains:], *new_ready])
-    return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done)
+    return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done, note=note)
 
 
 def stable_size(stable_target: int | None, target: int) -> int:
@@ -267,6 +302,7 @@ def plan_canary(
     aborted: bool = False,
     old_broken: bool = False,
     stable_target: int | None = None,
+    room: int | None = None,
 ) -> UpdatePlan:
     """One step of a canary update (the weights themselves go in the route table).
 
@@ -281,6 +317,14 @@ def plan_canary(
     version is about to drain) or ``aborted`` (the steady plan owns it again),
     and not if the old version is ``old_broken``. Every READY replica is
     routable: the weights decide who gets what.
+
+    ``room`` (how many more replicas fit now; None: no limit) caps what starts.
+    A canary replica that does not fit takes a stable one's place by the rolling
+    rule on a full machine: one stable replica drains and stops, then the canary
+    replica starts, one at a time (never while a stable replica is still
+    stopping or a new one is not READY yet), and the stable version keeps at
+    least one replica until the canary is complete (or needs the whole target).
+    The stable version heals only into what is left.
     """
     target = max(0, target)
     live = [r for r in replicas if r.status.is_live]
@@ -296,6 +340,24 @@ def plan_canary(
         new = [r for r in new if r.id not in gone]
     new_ready = [r for r in new if r.status is ReplicaStatus.READY]
     launch = max(0, wanted - len(new))
+    note = None
+    if room is not None and launch > room:
+        short = launch - max(0, room)
+        launch = max(0, room)
+        stopping = any(
+            r.status is ReplicaStatus.SHUTTING_DOWN and r.version != new_version for r in replicas
+        )
+        settled = len(new_ready) == len(new)
+        old_ready = _oldest_first(r for r in old if r.status is ReplicaStatus.READY)
+        keep = 0 if complete or wanted >= target else 1  # the canary is the whole target
+        if short > 0 and not stopping and settled and len(old_ready) > keep and launch == 0:
+            victim = old_ready[0]
+            drain.append((victim.id, f"its place goes to a version {new_version} canary replica"))
+            old = [r for r in old if r.id != victim.id]
+            note = (
+                "no room on this machine for the canary's replicas: each takes a stable"
+                " replica's place (drained and stopped first)"
+            )
     if complete and len(new_ready) >= target and old:
         replaced = f"replaced by version {new_version} (canary complete)"
         drain.extend((r.id, replaced) for r in _oldest_first(old))
@@ -304,6 +366,15 @@ def plan_canary(
     done = complete and not old and len(new) == target and len(new_ready) == target
     heals = not (complete or aborted or old_broken)
     launch_old = max(0, stable_size(stable_target, target) - len(old)) if heals else 0
+    if room is not None:
+        launch_old = min(launch_old, max(0, room - launch))
+        if note is not None:
+            launch_old = 0  # the place it gave up is the canary's
     return UpdatePlan(
-        launch=launch, drain=tuple(drain), routable=routable, done=done, launch_old=launch_old
+        launch=launch,
+        drain=tuple(drain),
+        routable=routable,
+        done=done,
+        launch_old=launch_old,
+        note=note,
     )

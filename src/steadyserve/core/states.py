@@ -196,6 +196,7 @@ class EventKind(StrEnum):
     WRONG_PORT = "WRONG_PORT"
     NOT_APPLICABLE = "NOT_APPLICABLE"
     SETUP_STOPPED = "SETUP_STOPPED"
+    CAPACITY = "CAPACITY"
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind

@@ -9,11 +9,13 @@ anything starts: :func:`resource_problems` is pure (the machine is a value),
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 
+from steadyserve.core.capacity import Gpu, Inventory, visible
 from steadyserve.spec.models import Resources, ServiceSpec
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
@@ -41,6 +43,88 @@ def this_machine() -> Machine:
     except (ValueError, OSError, AttributeError):
         memory = float("inf")
     return Machine(cpus=cpus, memory_gb=memory, gpus=_gpus())
+
+
+def this_inventory(*, gpus: bool = True) -> Inventory:
+    """What the controller may hand out: the GPUs it sees (limited to its own
+    ``CUDA_VISIBLE_DEVICES`` when set, as Ray does) and the cores it may run on."""
+    try:
+        cores = tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        cores = tuple(range(os.cpu_count() or 1))
+    found = Inventory(gpus=read_gpus() if gpus else (), cores=cores)
+    return visible(found, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def read_gpus() -> tuple[Gpu, ...]:
+    """Every GPU of this machine: from NVML when ``pynvml`` is importable, else
+    from ``nvidia-smi --query-gpu``; none when neither answers."""
+    found = _nvml_gpus()
+    return found if found is not None else _smi_gpus()
+
+
+def _nvml_gpus() -> tuple[Gpu, ...] | None:
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no driver: let nvidia-smi (or nothing) answer
+        return None
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name, uuid = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetUUID(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1 << 20)
+            gpus.append(Gpu(index, _text(uuid), _text(name), int(memory)))
+        return tuple(gpus)
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+QUERY = ["--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"]
+
+
+def _smi_gpus() -> tuple[Gpu, ...]:
+    out = _smi(QUERY)
+    if out is None:
+        return ()
+    return parse_query(out)
+
+
+def parse_query(text: str) -> tuple[Gpu, ...]:
+    """``0, GPU-8f2a..., NVIDIA A100-SXM4-80GB, 81920`` per line; a line that does
+    not read so is skipped (a driver's warning)."""
+    gpus = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 3 or not parts[0].isdigit():
+            continue
+        memory = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else None
+        gpus.append(Gpu(int(parts[0]), parts[1], parts[2], memory))
+    return tuple(gpus)
+
+
+def _smi(args: list[str]) -> str | None:
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None
+    try:
+        out = subprocess.run(
+            [tool, *args], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
 
 
 def _gpus() -> tuple[str, ...]:

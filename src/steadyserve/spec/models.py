@@ -87,6 +87,9 @@ class Resources(_Model):
     any_of: list[Resources] | None = None
     ordered: list[Resources] | None = None
     job_recovery: StringOrJsonMapping | None = None
+    pin_cpus: StrictBool = False
+    """SteadyServe's own key: pin each replica to ``cpus`` cores of its own
+    (controller/capacity.py); SkyPilot has none, so the default changes nothing."""
 
     @property
     def min_cpus(self) -> float | None:
