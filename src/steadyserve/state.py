@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS replicas (
     launched_at REAL NOT NULL,
     ready_at REAL,
     control_port INTEGER,
+    netns TEXT,
     PRIMARY KEY (service, id)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -155,6 +156,8 @@ class ReplicaRow:
     pid_create_time: float | None = None
     ready_at: float | None = None
     control_port: int | None = None
+    netns: str | None = None
+    """The replica's own network namespace (backends/netns.py), or None on the host's."""
 
     def __post_init__(self) -> None:
         self.status = ReplicaStatus(self.status)
@@ -221,6 +224,7 @@ class Store:
             ("versions", "pruned", "INTEGER NOT NULL DEFAULT 0"),
             ("services", "owner", "TEXT NOT NULL DEFAULT ''"),
             ("updates", "stable_replicas", "INTEGER"),
+            ("replicas", "netns", "TEXT"),
         ):
             have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
             if column not in have:

@@ -31,6 +31,8 @@ class AdoptRequest:
     control_port: int | None
     service: str = ""
     replica_id: int = 0
+    netns: str | None = None
+    """The replica's network namespace (``service.isolation``), or None."""
 
 
 class ProvisionError(Exception):
@@ -60,6 +62,9 @@ class LaunchRequest:
     fixed_port: int | None = None
     """SkyServe's fixed replica port (``run`` ignores ``$PORT``): a backend with
     several nodes runs at most one such replica per node, on that port."""
+    isolate: bool = False
+    """``service.isolation`` resolved to ``network``: the replica gets its own
+    network namespace where the backend can make one (docs/isolation.md)."""
 
 
 class ReplicaHandle(Protocol):

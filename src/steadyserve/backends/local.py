@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 
 from steadyserve import replica_contract as contract
+from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.ports import PortReservations, PortsExhausted
 from steadyserve.envs import build as environment_build
@@ -44,6 +45,7 @@ class LocalProcess:
         *,
         host: str = "127.0.0.1",
         control_port: int | None = None,
+        netns: str | None = None,
     ) -> None:
         self._pid = pid
         self._create_time = create_time
@@ -53,6 +55,7 @@ class LocalProcess:
         self._popen = popen
         self._exit: int | None = None
         self.tag = tag  # the replica's STEADY_REPLICA_TAG; None for the LB
+        self.netns = netns  # its own network namespace (netns.py), or None
 
     @classmethod
     def of(
@@ -62,13 +65,14 @@ class LocalProcess:
         tag: str | None = None,
         *,
         control_port: int | None = None,
+        netns: str | None = None,
     ) -> LocalProcess:
         """A process we just started (its create time guards against pid reuse later)."""
         try:
             create_time: float | None = psutil.Process(popen.pid).create_time()
         except psutil.Error:
             create_time = None
-        return cls(popen.pid, create_time, port, popen, tag, control_port=control_port)
+        return cls(popen.pid, create_time, port, popen, tag, control_port=control_port, netns=netns)
 
     @property
     def pid(self) -> int | None:
@@ -213,13 +217,27 @@ class LocalBackend:
     async def launch(self, request: LaunchRequest) -> LocalProcess:
         """Start the replica on this machine, on free ports no other replica of
         this controller was handed (``ports``: the OS alone may hand one out twice
-        before the first replica has bound it)."""
+        before the first replica has bound it). A fixed-port replica binds its
+        file's port: in a network namespace of its own when it asks for isolation
+        and this machine can make one (netns.py), else on the host's."""
         try:
             port, *rest = self.ports.take(2 if request.control_port else 1)
         except PortsExhausted as exc:
             raise ProvisionError(str(exc)) from None
         control_port = rest[0] if rest else None
+        if request.fixed_port is not None:
+            self.ports.release(port)
+            port = request.fixed_port
         command, env = self._in_environment(request)
+        name = None
+        if request.isolate and netns.unavailable() is None:
+            name = netns.name_for(self.home.root, request.service, request.replica_id)
+            request.log_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                await asyncio.to_thread(netns.create, name, netns.helper_log(request.log_path))
+            except netns.NamespaceError as exc:
+                raise ProvisionError(str(exc)) from None
+            command = netns.exec_command(name, command)
         env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
         if control_port is not None:
             env[contract.CONTROL_PORT] = str(control_port)
@@ -241,13 +259,21 @@ class LocalBackend:
                 start_new_session=True,
             )
         return LocalProcess.of(
-            popen, port, request.env.get(contract.REPLICA_TAG), control_port=control_port
+            popen,
+            port,
+            request.env.get(contract.REPLICA_TAG),
+            control_port=control_port,
+            netns=name,
         )
 
     def adopt(self, request: AdoptRequest) -> LocalProcess | None:
         pid, create_time = request.pid, request.create_time
         if not same_process_alive(pid, create_time):
             return None
+        if request.netns is not None:  # its helper may have died meanwhile
+            log = self.home.replica_log(request.service, request.replica_id)
+            with contextlib.suppress(netns.NamespaceError, OSError):
+                netns.ensure_helper(request.netns, netns.helper_log(log))
         return LocalProcess(
             pid,
             create_time,
@@ -255,10 +281,14 @@ class LocalBackend:
             tag=tag_of(pid),
             host=request.host,
             control_port=request.control_port,
+            netns=request.netns,
         )
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         await stop_group(handle, timeout_s)
+        name = getattr(handle, "netns", None)
+        if name is not None:
+            await asyncio.to_thread(netns.remove, name)
         self.ports.release(handle.port)
         self.ports.release(handle.control_port)
 

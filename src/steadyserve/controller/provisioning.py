@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
-from steadyserve.compat.skypilot import fixed_port
+from steadyserve.compat.skypilot import fixed_port, isolated
 from steadyserve.controller.probing import probe_loop
 from steadyserve.core.states import EventKind, ReplicaStatus
 from steadyserve.envs.plan import needs_environment
@@ -102,6 +102,7 @@ async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:
         ip=handle.host,
         port=handle.port,
         control_port=handle.control_port,
+        netns=getattr(handle, "netns", None),
     )
     await probe_loop(rt, replica)
 
@@ -132,5 +133,6 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
             pip=spec.pip,
             resources=spec.resources,
             fixed_port=fixed_port(spec),
+            isolate=isolated(spec),
         )
     )

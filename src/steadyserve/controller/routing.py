@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from steadyserve import replica_contract as contract
+from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
@@ -35,7 +36,13 @@ def route_table(
         max_ongoing_requests=svc.max_ongoing_requests,
         max_queued_requests=svc.max_queued_requests,
         replicas=tuple(
-            ReplicaRoute(id=r.id, version=r.version, host=r.ip, port=r.port)
+            ReplicaRoute(
+                id=r.id,
+                version=r.version,
+                host=r.ip,
+                port=r.port,
+                netns=netns_path(r.netns) if r.netns is not None else None,
+            )
             for r in replicas
             if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
         ),

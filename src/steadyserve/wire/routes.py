@@ -33,12 +33,17 @@ class ReplicaRoute:
     port: int
     accelerator: str | None = None
     capacity: float = 1.0
+    netns: str | None = None
+    """The path of the replica's own network namespace (``/run/netns/ssv-...``):
+    ``host:port`` is inside it, and a connection is made from there."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "version": self.version}
         out["host"], out["port"] = self.host, self.port
         if self.accelerator is not None:
             out["accelerator"] = self.accelerator
+        if self.netns is not None:
+            out["netns"] = self.netns
         if self.capacity != 1.0:
             out["capacity"] = self.capacity
         return out
@@ -53,6 +58,9 @@ class ReplicaRoute:
         capacity = item.get("capacity", 1.0)
         if not _positive_number(capacity):
             raise ValueError(f"route table: {prefix}capacity must be a number > 0")
+        netns = item.get("netns")
+        if netns is not None and not (isinstance(netns, str) and netns.startswith("/")):
+            raise ValueError(f"route table: {prefix}netns must be an absolute path or null")
         return cls(
             id=_int_field(item, "id", prefix),
             version=_int_field(item, "version", prefix),
@@ -60,6 +68,7 @@ class ReplicaRoute:
             port=_int_field(item, "port", prefix),
             accelerator=accelerator,
             capacity=float(capacity),
+            netns=netns,
         )
 
 
