@@ -208,13 +208,17 @@ def test_tls_endpoint_serves_https_with_the_given_certificate(steady: Steady, ro
 
 
 def test_what_this_machine_cannot_run_is_refused_in_one_line(steady: Steady, root: Path) -> None:
+    # Two fixed-port replicas run, each in a network namespace of its own, where the
+    # machine gives one (tests/e2e/test_isolation.py); with isolation off they cannot.
+    path = root / "examples/serve/http_server/fixed_port.yaml"
+    path.write_text(path.read_text().replace("  replicas: 2", "  replicas: 2\n  isolation: none"))
     fixed = sky(steady, root, "up", "examples/serve/http_server/fixed_port.yaml")
     assert fixed.returncode == 2
     assert fixed.stderr.splitlines() == [
         "error: examples/serve/http_server/fixed_port.yaml: resources.ports: run does not use"
         " $PORT, so every replica would bind port 8080, and this machine holds one replica per"
-        " fixed port (asked for 2): make the app listen on $PORT (e.g. --port $PORT; see"
-        " docs/skyserve.md)"
+        " fixed port (service.isolation is none; asked for 2): make the app listen on $PORT"
+        " (e.g. --port $PORT; see docs/skyserve.md and docs/isolation.md)"
     ]
     no_secret = sky(steady, root, "up", "llm/vllm/service.yaml", env={"HF_TOKEN": ""})
     assert no_secret.returncode == 2
