@@ -35,7 +35,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def spec(tmp: Path, name: str, *, replicas: int, message: str, extra: str = "") -> Path:
+def spec(
+    tmp: Path, name: str, *, replicas: int, message: str, extra: str = "", config: int = 1
+) -> Path:
     workdir = tmp / "http_server"
     if not workdir.exists():
         workdir.mkdir()
@@ -53,7 +55,9 @@ def spec(tmp: Path, name: str, *, replicas: int, message: str, extra: str = "") 
           health_check_period_s: 0.2
           graceful_shutdown_wait_loop_s: 0.05
           graceful_shutdown_timeout_s: 3
+          reconfigure_path: /-/reconfigure
         """)
+    text += f"  user_config: {{n: {config}}}\n"
     text += "".join(f"  {line}\n" for line in extra.splitlines())
     text += textwrap.dedent(f"""\
         resources:
@@ -118,9 +122,22 @@ def test_http_server_shape_runs_unchanged_through_updates(web: tuple[Steady, Pat
     assert client.sent > 50 and client.failed == 0, client.summary()
     late = answers(client, marker)
     assert {a["message"] for a in late} == {"v3"} and len({a["replica"] for a in late}) == 4
+    assert all(a["config"] == {"n": 1} for a in answers(client))  # delivered in, before serving
     svc = steady.service("web")
     assert len(ready(svc)) == 4 and {r["port"] for r in ready(svc)} == {8080}
     assert len(netns.of_home(steady.home.resolve())) == 4  # old versions' namespaces are gone
+
+
+def test_user_config_reaches_isolated_replicas_in_place(web: tuple[Steady, Path]) -> None:
+    steady, tmp = web
+    pids = sorted(r["pid"] for r in ready(steady.service("web")))
+    v4 = spec(tmp, "web", replicas=4, message="v3", extra="update_mode: blue_green", config=2)
+    out = steady.run("update", "web", str(v4), "--wait", "--timeout", "30").stdout
+    assert "in place" in out
+    port = port_of(steady.service("web"))
+    seen = [get_json(port, "/") for _ in range(12)]
+    assert all(a["config"] == {"n": 2} for a in seen), seen
+    assert sorted(r["pid"] for r in ready(steady.service("web"))) == pids
 
 
 def controller(home: Path) -> tuple[int, int]:

@@ -7,7 +7,7 @@ import json
 
 import aiohttp
 
-from steadyserve.backends.netns_socket import connect_in
+from steadyserve.controller.netns_http import request_in
 from steadyserve.spec import ReadinessProbe
 
 
@@ -45,36 +45,20 @@ async def probe_in_netns(
     netns: str, host: str, port: int, probe: ReadinessProbe
 ) -> tuple[bool, str]:
     """Probe a replica inside its own network namespace (``service.isolation``):
-    the same request and verdicts as :func:`probe_ready`, over a socket made there
-    (backends/netns_socket.py), one connection per probe."""
+    the same request and verdicts as :func:`probe_ready`, one connection a probe."""
+    method, body, headers = "GET", b"", dict(probe.headers)
+    if probe.post_data is not None:
+        method, body = "POST", json.dumps(probe.post_data).encode()
+        headers = {"Content-Type": "application/json", **headers}
     try:
-        return await asyncio.wait_for(_get_in(netns, host, port, probe), probe.timeout_seconds)
+        status, _ = await asyncio.wait_for(
+            request_in(netns, host, port, method, probe.path, headers, body),
+            probe.timeout_seconds,
+        )
     except asyncio.TimeoutError:
         return False, f"readiness probe {probe.path} timed out after {probe.timeout_seconds}s"
     except (OSError, ValueError) as exc:
         return False, f"readiness probe {probe.path} failed: {type(exc).__name__}"
-
-
-async def _get_in(netns: str, host: str, port: int, probe: ReadinessProbe) -> tuple[bool, str]:
-    sock = await connect_in(netns, host, port)
-    reader, writer = await asyncio.open_connection(sock=sock)
-    try:
-        method, body, headers = "GET", b"", dict(probe.headers)
-        if probe.post_data is not None:
-            method, body = "POST", json.dumps(probe.post_data).encode()
-            headers = {"Content-Type": "application/json", **headers}
-        lines = [f"{method} {probe.path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
-        lines.append(f"Content-Length: {len(body)}")
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-        await writer.drain()
-        status_line = await reader.readline()
-        parts = status_line.split()
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
-            return False, f"readiness probe {probe.path} failed: no HTTP answer"
-        status = int(parts[1])
-        if status == 200:
-            return True, ""
-        return False, f"readiness probe {probe.path} answered {status}"
-    finally:
-        writer.close()
+    if status == 200:
+        return True, ""
+    return False, f"readiness probe {probe.path} answered {status}"

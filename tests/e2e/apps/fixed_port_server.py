@@ -3,7 +3,9 @@
 Besides ``/`` and ``/health``, it says what its network lets it do, for the
 isolation tests: ``/reach?port=P`` tries the host's loopback (and slirp4netns's
 gateway, the host as seen from a namespace) on port P; ``/pip`` runs
-``pip download`` of a small package from the package index pip uses by default.
+``pip download`` of a small package from the package index pip uses by default;
+a POST to ``/-/reconfigure`` (``service.reconfigure_path``) sets the config ``/``
+shows.
 """
 
 import argparse
@@ -19,6 +21,7 @@ from urllib.parse import parse_qs, urlparse
 
 MESSAGE = os.environ.get("MESSAGE", "v1")
 REPLICA = os.environ.get("SKYPILOT_SERVE_REPLICA_ID", "?")
+CONFIG: dict[str, object] = {}
 
 
 def reach(port: int) -> dict[str, str]:
@@ -56,7 +59,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif url.path == "/pip":
             answer = pip_download()
         else:
-            answer = {"message": MESSAGE, "replica": REPLICA}
+            answer = {"message": MESSAGE, "replica": REPLICA, "config": CONFIG.get("user")}
+        self._send(answer)
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if urlparse(self.path).path == "/-/reconfigure":
+            CONFIG["user"] = json.loads(body)
+        self._send({"ok": True})
+
+    def _send(self, answer: object) -> None:
         data = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
