@@ -111,6 +111,30 @@ def test_http_server_and_its_neighbours_run_from_the_repository_root(
     conn.close()
 
 
+def test_single_replica_files_with_their_fixed_port_run_as_they_are(
+    steady: Steady, root: Path
+) -> None:
+    """SkyServe's streaming and readiness-timeout files bind 8080 themselves
+    (``--port 8080``): probed (a POST probe too) and routed on 8080, in a network
+    namespace of the replica's own where the machine gives one, else on the host."""
+    for path in ("examples/serve/streaming/service.yaml", "examples/serve/readiness_timeout.yaml"):
+        file = root / path
+        file.write_text(file.read_text().replace("--port $PORT", "--port 8080"))
+    ok(sky(steady, root, "up", "-n", "stream", "examples/serve/streaming/service.yaml", "--wait"))
+    ok(sky(steady, root, "up", "-n", "slow", "examples/serve/readiness_timeout.yaml", "--wait"))
+    for name in ("stream", "slow"):
+        assert [r["port"] for r in steady.service(name)["replicas"]] == [8080]
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", endpoint_port(steady.service("stream")), timeout=10
+    )
+    conn.request("GET", "/generate")
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.read() == b"".join(f"chunk {i}\n".encode() for i in range(5))
+    conn.close()
+    assert http_get(endpoint_port(steady.service("slow")), "/")[0] == 200
+
+
 def test_update_example_rolls_old_to_new(steady: Steady, root: Path) -> None:
     up = ok(
         sky(
