@@ -5,6 +5,8 @@ replica's own /proc tables, and reaping what no replica claims."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -171,3 +173,38 @@ def test_reap_removes_only_unclaimed_namespaces_of_the_home(tmp_path: Path) -> N
         for name in (kept, lost, other):
             netns.remove(name)
     assert netns.of_home(home) == [] and netns.of_home(tmp_path / "other") == []
+
+
+@needs_root
+def test_an_unprivileged_user_gets_no_isolation_and_one_line_says_why(tmp_path: Path) -> None:
+    """Dropped to ``nobody`` in a forked child (this machine's Python lives under
+    /root, mode 0700, so no new interpreter could start as another user): it can
+    make no namespace, the reason says so, and preflight refuses two fixed-port
+    replicas with that reason while one still runs on the host."""
+    spec_two = parse({**FIXED, "service": {"replicas": 2}}, tmp_path)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            reason = netns.unavailable.__wrapped__()
+            made = subprocess.run(
+                ["ip", "netns", "add", netns.name_for(tmp_path, "nonroot", 1)],
+                capture_output=True,
+                timeout=10,
+            ).returncode
+            problem = fixed_port_problem(spec_two, no_isolation=reason)
+            os.write(write_end, json.dumps([reason, made, problem]).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        reason, made, problem = json.loads(answer.read() or "[null, 0, null]")
+    os.waitpid(pid, 0)
+    assert reason == NO_NETNS
+    assert made != 0 and not netns.of_home(tmp_path)
+    assert problem is not None and f"no isolation: {NO_NETNS}" in problem and "\n" not in problem
+    one = parse({**FIXED, "service": {"replicas": 1}}, tmp_path)
+    assert fixed_port_problem(one, no_isolation=reason) is None
