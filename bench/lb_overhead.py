@@ -19,6 +19,10 @@ proxy that is not installed gets a "not installed" row). Then an SSE stream
 delay, direct and through the load balancer. Then, when ``ray[serve]`` is
 installed, the same wrk runs through Ray Serve's proxy (1 and 2 replicas of a
 trivial deployment), inside a loopback-only network namespace.
+Where the machine gives network namespaces (root, slirp4netns), SteadyServe's
+rows run twice in the same run: replicas on the host's network, and replicas
+each in a namespace of its own (``service.isolation: network``; ``--no-isolation``
+skips them), so the isolation's per-request cost is read side by side.
 
     python bench/lb_overhead.py --duration 5
     python bench/lb_overhead.py --duration 4 --rounds 3 --kinds asyncio --replicas 1 --no-sse
@@ -71,6 +75,8 @@ from benchlib import (
     table,
 )
 
+from steadyserve.backends import netns
+
 
 @dataclass
 class Row:
@@ -90,20 +96,28 @@ KIND_ARGS = {
 }
 
 
-def up_hello_services(home: SteadyHome, kinds: list[str], counts: list[int]) -> None:
+def up_hello_services(
+    home: SteadyHome, kinds: list[str], counts: list[int], isolated: bool = False
+) -> None:
+    """One service per kind and count; with ``isolated``, each also as
+    ``hello-KIND-N-net`` whose replicas have networks of their own
+    (``service.isolation: network``, docs/isolation.md)."""
     app = home.tmp / "app"
     app.mkdir()
     shutil.copy(HERE / "hello_replica.py", app / "hello_replica.py")
     for kind in kinds:
         for n in counts:
-            name = f"hello-{kind}-{n}"
-            spec = {
-                "name": name,
-                "service": {"readiness_probe": "/", "replicas": n, "health_check_period_s": 10},
-                "workdir": str(app),
-                "run": f"{sys.executable} hello_replica.py --port $PORT {KIND_ARGS[kind]}",
-            }
-            home.run("up", str(home.write(f"{name}.yaml", service_yaml(spec))), "--wait")
+            for net in (False, True) if isolated else (False,):
+                name = f"hello-{kind}-{n}" + ("-net" if net else "")
+                svc: dict[str, Any] = {"readiness_probe": "/", "replicas": n}
+                svc.update(health_check_period_s=10, isolation="network" if net else "none")
+                spec = {
+                    "name": name,
+                    "service": svc,
+                    "workdir": str(app),
+                    "run": f"{sys.executable} hello_replica.py --port $PORT {KIND_ARGS[kind]}",
+                }
+                home.run("up", str(home.write(f"{name}.yaml", service_yaml(spec))), "--wait")
 
 
 def endpoint_port(svc: dict[str, Any]) -> int:
@@ -113,7 +127,7 @@ def endpoint_port(svc: dict[str, Any]) -> int:
 def measure_steady(args: argparse.Namespace, home: SteadyHome) -> tuple[list[Row], dict[str, Any]]:
     kinds, counts = args.kinds.split(","), [int(x) for x in args.replicas.split(",")]
     conns = [int(x) for x in args.connections.split(",")]
-    up_hello_services(home, kinds, counts)
+    up_hello_services(home, kinds, counts, args.isolation)
     services = {s["name"]: s for s in home.status()}
     rows: list[Row] = []
     extra: dict[str, Any] = {"lb_rss_mb": {}, "proxy_labels": {}, "proxy_notes": {}}
@@ -140,6 +154,12 @@ def measure_steady(args: argparse.Namespace, home: SteadyHome) -> tuple[list[Row
                 url = f"http://127.0.0.1:{endpoint_port(svc)}/"
                 pids = [r["pid"] for r in svc["replicas"]]
                 targets.append(Target("steady", n, url, [svc["load_balancer_pid"]], pids))
+                if args.isolation:
+                    net = services[f"hello-{kind}-{n}-net"]
+                    url = f"http://127.0.0.1:{endpoint_port(net)}/"
+                    pids = [r["pid"] for r in net["replicas"]]
+                    lb = [net["load_balancer_pid"]]
+                    targets.append(Target("steady-net", n, url, lb, pids))
             for c in conns:
                 runs: dict[tuple[str, int], list[WrkResult]] = {}
                 for t in targets:
@@ -391,7 +411,12 @@ def report(rows: list[Row], extra: dict[str, Any], ray_note: str, args: argparse
         )
 
 
-TARGET_NAMES = {"direct": "direct", "steady": "SteadyServe LB", "ray": "Ray Serve proxy"}
+TARGET_NAMES = {
+    "direct": "direct",
+    "steady": "SteadyServe LB",
+    "steady-net": "SteadyServe LB, isolated replicas",
+    "ray": "Ray Serve proxy",
+}
 
 
 def target_name(target: str, extra: dict[str, Any]) -> str:
@@ -582,6 +607,13 @@ def main() -> int:
     p.add_argument("--sse-burst", type=int, default=2000, help="events of the burst stream")
     p.add_argument("--no-ray", dest="ray", action="store_false", help="skip Ray Serve")
     p.add_argument(
+        "--no-isolation",
+        dest="isolation",
+        action="store_false",
+        help="skip the SteadyServe rows whose replicas have their own network namespace"
+        " (run only where the machine gives namespaces: root, slirp4netns)",
+    )
+    p.add_argument(
         "--proxies",
         default="nginx,haproxy",
         help="C proxies to run in front of each kind's replica, of nginx,haproxy; or none; "
@@ -589,6 +621,9 @@ def main() -> int:
         "floor-c the same relay with data_received in C (bench/native_floor.c; needs cc)",
     )
     args = p.parse_args()
+    if args.isolation and netns.unavailable() is not None:
+        print(f"isolated rows skipped: {netns.unavailable()}", file=sys.stderr)
+        args.isolation = False
     args.proxies = [] if args.proxies == "none" else args.proxies.split(",")
     unknown = [x for x in args.proxies if x not in PROXIES]
     if unknown:

@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS replicas (
     ready_at REAL,
     control_port INTEGER,
     assignment TEXT,
+    netns TEXT,
     PRIMARY KEY (service, id)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -159,6 +160,8 @@ class ReplicaRow:
     assignment: str | None = None
     """The GPUs, pinned cores and fixed ports it holds (core/capacity.py
     ``Assignment`` as JSON), so a restarted controller holds the same ones."""
+    netns: str | None = None
+    """The replica's own network namespace (backends/netns.py), or None on the host's."""
 
     def __post_init__(self) -> None:
         self.status = ReplicaStatus(self.status)
@@ -226,6 +229,7 @@ class Store:
             ("services", "owner", "TEXT NOT NULL DEFAULT ''"),
             ("updates", "stable_replicas", "INTEGER"),
             ("replicas", "assignment", "TEXT"),
+            ("replicas", "netns", "TEXT"),
         ):
             have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
             if column not in have:

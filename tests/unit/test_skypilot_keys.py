@@ -125,11 +125,13 @@ def test_cloud_keys_are_named_once_as_not_applicable(tmp_path: Path) -> None:
 
 
 def test_fixed_port_is_a_clear_early_error_beyond_one_replica(tmp_path: Path) -> None:
+    """Where replicas cannot get a network of their own (tests/unit/test_isolation.py
+    has the case where they can)."""
     base = {"run": "python3 server.py --port 8080", "resources": {"ports": 8080}}
     one = _parse({**base, "service": {"replicas": 1}}, tmp_path)
-    assert fixed_port(one) == 8080 and fixed_port_problem(one) is None
+    assert fixed_port(one) == 8080 and fixed_port_problem(one, no_isolation="not root") is None
     two = _parse({**base, "service": {"replicas": 2}}, tmp_path)
-    problem = fixed_port_problem(two)
+    problem = fixed_port_problem(two, no_isolation="not root")
     assert problem is not None and problem.startswith("resources.ports: run does not use $PORT")
     assert "--port $PORT" in problem
     uses_port = _parse(
@@ -138,7 +140,8 @@ def test_fixed_port_is_a_clear_early_error_beyond_one_replica(tmp_path: Path) ->
     assert fixed_port(uses_port) is None and fixed_port_problem(uses_port) is None
     service_ports = _parse({"run": "serve", "service": {"ports": 9000, "replicas": 3}}, tmp_path)
     assert fixed_port(service_ports) == 9000
-    assert (fixed_port_problem(service_ports) or "").startswith("service.ports:")
+    problem = fixed_port_problem(service_ports, no_isolation="not root") or ""
+    assert problem.startswith("service.ports:")
 
 
 NO_GPU = Machine(cpus=2, memory_gb=8)

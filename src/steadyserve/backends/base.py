@@ -31,6 +31,8 @@ class AdoptRequest:
     control_port: int | None
     service: str = ""
     replica_id: int = 0
+    netns: str | None = None
+    """The replica's network namespace (``service.isolation``), or None."""
 
 
 class ProvisionError(Exception):
@@ -62,6 +64,9 @@ class LaunchRequest:
     several nodes runs at most one such replica per node, on that port."""
     cores: tuple[int, ...] = ()
     """The cores the replica is pinned to (``resources.pin_cpus``); () runs it anywhere."""
+    isolate: bool = False
+    """``service.isolation`` resolved to ``network``: the replica gets its own
+    network namespace where the backend can make one (docs/isolation.md)."""
 
 
 class ReplicaHandle(Protocol):

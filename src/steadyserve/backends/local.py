@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from steadyserve import replica_contract as contract
+from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup, memory_text
 from steadyserve.backends.ports import PortReservations, PortsExhausted
@@ -51,6 +52,7 @@ class LocalProcess:
         host: str = "127.0.0.1",
         control_port: int | None = None,
         cgroup: ReplicaCgroup | None = None,
+        netns: str | None = None,
     ) -> None:
         self._pid = pid
         self._create_time = create_time
@@ -61,6 +63,7 @@ class LocalProcess:
         self._exit: int | None = None
         self.tag = tag  # the replica's STEADY_REPLICA_TAG; None for the LB
         self.cgroup = cgroup  # None for the LB, or where cgroups are not writable
+        self.netns = netns  # its own network namespace (netns.py), or None
 
     @classmethod
     def of(
@@ -71,6 +74,7 @@ class LocalProcess:
         *,
         control_port: int | None = None,
         cgroup: ReplicaCgroup | None = None,
+        netns: str | None = None,
     ) -> LocalProcess:
         """A process we just started (its create time guards against pid reuse later)."""
         try:
@@ -78,7 +82,14 @@ class LocalProcess:
         except psutil.Error:
             create_time = None
         return cls(
-            popen.pid, create_time, port, popen, tag, control_port=control_port, cgroup=cgroup
+            popen.pid,
+            create_time,
+            port,
+            popen,
+            tag,
+            control_port=control_port,
+            cgroup=cgroup,
+            netns=netns,
         )
 
     @property
@@ -279,15 +290,29 @@ class LocalBackend:
     async def launch(self, request: LaunchRequest) -> LocalProcess:
         """Start the replica on this machine, on free ports no other replica of
         this controller was handed (``ports``: the OS alone may hand one out twice
-        before the first replica has bound it)."""
+        before the first replica has bound it). A fixed-port replica binds its
+        file's port: in a network namespace of its own when it asks for isolation
+        and this machine can make one (netns.py), else on the host's."""
         try:
             port, *rest = self.ports.take(2 if request.control_port else 1)
         except PortsExhausted as exc:
             raise ProvisionError(str(exc)) from None
         control_port = rest[0] if rest else None
+        if request.fixed_port is not None:
+            self.ports.release(port)
+            port = request.fixed_port
         command, env = self._in_environment(request)
         if request.cores:
             command = pinned(command, request.cores)
+        name = None
+        if request.isolate and netns.unavailable() is None:
+            name = netns.name_for(self.home.root, request.service, request.replica_id)
+            request.log_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                await asyncio.to_thread(netns.create, name, netns.helper_log(request.log_path))
+            except netns.NamespaceError as exc:
+                raise ProvisionError(str(exc)) from None
+            command = netns.exec_command(name, command)
         cgroup = await asyncio.to_thread(self._cgroup_for, request)
         if cgroup is not None:
             command = cgroup.enter(command)
@@ -322,12 +347,17 @@ class LocalBackend:
             request.env.get(contract.REPLICA_TAG),
             control_port=control_port,
             cgroup=cgroup,
+            netns=name,
         )
 
     def adopt(self, request: AdoptRequest) -> LocalProcess | None:
         pid, create_time = request.pid, request.create_time
         if not same_process_alive(pid, create_time):
             return None
+        if request.netns is not None:  # its helper may have died meanwhile
+            log = self.home.replica_log(request.service, request.replica_id)
+            with contextlib.suppress(netns.NamespaceError, OSError):
+                netns.ensure_helper(request.netns, netns.helper_log(log))
         cgroup = self.cgroups.of_pid(pid, contract.home_id(self.home.root))
         return LocalProcess(
             pid,
@@ -337,10 +367,14 @@ class LocalBackend:
             host=request.host,
             control_port=request.control_port,
             cgroup=cgroup,
+            netns=request.netns,
         )
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         await stop_group(handle, timeout_s)
+        name = getattr(handle, "netns", None)
+        if name is not None:
+            await asyncio.to_thread(netns.remove, name)
         self.ports.release(handle.port)
         self.ports.release(handle.control_port)
 

@@ -244,22 +244,54 @@ def fixed_port(spec: ServiceSpec) -> int | None:
     return None
 
 
-def fixed_port_problem(spec: ServiceSpec, backend: str = "local") -> str | None:
+def isolated(spec: ServiceSpec) -> bool:
+    """``service.isolation`` resolved: ``auto`` isolates exactly the replicas that
+    ignore ``$PORT`` (the files that bind a fixed port), so every other service runs
+    as it did before isolation existed."""
+    mode = spec.service.isolation
+    if mode == "auto":
+        return fixed_port(spec) is not None
+    return mode == "network" and spec.run is not None
+
+
+def fixed_port_problem(
+    spec: ServiceSpec, backend: str = "local", no_isolation: str | None = None
+) -> str | None:
     """Why a fixed-port service cannot run as asked on one machine, or None.
 
-    Every replica here shares one address, so only one process can bind a fixed
-    port: more than one replica (or autoscaling beyond one) would leave the rest
-    failing with "Address already in use". Said before anything starts."""
+    In a network namespace of its own (``service.isolation``) every replica binds
+    the file's port, as on its own VM. Without one, replicas here share one
+    address, so only one process can bind a fixed port: more than one replica (or
+    autoscaling beyond one) would leave the rest failing with "Address already in
+    use". ``no_isolation`` is why this machine gives no namespaces (None: it does).
+    Said before anything starts."""
     port = fixed_port(spec)
     if port is None or backend != "local":
         return None
     svc = spec.service
     most = svc.replica_policy.max_replicas if svc.replica_policy is not None else svc.replicas
-    if most is None or most <= 1:
+    if most is None or most <= 1 or (isolated(spec) and no_isolation is None):
         return None
     field = "service.ports" if svc.ports is not None else "resources.ports"
+    why = "service.isolation is none" if not isolated(spec) else f"no isolation: {no_isolation}"
     return (
         f"{field}: run does not use $PORT, so every replica would bind port {port}, and this"
-        f" machine holds one replica per fixed port (asked for {most}): make the app listen"
-        " on $PORT (e.g. --port $PORT; see docs/skyserve.md)"
+        f" machine holds one replica per fixed port ({why}; asked for {most}): make the app"
+        " listen on $PORT (e.g. --port $PORT; see docs/skyserve.md and docs/isolation.md)"
     )
+
+
+def isolation_problem(spec: ServiceSpec, backend: str, no_isolation: str | None) -> str | None:
+    """Why ``service.isolation: network``, asked for in so many words, cannot be had."""
+    if spec.service.isolation != "network":
+        return None
+    if backend != "local":
+        return f"service.isolation: network is for the local backend (not {backend})"
+    if spec.import_path is not None:
+        return (
+            "service.isolation: network is for command replicas (run:); Python replicas"
+            " (import_path) share the host's network (docs/isolation.md)"
+        )
+    if no_isolation is not None:
+        return f"service.isolation: network is not available here: {no_isolation}"
+    return None

@@ -17,10 +17,12 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from steadyserve.backends import netns
 from steadyserve.compat.skypilot import (
     IGNORE_IMAGE_HINT,
     fixed_port_problem,
     image_problems,
+    isolation_problem,
     not_applicable_notes,
 )
 from steadyserve.lb.tls import pair_problem
@@ -28,6 +30,7 @@ from steadyserve.spec import ServiceSpec, SpecError
 from steadyserve.spec.machine import Machine, resource_problems, this_machine
 
 IGNORE_RESOURCES_HINT = "pass --ignore-resources to start it anyway"
+_THIS_MACHINE = "\0ask this machine"
 
 
 def preflight(
@@ -38,14 +41,21 @@ def preflight(
     machine: Machine | None = None,
     backend: str = "local",
     prefix: str = "",
+    no_isolation: str | None = _THIS_MACHINE,
 ) -> list[str]:
     """Notes for the user, or a SpecError (every problem, one line each).
 
-    ``prefix`` places the fields inside a fleet file (``services[1].``)."""
+    ``prefix`` places the fields inside a fleet file (``services[1].``);
+    ``no_isolation`` is why there are no network namespaces (None: there are;
+    by default this machine is asked, backends/netns.py)."""
     problems: list[tuple[str | None, str]] = []
-    fixed = fixed_port_problem(spec, backend)
-    if fixed is not None:
-        problems.append(_split(prefix, fixed))
+    no_isolation = netns.unavailable() if no_isolation is _THIS_MACHINE else no_isolation
+    for problem in (
+        fixed_port_problem(spec, backend, no_isolation),
+        isolation_problem(spec, backend, no_isolation),
+    ):
+        if problem is not None:
+            problems.append(_split(prefix, problem))
     tls = spec.service.tls
     broken_tls = pair_problem(tls.keyfile, tls.certfile) if tls is not None else None
     if broken_tls is not None:

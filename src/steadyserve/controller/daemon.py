@@ -28,7 +28,7 @@ from typing import IO, Any
 import uvloop
 from aiohttp import web
 
-from steadyserve.backends import BackendChoiceError, backend_name, choose_backend
+from steadyserve.backends import BackendChoiceError, backend_name, choose_backend, netns
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
 from steadyserve.controller import fleet, updates
@@ -389,6 +389,7 @@ class Controller:
         claimed |= self.gateway.pids
         gateway_task = asyncio.create_task(self.gateway.run())
         reap_orphans(str(self.home.root), claimed)
+        await asyncio.to_thread(netns.reap, self.home.root, self._claimed_namespaces())
         for row in self.store.services():
             if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
@@ -410,6 +411,11 @@ class Controller:
         info = self.home.read_controller_info()
         if info and info.get("pid") == os.getpid():
             self.home.controller_file.unlink(missing_ok=True)
+
+    def _claimed_namespaces(self) -> set[str]:
+        """The network namespaces of replicas this controller manages (netns.reap)."""
+        held = (h.handle for r in self.services.values() for h in r.held.values())
+        return {name for h in held if (name := getattr(h, "netns", None)) is not None}
 
     def _write_info(self) -> None:
         tmp = self.home.controller_file.with_suffix(".tmp")

@@ -10,6 +10,8 @@ and a notice in ``steady status``.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterable
 
 import psutil
@@ -20,8 +22,16 @@ CHECK_EVERY_S = 1.0
 """A failing probe repeats quickly while a replica starts; /proc is read at most this often."""
 
 
+_LISTEN = "0A"
+"""A listening socket's state in /proc/net/tcp."""
+
+
 def listening_ports(pid: int) -> set[int]:
-    """TCP ports the process and all its descendants listen on ({} when it is gone)."""
+    """TCP ports the process and all its descendants listen on ({} when it is gone).
+
+    Read from ``/proc/<pid>/net/tcp{,6}``, the tables of the process's own network
+    namespace: a replica isolated in one of its own (backends/netns.py) listens
+    where the controller's /proc/net does not show it."""
     try:
         root = psutil.Process(pid)
         family = [root, *root.children(recursive=True)]
@@ -29,11 +39,28 @@ def listening_ports(pid: int) -> set[int]:
         return set()
     ports: set[int] = set()
     for proc in family:
-        try:
-            conns = proc.net_connections(kind="inet")
-        except (psutil.Error, OSError):
-            continue
-        ports.update(c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr)
+        ports |= _listening_of(proc.pid)
+    return ports
+
+
+def _listening_of(pid: int) -> set[int]:
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/net/{table}") as rows:
+            next(rows, None)  # the header
+            for row in rows:
+                fields = row.split()
+                if len(fields) > 9 and fields[3] == _LISTEN and fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
 
 

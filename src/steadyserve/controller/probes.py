@@ -7,6 +7,7 @@ import json
 
 import aiohttp
 
+from steadyserve.controller.netns_http import request_in
 from steadyserve.spec import ReadinessProbe
 
 
@@ -38,3 +39,26 @@ async def probe_ready(
         return False, f"readiness probe {probe.path} timed out after {probe.timeout_seconds}s"
     except (aiohttp.ClientError, OSError) as exc:
         return False, f"readiness probe {probe.path} failed: {type(exc).__name__}"
+
+
+async def probe_in_netns(
+    netns: str, host: str, port: int, probe: ReadinessProbe
+) -> tuple[bool, str]:
+    """Probe a replica inside its own network namespace (``service.isolation``):
+    the same request and verdicts as :func:`probe_ready`, one connection a probe."""
+    method, body, headers = "GET", b"", dict(probe.headers)
+    if probe.post_data is not None:
+        method, body = "POST", json.dumps(probe.post_data).encode()
+        headers = {"Content-Type": "application/json", **headers}
+    try:
+        status, _ = await asyncio.wait_for(
+            request_in(netns, host, port, method, probe.path, headers, body),
+            probe.timeout_seconds,
+        )
+    except asyncio.TimeoutError:
+        return False, f"readiness probe {probe.path} timed out after {probe.timeout_seconds}s"
+    except (OSError, ValueError) as exc:
+        return False, f"readiness probe {probe.path} failed: {type(exc).__name__}"
+    if status == 200:
+        return True, ""
+    return False, f"readiness probe {probe.path} answered {status}"

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from steadyserve.backends.netns import path_of as netns_path
+from steadyserve.controller.probes import probe_in_netns
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.state import ReplicaRow
@@ -103,7 +105,10 @@ async def probe_loop(rt: ServiceRuntime, replica: ReplicaRow) -> None:
     while replica.status.is_probed:
         spec = rt.spec_for(replica.version)
         probe, port = probe_target(rt, replica, spec)
-        ok, why = await rt.prober(replica.ip, port, probe)
+        if replica.netns is None:
+            ok, why = await rt.prober(replica.ip, port, probe)
+        else:  # in its own network namespace (service.isolation)
+            ok, why = await probe_in_netns(netns_path(replica.netns), replica.ip, port, probe)
         if not replica.status.is_live:
             return
         if (

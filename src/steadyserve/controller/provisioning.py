@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
-from steadyserve.compat.skypilot import fixed_port
+from steadyserve.compat.skypilot import fixed_port, isolated
 from steadyserve.controller.probing import probe_loop
 from steadyserve.core.capacity import Assignment, Insufficient
 from steadyserve.core.states import EventKind, ReplicaStatus
@@ -128,6 +128,7 @@ async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:
         ip=handle.host,
         port=handle.port,
         control_port=handle.control_port,
+        netns=getattr(handle, "netns", None),
     )
     await probe_loop(rt, replica)
 
@@ -162,6 +163,7 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
             resources=spec.resources,
             fixed_port=fixed_port(spec),
             cores=held.cores if held is not None else (),
+            isolate=isolated(spec),
         )
     )
 

@@ -32,6 +32,7 @@ def readopt(rt: ServiceRuntime) -> None:
                     replica.control_port,
                     service=rt.name,
                     replica_id=replica.id,
+                    netns=replica.netns,
                 )
             )
         if status.is_live or status is ReplicaStatus.SHUTTING_DOWN:

@@ -16,6 +16,7 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.controller.reconfigure import post_user_config
 from steadyserve.core.planner import Plan, ReplicaView, failed_to_forget, plan_steady, plan_update
 from steadyserve.core.states import (
@@ -382,7 +383,13 @@ class Rollout:
         else:
             return True, ""
         ok, answered, why = await post_user_config(
-            rt.probe_session, replica.ip, port, path, spec.service.user_config, headers=headers
+            rt.probe_session,
+            replica.ip,
+            port,
+            path,
+            spec.service.user_config,
+            headers=headers,
+            netns=netns_path(replica.netns) if replica.netns is not None else None,
         )
         if not ok and (replace_on_refusal or not answered) and replica.status.is_live:
             rt.mark_failed(replica, ReplicaStatus.FAILED, why)

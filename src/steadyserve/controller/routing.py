@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from steadyserve import replica_contract as contract
+from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.core.capacity import Assignment
 from steadyserve.core.routing.instance_aware import capacity_for
 from steadyserve.core.states import ReplicaStatus
@@ -74,6 +75,7 @@ def _route(
         port=row.port,
         accelerator=accelerator,
         capacity=capacity,
+        netns=netns_path(row.netns) if row.netns is not None else None,
     )
 
 

@@ -34,6 +34,7 @@ class ReplicaState:
         "idle",
         "in_table",
         "inflight",
+        "netns",
         "port",
         "requests",
         "version",
@@ -44,6 +45,7 @@ class ReplicaState:
         self.version = route.version
         self.host = route.host
         self.port = route.port
+        self.netns = route.netns
         self.capacity = route.capacity
         self.accelerator = route.accelerator
         self.inflight = 0
@@ -102,7 +104,11 @@ class Balancer:
         routable: list[ReplicaState] = []
         for route in table.replicas:
             state = self.known.get(route.id)
-            if state is not None and (state.host, state.port) != (route.host, route.port):
+            if state is not None and (state.host, state.port, state.netns) != (
+                route.host,
+                route.port,
+                route.netns,
+            ):
                 self._retire(state)
                 state = None
             if state is None:

@@ -24,6 +24,7 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
+from steadyserve.backends.netns_socket import create_connection
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.lb.client_guards import idle_victims
 from steadyserve.lb.exchange import (
@@ -235,8 +236,12 @@ class Proxy:
     async def _connect(self, ex: Exchange, replica: ReplicaState) -> None:
         try:
             _, conn = await asyncio.wait_for(
-                self.loop.create_connection(
-                    partial(UpstreamConnection, self, replica), replica.host, replica.port
+                create_connection(
+                    self.loop,
+                    partial(UpstreamConnection, self, replica),
+                    replica.host,
+                    replica.port,
+                    replica.netns,
                 ),
                 self.connect_timeout,
             )

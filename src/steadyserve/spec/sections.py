@@ -141,6 +141,9 @@ class ServiceSection(_Model):
     """SkyServe's ``service.tls`` (older ``https``): the load balancer serves HTTPS."""
     ports: PortNumber | None = None
     """SkyServe's replica port: what a replica listens on when ``run`` ignores ``$PORT``."""
+    isolation: Literal["auto", "none", "network"] = "auto"
+    """``network``: each replica in its own network namespace (docs/isolation.md);
+    ``auto`` is ``network`` exactly when ``run`` ignores ``$PORT``, else ``none``."""
     controller_resources: JsonMapping | None = Field(default=None, exclude=True)
     """SkyServe's resources for its controller VM; the controller here is a process on
     this machine, so it is named once as not applicable and never stored."""

@@ -9,11 +9,16 @@ writes is a field the load balancer reads (tests/unit/test_wire_schema.py).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from steadyserve.core.routing.policies import POLICIES
+
+# The only namespaces a load balancer enters: the ones the local backend made
+# for isolated replicas (backends/netns.py names them ssv-<home>-<service>-<id>).
+_NETNS = re.compile(r"/run/netns/ssv-[A-Za-z0-9_.-]{1,200}")
 
 STATIC_EPOCH = "static"
 
@@ -33,12 +38,17 @@ class ReplicaRoute:
     port: int
     accelerator: str | None = None
     capacity: float = 1.0
+    netns: str | None = None
+    """The path of the replica's own network namespace (``/run/netns/ssv-...``):
+    ``host:port`` is inside it, and a connection is made from there."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "version": self.version}
         out["host"], out["port"] = self.host, self.port
         if self.accelerator is not None:
             out["accelerator"] = self.accelerator
+        if self.netns is not None:
+            out["netns"] = self.netns
         if self.capacity != 1.0:
             out["capacity"] = self.capacity
         return out
@@ -53,6 +63,11 @@ class ReplicaRoute:
         capacity = item.get("capacity", 1.0)
         if not _positive_number(capacity):
             raise ValueError(f"route table: {prefix}capacity must be a number > 0")
+        netns = item.get("netns")
+        if netns is not None and not (
+            isinstance(netns, str) and _NETNS.fullmatch(netns) is not None
+        ):
+            raise ValueError(f"route table: {prefix}netns must be /run/netns/ssv-... or null")
         return cls(
             id=_int_field(item, "id", prefix),
             version=_int_field(item, "version", prefix),
@@ -60,6 +75,7 @@ class ReplicaRoute:
             port=_int_field(item, "port", prefix),
             accelerator=accelerator,
             capacity=float(capacity),
+            netns=netns,
         )
 
 

@@ -111,6 +111,30 @@ def test_http_server_and_its_neighbours_run_from_the_repository_root(
     conn.close()
 
 
+def test_single_replica_files_with_their_fixed_port_run_as_they_are(
+    steady: Steady, root: Path
+) -> None:
+    """SkyServe's streaming and readiness-timeout files bind 8080 themselves
+    (``--port 8080``): probed (a POST probe too) and routed on 8080, in a network
+    namespace of the replica's own where the machine gives one, else on the host."""
+    for path in ("examples/serve/streaming/service.yaml", "examples/serve/readiness_timeout.yaml"):
+        file = root / path
+        file.write_text(file.read_text().replace("--port $PORT", "--port 8080"))
+    ok(sky(steady, root, "up", "-n", "stream", "examples/serve/streaming/service.yaml", "--wait"))
+    ok(sky(steady, root, "up", "-n", "slow", "examples/serve/readiness_timeout.yaml", "--wait"))
+    for name in ("stream", "slow"):
+        assert [r["port"] for r in steady.service(name)["replicas"]] == [8080]
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", endpoint_port(steady.service("stream")), timeout=10
+    )
+    conn.request("GET", "/generate")
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.read() == b"".join(f"chunk {i}\n".encode() for i in range(5))
+    conn.close()
+    assert http_get(endpoint_port(steady.service("slow")), "/")[0] == 200
+
+
 def test_update_example_rolls_old_to_new(steady: Steady, root: Path) -> None:
     up = ok(
         sky(
@@ -208,13 +232,17 @@ def test_tls_endpoint_serves_https_with_the_given_certificate(steady: Steady, ro
 
 
 def test_what_this_machine_cannot_run_is_refused_in_one_line(steady: Steady, root: Path) -> None:
+    # Two fixed-port replicas run, each in a network namespace of its own, where the
+    # machine gives one (tests/e2e/test_isolation.py); with isolation off they cannot.
+    path = root / "examples/serve/http_server/fixed_port.yaml"
+    path.write_text(path.read_text().replace("  replicas: 2", "  replicas: 2\n  isolation: none"))
     fixed = sky(steady, root, "up", "examples/serve/http_server/fixed_port.yaml")
     assert fixed.returncode == 2
     assert fixed.stderr.splitlines() == [
         "error: examples/serve/http_server/fixed_port.yaml: resources.ports: run does not use"
         " $PORT, so every replica would bind port 8080, and this machine holds one replica per"
-        " fixed port (asked for 2): make the app listen on $PORT (e.g. --port $PORT; see"
-        " docs/skyserve.md)"
+        " fixed port (service.isolation is none; asked for 2): make the app listen on $PORT"
+        " (e.g. --port $PORT; see docs/skyserve.md and docs/isolation.md)"
     ]
     no_secret = sky(steady, root, "up", "llm/vllm/service.yaml", env={"HF_TOKEN": ""})
     assert no_secret.returncode == 2

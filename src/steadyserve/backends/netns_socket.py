@@ -1,0 +1,88 @@
+"""Connect to a replica inside its own network namespace, from a process that stays
+in the host's.
+
+A socket belongs to the namespace it was created in, for its whole life; only
+its creation must happen inside. So a short-lived thread enters the namespace
+with ``setns(2)`` (through ctypes: Python 3.11 has no ``os.setns``), creates the
+socket and ends; the event loop connects it and uses it like any other. The
+load balancer pools its upstream connections, so this runs once per new
+connection, never per request (bench/RESULTS.md measures it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+CLONE_NEWNET = 0x40000000
+
+_Protocol = TypeVar("_Protocol", bound=asyncio.BaseProtocol)
+_libc: ctypes.CDLL | None = None
+
+
+def _setns(fd: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+def socket_in(netns_path: str, family: int = socket.AF_INET) -> socket.socket:
+    """A TCP socket created inside the namespace at ``netns_path``; the calling
+    thread's own namespace is untouched (the work is done on a thread of its own)."""
+    made: list[socket.socket] = []
+    failed: list[BaseException] = []
+
+    def inside() -> None:
+        try:
+            fd = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _setns(fd)
+            finally:
+                os.close(fd)
+            made.append(socket.socket(family, socket.SOCK_STREAM))
+        except BaseException as exc:  # carried to the caller
+            failed.append(exc)
+
+    # A fresh thread, never a pooled one: it ends inside the namespace.
+    thread = threading.Thread(target=inside, name="netns-socket", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return made[0]
+
+
+async def connect_in(netns_path: str, host: str, port: int) -> socket.socket:
+    """A non-blocking socket connected to ``host:port`` inside the namespace."""
+    loop = asyncio.get_running_loop()
+    sock = await loop.run_in_executor(None, socket_in, netns_path)
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        await loop.sock_connect(sock, (host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def create_connection(
+    loop: asyncio.AbstractEventLoop,
+    factory: Callable[[], _Protocol],
+    host: str,
+    port: int,
+    netns: str | None,
+) -> tuple[asyncio.BaseTransport, _Protocol]:
+    """``loop.create_connection``, inside ``netns`` when it is set."""
+    if netns is None:
+        return await loop.create_connection(factory, host, port)
+    sock = await connect_in(netns, host, port)
+    return await loop.create_connection(factory, sock=sock)
