@@ -9,9 +9,12 @@ exchange to that service's own :class:`Proxy` (a *lane*), which chooses a
 replica, queues, retries and drains exactly as the service's endpoint does. No
 second proxy hop: the lane talks to the replicas directly.
 
-The path is forwarded whole, as Ray Serve does (an ASGI app sees the prefix as
-``root_path``; here nothing is stripped). An unknown route is a 404 naming
-nothing internal.
+The path is forwarded whole, as Ray Serve does, and the matched prefix goes
+with it in ``X-Steady-Root-Path`` (first among the headers), which the Python
+runner hands its ASGI app as ``root_path``: Ray Serve's proxy sets ``root_path``
+to the route prefix, and FastAPI routes and docs pages rely on it. It is read per
+request, so an in-place ``route_prefix`` change needs no restart. An unknown
+route is a 404 naming nothing internal.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("steadyserve.lb")
 
 NOT_FOUND = "no application is served under this path"
+ROOT_PATH_HEADER = b"x-steady-root-path"
 
 
 def request_path(head: bytes) -> bytes:
@@ -104,6 +108,10 @@ class GatewayProxy(Proxy):
         if blocked and is_blocked(request_path(ex.head), blocked):
             self._respond(ex, 404, NOT_FOUND, "blocked_path")
             return
+        if prefix != b"/":  # the runner's root_path (Ray's proxy sets it to the prefix)
+            head = ex.head
+            at = head.find(b"\r\n") + 2
+            ex.head = b"%s%s: %s\r\n%s" % (head[:at], ROOT_PATH_HEADER, prefix, head[at:])
         self.routed[ex] = lane
         lane.dispatch(ex)
 
