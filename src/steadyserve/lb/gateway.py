@@ -59,6 +59,13 @@ def match_prefix(path: bytes, prefixes: list[bytes]) -> bytes | None:
     return None
 
 
+def with_root_path(head: bytes, prefix: bytes) -> bytes:
+    """``head`` with ``X-Steady-Root-Path: prefix`` as its first header, so it wins
+    over one a client sent (the runner reads the first)."""
+    at = head.find(b"\r\n") + 2
+    return b"%s%s: %s\r\n%s" % (head[:at], ROOT_PATH_HEADER, prefix, head[at:])
+
+
 class _Counted(LBMetrics):
     """The gateway's metrics: a routed request is counted by its service's lane
     (which reports them as the service's entry "gateway"); only the gateway's own
@@ -109,9 +116,7 @@ class GatewayProxy(Proxy):
             self._respond(ex, 404, NOT_FOUND, "blocked_path")
             return
         if prefix != b"/":  # the runner's root_path (Ray's proxy sets it to the prefix)
-            head = ex.head
-            at = head.find(b"\r\n") + 2
-            ex.head = b"%s%s: %s\r\n%s" % (head[:at], ROOT_PATH_HEADER, prefix, head[at:])
+            ex.head = with_root_path(ex.head, prefix)
         self.routed[ex] = lane
         lane.dispatch(ex)
 
