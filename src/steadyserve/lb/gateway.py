@@ -115,7 +115,7 @@ class GatewayProxy(Proxy):
         if blocked and is_blocked(request_path(ex.head), blocked):
             self._respond(ex, 404, NOT_FOUND, "blocked_path")
             return
-        if prefix != b"/":  # the runner's root_path (Ray's proxy sets it to the prefix)
+        if prefix is not None and prefix != b"/":  # the runner's root_path, as Ray's proxy sets
             ex.head = with_root_path(ex.head, prefix)
         self.routed[ex] = lane
         lane.dispatch(ex)
