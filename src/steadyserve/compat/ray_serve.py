@@ -31,7 +31,8 @@ from steadyserve.compat.ray_deployment import (
     service_document,
     service_name,
 )
-from steadyserve.compat.ray_graph import describe_graph
+from steadyserve.compat.ray_graph import Runtime, describe_graph
+from steadyserve.compat.ray_runtime_env import excludes, packages, py_modules, working_dir
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.fields import _route_prefix
 from steadyserve.spec.loading import parse_service
@@ -59,9 +60,9 @@ APP_KEYS = (
     "external_scaler_enabled",
 )
 # Deployment override -> the ``service:`` field it sets (Ray's lightweight list).
-Describe = Callable[[str, Path, Mapping[str, Any]], "list[dict[str, Any]] | None"]
-"""``(import_path, workdir, args)`` -> the deployments it binds, or None when
-this installation cannot look inside application graphs."""
+Describe = Callable[[str, Path, Mapping[str, Any], Runtime], "list[dict[str, Any]] | None"]
+"""``(import_path, workdir, args, runtime)`` -> the deployments it binds, or None
+when this installation cannot look inside application graphs."""
 
 
 @dataclass
@@ -200,7 +201,7 @@ def _application(
     args = app.get("args") or {}
     if not isinstance(args, dict):
         raise SpecError(f"{where}.args", "must be a mapping")
-    common, workdir = _runtime_env(runtime_env, f"{where}.runtime_env", base_dir, out)
+    common, workdir, runtime = _runtime_env(runtime_env, f"{where}.runtime_env", base_dir, out)
     given = overrides(app.get("deployments"), f"{where}.deployments")
     access_log = out.access_log
     if app.get("logging_config") is not None:
@@ -209,9 +210,12 @@ def _application(
     if app.get("external_scaler_enabled"):
         out.notices.append(f"{where}.external_scaler_enabled: does not apply here")
     try:
-        found = describe(import_path, workdir, args)
+        found = describe(import_path, workdir, args, runtime)
     except SpecError as exc:
-        raise SpecError(f"{where}.import_path", exc.message) from None
+        field_name = exc.path if exc.path == "runtime_env" else "import_path"
+        raise SpecError(f"{where}.{field_name}", exc.message) from None
+    finally:
+        out.notices.extend(n for n in runtime.notices if n not in out.notices)
     single = found is None
     if found is None:
         if args:
@@ -264,44 +268,51 @@ def _application(
 
 def _runtime_env(
     env: Mapping[str, Any], where: str, base_dir: Path, out: Translation
-) -> tuple[dict[str, Any], Path]:
-    """The service fields ``runtime_env`` sets, and the folder user code is read from.
+) -> tuple[dict[str, Any], Path, Runtime]:
+    """The service fields ``runtime_env`` sets, the folder user code is read from,
+    and what the import of the application needs (ray_runtime_env.py).
 
     Without a ``working_dir`` the code is next to the config file (where ``serve
     deploy`` would have found it on the cluster's path): that folder is the workdir.
     """
     workdir = base_dir.resolve()
+    if "working_dir" in env:
+        workdir = working_dir(env["working_dir"], f"{where}.working_dir", base_dir)
     fields: dict[str, Any] = {"workdir": str(workdir)}
+    runtime = Runtime()
     for key, value in env.items():
         if key == "working_dir":
-            if not isinstance(value, str) or "://" in value:
-                raise SpecError(
-                    f"{where}.working_dir",
-                    "must be a local directory (remote URIs are not fetched here)",
-                )
-            path = Path(value).expanduser()
-            workdir = (path if path.is_absolute() else base_dir / path).resolve()
-            if not workdir.is_dir():
-                raise SpecError(f"{where}.working_dir", f"no such directory: {workdir}")
-            fields["workdir"] = str(workdir)
-        elif key == "env_vars":
-            if not isinstance(value, dict):
-                raise SpecError(f"{where}.env_vars", "must be a mapping")
-            fields["envs"] = dict(value)
-        elif key == "pip":
-            if "pip" in ServiceSpec.model_fields:
-                fields["pip"] = value
-            else:
-                out.notices.append(
-                    f"{where}.pip: not installed here (this SteadyServe has no per-version"
-                    " environments); replicas use the current environment"
-                )
+            continue
+        if key == "env_vars":
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise SpecError(f"{where}.env_vars", "must be a mapping of names to strings")
+            fields["envs"] = {k: str(v) for k, v in value.items()}
+            runtime.envs = dict(fields["envs"])
+        elif key in ("pip", "uv"):
+            if "pip" in env and "uv" in env:
+                raise SpecError(f"{where}.uv", "pip and uv both install packages: give one")
+            fields["pip"] = packages(value, f"{where}.{key}", key, workdir, out.notices)
+        elif key == "py_modules":
+            mounts, wheels = py_modules(value, f"{where}.py_modules", base_dir)
+            runtime.py_modules = mounts
+            fields["file_mounts"] = dict(mounts)
+            if wheels:
+                listed = fields.get("pip", [])
+                if isinstance(listed, str):
+                    raise SpecError(
+                        f"{where}.py_modules",
+                        "wheels need pip as a list (not a requirements file) to join",
+                    )
+                fields["pip"] = [*listed, *wheels]
+        elif key == "excludes":
+            excludes(value, f"{where}.excludes")  # applied when the workdir is copied
         else:
             out.notices.append(
                 f"{where}.{key}: does not apply here (replicas run in this machine's"
                 " environment); a change still restarts replicas"
             )
-    return fields, workdir
+    runtime.pip = fields.get("pip")
+    return fields, workdir, runtime
 
 
 def load_deploy_file(path: str | Path, describe: Describe = describe_graph) -> Translation:

@@ -9,9 +9,12 @@ exchange to that service's own :class:`Proxy` (a *lane*), which chooses a
 replica, queues, retries and drains exactly as the service's endpoint does. No
 second proxy hop: the lane talks to the replicas directly.
 
-The path is forwarded whole, as Ray Serve does (an ASGI app sees the prefix as
-``root_path``; here nothing is stripped). An unknown route is a 404 naming
-nothing internal.
+The path is forwarded whole, as Ray Serve does, and the matched prefix goes
+with it in ``X-Steady-Root-Path`` (first among the headers), which the Python
+runner hands its ASGI app as ``root_path``: Ray Serve's proxy sets ``root_path``
+to the route prefix, and FastAPI routes and docs pages rely on it. It is read per
+request, so an in-place ``route_prefix`` change needs no restart. An unknown
+route is a 404 naming nothing internal.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("steadyserve.lb")
 
 NOT_FOUND = "no application is served under this path"
+ROOT_PATH_HEADER = b"x-steady-root-path"
 
 
 def request_path(head: bytes) -> bytes:
@@ -53,6 +57,13 @@ def match_prefix(path: bytes, prefixes: list[bytes]) -> bytes | None:
         ):
             return prefix
     return None
+
+
+def with_root_path(head: bytes, prefix: bytes) -> bytes:
+    """``head`` with ``X-Steady-Root-Path: prefix`` as its first header, so it wins
+    over one a client sent (the runner reads the first)."""
+    at = head.find(b"\r\n") + 2
+    return b"%s%s: %s\r\n%s" % (head[:at], ROOT_PATH_HEADER, prefix, head[at:])
 
 
 class _Counted(LBMetrics):
@@ -104,6 +115,8 @@ class GatewayProxy(Proxy):
         if blocked and is_blocked(request_path(ex.head), blocked):
             self._respond(ex, 404, NOT_FOUND, "blocked_path")
             return
+        if prefix is not None and prefix != b"/":  # the runner's root_path, as Ray's proxy sets
+            ex.head = with_root_path(ex.head, prefix)
         self.routed[ex] = lane
         lane.dispatch(ex)
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from steadyserve import replica_contract as contract
 from steadyserve.replica.loader import LoadError, Target, load
 from steadyserve.replica.settings import SettingsError, from_env
+from steadyserve.serve import ray_alias
 
 PROG = "steadyserve.replica"
 
@@ -43,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     secret = os.environ.pop(contract.CONTROL_SECRET, None)
     graph_secret = os.environ.pop(contract.GRAPH_SECRET, None)
     _put_cwd_first()
+    try:
+        ray_alias.install()  # `from ray import serve` as written (serve/ray_alias.py)
+    except ray_alias.AliasError as exc:
+        _say(str(exc))
+        return 2
     try:
         if args.describe:  # stdout carries only the JSON, whatever the module prints
             with contextlib.redirect_stdout(sys.stderr):

@@ -73,6 +73,26 @@ class ModelIdHeader:
             context.reset_model_id(token)
 
 
+class RootPath:
+    """Set ``scope["root_path"]`` to the route prefix the gateway matched (its
+    ``X-Steady-Root-Path``, first one wins), as Ray Serve's proxy does: FastAPI
+    and Starlette route on the path after it, and FastAPI's docs pages link
+    under it. Requests to the service's own endpoint carry none."""
+
+    HEADER = b"x-steady-root-path"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            for key, value in scope.get("headers", ()):
+                if key == self.HEADER:
+                    scope = {**scope, "root_path": scope.get("root_path", "") + value.decode()}
+                    break
+        await self.app(scope, receive, send)
+
+
 class ClassApp:
     """ASGI app calling ``user.call(request)`` and converting what it returns.
 

@@ -17,7 +17,7 @@ from steadyserve.replica.errors import LoadError
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
 from steadyserve.serve.handle import DeploymentHandle
-from steadyserve.serve.ingress import ingress_of
+from steadyserve.serve.ingress import bind_class_routes, ingress_of
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,11 @@ def resolve(import_path: str, obj: Any) -> Node:
 
     ingress = ingress_of(cls)
     if ingress is not None:
-        _refuse_class_based_routes(ingress, cls)
+        try:
+            bind_class_routes(ingress, cls)
+        except TypeError as exc:
+            raise LoadError(str(exc)) from None
+        _refuse_unbound_class_routes(ingress, cls)
     options = {k: v for k, v in app.deployment.user_options.items() if k != "name"}
     return Node(
         cls=cls,
@@ -115,16 +119,16 @@ def function_class(func: Any) -> type:
     return type(name, (), {"__call__": call, "__qualname__": name, "__doc__": func.__doc__})
 
 
-def _refuse_class_based_routes(ingress: Any, cls: type) -> None:
-    """Ray's FastAPI class-based views (``def root(self)`` inside the class) would be
-    served with ``self`` as a query parameter: refuse them by name instead."""
+def _refuse_unbound_class_routes(ingress: Any, cls: type) -> None:
+    """A method of the class routed by a plain Starlette app would get the request
+    as ``self``: only FastAPI's routes can be given the instance; refuse by name."""
     prefix = cls.__qualname__ + "."
     for route in getattr(ingress, "routes", None) or []:
-        name = str(getattr(getattr(route, "endpoint", None), "__qualname__", ""))
-        if name.startswith(prefix):
+        endpoint = getattr(route, "endpoint", None)
+        name = str(getattr(endpoint, "__qualname__", ""))
+        if name.startswith(prefix) and not getattr(endpoint, "__steadyserve_bound__", False):
             raise LoadError(
-                f"route {getattr(route, 'path', '?')!r} is the method "
-                f"{name}: class-based routes under @serve.ingress are "
-                f"not supported; define route functions outside the class "
-                f"(see docs/ray-serve-api.md)"
+                f"route {getattr(route, 'path', '?')!r} is the method {name}: class-based"
+                " routes need a FastAPI app (@app.get(...) on the method, as Ray's docs"
+                " write them); with Starlette, route functions outside the class"
             )

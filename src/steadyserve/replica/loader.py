@@ -18,6 +18,7 @@ from steadyserve.replica import graph
 from steadyserve.replica.deployment import options_of
 from steadyserve.replica.errors import LoadError
 from steadyserve.serve import graph as serve_graph
+from steadyserve.serve import ray_alias
 from steadyserve.serve.names import split_import_path
 
 __all__ = ["Kind", "LoadError", "Target", "load"]
@@ -95,6 +96,8 @@ def classify(import_path: str, obj: Any) -> Target:
         return Target(import_path, "class", obj)
     if is_asgi_app(obj):
         return Target(import_path, "asgi", obj)
+    if ray_alias.is_ray_object(obj):
+        raise LoadError(ray_alias.ray_object_hint(obj, repr(import_path)))
     raise LoadError(
         f"{import_path!r} is not a class, an ASGI app or a deployment (it is {_a_kind_of(obj)})"
     )

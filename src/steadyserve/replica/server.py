@@ -29,7 +29,7 @@ from typing import Any, Literal
 import uvicorn
 
 from steadyserve import replica_contract as contract
-from steadyserve.replica.app import ClassApp, ModelIdHeader, OngoingLimit
+from steadyserve.replica.app import ClassApp, ModelIdHeader, OngoingLimit, RootPath
 from steadyserve.replica.calls import CallApp
 from steadyserve.replica.control import Phase, ReplicaState, control_app
 from steadyserve.replica.loader import Target
@@ -99,7 +99,7 @@ class ReplicaServer:
         if target.ingress is not None:  # @serve.ingress(app): the app answers HTTP
             inner = target.ingress
         # Handle calls (POST /-/steady/call) count against max_ongoing_requests too.
-        calls = ModelIdHeader(CallApp(inner, self.user, settings.graph_secret))
+        calls = ModelIdHeader(CallApp(RootPath(inner), self.user, settings.graph_secret))
         self.limit = OngoingLimit(calls, settings.max_ongoing_requests)
         self.state = ReplicaState(
             target,

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from steadyserve.replica.errors import LoadError
+from steadyserve.serve import ray_alias
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
 from steadyserve.serve.names import attr_name, default_service_name, split_import_path
 
@@ -52,6 +53,8 @@ def as_application(obj: Any, where: str, args: dict[str, Any] | None = None) -> 
             f"the app builder {where} returned {type(built).__name__}, not an application "
             f"(return SomeDeployment.bind(...))"
         )
+    if ray_alias.is_ray_object(obj):
+        raise GraphError(ray_alias.ray_object_hint(obj, where))
     raise GraphError(f"{where} is not an application, a deployment or an app builder")
 
 
@@ -158,9 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: --args must be a JSON object", file=sys.stderr)
         return 2
     try:
+        ray_alias.install()  # `from ray import serve` as written (serve/ray_alias.py)
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the JSON
             described = describe(ns.import_path, args)
-    except GraphError as exc:
+    except (GraphError, ray_alias.AliasError) as exc:
         print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(json.dumps(described), flush=True)

@@ -2,12 +2,15 @@
 
 The runner serves ``app`` on the replica's port and constructs the class as
 usual (``__init__``, ``reconfigure``, ``check_health``, handle calls to its
-methods). Route functions are the app's own: Ray's class-based FastAPI routes
-(``def root(self)`` inside the class) are not supported, see docs/ray-serve-api.md.
+methods). Routes may be the app's own functions or, as Ray's FastAPI docs write
+them, methods of the class (``@app.get("/") def root(self)``):
+:func:`bind_class_routes` makes FastAPI pass them the replica's instance as
+``self``, the way Ray Serve does, so they answer with the instance's state.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -32,3 +35,49 @@ def ingress(app: Any) -> Callable[[Any], Any]:
 def ingress_of(cls: type) -> Any:
     """The ASGI app ``@serve.ingress`` gave this class, or None."""
     return vars(cls).get(INGRESS_ATTRIBUTE)
+
+
+def _servable() -> Any:
+    """The replica's instance of its class: ``self`` of a class-based route."""
+    from steadyserve.serve.context import get_replica_context
+
+    return get_replica_context().servable_object
+
+
+def bind_class_routes(app: Any, cls: type) -> int:
+    """Give the FastAPI routes that are methods of ``cls`` the replica's instance
+    as ``self`` (a FastAPI dependency), as Ray Serve's class-based views do; return
+    how many. Their other parameters become keyword-only, which FastAPI reads the
+    same (path, query and body parameters keep their meaning). TypeError for a
+    route method without ``self``."""
+    try:
+        from fastapi import APIRouter, Depends
+        from fastapi.routing import APIRoute, APIWebSocketRoute
+    except ImportError:  # not a FastAPI app: nothing to bind
+        return 0
+    prefix = cls.__qualname__ + "."
+    routes = [
+        route
+        for route in getattr(app, "routes", None) or []
+        if isinstance(route, (APIRoute, APIWebSocketRoute))
+        and str(getattr(route.endpoint, "__qualname__", "")).startswith(prefix)
+    ]
+    if not routes:
+        return 0
+    router = APIRouter()
+    for route in routes:
+        app.router.routes.remove(route)
+        signature = inspect.signature(route.endpoint)
+        params = list(signature.parameters.values())
+        if not params:
+            raise TypeError(
+                f"route {route.path!r} is the method {route.endpoint.__qualname__} without self"
+            )
+        first = params[0].replace(default=Depends(_servable))
+        rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[1:]]
+        endpoint: Any = route.endpoint
+        endpoint.__signature__ = signature.replace(parameters=[first, *rest])
+        endpoint.__steadyserve_bound__ = True
+        router.routes.append(route)
+    app.include_router(router)  # FastAPI analyses the new signatures here
+    return len(routes)

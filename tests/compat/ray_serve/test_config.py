@@ -43,7 +43,9 @@ applications:
 """
 
 
-def graph(import_path: str, workdir: Path, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+def graph(
+    import_path: str, workdir: Path, args: Mapping[str, Any], *_: Any
+) -> list[dict[str, Any]]:
     """What ``python -m steadyserve.serve.graph text_ml:app`` prints (docs/ray-serve-api.md)."""
     assert import_path == "text_ml:app"
     return [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyserve.lb.gateway import match_prefix, request_path
+from steadyserve.lb.gateway import match_prefix, request_path, with_root_path
 
 PREFIXES = sorted([b"/", b"/api", b"/api/v2", b"/summarize"], key=len, reverse=True)
 
@@ -22,6 +22,15 @@ def test_longest_prefix_wins_on_segment_boundaries() -> None:
 def test_request_path_drops_the_query() -> None:
     assert request_path(b"GET /a/b?x=1 HTTP/1.1\r\nhost: h\r\n\r\n") == b"/a/b"
     assert request_path(b"POST /a HTTP/1.1\r\n") == b"/a"
+
+
+def test_the_matched_prefix_goes_first_among_the_headers() -> None:
+    """The runner gives it to the ASGI app as root_path (Ray's proxy sets it)."""
+    head = b"GET /api/x HTTP/1.1\r\nx-steady-root-path: /evil\r\nhost: h\r\n\r\n"
+    assert with_root_path(head, b"/api") == (
+        b"GET /api/x HTTP/1.1\r\nx-steady-root-path: /api\r\n"
+        b"x-steady-root-path: /evil\r\nhost: h\r\n\r\n"
+    )
 
 
 segment = st.text(alphabet="abc", min_size=1, max_size=3)
