@@ -77,6 +77,12 @@ class _View:
 
     __slots__ = ("accelerator", "capacity", "id", "inflight", "replica", "version")
 
+    @property
+    def queue(self) -> float | None:
+        """A fresh scrape of the replica's own queue, if any (policies.load_of)."""
+        queue: float | None = getattr(self.replica, "queue", None)
+        return queue
+
     def __init__(self, replica: Candidate, inflight: int) -> None:
         self.id = replica.id
         self.inflight = inflight
@@ -123,6 +129,9 @@ class SharedPolicy:
         replica: C = chosen.replica  # type: ignore[assignment]
         shared.publish(replica.id, replica.inflight + 1)  # the balancer takes the slot next
         return replica
+
+    def forget(self, replica_id: int) -> None:
+        self.inner.forget(replica_id)
 
 
 def share(balancer: Balancer, shared: SharedLoad) -> None:
