@@ -106,6 +106,7 @@ class Exchange:
         "replica",
         "request_done",
         "response_started",
+        "route_key",
         "served",
         "started",
         "state",
@@ -139,6 +140,13 @@ class Exchange:
         self.status = 0  # of the response the client got
         self.served: ReplicaState | None = None  # the replica that answered
         self.pin: int | None = None  # X-Steady-Version: only this version may answer
+        # What a request-aware policy read from this request (its prompt's chain,
+        # its affinity key); UNREAD until the first choice (lb/request_key.py).
+        self.route_key: object = UNREAD
+
+
+UNREAD = object()
+"""An exchange's ``route_key`` before the policy's extractor ran on it."""
 
 
 # Loop timers fire on millisecond ticks: a deadline this close counts as passed,

@@ -30,6 +30,7 @@ from steadyserve.lb.exchange import (
     DONE,
     READY,
     SENT,
+    UNREAD,
     WAITING,
     Deadlines,
     step,
@@ -38,6 +39,7 @@ from steadyserve.lb.exchange import (
 # Exchange is re-exported: the connections and other modules' hooks import it from here.
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
+from steadyserve.lb.request_key import Extractor, read_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.wire.routes import Limits, RouteTable
 
@@ -154,7 +156,10 @@ class Proxy:
     def dispatch(self, ex: Exchange) -> None:
         """Send ``ex`` to a replica, queue it, or answer it with an error."""
         balancer = self.balancer
-        replica = balancer.choose(ex.tried, ex.pin)
+        if balancer.read_key is None:
+            replica = balancer.choose(ex.tried, ex.pin)
+        else:
+            replica = balancer.choose(ex.tried, ex.pin, self._route_key(ex, balancer.read_key))
         if replica is not None:
             self._start_attempt(ex, replica)
             return
@@ -168,6 +173,14 @@ class Proxy:
         if self.zero is not None and self.zero.hold(ex):
             return
         self._no_route(ex)
+
+    @staticmethod
+    def _route_key(ex: Exchange, read: Extractor) -> object:
+        """The request's key for the policy, read once from its head and buffered body."""
+        key = ex.route_key
+        if key is UNREAD:
+            key = ex.route_key = read_key(read, ex.head, ex.pending)
+        return key
 
     def _no_route(self, ex: Exchange) -> None:
         if ex.pin is not None and not ex.attempts:
@@ -194,7 +207,11 @@ class Proxy:
             balancer = self.balancer
             while waiting:
                 ex = waiting[0]
-                replica = balancer.choose(ex.tried, ex.pin)
+                if balancer.read_key is None:
+                    replica = balancer.choose(ex.tried, ex.pin)
+                else:
+                    key = self._route_key(ex, balancer.read_key)
+                    replica = balancer.choose(ex.tried, ex.pin, key)
                 if replica is None:
                     if balancer.has_candidate(ex.tried, ex.pin) or (self.zero and self.zero.keep()):
                         break
