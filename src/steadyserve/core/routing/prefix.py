@@ -42,10 +42,11 @@ def chain(prompt: bytes, block_bytes: int) -> tuple[int, ...]:
     left out: the next turn of a conversation usually extends it, so it would
     not match anyway). An empty tuple when the prompt is shorter than a block."""
     out: list[int] = []
+    append = out.append
     h = 0
     for start in range(0, len(prompt) - block_bytes + 1, block_bytes):
         h = hash((h, prompt[start : start + block_bytes]))
-        out.append(h)
+        append(h)
     return tuple(out)
 
 
@@ -78,9 +79,12 @@ class PrefixIndex:
         if entries is None:
             entries = self.entries[replica_id] = OrderedDict()
         limit = self.limit
+        touch = entries.move_to_end
         for h in reversed(hashes[:limit]):
-            entries[h] = None
-            entries.move_to_end(h)
+            if h in entries:
+                touch(h)
+            else:
+                entries[h] = None  # a new key goes to the end by itself
         while len(entries) > limit:
             entries.popitem(last=False)
 
