@@ -53,114 +53,24 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from benchlib import HERE, fmt, machine_line, percentile, plot_path, pyplot, stop_process, table
+from llm_workloads import (
+    Req,
+    chat_workload,
+    distinct_tokens,
+    prompt_tokens,
+    rate_for,
+    shared_workload,
+    uniform_workload,
+)
 
 from steadyserve.core.routing.options import PolicyOptions
 from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
 REPLICAS = 4
-BUSY = 0.7
-PREFILL_S_PER_TOKEN = 0.0002
-BYTES_PER_TOKEN = 4
 ROWS = ["round_robin", "least_load", "power_of_two", "prefix_affinity", "session_affinity"]
 ORACLE = "oracle"
 UPDATE_ROW = "prefix_affinity + rolling update"
 IMBALANCE = 4  # the oracle's overload rule, the same as prefix_affinity's default
-
-
-# workloads -------------------------------------------------------------------
-WORDS = [
-    "the",
-    "of",
-    "and",
-    "a",
-    "to",
-    "in",
-    "is",
-    "you",
-    "that",
-    "it",
-    "he",
-    "was",
-    "for",
-    "on",
-    "are",
-    "as",
-    "with",
-    "his",
-    "they",
-    "at",
-    "be",
-]
-
-
-def text(rng: random.Random, tokens: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < tokens * BYTES_PER_TOKEN:
-        word = rng.choice(WORDS) + str(rng.randrange(1000))
-        out.append(word)
-        size += len(word) + 1
-    return " ".join(out)
-
-
-ANSWER = "".join(f" t{i}" for i in range(16))  # what the engine streams back
-
-
-@dataclass
-class Req:
-    index: int  # its place in the arrival schedule
-    body: dict[str, Any]
-    after: int | None = None  # the index of the request it must wait for (previous turn)
-    tokens: int = 0
-
-
-def chat_workload(sessions: int, turns: int, rng: random.Random) -> list[Req]:
-    reqs: list[Req] = []
-    histories = [[{"role": "system", "content": text(rng, 2000)}] for _ in range(sessions)]
-    last: dict[int, int] = {}
-    for _turn in range(turns):
-        for s in range(sessions):
-            history = histories[s]
-            history.append({"role": "user", "content": text(rng, 250)})
-            body = {"model": "sim", "messages": list(history), "max_tokens": 16, "stream": True}
-            body["user"] = f"session-{s}"
-            index = len(reqs)
-            reqs.append(Req(index, body, last.get(s)))
-            last[s] = index
-            history.append({"role": "assistant", "content": ANSWER})
-    return reqs
-
-
-def shared_workload(n: int, prompts: int, rng: random.Random) -> list[Req]:
-    systems = [text(rng, 6000) for _ in range(prompts)]
-    reqs = []
-    for i in range(n):
-        messages = [
-            {"role": "system", "content": rng.choice(systems)},
-            {"role": "user", "content": text(rng, 100)},
-        ]
-        body = {"model": "sim", "messages": messages, "max_tokens": 16, "stream": True}
-        reqs.append(Req(i, {**body, "user": f"request-{i}"}))
-    return reqs
-
-
-def uniform_workload(n: int, rng: random.Random) -> list[Req]:
-    reqs = []
-    for i in range(n):
-        messages = [{"role": "user", "content": text(rng, 2000)}]
-        body = {"model": "sim", "messages": messages, "max_tokens": 16, "stream": True}
-        reqs.append(Req(i, {**body, "user": f"request-{i}"}))
-    return reqs
-
-
-def prompt_tokens(body: dict[str, Any]) -> int:
-    return sum(len(f"<{m['role']}>{m['content']}") for m in body["messages"]) // BYTES_PER_TOKEN
-
-
-def rate_for(reqs: list[Req]) -> float:
-    """Requests per model second that keep the fleet BUSY with every prefill cold."""
-    mean_prefill = sum(r.tokens for r in reqs) / len(reqs) * PREFILL_S_PER_TOKEN
-    return BUSY * REPLICAS / mean_prefill
 
 
 # the route table, as the controller would serve it -----------------------------
@@ -396,7 +306,7 @@ async def drive(
     return final, wall - first
 
 
-def engines(count: int, scale: float) -> tuple[subprocess.Popen[bytes], list[int]]:
+def engines(count: int, scale: float, home: str) -> tuple[subprocess.Popen[bytes], list[int]]:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -408,6 +318,7 @@ def engines(count: int, scale: float) -> tuple[subprocess.Popen[bytes], list[int
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        env={**os.environ, "STEADY_HOME": home},  # so a leftover engine is found by its home
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()
@@ -520,7 +431,7 @@ def main() -> int:
     print(f"# llm_routing: {machine_line()}; engine time scale {args.scale}")
     runs: list[Run] = []
     home = Path(tempfile.mkdtemp(prefix="steady-bench-llm-"))
-    engine_proc, ports = engines(2 * REPLICAS, args.scale)
+    engine_proc, ports = engines(2 * REPLICAS, args.scale, str(home))
     routes = RouteServer(home)
     try:
         for name in chosen:
@@ -552,18 +463,6 @@ def main() -> int:
     if path is not None:
         print(f"plot: {path}")
     return 0
-
-
-def distinct_tokens(reqs: list[Req]) -> int:
-    """Prompt tokens counted once per distinct 64-byte prefix block (what caches hold)."""
-    seen: set[int] = set()
-    for r in reqs:
-        text_bytes = "".join(f"<{m['role']}>{m['content']}" for m in r.body["messages"]).encode()
-        h = 0
-        for start in range(0, len(text_bytes) - 63, 64):
-            h = hash((h, text_bytes[start : start + 64]))
-            seen.add(h)
-    return len(seen) * 16
 
 
 if __name__ == "__main__":
