@@ -127,9 +127,11 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.AbstractServer | None = None
 
-    def apply_map(self, routes: dict[str, str]) -> None:
-        """Route prefix -> service: add lanes for new services, retire the rest."""
-        wanted = set(routes.values())
+    def apply_map(self, routes: dict[str, str], models: dict[str, str] | None = None) -> None:
+        """Route prefix -> service and model -> service: add lanes for new services,
+        retire the rest."""
+        models = models or {}
+        wanted = set(routes.values()) | set(models.values())
         for name in wanted - set(self.lanes):
             metrics = self.metrics.setdefault(name, LBMetrics())
             self.lanes[name] = Lane(self.home, name, self.proxy, metrics)
@@ -141,9 +143,10 @@ class Gateway:
             lane.cancel()
             asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._retired, lane)
         self.proxy.set_lanes(
-            {prefix.encode(): self.lanes[name].proxy for prefix, name in routes.items()}
+            {prefix.encode(): self.lanes[name].proxy for prefix, name in routes.items()},
+            {model.encode(): self.lanes[name].proxy for model, name in models.items()},
         )
-        log.info("gateway routes: %s", routes or "(none)")
+        log.info("gateway routes: %s; models: %s", routes or "(none)", models or "(none)")
 
     def _retired(self, lane: Lane) -> None:
         lane.proxy.close_all()
@@ -168,8 +171,9 @@ class Gateway:
                     raise control_http.ControlHTTPError(f"gateway poll answered {status}")
                 data = json.loads(body)
                 routes = data.get("routes")
-                if not isinstance(routes, dict):
-                    raise ValueError("routes must be a mapping")
+                models = data.get("models") or {}
+                if not isinstance(routes, dict) or not isinstance(models, dict):
+                    raise ValueError("routes and models must be mappings")
             except (control_http.ControlHTTPError, ValueError) as exc:
                 log.debug("gateway poll failed: %s", exc)
                 await asyncio.sleep(backoff)
@@ -178,7 +182,10 @@ class Gateway:
             backoff = 0.2
             key = f"{data.get('epoch')}:{data.get('version')}"
             if key != self.known:
-                self.apply_map({str(k): str(v) for k, v in routes.items()})
+                self.apply_map(
+                    {str(k): str(v) for k, v in routes.items()},
+                    {str(k): str(v) for k, v in models.items()},
+                )
                 self.known = key
 
     async def start(self, listen_fd: int | None, host: str, port: int) -> None:

@@ -343,6 +343,9 @@ class ServiceSection(_Model):
 
     route_prefix: RoutePrefix | None = None
     """Served under this prefix on the gateway port too; None: not on it."""
+    served_model_names: list[NonEmptyText] = Field(default_factory=list)
+    """OpenAI ``model`` names this service answers on the gateway port (vLLM's
+    ``--served-model-name``): the body's ``model`` picks the service there."""
 
     @field_validator("readiness_probe", mode="before")
     @classmethod
