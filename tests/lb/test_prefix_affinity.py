@@ -147,3 +147,23 @@ def test_a_replica_that_left_is_forgotten() -> None:
     assert owner is not None
     policy.forget(owner.id)
     assert policy.index.size(owner.id) == 0
+
+
+@given(
+    steps=st.lists(
+        st.tuples(st.lists(st.integers(0, 5), min_size=4, max_size=4), st.sets(st.integers(1, 4))),
+        min_size=1,
+        max_size=30,
+    ),
+    limit=st.integers(0, 5),
+)
+def test_prompts_that_match_nowhere_are_routed_exactly_as_least_load(
+    steps: list[tuple[list[int], set[int]]], limit: int
+) -> None:
+    """Uniform prompts cost nothing in balance: the same replica, call after call."""
+    affinity, least = PrefixAffinity(), make_policy("least_load")
+    for n, (loads, exclude) in enumerate(steps):
+        rs = [R(i + 1, load) for i, load in enumerate(loads)]
+        key = chain((b"%04d" % n) * 300, 256)  # a new prompt every time
+        a, b = affinity.choose(rs, limit, exclude, key), least.choose(rs, limit, exclude)
+        assert (a.id if a else None) == (b.id if b else None)
