@@ -189,6 +189,7 @@ class Run:
     workload: str
     results: list[Result] = field(default_factory=list)
     wall: float = 0.0  # model seconds from the first send to the last answer
+    changes: list[float] = field(default_factory=list)  # a rolling update's steps (model s)
 
     @property
     def ok(self) -> list[Result]:
@@ -367,6 +368,7 @@ def run_row(
                 i = step["next"]
                 if i < REPLICAS and fraction >= (i + 1) / (REPLICAS + 1):
                     step["next"] = i + 1
+                    run.changes.append(fraction * len(reqs) / rate)
                     table.append((REPLICAS + i + 1, spare[i]))
                     await asyncio.to_thread(routes.set, policy, list(table))
                     del table[0]
@@ -385,7 +387,12 @@ def run_row(
 HEADERS = ["policy", "TTFT p50 ms", "TTFT p99 ms", "tokens/s", "cache hit", "failed"]
 
 
+WINDOW = 12  # requests per point of the plot's rolling median
+
+
 def plot(runs: list[Run], workload: str) -> Path | None:
+    """TTFT over time: a rolling median per row (single requests swing 10x between a
+    hit and a miss, so raw points hide the trend), with a rolling update's steps."""
     plt = pyplot()
     if plt is None:
         return None
@@ -394,11 +401,20 @@ def plot(runs: list[Run], workload: str) -> Path | None:
         if run.workload != workload:
             continue
         points = sorted((r.sent, r.ttft) for r in run.ok if r.ttft is not None)
-        ax.plot([p[0] for p in points], [p[1] for p in points], ".-", ms=3, lw=0.6, label=run.row)
+        window = max(1, min(WINDOW, len(points) // 2))  # a smoke run has a few points
+        xs = [points[i][0] for i in range(window - 1, len(points))]
+        ys = [
+            sorted(p[1] for p in points[i - window + 1 : i + 1])[window // 2]
+            for i in range(window - 1, len(points))
+        ]
+        style = "--" if run.row == UPDATE_ROW else "-"
+        ax.plot(xs, ys, style, lw=1.4, label=run.row)
+        for at in run.changes:
+            ax.axvline(at, color="grey", lw=0.6, ls=":")
     ax.set_yscale("log")
-    ax.set_xlabel("request sent at (model seconds)")
-    ax.set_ylabel("time to first token (model seconds)")
-    ax.set_title(f"TTFT over time, {workload} workload, 4 simulated engines")
+    ax.set_xlabel("request sent at (model seconds); dotted: a rolling update replaces a replica")
+    ax.set_ylabel(f"TTFT, median of {WINDOW} (model s)")
+    ax.set_title(f"Time to first token over time, {workload} workload, 4 simulated engines")
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = plot_path("llm_routing.png")
