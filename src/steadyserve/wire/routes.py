@@ -95,6 +95,11 @@ class Limits:
             "idle_timeout_s",
             "max_connections",
             "workers",  # how many LB processes run: the controller's business, ignored here
+            # The policies' tuning: the table carries it as ``policy_options``.
+            "prefix_affinity",
+            "affinity_key",
+            "affinity_epsilon",
+            "replica_metrics",
         }
         if unknown:
             raise ValueError(f"route table: unknown load_balancer field {sorted(unknown)[0]!r}")
