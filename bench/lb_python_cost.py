@@ -13,6 +13,7 @@ barely move it: use it to compare two versions of the hot path.
     python bench/lb_python_cost.py                 # best of 5 runs of 50,000 requests
     python bench/lb_python_cost.py --profile       # plus cProfile's top functions
     python bench/lb_python_cost.py --request-timeout 30   # with request_timeout_s set
+    python bench/lb_python_cost.py --policy prefix_affinity --chat-bytes 4096  # an LLM request
     py-spy record -r 1000 -f raw -o out.txt -- python bench/lb_python_cost.py -n 400000
 """
 
@@ -66,9 +67,36 @@ class CountingTransport:
         return False
 
 
-async def measure(n: int, runs: int, profile: bool, request_timeout: float | None) -> float:
-    table = RouteTable.static("127.0.0.1:9", "least_load", 100, -1)
-    balancer = Balancer(table, "least_load", 100, -1)
+def chat_request(size: int) -> bytes:
+    """A POST /v1/chat/completions of about ``size`` bytes: a system prompt and a question."""
+    import json
+
+    system = ("You are a careful assistant. " * (size // 28 + 1))[: max(size - 160, 0)]
+    body = json.dumps(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": "What is the capital of France?"},
+            ],
+            "max_tokens": 16,
+        }
+    ).encode()
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+    head += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    return head + body
+
+
+async def measure(
+    n: int,
+    runs: int,
+    profile: bool,
+    request_timeout: float | None,
+    policy: str = "least_load",
+    request: bytes = REQUEST,
+) -> float:
+    table = RouteTable.static("127.0.0.1:9", policy, 100, -1)
+    balancer = Balancer(table, policy, 100, -1)
     proxy = Proxy("bench", balancer, limits=Limits(request_timeout_s=request_timeout))
     replica = balancer.replicas[0]
     upstream = UpstreamConnection(proxy, replica)
@@ -81,7 +109,7 @@ async def measure(n: int, runs: int, profile: bool, request_timeout: float | Non
 
     def requests(count: int) -> None:
         for _ in range(count):
-            client.data_received(REQUEST)  # routed to the pooled connection at once
+            client.data_received(request)  # routed to the pooled connection at once
             upstream.data_received(RESPONSE)  # passed through to the client
 
     requests(2000)  # warm up
@@ -109,9 +137,17 @@ def main() -> int:
     p.add_argument(
         "--request-timeout", type=float, default=None, help="the service's request_timeout_s"
     )
+    p.add_argument("--policy", default="least_load", help="the service's load_balancing_policy")
+    p.add_argument(
+        "--chat-bytes", type=int, default=0, help="send a chat completion of this size, not GET /"
+    )
     args = p.parse_args()
-    us = uvloop.run(measure(args.n, args.runs, args.profile, args.request_timeout))
-    print(f"{us:.2f} us of CPU per proxied request in the load balancer's Python code")
+    request = chat_request(args.chat_bytes) if args.chat_bytes else REQUEST
+    us = uvloop.run(
+        measure(args.n, args.runs, args.profile, args.request_timeout, args.policy, request)
+    )
+    what = f"{args.policy}, {len(request)}-byte request"
+    print(f"{us:.2f} us of CPU per proxied request in the load balancer's Python code ({what})")
     return 0
 
 

@@ -224,3 +224,12 @@ def test_controller_scale_prints_its_table(tmp_path: Path) -> None:
     )
     assert "1 service x 10" in out and "2 services x 1" in out
     assert "tick p50 ms" in out
+
+
+def test_llm_routing_prints_its_tables(tmp_path: Path) -> None:
+    out = run_bench("llm_routing.py", "--smoke", out=tmp_path)
+    for workload in ("## chat", "## shared", "## uniform"):
+        assert workload in out
+    for row in ("least_load", "prefix_affinity", "oracle"):
+        assert row in out
+    assert "TTFT p50 ms" in out and "cache hit" in out

@@ -31,6 +31,15 @@ def test_defaults_match_the_load_balancers(tmp_path: Path) -> None:
         "idle_timeout_s": defaults.idle_timeout_s,
         "max_connections": defaults.max_connections,
         "workers": 1,  # not a limit: how many LB processes the controller runs
+        # Not limits either: the request-aware policies' tuning (core/routing/options.py).
+        "prefix_affinity": {
+            "block_bytes": 256,
+            "max_entries_per_replica": 8192,
+            "imbalance_threshold": 4.0,
+        },
+        "affinity_key": None,
+        "affinity_epsilon": 0.25,
+        "replica_metrics": None,
     }
 
 

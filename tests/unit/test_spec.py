@@ -435,7 +435,25 @@ SERVICE_CASES: list[tuple[dict[str, Any], str]] = [
     (
         {"load_balancing_policy": "random"},
         "load_balancing_policy: must be one of least_load, round_robin, power_of_two,"
-        " instance_aware_least_load",
+        " instance_aware_least_load, prefix_affinity, session_affinity",
+    ),
+    (
+        {"load_balancing_policy": "session_affinity"},
+        "service: load_balancing_policy session_affinity needs load_balancer.affinity_key"
+        ' (like "header:X-Session-ID")',
+    ),
+    (
+        {"load_balancer": {"affinity_key": "header:"}},
+        'load_balancer.affinity_key: must be "header:NAME", "cookie:NAME" or "json:/pointer"'
+        " (like header:X-Session-ID)",
+    ),
+    (
+        {"load_balancer": {"prefix_affinity": {"block_bytes": 0}}},
+        "load_balancer.prefix_affinity.block_bytes: must be an integer >= 1",
+    ),
+    (
+        {"load_balancer": {"replica_metrics": {"timeout_s": 0}}},
+        "load_balancer.replica_metrics.timeout_s: must be a number > 0",
     ),
     ({"graceful_shutdown_wait_loop_s": 0}, "graceful_shutdown_wait_loop_s: must be a number > 0"),
     ({"graceful_shutdown_timeout_s": -1}, "graceful_shutdown_timeout_s: must be a number >= 0"),

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steadyserve.core.routing.options import PolicyOptions, ReplicaMetrics
 from steadyserve.core.routing.policies import POLICIES
 from steadyserve.wire.load_report import LoadReport
 from steadyserve.wire.routes import Limits, ReplicaRoute, RouteTable
@@ -50,6 +51,23 @@ tables = st.builds(
         lambda d: tuple(sorted(d.items()))
     ),
     preview=st.none() | st.tuples(st.integers(min_value=1, max_value=65535), ids),
+    options=st.builds(
+        PolicyOptions,
+        block_bytes=st.integers(1, 4096),
+        max_entries_per_replica=st.integers(1, 10**6),
+        imbalance_threshold=st.floats(min_value=0, max_value=100, allow_nan=False),
+        affinity_key=st.none() | st.sampled_from(["header:X-Session-ID", "json:/user"]),
+        affinity_epsilon=st.floats(min_value=0, max_value=10, allow_nan=False),
+        replica_metrics=st.none()
+        | st.builds(
+            ReplicaMetrics,
+            path=st.just("/metrics"),
+            gauge=st.sampled_from(["vllm:num_requests_waiting", "queue"]),
+            interval_s=seconds,
+            timeout_s=seconds,
+            max_age_s=seconds,
+        ),
+    ),
 )
 
 
@@ -73,6 +91,8 @@ def test_a_table_without_the_candidate_fields_reads_as_before() -> None:
         ({"preview": {"port": 0, "version": 1}}, "preview.port"),
         ({"load_balancer": {"max_connections": 0}}, "max_connections"),
         ({"hold_at_zero_s": -1}, "hold_at_zero_s"),
+        ({"policy_options": {"block_bytes": 0}}, "policy_options.block_bytes"),
+        ({"policy_options": {"replica_metrics": {"path": "/m"}}}, "replica_metrics.interval_s"),
     ],
 )
 def test_a_bad_route_table_field_is_named(change: dict[str, object], field: str) -> None:

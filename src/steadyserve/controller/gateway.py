@@ -8,7 +8,9 @@ restarted controller adopts the running gateway instead of starting another:
 traffic on the gateway port, like a service endpoint, survives the controller.
 
 The route map (prefix -> service) is every service whose current spec has a
-``service.route_prefix``, published by long-poll like a service's route table.
+``service.route_prefix``, and the model map (OpenAI model name -> service) every
+one with ``service.served_model_names``, published together by long-poll like a
+service's route table.
 """
 
 from __future__ import annotations
@@ -66,6 +68,17 @@ def _listen6(port: int) -> socket.socket | None:
         log.warning("gateway: not listening on [::1]:%d (%s); 127.0.0.1 only", port, exc)
         return None
     return sock
+
+
+def model_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
+    """OpenAI model name -> service name (``service.served_model_names``); a name
+    two services claim goes to the first by service name, so the map is stable."""
+    models: dict[str, str] = {}
+    for spec in sorted(specs, key=lambda s: s.name or ""):
+        for model in spec.service.served_model_names:
+            if spec.name is not None and model not in models:
+                models[model] = spec.name
+    return dict(sorted(models.items()))
 
 
 class GatewaySupervisor:
@@ -137,7 +150,8 @@ class GatewaySupervisor:
         self.publish()
 
     def publish(self) -> None:
-        self.routes.publish({"routes": route_map(self._specs())})
+        specs = list(self._specs())
+        self.routes.publish({"routes": route_map(specs), "models": model_map(specs)})
 
     async def run(self) -> None:
         """Keep the map current and the process running (the controller's task)."""

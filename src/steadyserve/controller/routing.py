@@ -12,6 +12,7 @@ from steadyserve import replica_contract as contract
 from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.core.capacity import Assignment
 from steadyserve.core.routing.instance_aware import capacity_for
+from steadyserve.core.routing.options import PolicyOptions, ReplicaMetrics
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import Resources, ServiceSpec
 from steadyserve.state import ReplicaRow
@@ -58,6 +59,30 @@ def route_table(
         websocket_drain_s=svc.websocket_drain_s,
         weights=weights,
         preview=preview,
+        options=policy_options(spec),
+    )
+
+
+def policy_options(spec: ServiceSpec) -> PolicyOptions:
+    """``service.load_balancer``'s tuning of the request-aware policies."""
+    lb = spec.service.load_balancer
+    prefix = lb.prefix_affinity
+    scrape = lb.replica_metrics
+    return PolicyOptions(
+        block_bytes=prefix.block_bytes,
+        max_entries_per_replica=prefix.max_entries_per_replica,
+        imbalance_threshold=prefix.imbalance_threshold,
+        affinity_key=lb.affinity_key,
+        affinity_epsilon=lb.affinity_epsilon,
+        replica_metrics=None
+        if scrape is None
+        else ReplicaMetrics(
+            path=scrape.path,
+            gauge=scrape.gauge,
+            interval_s=scrape.interval_s,
+            timeout_s=scrape.timeout_s,
+            max_age_s=scrape.max_age_s,
+        ),
     )
 
 

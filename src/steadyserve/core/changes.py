@@ -78,6 +78,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "access_log": "applied by the load balancer",
     "websocket_drain_s": "applies to the next drain",
     "route_prefix": "applied by the gateway",
+    "served_model_names": "applied by the gateway",
 }
 
 # Top-level fields that describe a service without changing its replicas.

@@ -13,7 +13,9 @@ from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.core.canary.weighted import SmoothWeighted
-from steadyserve.core.routing.policies import NO_EXCLUDE, Policy, make_policy
+from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions
+from steadyserve.core.routing.policies import NO_EXCLUDE, NO_KEY, Policy, make_policy
+from steadyserve.lb.request_key import Extractor, extractor
 from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ class ReplicaState:
         "inflight",
         "netns",
         "port",
+        "queue",
         "requests",
         "version",
     )
@@ -53,6 +56,9 @@ class ReplicaState:
         self.errors = 0
         self.in_table = True
         self.idle: list[UpstreamConnection] = []
+        # The replica's own queue gauge while a scrape of it is fresh
+        # (replica_metrics.py); the request-aware policies prefer it to ``inflight``.
+        self.queue: float | None = None
 
     def close_idle(self) -> None:
         """Close every pooled connection (replica left the table or refused us)."""
@@ -79,7 +85,10 @@ class Balancer:
         self.table: RouteTable | None = None
         self.replicas: list[ReplicaState] = []
         self.known: dict[int, ReplicaState] = {}
+        self.options: PolicyOptions = DEFAULT_OPTIONS
         self.policy: Policy = make_policy(policy)
+        # What the policy reads from a request (None: nothing, the usual case).
+        self.read_key: Extractor | None = None
         self.max_ongoing = max_ongoing
         self.max_queued = max_queued
         self._clock = clock
@@ -125,8 +134,11 @@ class Balancer:
                 self._retire(state)
         self.replicas = routable
         self._apply_weights(table)
-        if table.policy != self.policy.name:
-            self.policy = make_policy(table.policy)
+        if table.policy != self.policy.name or table.options != self.options:
+            self.options = table.options
+            self.policy = make_policy(table.policy, options=table.options)
+        key = self.policy.request_key
+        self.read_key = None if key is None else extractor(key, self.options)
         self.max_ongoing = table.max_ongoing_requests
         self.max_queued = table.max_queued_requests
         self.table = table
@@ -142,7 +154,7 @@ class Balancer:
                 del policies[version]
         for version in pools:
             if version not in policies:
-                policies[version] = make_policy(table.policy)
+                policies[version] = make_policy(table.policy, options=table.options)
         weights = dict(table.weights)
         if not weights:
             self._chooser = None
@@ -159,6 +171,10 @@ class Balancer:
 
     def _retire(self, state: ReplicaState) -> None:
         state.in_table = False
+        # Its affinities move: the policies forget what they sent there.
+        self.policy.forget(state.id)
+        for policy in self._pool_policies.values():
+            policy.forget(state.id)
         state.close_idle()
         self._ejected.pop(state.id, None)
         if state.inflight == 0 and self.known.get(state.id) is state:
@@ -176,7 +192,9 @@ class Balancer:
                 return self._ejected.keys() | tried if tried else self._ejected.keys()
         return tried if tried else NO_EXCLUDE
 
-    def choose(self, tried: set[int] | None, pin: int | None = None) -> ReplicaState | None:
+    def choose(
+        self, tried: set[int] | None, pin: int | None = None, key: object = NO_KEY
+    ) -> ReplicaState | None:
         """Pick a replica and take one of its slots, or None if none is eligible.
 
         ``pin``: only a replica of that version (the X-Steady-Version header).
@@ -185,34 +203,36 @@ class Balancer:
         request to the next weighted pool rather than holding it.
         """
         if pin is not None or self._chooser is not None:
-            replica = self._choose_pool(tried, pin)
+            replica = self._choose_pool(tried, pin, key)
         elif tried or self._ejected:
-            replica = self.policy.choose(self.replicas, self.max_ongoing, self.excluded(tried))
+            replica = self.policy.choose(self.replicas, self.max_ongoing, self.excluded(tried), key)
         else:
-            replica = self.policy.choose(self.replicas, self.max_ongoing)
+            replica = self.policy.choose(self.replicas, self.max_ongoing, NO_EXCLUDE, key)
         if replica is not None:
             replica.inflight += 1
         return replica
 
-    def _choose_pool(self, tried: set[int] | None, pin: int | None) -> ReplicaState | None:
+    def _choose_pool(
+        self, tried: set[int] | None, pin: int | None, key: object = NO_KEY
+    ) -> ReplicaState | None:
         excluded = self.excluded(tried) if tried or self._ejected else NO_EXCLUDE
         pools = self.pools
         policies = self._pool_policies
         if pin is not None:
             pool = pools.get(pin)
-            return policies[pin].choose(pool, self.max_ongoing, excluded) if pool else None
+            return policies[pin].choose(pool, self.max_ongoing, excluded, key) if pool else None
         chooser = self._chooser
         assert chooser is not None
         # Every weighted version has replicas (the usual case): no per-pick check.
         version = chooser.pick(None if self._all_pooled else pools.__contains__)
         if version is None:
             return None
-        replica = policies[version].choose(pools[version], self.max_ongoing, excluded)
+        replica = policies[version].choose(pools[version], self.max_ongoing, excluded, key)
         if replica is None:
             # That pool is full or ejected: another weighted pool takes the request.
             for other, _ in sorted(chooser.weights.items(), key=lambda kv: -kv[1]):
                 if other != version and other in pools:
-                    replica = policies[other].choose(pools[other], self.max_ongoing, excluded)
+                    replica = policies[other].choose(pools[other], self.max_ongoing, excluded, key)
                     if replica is not None:
                         break
         return replica

@@ -21,7 +21,8 @@ replica, or its client leaves. DONE is final.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
 from enum import IntEnum
 from time import perf_counter
 from typing import TYPE_CHECKING
@@ -113,6 +114,7 @@ class Exchange:
         "replica",
         "request_done",
         "response_started",
+        "route_key",
         "served",
         "started",
         "state",
@@ -146,6 +148,13 @@ class Exchange:
         self.status = 0  # of the response the client got
         self.served: ReplicaState | None = None  # the replica that answered
         self.pin: int | None = None  # X-Steady-Version: only this version may answer
+        # What a request-aware policy read from this request (its prompt's chain,
+        # its affinity key); UNREAD until the first choice (lb/request_key.py).
+        self.route_key: object = UNREAD
+
+
+UNREAD = object()
+"""An exchange's ``route_key`` before the policy's extractor ran on it."""
 
 
 # Loop timers fire on millisecond ticks: a deadline this close counts as passed,
@@ -164,10 +173,31 @@ class Deadlines:
     once per timeout period (once per expiry when requests do time out).
     """
 
-    __slots__ = ("_due",)
+    __slots__ = ("_at", "_due", "_timer")
 
     def __init__(self) -> None:
         self._due: dict[Exchange, float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._at = 0.0  # when the armed timer fires
+
+    def arm(self, loop: asyncio.AbstractEventLoop, due: float, fire: Callable[[], None]) -> None:
+        """Have the one timer call ``fire`` by ``due`` (it may already, or earlier)."""
+        timer = self._timer
+        if timer is not None:
+            if self._at <= due:
+                return  # the usual case: armed for an earlier request's deadline
+            timer.cancel()  # request_timeout_s was lowered: this one is due first
+        self._at = due
+        self._timer = loop.call_at(due, fire)
+
+    def fired(self) -> None:
+        """The timer went off: the next ``arm`` sets a new one."""
+        self._timer = None
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def __len__(self) -> int:
         return len(self._due)

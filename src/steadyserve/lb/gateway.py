@@ -9,6 +9,13 @@ exchange to that service's own :class:`Proxy` (a *lane*), which chooses a
 replica, queues, retries and drains exactly as the service's endpoint does. No
 second proxy hop: the lane talks to the replicas directly.
 
+An OpenAI-style request may pick its service by model instead: when some
+service declares ``service.served_model_names``, the gateway reads the
+``"model"`` of the buffered JSON body (the first 64 KiB, already read before any
+replica is chosen) and a known model selects that model's service whatever the
+path; an unknown or absent model falls back to the route prefix. Gateways with
+no model names pay nothing for this.
+
 The path is forwarded whole, as Ray Serve does, and the matched prefix goes
 with it in ``X-Steady-Root-Path`` (first among the headers), which the Python
 runner hands its ASGI app as ``root_path``: Ray Serve's proxy sets ``root_path``
@@ -20,6 +27,7 @@ route is a 404 naming nothing internal.
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer
@@ -43,6 +51,18 @@ def request_path(head: bytes) -> bytes:
     target = head[start:end] if end > 0 else head[start:]
     query = target.find(b"?")
     return target if query < 0 else target[:query]
+
+
+# A JSON string cannot hold a bare quote, so these bytes only match a key.
+_MODEL = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def request_model(pending: list[bytes] | None) -> bytes | None:
+    """The ``model`` of a buffered OpenAI-style JSON body, undecoded; None if absent."""
+    if not pending:
+        return None
+    found = _MODEL.search(pending[0] if len(pending) == 1 else b"".join(pending))
+    return found.group(1) if found else None
 
 
 def match_prefix(path: bytes, prefixes: list[bytes]) -> bytes | None:
@@ -92,22 +112,32 @@ class GatewayProxy(Proxy):
     def __init__(self, **kwargs: object) -> None:
         super().__init__("gateway", Balancer(None), **kwargs)  # type: ignore[arg-type]
         self.lanes: dict[bytes, Proxy] = {}
+        self.models: dict[bytes, Proxy] = {}
         self._order: list[bytes] = []
         # Exchange -> the lane it was handed to, until it is recorded or aborted.
         self.routed: dict[Exchange, Proxy] = {}
         self.metrics = _Counted(self)
 
-    def set_lanes(self, lanes: dict[bytes, Proxy]) -> None:
-        """Install the prefix -> lane map (requests already routed keep their lane)."""
+    def set_lanes(
+        self, lanes: dict[bytes, Proxy], models: dict[bytes, Proxy] | None = None
+    ) -> None:
+        """Install the prefix -> lane and model -> lane maps (requests already routed
+        keep their lane)."""
         self.lanes = dict(lanes)
+        self.models = dict(models or {})
         self._order = sorted(lanes, key=len, reverse=True)
 
     def forget(self, ex: Exchange) -> Proxy | None:
         return self.routed.pop(ex, None)
 
     def dispatch(self, ex: Exchange) -> None:
-        prefix = match_prefix(request_path(ex.head), self._order)
-        lane = self.lanes.get(prefix) if prefix is not None else None
+        lane = None
+        if self.models:
+            model = request_model(ex.pending)
+            lane = self.models.get(model) if model is not None else None
+        if lane is None:
+            prefix = match_prefix(request_path(ex.head), self._order)
+            lane = self.lanes.get(prefix) if prefix is not None else None
         if lane is None:
             self._respond(ex, 404, NOT_FOUND, "unknown_route")
             return

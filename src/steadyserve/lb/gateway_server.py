@@ -128,9 +128,11 @@ class Gateway:
         self._server: asyncio.AbstractServer | None = None
         self._more: list[asyncio.AbstractServer] = []
 
-    def apply_map(self, routes: dict[str, str]) -> None:
-        """Route prefix -> service: add lanes for new services, retire the rest."""
-        wanted = set(routes.values())
+    def apply_map(self, routes: dict[str, str], models: dict[str, str] | None = None) -> None:
+        """Route prefix -> service and model -> service: add lanes for new services,
+        retire the rest."""
+        models = models or {}
+        wanted = set(routes.values()) | set(models.values())
         for name in wanted - set(self.lanes):
             metrics = self.metrics.setdefault(name, LBMetrics())
             self.lanes[name] = Lane(self.home, name, self.proxy, metrics)
@@ -142,9 +144,10 @@ class Gateway:
             lane.cancel()
             asyncio.get_running_loop().call_later(DRAIN_SECONDS, self._retired, lane)
         self.proxy.set_lanes(
-            {prefix.encode(): self.lanes[name].proxy for prefix, name in routes.items()}
+            {prefix.encode(): self.lanes[name].proxy for prefix, name in routes.items()},
+            {model.encode(): self.lanes[name].proxy for model, name in models.items()},
         )
-        log.info("gateway routes: %s", routes or "(none)")
+        log.info("gateway routes: %s; models: %s", routes or "(none)", models or "(none)")
 
     def _retired(self, lane: Lane) -> None:
         lane.proxy.close_all()
@@ -169,8 +172,9 @@ class Gateway:
                     raise control_http.ControlHTTPError(f"gateway poll answered {status}")
                 data = json.loads(body)
                 routes = data.get("routes")
-                if not isinstance(routes, dict):
-                    raise ValueError("routes must be a mapping")
+                models = data.get("models") or {}
+                if not isinstance(routes, dict) or not isinstance(models, dict):
+                    raise ValueError("routes and models must be mappings")
             except (control_http.ControlHTTPError, ValueError) as exc:
                 log.debug("gateway poll failed: %s", exc)
                 await asyncio.sleep(backoff)
@@ -179,7 +183,10 @@ class Gateway:
             backoff = 0.2
             key = f"{data.get('epoch')}:{data.get('version')}"
             if key != self.known:
-                self.apply_map({str(k): str(v) for k, v in routes.items()})
+                self.apply_map(
+                    {str(k): str(v) for k, v in routes.items()},
+                    {str(k): str(v) for k, v in models.items()},
+                )
                 self.known = key
 
     async def start(self, listen_fds: list[int], host: str, port: int) -> None:

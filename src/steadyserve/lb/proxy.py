@@ -32,6 +32,7 @@ from steadyserve.lb.exchange import (
     DONE,
     READY,
     SENT,
+    UNREAD,
     WAITING,
     Deadlines,
     step,
@@ -40,6 +41,7 @@ from steadyserve.lb.exchange import (
 # Exchange is re-exported: the connections and other modules' hooks import it from here.
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
+from steadyserve.lb.request_key import Extractor, read_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
 from steadyserve.wire.routes import Limits, RouteTable
@@ -101,8 +103,6 @@ class Proxy:
         self.limits = self.default_limits
         # request_timeout_s of the exchanges in flight, and the one timer serving them.
         self.deadlines = Deadlines()
-        self._deadline_timer: asyncio.TimerHandle | None = None
-        self._deadline_at = 0.0
         # Each client connection may hold one replica connection: two descriptors.
         self.fd_cap = max(1, (fd_limit - FD_RESERVE) // 2) if fd_limit else None
         self.max_connections = self._connection_cap()
@@ -158,7 +158,10 @@ class Proxy:
     def dispatch(self, ex: Exchange) -> None:
         """Send ``ex`` to a replica, queue it, or answer it with an error."""
         balancer = self.balancer
-        replica = balancer.choose(ex.tried, ex.pin)
+        if balancer.read_key is None:
+            replica = balancer.choose(ex.tried, ex.pin)
+        else:
+            replica = balancer.choose(ex.tried, ex.pin, self._route_key(ex, balancer.read_key))
         if replica is not None:
             self._start_attempt(ex, replica)
             return
@@ -176,6 +179,14 @@ class Proxy:
         if self.zero is not None and self.zero.hold(ex):
             return
         self._no_route(ex)
+
+    @staticmethod
+    def _route_key(ex: Exchange, read: Extractor) -> object:
+        """The request's key for the policy, read once from its head and buffered body."""
+        key = ex.route_key
+        if key is UNREAD:
+            key = ex.route_key = read_key(read, ex.head, ex.pending)
+        return key
 
     def _no_route(self, ex: Exchange) -> None:
         if ex.pin is not None and not ex.attempts:
@@ -205,7 +216,11 @@ class Proxy:
             balancer = self.balancer
             while waiting:
                 ex = waiting[0]
-                replica = balancer.choose(ex.tried, ex.pin)
+                if balancer.read_key is None:
+                    replica = balancer.choose(ex.tried, ex.pin)
+                else:
+                    key = self._route_key(ex, balancer.read_key)
+                    replica = balancer.choose(ex.tried, ex.pin, key)
                 if replica is None:
                     if balancer.has_candidate(ex.tried, ex.pin) or (self.zero and self.zero.keep()):
                         break
@@ -271,7 +286,7 @@ class Proxy:
         if timeout is not None:
             due = ex.deadline = self.now() + timeout
             self.deadlines.add(ex, due)
-            self._arm_deadlines(due)
+            self.deadlines.arm(self.loop, due, self._deadlines_due)
         pending = ex.pending
         if pending:
             ex.pending = None
@@ -296,24 +311,15 @@ class Proxy:
             self._wake()
 
     # -- request_timeout_s: one timer for every exchange in flight (Deadlines) -----
-    def _arm_deadlines(self, due: float) -> None:
-        """Have the deadline timer fire by ``due`` (it may already, or earlier)."""
-        timer = self._deadline_timer
-        if timer is not None:
-            if self._deadline_at <= due:
-                return  # the usual case: armed for an earlier request's deadline
-            timer.cancel()  # request_timeout_s was lowered: this one is due first
-        self._deadline_at = due
-        self._deadline_timer = self.loop.call_at(due, self._deadlines_due)
-
     def _deadlines_due(self) -> None:
-        self._deadline_timer = None
-        for ex in self.deadlines.expired(self.now()):
+        deadlines = self.deadlines
+        deadlines.fired()
+        for ex in deadlines.expired(self.now()):
             ex.deadline = 0.0
             self._timed_out(ex)
-        earliest = self.deadlines.earliest()
+        earliest = deadlines.earliest()
         if earliest is not None:
-            self._arm_deadlines(earliest)
+            deadlines.arm(self.loop, earliest, self._deadlines_due)
 
     def _forget_deadline(self, ex: Exchange) -> None:
         ex.deadline = 0.0
@@ -489,8 +495,6 @@ class Proxy:
             replica.close_idle()
         for task in list(self._tasks):
             task.cancel()
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-            self._deadline_timer = None
+        self.deadlines.cancel()
         if self.zero is not None:
             self.zero.close()

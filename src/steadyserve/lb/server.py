@@ -21,6 +21,7 @@ from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
 from steadyserve.lb.preview import Preview
 from steadyserve.lb.proxy import SEND_TIMEOUT, Proxy
+from steadyserve.lb.replica_metrics import Scraper
 from steadyserve.lb.route_client import LoadReporter, RouteClient
 from steadyserve.lb.shared_load import REFRESH_S, SharedLoad, refresh, share
 from steadyserve.lb.tls import server_context_from_env
@@ -115,6 +116,7 @@ class LoadBalancer:
         )
         self.proxy.websockets = WebSockets(self.proxy)
         self.shared: SharedLoad | None = None
+        self.scraper: Scraper | None = None
         if config.shared_load is not None:
             fd, index, workers = config.shared_load
             self.shared = SharedLoad(fd, workers, index)
@@ -187,6 +189,11 @@ class LoadBalancer:
         self._tasks.append(loop.create_task(self._sweep()))
         if self.shared is not None:
             self._tasks.append(loop.create_task(self._share(self.shared)))
+        if self.shared is None or self.shared.index == 0:
+            # One scraper per service (replica_metrics.py): this process or worker 0.
+            publish = self.shared.publish_queue if self.shared is not None else None
+            self.scraper = Scraper(self.balancer, publish)
+            self._tasks.append(loop.create_task(self.scraper.run()))
         await self.observe.start()
 
     async def _share(self, shared: SharedLoad) -> None:

@@ -15,6 +15,11 @@ releases by a refresh every ``REFRESH_S`` while anything is in flight (the load
 balancer's ``_share`` loop, which also wakes requests queued here when another
 worker freed a slot). Two live replicas whose ids are equal modulo ``SLOTS``
 share a slot, and then balance on a slightly wrong count: never wrong routing.
+
+After the rows, one more row of ``(replica id, queue x 1000)`` slots holds the
+replicas' own queue gauges, written by worker 0's metrics scraper
+(replica_metrics.py) and read by every other worker's request-aware policy;
+-1 is "no fresh reading".
 """
 
 from __future__ import annotations
@@ -39,19 +44,39 @@ C = TypeVar("C", bound=Candidate)
 def create(workers: int) -> int:
     """A zeroed shared file for ``workers`` rows; the descriptor to pass on."""
     fd = os.memfd_create("steady-lb-load", 0)
-    os.ftruncate(fd, workers * SLOTS * 2 * _WORD)
+    os.ftruncate(fd, _size(workers))
     return fd
+
+
+def _size(workers: int) -> int:
+    """The rows of in-flight counts, then the row of scraped queues."""
+    return (workers + 1) * SLOTS * 2 * _WORD
 
 
 class SharedLoad:
     """This worker's view of the shared counts."""
 
     def __init__(self, fd: int, workers: int, index: int) -> None:
-        self._map = mmap.mmap(fd, workers * SLOTS * 2 * _WORD)
+        self._map = mmap.mmap(fd, _size(workers))
         self.cells = memoryview(self._map).cast("q")
         self.workers = workers
         self.index = index
         self._other_rows = [w * SLOTS * 2 for w in range(workers) if w != index]
+        self._queues = workers * SLOTS * 2
+
+    def publish_queue(self, replica_id: int, queue: float | None) -> None:
+        """Worker 0's scrape of ``replica_id``'s own queue (None: no fresh reading)."""
+        base = self._queues + (replica_id % SLOTS) * 2
+        cells = self.cells
+        cells[base + 1] = -1 if queue is None else max(0, round(queue * 1000))
+        cells[base] = replica_id
+
+    def queue_of(self, replica_id: int) -> float | None:
+        base = self._queues + (replica_id % SLOTS) * 2
+        cells = self.cells
+        if cells[base] != replica_id or cells[base + 1] < 0:
+            return None
+        return cells[base + 1] / 1000
 
     def publish(self, replica_id: int, inflight: int) -> None:
         base = (self.index * SLOTS + replica_id % SLOTS) * 2
@@ -75,9 +100,17 @@ class SharedLoad:
 class _View:
     """A replica as the wrapped policy sees it: its endpoint-wide in-flight count."""
 
-    __slots__ = ("accelerator", "capacity", "id", "inflight", "replica", "version")
+    __slots__ = ("accelerator", "capacity", "id", "inflight", "replica", "shared", "version")
 
-    def __init__(self, replica: Candidate, inflight: int) -> None:
+    @property
+    def queue(self) -> float | None:
+        """A fresh scrape of the replica's own queue, if any (policies.load_of): this
+        worker's own (worker 0 scrapes), else the one worker 0 published."""
+        queue: float | None = getattr(self.replica, "queue", None)
+        return self.shared.queue_of(self.id) if queue is None else queue
+
+    def __init__(self, replica: Candidate, inflight: int, shared: SharedLoad) -> None:
+        self.shared = shared
         self.id = replica.id
         self.inflight = inflight
         self.replica = replica
@@ -112,7 +145,7 @@ class SharedPolicy:
         shared = self.shared
         views = self._views
         if self._for is not replicas:
-            views = self._views = [_View(r, 0) for r in replicas]
+            views = self._views = [_View(r, 0, shared) for r in replicas]
             self._for = replicas
         others = shared.others
         for view in views:
@@ -123,6 +156,9 @@ class SharedPolicy:
         replica: C = chosen.replica  # type: ignore[assignment]
         shared.publish(replica.id, replica.inflight + 1)  # the balancer takes the slot next
         return replica
+
+    def forget(self, replica_id: int) -> None:
+        self.inner.forget(replica_id)
 
 
 def share(balancer: Balancer, shared: SharedLoad) -> None:

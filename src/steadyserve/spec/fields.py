@@ -102,6 +102,19 @@ def _url_path(value: object) -> str:
     return value
 
 
+_AFFINITY_KEY = re.compile(r"header:[!#$%&'*+.^_`|~0-9A-Za-z-]+|cookie:[^\s;=,]+|json:(/[^/]*)*")
+
+
+def _affinity_key(value: object) -> str:
+    """``header:NAME``, ``cookie:NAME`` or ``json:POINTER`` (RFC 6901: ``/user``,
+    ``/metadata/session``; ``""`` after ``json:`` is the whole body)."""
+    if isinstance(value, str) and _AFFINITY_KEY.fullmatch(value):
+        return value
+    raise _fail(
+        'must be "header:NAME", "cookie:NAME" or "json:/pointer" (like header:X-Session-ID)'
+    )
+
+
 def _route_prefix(value: object) -> str:
     """Ray Serve's rule: ``/`` or ``/a/b``, no trailing slash, no
     wildcard braces (docs/ray-serve.md)."""
@@ -392,6 +405,7 @@ PositiveNumber = Annotated[float, BeforeValidator(_number(gt=0))]
 QpsTarget = Annotated[float | dict[str, float], BeforeValidator(_qps_target)]
 Fraction = Annotated[float, BeforeValidator(_number(ge=0, le=1))]
 UrlPath = Annotated[str, BeforeValidator(_url_path)]
+AffinityKey = Annotated[str, BeforeValidator(_affinity_key)]
 RoutePrefix = Annotated[str, BeforeValidator(_route_prefix)]
 Command = Annotated[str, BeforeValidator(_command)]
 NonEmptyText = Annotated[str, BeforeValidator(_non_empty_text)]
@@ -404,7 +418,12 @@ ScalarText = Annotated[str, BeforeValidator(_scalar_text)]
 JsonData = Annotated[Any, BeforeValidator(_json_data)]
 UpdateMode = Literal["rolling", "blue_green", "canary"]
 LoadBalancingPolicy = Literal[
-    "least_load", "round_robin", "power_of_two", "instance_aware_least_load"
+    "least_load",
+    "round_robin",
+    "power_of_two",
+    "instance_aware_least_load",
+    "prefix_affinity",
+    "session_affinity",
 ]
 
 UpdateModeField = Annotated[UpdateMode, BeforeValidator(_choice(UpdateMode))]

@@ -14,6 +14,12 @@ from pydantic import (
 )
 
 from steadyserve.compat.skypilot import TlsConfig
+from steadyserve.core.routing.options import (
+    DEFAULT_BLOCK_BYTES,
+    DEFAULT_EPSILON,
+    DEFAULT_IMBALANCE,
+    DEFAULT_MAX_ENTRIES,
+)
 from steadyserve.spec.autoscaling import AutoscalingConfig as AutoscalingConfig
 from steadyserve.spec.autoscaling import ReplicaPolicy as ReplicaPolicy
 from steadyserve.spec.base import _Model
@@ -22,10 +28,12 @@ from steadyserve.spec.canary import CanaryAnalysis as CanaryAnalysis
 from steadyserve.spec.canary import CanaryStep as CanaryStep
 from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import (
+    AffinityKey,
     HeaderName,
     JsonData,
     JsonMapping,
     LoadBalancingPolicyField,
+    NonEmptyText,
     NonNegativeInt,
     PortNumber,
     PositiveInt,
@@ -79,9 +87,31 @@ def _resolve_percent(value: int | str, target: int, *, round_up: bool) -> int:
     return -(-scaled // 100) if round_up else scaled // 100
 
 
+class PrefixAffinitySection(_Model):
+    """``service.load_balancer.prefix_affinity``: how ``prefix_affinity`` cuts
+    prompts and how much it remembers (docs/load-balancer.md explains the defaults)."""
+
+    block_bytes: PositiveInt = DEFAULT_BLOCK_BYTES
+    max_entries_per_replica: PositiveInt = DEFAULT_MAX_ENTRIES
+    imbalance_threshold: Seconds = DEFAULT_IMBALANCE
+    """Requests more than the least loaded replica; a number >= 0 (not seconds)."""
+
+
+class ReplicaMetricsSection(_Model):
+    """``service.load_balancer.replica_metrics``: scrape each replica's Prometheus
+    endpoint; the request-aware policies weigh replicas by ``gauge`` while fresh."""
+
+    path: UrlPath = "/metrics"
+    gauge: NonEmptyText = "vllm:num_requests_waiting"
+    interval_s: PositiveSeconds = 1.0
+    timeout_s: PositiveSeconds = 0.5
+    max_age_s: PositiveSeconds = 5.0
+
+
 class LoadBalancerLimits(_Model):
     """``service.load_balancer:``: how long the load balancer waits for clients and
-    how many client connections it holds (docs/load-balancer.md)."""
+    how many client connections it holds, and how the request-aware policies are
+    tuned (docs/load-balancer.md)."""
 
     header_timeout_s: PositiveSeconds = 20.0
     body_timeout_s: PositiveSeconds = 30.0
@@ -89,6 +119,12 @@ class LoadBalancerLimits(_Model):
     max_connections: PositiveInt = 10000
     workers: int | Literal["auto"] = 1
     """Load-balancer processes on the endpoint (SO_REUSEPORT); ``auto``: cores / 2."""
+    prefix_affinity: PrefixAffinitySection = Field(default_factory=PrefixAffinitySection)
+    affinity_key: AffinityKey | None = None
+    """What ``session_affinity`` sticks on: ``header:NAME``, ``cookie:NAME``, ``json:/ptr``."""
+    affinity_epsilon: Seconds = DEFAULT_EPSILON
+    """No replica above ``(1 + epsilon)`` times the mean load (a number >= 0)."""
+    replica_metrics: ReplicaMetricsSection | None = None
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -161,6 +197,9 @@ class ServiceSection(_Model):
 
     route_prefix: RoutePrefix | None = None
     """Served under this prefix on the gateway port too; None: not on it."""
+    served_model_names: list[NonEmptyText] = Field(default_factory=list)
+    """OpenAI ``model`` names this service answers on the gateway port (vLLM's
+    ``--served-model-name``): the body's ``model`` picks the service there."""
 
     @field_validator("readiness_probe", mode="before")
     @classmethod
@@ -200,6 +239,13 @@ class ServiceSection(_Model):
             raise _fail(
                 "replicas and replica_policy are mutually exclusive"
                 " (a fixed count, or autoscaling bounds)"
+            )
+        if self.load_balancing_policy == "session_affinity" and (
+            self.load_balancer.affinity_key is None
+        ):
+            raise _fail(
+                "load_balancing_policy session_affinity needs load_balancer.affinity_key"
+                ' (like "header:X-Session-ID")'
             )
         if self.autoscaling_config is not None:
             if self.replica_policy is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions, ReplicaMetrics
 from steadyserve.core.routing.policies import POLICIES
 
 # The only namespaces a load balancer enters: the ones the local backend made
@@ -110,6 +111,11 @@ class Limits:
             "idle_timeout_s",
             "max_connections",
             "workers",  # how many LB processes run: the controller's business, ignored here
+            # The policies' tuning: the table carries it as ``policy_options``.
+            "prefix_affinity",
+            "affinity_key",
+            "affinity_epsilon",
+            "replica_metrics",
         }
         if unknown:
             raise ValueError(f"route table: unknown load_balancer field {sorted(unknown)[0]!r}")
@@ -175,6 +181,77 @@ def _preview(value: Any) -> tuple[int, int] | None:
     return port, version
 
 
+def options_to_json(options: PolicyOptions) -> dict[str, Any]:
+    """``policy_options``: the request-aware policies' tuning (core/routing/options.py)."""
+    out: dict[str, Any] = {
+        "block_bytes": options.block_bytes,
+        "max_entries_per_replica": options.max_entries_per_replica,
+        "imbalance_threshold": options.imbalance_threshold,
+        "affinity_key": options.affinity_key,
+        "affinity_epsilon": options.affinity_epsilon,
+        "replica_metrics": None,
+    }
+    metrics = options.replica_metrics
+    if metrics is not None:
+        out["replica_metrics"] = {
+            "path": metrics.path,
+            "gauge": metrics.gauge,
+            "interval_s": metrics.interval_s,
+            "timeout_s": metrics.timeout_s,
+            "max_age_s": metrics.max_age_s,
+        }
+    return out
+
+
+def _options(value: Any) -> PolicyOptions:
+    """Read ``policy_options``; absent (an older table) is the defaults."""
+    if value is None:
+        return DEFAULT_OPTIONS
+    if not isinstance(value, dict):
+        raise ValueError("route table: policy_options must be an object")
+    prefix = "policy_options."
+    defaults = DEFAULT_OPTIONS
+    ints = {}
+    for name in ("block_bytes", "max_entries_per_replica"):
+        number = value.get(name, getattr(defaults, name))
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise ValueError(f"route table: {prefix}{name} must be an int > 0")
+        ints[name] = number
+    floats = {}
+    for name in ("imbalance_threshold", "affinity_epsilon"):
+        number = value.get(name, getattr(defaults, name))
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not number >= 0:
+            raise ValueError(f"route table: {prefix}{name} must be a number >= 0")
+        floats[name] = float(number)
+    key = value.get("affinity_key")
+    if key is not None and not isinstance(key, str):
+        raise ValueError(f"route table: {prefix}affinity_key must be a string or null")
+    metrics = value.get("replica_metrics")
+    scrape = None
+    if metrics is not None:
+        if not isinstance(metrics, dict):
+            raise ValueError(f"route table: {prefix}replica_metrics must be an object or null")
+        where = f"{prefix}replica_metrics."
+        times = {}
+        for name in ("interval_s", "timeout_s", "max_age_s"):
+            if not _positive_number(metrics.get(name)):
+                raise ValueError(f"route table: {where}{name} must be a number > 0")
+            times[name] = float(metrics[name])
+        scrape = ReplicaMetrics(
+            path=_field(metrics, "path", str, where),
+            gauge=_field(metrics, "gauge", str, where),
+            **times,
+        )
+    return PolicyOptions(
+        block_bytes=ints["block_bytes"],
+        max_entries_per_replica=ints["max_entries_per_replica"],
+        imbalance_threshold=floats["imbalance_threshold"],
+        affinity_key=key,
+        affinity_epsilon=floats["affinity_epsilon"],
+        replica_metrics=scrape,
+    )
+
+
 def _positive_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
@@ -204,6 +281,8 @@ class RouteTable:
     weights: tuple[tuple[int, int], ...] = ()
     # Blue-green preview: (port, version) the LB also listens on, for that version only.
     preview: tuple[int, int] | None = None
+    # How prefix_affinity and session_affinity are tuned (service.load_balancer).
+    options: PolicyOptions = DEFAULT_OPTIONS
 
     @property
     def key(self) -> str:
@@ -249,6 +328,7 @@ class RouteTable:
             _websocket_drain(data.get("websocket_drain_s", 10.0)),
             _weights(data.get("weights")),
             _preview(data.get("preview")),
+            _options(data.get("policy_options")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -273,6 +353,7 @@ class RouteTable:
                 if self.preview is None
                 else {"port": self.preview[0], "version": self.preview[1]}
             ),
+            "policy_options": options_to_json(self.options),
         }
 
     @classmethod

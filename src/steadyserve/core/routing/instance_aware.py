@@ -95,3 +95,6 @@ class InstanceAwareLeastLoad:
                 if load == 0:
                     break
         return best
+
+    def forget(self, replica_id: int) -> None:
+        """Nothing is kept per replica."""

@@ -23,6 +23,7 @@ from collections.abc import Container, Sequence
 from typing import Protocol, TypeVar
 
 from steadyserve.core.routing.instance_aware import InstanceAwareLeastLoad
+from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions
 
 
 class Candidate(Protocol):
@@ -49,9 +50,20 @@ C = TypeVar("C", bound=Candidate)
 NO_EXCLUDE: frozenset[int] = frozenset()
 
 
-def _has_room(inflight: int, max_ongoing: int) -> bool:
+def has_room(inflight: int, max_ongoing: int) -> bool:
     """``max_ongoing <= 0`` means no per-replica limit."""
     return max_ongoing <= 0 or inflight < max_ongoing
+
+
+_has_room = has_room
+
+
+def load_of(candidate: Candidate) -> float:
+    """How busy a replica is for the request-aware policies: the queue its own
+    metrics report (``queue``, set while a scrape is fresh: lb/replica_metrics.py),
+    else this load balancer's in-flight count."""
+    queue: float | None = getattr(candidate, "queue", None)
+    return candidate.inflight if queue is None else queue
 
 
 NO_KEY = None
@@ -74,6 +86,9 @@ class Policy(Protocol):
         exclude: Container[int] = NO_EXCLUDE,
         key: object = NO_KEY,
     ) -> C | None: ...
+
+    def forget(self, replica_id: int) -> None:
+        """The replica left the table: drop whatever the policy remembers of it."""
 
 
 class LeastLoad:
@@ -116,6 +131,9 @@ class LeastLoad:
                     break
         return best
 
+    def forget(self, replica_id: int) -> None:
+        """Nothing is kept per replica."""
+
 
 class RoundRobin:
     """Each eligible replica in turn, skipping full or excluded ones."""
@@ -142,6 +160,9 @@ class RoundRobin:
                 self._next = idx + 1
                 return r
         return None
+
+    def forget(self, replica_id: int) -> None:
+        """Nothing is kept per replica."""
 
 
 class PowerOfTwo:
@@ -172,19 +193,26 @@ class PowerOfTwo:
         a, b = self._rng.sample(eligible, 2)
         return b if b.inflight < a.inflight else a
 
-
-POLICIES: dict[
-    str, type[LeastLoad] | type[RoundRobin] | type[PowerOfTwo] | type[InstanceAwareLeastLoad]
-] = {
-    LeastLoad.name: LeastLoad,
-    RoundRobin.name: RoundRobin,
-    PowerOfTwo.name: PowerOfTwo,
-    # SkyServe's policy for replicas on different accelerators (instance_aware.py).
-    InstanceAwareLeastLoad.name: InstanceAwareLeastLoad,
-}
+    def forget(self, replica_id: int) -> None:
+        """Nothing is kept per replica."""
 
 
-def make_policy(name: str, rng: random.Random | None = None) -> Policy:
+POLICIES: tuple[str, ...] = (
+    "least_load",
+    "round_robin",
+    "power_of_two",
+    "instance_aware_least_load",
+    "prefix_affinity",
+    "session_affinity",
+)
+"""Every ``load_balancing_policy`` name; SkyServe's instance-aware one and the
+request-aware ones live in their own modules (instance_aware.py, prefix.py,
+affinity.py) and are built by :func:`make_policy`."""
+
+
+def make_policy(
+    name: str, rng: random.Random | None = None, options: PolicyOptions = DEFAULT_OPTIONS
+) -> Policy:
     """Build the policy called ``name``; ValueError names the valid choices."""
     if name == PowerOfTwo.name:
         return PowerOfTwo(rng)
@@ -194,4 +222,13 @@ def make_policy(name: str, rng: random.Random | None = None) -> Policy:
         return RoundRobin()
     if name == InstanceAwareLeastLoad.name:
         return InstanceAwareLeastLoad()
+    # Imported here: those modules build on this one's helpers.
+    if name == "prefix_affinity":
+        from steadyserve.core.routing.prefix import PrefixAffinity
+
+        return PrefixAffinity(options)
+    if name == "session_affinity":
+        from steadyserve.core.routing.affinity import SessionAffinity
+
+        return SessionAffinity(options)
     raise ValueError(f"unknown load balancing policy {name!r}; expected one of {sorted(POLICIES)}")

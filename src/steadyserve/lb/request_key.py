@@ -1,0 +1,144 @@
+"""What a request-aware policy reads from a request: its prompt or its affinity key.
+
+A policy names what it needs (``Policy.request_key``: ``prompt``, or one of
+``header:NAME``, ``cookie:NAME``, ``json:/pointer``); the proxy asks for it only
+when the policy in force names something, once per request, when it first
+chooses a replica. By then the body is buffered (up to the first 64 KiB,
+downstream.py's REQUEST_BUFFER_BYTES), so nothing waits for it. Everything here
+is tolerant: a body that is not JSON, is cut at 64 KiB, or has no such field
+gives None, and the policy routes that request like least_load. Keys are turned
+into hashes by the policies and never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from steadyserve.core.routing.options import PolicyOptions
+from steadyserve.core.routing.prefix import PROMPT_KEY, chain
+
+Extractor = Callable[[bytes, bytes], object]
+"""``(head, body) -> key``: the head as the LB forwards it, the buffered body."""
+
+# The first top-level-looking key holding the prompt: a chat's message list or a
+# completion's prompt. A JSON string cannot contain a bare quote, so these bytes
+# only ever match a key.
+_PROMPT_FIELD = re.compile(rb'"(messages|prompt)"\s*:\s*')
+
+
+def prompt_bytes(body: bytes) -> bytes | None:
+    """The raw JSON bytes from the prompt's value to the end of what was buffered.
+
+    Not parsed: a multi-turn history is often longer than the 64 KiB the LB
+    holds, and its beginning is what a prefix cache matches on. Fields after the
+    prompt only change its last block."""
+    found = _PROMPT_FIELD.search(body)
+    if found is None:
+        return None
+    rest = body[found.end() :]
+    return rest if rest[:1] in (b"[", b'"') else None
+
+
+def dechunk(data: bytes) -> bytes:
+    """The payload of a chunked body, as far as it is whole (tolerant)."""
+    out: list[bytes] = []
+    pos = 0
+    while True:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            break
+        try:
+            size = int(data[pos:end].split(b";", 1)[0], 16)
+        except ValueError:
+            break
+        if size == 0:
+            break
+        out.append(data[end + 2 : end + 2 + size])
+        pos = end + 2 + size + 2
+    return b"".join(out)
+
+
+def header_value(head: bytes, name: bytes) -> bytes | None:
+    """The first value of header ``name`` (lowercase) in a request head."""
+    lower = head.lower()
+    at = lower.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    end = head.find(b"\r\n", start)
+    value = head[start : end if end >= 0 else len(head)].strip()
+    return value or None
+
+
+def cookie_value(head: bytes, name: bytes) -> bytes | None:
+    cookies = header_value(head, b"cookie")
+    if cookies is None:
+        return None
+    for part in cookies.split(b";"):
+        key, sep, value = part.strip().partition(b"=")
+        if sep and key == name:
+            return value.strip(b'"') or None
+    return None
+
+
+def json_pointer(document: Any, pointer: str) -> Any:
+    """RFC 6901: ``/a/0/b``; ``~1`` is ``/`` and ``~0`` is ``~``. KeyError if absent."""
+    if pointer == "":
+        return document
+    for token in pointer[1:].split("/"):
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(document, dict):
+            document = document[token]
+        elif isinstance(document, list) and token.isdigit():
+            document = document[int(token)]
+        else:
+            raise KeyError(token)
+    return document
+
+
+def _body_field(pointer: str) -> Extractor:
+    def read(head: bytes, body: bytes) -> object:
+        try:
+            value = json_pointer(json.loads(body), pointer)
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return value.encode()
+        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+    return read
+
+
+def extractor(request_key: str, options: PolicyOptions) -> Extractor:
+    """The function that reads ``request_key`` from a request; ValueError if unknown."""
+    if request_key == PROMPT_KEY:
+        size = options.block_bytes
+
+        def prompt(head: bytes, body: bytes) -> object:
+            text = prompt_bytes(body)
+            return chain(text, size) if text is not None else None
+
+        return prompt
+    kind, _, arg = request_key.partition(":")
+    if kind == "header":
+        name = arg.lower().encode()
+        return lambda head, body: header_value(head, name)
+    if kind == "cookie":
+        cookie = arg.encode()
+        return lambda head, body: cookie_value(head, cookie)
+    if kind == "json":
+        return _body_field(arg)
+    raise ValueError(f"unknown request key {request_key!r}")
+
+
+def read_key(read: Extractor, head: bytes, pending: list[bytes] | None) -> object:
+    """Apply ``read`` to a request whose buffered body is ``pending``."""
+    body = b"".join(pending) if pending else b""
+    if body and b"\r\ntransfer-encoding: chunked" in head.lower():
+        body = dechunk(body)
+    return read(head, body)
