@@ -63,7 +63,7 @@ def test_the_model_picks_the_service_and_anything_else_goes_by_prefix() -> None:
 def test_without_a_model_map_an_unknown_path_is_still_404() -> None:
     gateway = GatewayProxy()
     seen: list[tuple[int, str]] = []
-    gateway._respond = lambda ex, status, text: seen.append((status, text))  # type: ignore[method-assign]
+    gateway._respond = lambda ex, status, text, reason: seen.append((status, text))  # type: ignore[method-assign]
     gateway.set_lanes({b"/api": Lane("api")})
     gateway.dispatch(exchange("/v1/chat/completions", b'{"model": "qwen2"}'))
     assert seen and seen[0][0] == 404

@@ -131,13 +131,16 @@ class GatewayProxy(Proxy):
         return self.routed.pop(ex, None)
 
     def dispatch(self, ex: Exchange) -> None:
+        prefix = match_prefix(request_path(ex.head), self._order)
+        by_prefix = self.lanes.get(prefix) if prefix is not None else None
         lane = None
         if self.models:
             model = request_model(ex.pending)
             lane = self.models.get(model) if model is not None else None
         if lane is None:
-            prefix = match_prefix(request_path(ex.head), self._order)
-            lane = self.lanes.get(prefix) if prefix is not None else None
+            lane = by_prefix
+        elif lane is not by_prefix:
+            prefix = None  # chosen by its model: no route prefix was matched for it
         if lane is None:
             self._respond(ex, 404, NOT_FOUND, "unknown_route")
             return
