@@ -228,7 +228,8 @@ def decide(
 
     ``version``: httptools' ``get_http_version()``, or None when it was not asked:
     a request kept alive without a Connection header is HTTP/1.1 for every
-    decision here, and asking formats a str (a tenth of a microsecond a request).
+    decision here (httptools parses only 0.9, 1.0, 1.1 and 2.0, and keeps only 1.1
+    alive without one), and asking formats a str (a tenth of a microsecond a request).
     ``should_upgrade``: httptools' ``should_upgrade()``, needed only when
     ``head.upgrade``. ``facts``: the exchange, written only on acceptance.
     """
