@@ -339,3 +339,18 @@ def test_generated_heads_are_judged_as_the_connection_serves_them(
             assert (rig.client.upgrading is ex) == (move is TUNNEL)
     finally:
         rig.close()
+
+
+def test_the_preview_head_pins_its_version_whatever_the_client_sends() -> None:
+    from steadyserve.lb.preview import PinnedHead, Preview
+
+    preview = Preview.__new__(Preview)
+    preview.version = 4
+    head = PinnedHead(preview)
+    head.begin()
+    head.url = b"/"
+    head.on_header(b"Host", b"h")
+    head.on_header(b"X-Steady-Version", b"not a pin")  # stripped and ignored here
+    facts = Facts()
+    assert decide(head, facts, b"GET", None, True, False, Rules()) is DISPATCH
+    assert facts.pin == 4 and b"steady" not in facts.head.lower()

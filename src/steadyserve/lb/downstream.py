@@ -95,12 +95,12 @@ class ClientConnection(asyncio.Protocol):
         "write_paused",
     )
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, head: RequestHead | None = None) -> None:
         self.proxy = proxy
         self.transport: asyncio.Transport | None = None
         # The head's own callbacks, as attributes: httptools looks its callbacks up
         # once, so it calls the RequestHead's directly, with no hop through here.
-        self.head = head = RequestHead()
+        self.head = head = RequestHead() if head is None else head
         self.on_url = head.on_url
         self.on_header = head.on_header
         self.parser = httptools.HttpRequestParser(self)

@@ -191,9 +191,7 @@ class RequestHead:
                     self.upgrade_to = value
                 return
             if lname == PIN_HEADER:  # pin to a version, never forwarded
-                if not is_version_pin(value):
-                    raise RequestRejected(400, BAD_PIN, "bad_version_pin")
-                self.pin = int(value)
+                self.pin_header(value)
                 return
             if lname == b"content-length":
                 try:
@@ -209,6 +207,12 @@ class RequestHead:
                 self.hosts += 1
                 self.host_at = len(self.lines) + 2
         self.lines += (name, b": ", value, b"\r\n")
+
+    def pin_header(self, value: bytes) -> None:
+        """The client's X-Steady-Version (the preview port's head ignores it)."""
+        if not is_version_pin(value):
+            raise RequestRejected(400, BAD_PIN, "bad_version_pin")
+        self.pin = int(value)
 
     def reject(self, status: int, message: str, reason: str) -> Move:
         self.rejected = RequestRejected(status, message, reason)
