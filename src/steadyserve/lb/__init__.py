@@ -3,10 +3,11 @@
 Run it as ``python -m steadyserve.lb --service NAME --port PORT --home PATH``.
 
 - ``downstream``: a client's connection: parse requests (httptools), answer them
-  in order; ``client_guards``, ``target`` and ``declined_upgrade`` check what
-  arrives.
+  in order; ``request_head`` judges each head (pure), ``client_guards``,
+  ``target`` and ``declined_upgrade`` check what arrives.
 - ``proxy`` and ``exchange``: one request's way to a replica and back;
-  ``upstream``: a pooled keep-alive connection to one replica.
+  ``upstream``: a pooled keep-alive connection to one replica, its responses
+  framed by ``framing``'s modes.
 - ``balancer``: per-replica counts, pools per version, ejection; the choice itself
   is the policy's (core/routing); ``shared_load`` shares counts between workers.
 - ``websocket``, ``preview``, ``zero``: tunnels, the blue-green preview port, and

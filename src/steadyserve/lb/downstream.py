@@ -17,6 +17,11 @@ request that arrives in one read costs no timer); a body is read whole (up to
 REQUEST_BUFFER_BYTES) before a replica is chosen, so a slow upload never holds a
 replica slot; a client that reads nothing of its response for ``send_timeout`` is
 dropped.
+
+What a head says and whether it is accepted is ``request_head.py``'s (pure,
+tested without sockets); the timeouts and refusals are ``client_guards.py``'s
+functions. This class is the conversation: bytes in, callbacks, the order of
+answers, flow control.
 """
 
 from __future__ import annotations
@@ -28,32 +33,29 @@ from typing import cast
 
 import httptools
 
+from steadyserve.lb import client_guards as guards
 from steadyserve.lb.client_guards import (
     PAUSE_BODY,
     PAUSE_BROKEN,
     PAUSE_PIPELINE,
     PAUSE_UPGRADE,
     PAUSE_UPSTREAM,
-    ClientGuards,
-    RequestRejected,
     received_line,
 )
-from steadyserve.lb.declined_upgrade import body_framing, parser_after
+from steadyserve.lb.declined_upgrade import parser_after
 from steadyserve.lb.exchange import DONE, READY, SENT, Exchange
-from steadyserve.lb.http import (
-    HOP_BY_HOP,
-    IDEMPOTENT_METHODS,
-    PIN_HEADER,
-    REQUEST_WATCHED_NAME_LENGTHS,
-    connection_tokens,
-    header_name,
-    is_version_pin,
-    set_nodelay,
-    simple_response,
-)
+from steadyserve.lb.http import set_nodelay, simple_response
 from steadyserve.lb.proxy import Proxy
-from steadyserve.lb.target import BadTarget, is_blocked, is_plain, normalise
-from steadyserve.lb.websocket import accepts_websocket, after_refusal, hold_for_answer
+from steadyserve.lb.request_head import (
+    BUFFER,
+    CONTINUE,
+    DISPATCH,
+    REJECT,
+    RequestHead,
+    RequestRejected,
+    decide,
+)
+from steadyserve.lb.websocket import after_refusal, hold_for_answer
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -65,74 +67,59 @@ REQUEST_BUFFER_BYTES = 64 * 1024
 PIPELINE_LIMIT = 16  # requests parsed ahead of the one being answered
 
 
-class ClientConnection(ClientGuards, asyncio.Protocol):
+class ClientConnection(asyncio.Protocol):
     """One client's connection: parses requests, answers them in order."""
 
     __slots__ = (
-        "_chunked_te",
-        "_conn_tokens",
-        "_connection_seen",
-        "_content_length",
-        "_declined",
         "_head_fed",
-        "_host_at",
-        "_hosts",
-        "_in_head",
-        "_lines",
-        "_upgrade",
-        "_upgrade_to",
-        "_url",
-        "_xff",
-        "_xff_end",
-        "_xff_seen",
         "body_bytes",
         "bytes_in",
         "bytes_out",
         "closing",
         "exchanges",
+        "head",
         "held",
         "idle_since",
+        "in_head",
+        "on_header",
+        "on_url",
         "parser",
+        "parsing",
         "proxy",
+        "read_paused",
+        "send_timer",
+        "timer",
+        "timer_mark",
         "transport",
         "upgrading",
+        "write_paused",
     )
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, head: RequestHead | None = None) -> None:
         self.proxy = proxy
         self.transport: asyncio.Transport | None = None
+        # The head's own callbacks, as attributes: httptools looks its callbacks up
+        # once, so it calls the RequestHead's directly, with no hop through here.
+        self.head = head = RequestHead() if head is None else head
+        self.on_url = head.on_url
+        self.on_header = head.on_header
         self.parser = httptools.HttpRequestParser(self)
         self.exchanges: deque[Exchange] = deque()
         self.parsing: Exchange | None = None
-        self.read_paused = 0
+        self.read_paused = 0  # PAUSE_* bits (client_guards.py)
         self.write_paused = False
         self.closing = False
         self.idle_since = 0.0
-        self._xff = b""
-        self._xff_end = b"\r\n"
-        self._in_head = False
+        self.in_head = False
         self._head_fed = 0
-        self._lines: list[bytes] = []
-        self._url = b""
-        self._chunked_te: bytes | None = None
-        self._content_length = 0
-        # Set by a declined upgrade's head: its body's framing (declined_upgrade.py).
-        self._declined: bytes | None = None
         # A WebSocket handshake awaiting the replica's answer, and the client's bytes
         # after its head: held, never forwarded, until the answer is a 101.
         self.upgrading: Exchange | None = None
         self.held = b""
-        self._conn_tokens: set[bytes] | None = None
-        self._connection_seen = False
-        self._upgrade = False
-        self._upgrade_to: bytes | None = None  # the Upgrade header (lb/websocket.py)
-        self._xff_seen = False
-        self._hosts = 0
-        self._host_at = -1
         self.body_bytes = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_mark = -1
-        self._send_timer: asyncio.TimerHandle | None = None  # armed while writing is paused
+        self.timer: asyncio.TimerHandle | None = None  # the head or body timeout
+        self.timer_mark = -1
+        self.send_timer: asyncio.TimerHandle | None = None  # armed while writing is paused
         self.bytes_in = 0  # since the last finished request (metrics)
         self.bytes_out = 0
 
@@ -142,8 +129,7 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         set_nodelay(transport)
         peer = transport.get_extra_info("peername")
         ip = peer[0] if isinstance(peer, tuple) and peer else ""
-        self._xff = str(ip).encode()
-        self._xff_end = b"x-forwarded-for: %s\r\n\r\n" % self._xff
+        self.head.peer(str(ip).encode())
         proxy = self.proxy
         self.idle_since = proxy.now()
         # Open WebSockets count too: each is a client socket and a replica socket.
@@ -158,12 +144,12 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             return
         proxy.clients.add(self)
         # A new connection must send its first request head within header_timeout_s.
-        self._timer = proxy.loop.call_later(proxy.limits.header_timeout_s, self._on_timer)
+        guards.arm(self, proxy.limits.header_timeout_s)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.proxy.clients.discard(self)
-        self.stop_timers()
+        guards.stop_timers(self)
         exchanges = list(self.exchanges)
         self.exchanges.clear()
         self.parsing = None
@@ -173,7 +159,7 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing or self.read_paused & PAUSE_BROKEN:
             return
-        in_head = self._in_head
+        in_head = self.in_head
         self.bytes_in += len(data)
         while True:  # more than once only after a declined upgrade; each pass eats a head
             try:
@@ -181,60 +167,52 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             except httptools.HttpParserCallbackError as exc:
                 err = exc.__context__
                 if isinstance(err, RequestRejected):
-                    self._reject(err.status, err.message, err.reason)
+                    guards.reject(self, err.status, err.message, err.reason)
                 else:
                     log.error("internal error while proxying", exc_info=err)
-                    self._reject(500, "internal load balancer error", "internal_error")
+                    guards.reject(self, 500, "internal load balancer error", "internal_error")
                 return
             except httptools.HttpParserUpgrade as exc:
                 data = data[int(exc.args[0]) :]
-                framing = self._declined
+                head = self.head
+                framing = head.declined
                 if framing is None:
                     # A WebSocket handshake is parsed: route it like any request, and
                     # hold what follows until the replica answers (lb/websocket.py).
                     hold_for_answer(self, data)
                     return
                 # A declined upgrade, served as HTTP/1.1: read on with a new parser.
-                self._declined = None
+                head.declined = None
                 self.parser = parser_after(self, framing)
                 if data and not self.closing:
                     continue
             except httptools.HttpParserError as exc:
                 # When nothing of the request line parsed, log the bytes that failed.
-                received = None if self._url else received_line(data)
-                self._reject(400, f"malformed request: {exc}", "malformed", received)
+                received = None if self.head.url else received_line(data)
+                guards.reject(self, 400, f"malformed request: {exc}", "malformed", received)
                 return
             break
-        if self._in_head:
+        if self.in_head:
             if in_head:
                 # Bytes of a head still incomplete: bound what httptools buffers meanwhile.
                 self._head_fed += len(data)
                 if self._head_fed > self.proxy.max_header_bytes:
-                    self._reject(431, "request header fields too large", "headers_too_large")
+                    guards.reject(self, 431, "request header fields too large", "headers_too_large")
                     return
-            if self._timer is None:
-                self._arm(self.proxy.limits.header_timeout_s)
-        elif self.parsing is not None and self._timer is None:
-            self._arm(self.proxy.limits.body_timeout_s)  # a body still on its way
+            if self.timer is None:
+                guards.arm(self, self.proxy.limits.header_timeout_s)
+        elif self.parsing is not None and self.timer is None:
+            guards.arm(self, self.proxy.limits.body_timeout_s)  # a body still on its way
 
     def reading_first_head(self) -> bool:
         """Is the only request on this connection a head still being read?"""
-        return len(self.exchanges) == 1 and self._in_head
+        return len(self.exchanges) == 1 and self.in_head
 
-    # -- httptools callbacks ------------------------------------------------------
+    # -- httptools callbacks (on_url and on_header are the RequestHead's) -----------
     def on_message_begin(self) -> None:
-        self._in_head = True
+        self.in_head = True
         self._head_fed = 0
-        self._lines = []
-        self._url = b""
-        self._chunked_te = None
-        self._content_length = 0
-        self._conn_tokens = None
-        self._connection_seen = False
-        self._upgrade = False
-        self._upgrade_to = None
-        self._xff_seen = False
-        self._hosts = 0
+        self.head.begin()
         self.body_bytes = 0
         ex = Exchange(self)
         self.parsing = ex
@@ -243,145 +221,45 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         if len(exchanges) > PIPELINE_LIMIT:
             self.pause_reading(PAUSE_PIPELINE)
 
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) in REQUEST_WATCHED_NAME_LENGTHS:
-            lname = name.lower()
-            if lname in HOP_BY_HOP:
-                if lname == b"transfer-encoding":
-                    self._chunked_te = value
-                elif lname == b"connection":
-                    self._connection_seen = True
-                    tokens = connection_tokens(value)
-                    if b"upgrade" in tokens:
-                        self._upgrade = True
-                    tokens -= {b"close", b"keep-alive", b"upgrade"}
-                    if tokens:
-                        self._conn_tokens = (self._conn_tokens or set()) | tokens
-                elif lname == b"upgrade":
-                    self._upgrade_to = value
-                return
-            if lname == PIN_HEADER:  # pin to a version, never forwarded
-                self._pin(value)
-                return
-            if lname == b"content-length":
-                try:
-                    self._content_length = int(value)
-                except ValueError:
-                    raise RequestRejected(
-                        400, "malformed request: bad Content-Length", "bad_content_length"
-                    ) from None
-            elif lname == b"x-forwarded-for":
-                self._xff_seen = True
-                value = b"%s, %s" % (value, self._xff)
-            elif lname == b"host":
-                self._hosts += 1
-                self._host_at = len(self._lines) + 2
-        self._lines += (name, b": ", value, b"\r\n")
-
-    def _pin(self, value: bytes) -> None:
-        ex = self.parsing
-        if ex is None or not is_version_pin(value):
-            raise RequestRejected(
-                400,
-                "X-Steady-Version must be a version number (1, 2, ...): digits only, "
-                "no sign, space or leading zero",
-                "bad_version_pin",
-            )
-        ex.pin = int(value)
-
     def on_headers_complete(self) -> None:
         ex = self.parsing
         assert ex is not None
-        self._in_head = False
-        if self._timer is not None:
-            self._disarm()
+        self.in_head = False
+        if self.timer is not None:
+            guards.disarm(self)
         parser = self.parser
-        method: bytes = parser.get_method()
-        upgrade_to = self._upgrade_to
-        if method == b"CONNECT":
-            raise RequestRejected(
-                501, "CONNECT is not supported: this is not a forward proxy", "connect_method"
-            )
-        websocket = self._upgrade and accepts_websocket(self.proxy, method, upgrade_to, parser)
-        if self._upgrade and not websocket and parser.should_upgrade():
-            # Declined (h2c and the like): served as HTTP/1.1, as nginx does.
-            self._declined = body_framing(self._content_length, self._chunked_te is not None)
-        if self._content_length > self.proxy.max_body_bytes:
-            raise RequestRejected(413, "request body too large", "body_too_large")
+        head = self.head
         keep_alive = parser.should_keep_alive()
-        # An HTTP/1.0 request is kept alive only with a Connection header, so
-        # keep-alive without one is 1.1: spares get_http_version(), which formats a
-        # str per call (a tenth of a microsecond, on every request).
-        if keep_alive and not self._connection_seen:
-            http10 = False
-        else:
-            version = parser.get_http_version()
-            if version not in ("1.1", "1.0"):
-                raise RequestRejected(505, f"HTTP/{version} is not supported here", "http_version")
-            http10 = version == "1.0"
-        if self._hosts != 1 and (self._hosts or not http10):
-            raise RequestRejected(400, "a request needs exactly one Host header", "bad_host")
-        url = self._url
-        if not is_plain(url):
-            try:
-                url, authority = normalise(url, method)
-            except BadTarget as exc:
-                raise RequestRejected(400, f"bad request target: {exc}", "bad_target") from None
-            if authority is not None and self._hosts:
-                # Absolute-form: its authority is the host (RFC 9112 3.2.2).
-                self._lines[self._host_at] = authority
-        blocked = self.proxy.blocked_paths
-        if blocked and is_blocked(url, blocked):
-            raise RequestRejected(404, "not found", "blocked_path")
-        ex.keep_alive = keep_alive
-        ex.http10 = http10
-        ex.method_head = head_request = method == b"HEAD"
-        # HEAD: httptools would wait for the body the head announces; rebuild instead.
-        ex.passthrough_ok = keep_alive and not http10 and not head_request
-        chunked = self._chunked_te
-        ex.idempotent = (
-            chunked is None and self._content_length == 0 and (method in IDEMPOTENT_METHODS)
+        move = decide(
+            head,
+            ex,
+            parser.get_method(),
+            # Kept alive with no Connection header is 1.1: spares get_http_version().
+            None if keep_alive and not head.connection_seen else parser.get_http_version(),
+            keep_alive,
+            head.upgrade and parser.should_upgrade(),
+            self.proxy,
         )
-        lines = self._lines
-        buffering = chunked is not None or self._content_length > 0
-        if buffering and not http10:
-            lines = self._expect_continue(ex, lines)
-        if self._conn_tokens:
-            tokens = self._conn_tokens
-            lines = [
-                line + b"\r\n"
-                for line in b"".join(lines).split(b"\r\n")
-                if line and header_name(line) not in tokens
-            ]
-        end = b"\r\n" if self._xff_seen else self._xff_end
-        if chunked is not None:
-            end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
-        if websocket:
-            end = b"connection: upgrade\r\nupgrade: %s\r\n%s" % (upgrade_to, end)
-        head = b"".join((method, b" ", url, b" HTTP/1.1\r\n", *lines, end))
-        if len(head) > self.proxy.max_header_bytes + 64:
-            raise RequestRejected(431, "request header fields too large", "headers_too_large")
-        ex.head = head
+        if head.continue_100 and self.exchanges[0] is ex:
+            self.write(CONTINUE)
+        if move is REJECT:
+            rejected = head.rejected
+            assert rejected is not None
+            raise rejected
         self.proxy.ready(ex)
-        if websocket:
-            if buffering:
-                raise RequestRejected(400, "a WebSocket handshake has no body", "websocket_body")
-            ex.idempotent = False  # never replayed once sent: the replica may have acted
-            self.upgrading = ex
-            return  # routed by hold_for_answer, once httptools stops at the upgrade
-        if buffering:
+        if move is DISPATCH:
+            if self.exchanges[0] is ex:
+                self.proxy.dispatch(ex)
+        elif move is BUFFER:
             ex.buffering = True  # dispatched once the body is read (or large)
-        elif self.exchanges[0] is ex:
-            self.proxy.dispatch(ex)
+        else:
+            self.upgrading = ex  # routed by hold_for_answer, once httptools stops there
 
     def on_body(self, body: bytes) -> None:
         ex = self.parsing
         assert ex is not None
         self.body_bytes += len(body)
-        if self._chunked_te is not None:
+        if self.head.chunked_te is not None:
             if self.body_bytes > self.proxy.max_body_bytes:
                 raise RequestRejected(413, "request body too large", "body_too_large")
             if body:
@@ -390,14 +268,15 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             self._send_body(ex, body)
 
     def on_message_complete(self) -> None:
-        if self._declined:  # httptools skipped a declined upgrade's body: not complete yet
+        head = self.head
+        if head.declined:  # httptools skipped a declined upgrade's body: not complete yet
             return
         ex = self.parsing
         assert ex is not None
         self.parsing = None
-        if self._timer is not None:
-            self._disarm()
-        if self._chunked_te is not None:
+        if self.timer is not None:
+            guards.disarm(self)
+        if head.chunked_te is not None:
             self._send_body(ex, b"0\r\n\r\n")
         ex.request_done = True
         if ex.buffering:
@@ -405,7 +284,7 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             if ex.state is READY and self.exchanges[0] is ex:
                 self.proxy.dispatch(ex)
         elif ex.state is DONE:
-            self._exchange_done(ex)  # answered before its body had all arrived
+            self.exchange_done(ex)  # answered before its body had all arrived
 
     # -- request body ------------------------------------------------------------
     def _send_body(self, ex: Exchange, data: bytes) -> None:
@@ -453,14 +332,14 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
     def response_done(self, ex: Exchange) -> None:
         """The response to ``ex`` is written; move on once its request is read too."""
         if ex.request_done or not ex.keep_alive:
-            self._exchange_done(ex)
+            self.exchange_done(ex)
         # else: on_message_complete finishes it, discarding the rest of the body
 
     def abort_response(self, ex: Exchange) -> None:
         """The response broke mid-body: the only honest signal left is closing."""
         self.close()
 
-    def _exchange_done(self, ex: Exchange) -> None:
+    def exchange_done(self, ex: Exchange) -> None:
         exchanges = self.exchanges
         if not exchanges or exchanges[0] is not ex:
             return
@@ -479,18 +358,18 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
         if exchanges:
             nxt = exchanges[0]
             if nxt.local is not None:
-                self._serve_local(nxt)
+                self.serve_local(nxt)
             elif nxt.state is READY and not nxt.buffering:
                 self.proxy.dispatch(nxt)
         else:
             self.idle_since = self.proxy.now()
 
-    def _serve_local(self, ex: Exchange) -> None:
+    def serve_local(self, ex: Exchange) -> None:
         data = ex.local
         assert data is not None
         self.proxy.answered_locally(ex)
         self.write(data)
-        self._exchange_done(ex)
+        self.exchange_done(ex)
 
     def close(self) -> None:
         if not self.closing:
@@ -498,3 +377,34 @@ class ClientConnection(ClientGuards, asyncio.Protocol):
             self.proxy.clients.discard(self)  # no longer counts towards max_connections
             if self.transport is not None:
                 self.transport.close()
+
+    # -- flow control ------------------------------------------------------------------
+    def pause_reading(self, reason: int) -> None:
+        if not self.read_paused and self.transport is not None and not self.closing:
+            self.transport.pause_reading()
+        self.read_paused |= reason
+
+    def resume_reading(self, reason: int) -> None:
+        if self.read_paused & reason:
+            self.read_paused &= ~reason
+            if not self.read_paused and self.transport is not None and not self.closing:
+                self.transport.resume_reading()
+
+    def body_flushed(self) -> None:
+        """The buffered body went to the replica: read on."""
+        self.resume_reading(PAUSE_BODY)
+
+    def pause_reading_for_upstream(self) -> None:
+        self.pause_reading(PAUSE_UPSTREAM)
+
+    def resume_reading_for_upstream(self) -> None:
+        self.resume_reading(PAUSE_UPSTREAM)
+
+    def pause_writing(self) -> None:
+        guards.writing_paused(self)
+
+    def resume_writing(self) -> None:
+        guards.writing_resumed(self)
+
+    def stop_timers(self) -> None:
+        guards.stop_timers(self)

@@ -17,24 +17,33 @@ import logging
 
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.proxy import Proxy
+from steadyserve.lb.request_head import RequestHead
 
 log = logging.getLogger("steadyserve.lb")
+
+
+class PinnedHead(RequestHead):
+    """A request head pinned to ``preview.version`` whatever the client sends."""
+
+    __slots__ = ("_preview",)
+
+    def __init__(self, preview: Preview) -> None:
+        self._preview = preview
+        super().__init__()
+
+    def begin(self) -> None:
+        super().begin()
+        self.pin = self._preview.version
+
+    def pin_header(self, value: bytes) -> None:
+        """The client's X-Steady-Version: stripped (never forwarded) and ignored."""
 
 
 class PinnedConnection(ClientConnection):
     """A client connection whose requests go to ``preview.version`` only."""
 
     def __init__(self, proxy: Proxy, preview: Preview) -> None:
-        super().__init__(proxy)
-        self._preview = preview
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if self.parsing is not None:
-            self.parsing.pin = self._preview.version
-
-    def _pin(self, value: bytes) -> None:
-        """The client's X-Steady-Version: stripped (never forwarded) and ignored."""
+        super().__init__(proxy, PinnedHead(preview))
 
 
 class Preview:

@@ -1,7 +1,8 @@
 """A keep-alive connection to one replica: sends requests, streams responses back.
 
-Responses are parsed with httptools to find where they end, and forwarded in one
-of two ways, decided when the response head is complete:
+Responses are parsed with httptools to find where they end, and forwarded in the
+framing mode chosen when the response head is complete (lb/framing.py: the modes
+and their table of what each does on body bytes, at the end and at a close):
 
 * passthrough (the common case): the head carries nothing connection-specific
   (no hop-by-hop header besides ``Transfer-Encoding: chunked`` or
@@ -27,6 +28,16 @@ from typing import TYPE_CHECKING, cast
 
 import httptools
 
+from steadyserve.lb.framing import (
+    BODY_CHUNKED,
+    BODY_RAW,
+    PASSTHROUGH,
+    PENDING,
+    RULES,
+    Framing,
+    choose,
+    response_end,
+)
 from steadyserve.lb.http import (
     HOP_BY_HOP,
     STATUS_LINES,
@@ -40,11 +51,6 @@ if TYPE_CHECKING:
     from steadyserve.lb.balancer import ReplicaState
     from steadyserve.lb.exchange import Exchange
     from steadyserve.lb.proxy import Proxy
-
-# How a rebuilt response's body is framed towards the client.
-BODY_NONE = 0  # no body (HEAD, 1xx, 204, 304), or passthrough (the bytes go as they are)
-BODY_RAW = 1  # body bytes as they come (Content-Length, or until-close to HTTP/1.0)
-BODY_CHUNKED = 2  # re-chunked
 
 MAX_HELD_BYTES = 1024 * 1024  # a response head larger than this is refused
 # A response's bytes kept (while smaller than this) so that, should the replica send
@@ -77,20 +83,18 @@ class UpstreamConnection(asyncio.Protocol):
         "closed",
         "complete",
         "exchange",
+        "framing",
         "head_sent",
         "idle_since",
         "in_pool",
         "keep_alive",
-        "mode",
         "parser",
-        "passthrough",
         "proxy",
         "read_paused",
         "replica",
-        "reset_parser",
+        "rule",
         "status",
         "transport",
-        "until_close",
         "wrote",
     )
 
@@ -119,13 +123,11 @@ class UpstreamConnection(asyncio.Protocol):
         self._clean = True
         self._conn_tokens: set[bytes] | None = None
         self._interim = False
-        self.mode = BODY_NONE
-        self.passthrough = False
-        self.until_close = False
+        self.framing = PENDING
+        self.rule = RULES[PENDING]
         self.head_sent = False
         self.complete = False
         self.keep_alive = False
-        self.reset_parser = False
         self.status = 0
         self.wrote = False  # has any byte of this response gone to the client?
         self._extra = False  # bytes arrived past the end of the response
@@ -149,7 +151,7 @@ class UpstreamConnection(asyncio.Protocol):
             self._seen_size += len(data)
             if self._seen_size > MAX_SEEN_BYTES:
                 self._seen = None
-        if self.passthrough:
+        if self.framing is PASSTHROUGH:
             try:
                 self.parser.feed_data(data)
             except httptools.HttpParserError as exc:
@@ -175,7 +177,7 @@ class UpstreamConnection(asyncio.Protocol):
         except httptools.HttpParserUpgrade as exc:
             self._upgraded(exchange, data, int(exc.args[0]))
             return
-        if self.passthrough:
+        if self.framing is PASSTHROUGH:
             if self._extra:
                 self._overrun(exchange, data)
                 return
@@ -228,18 +230,7 @@ class UpstreamConnection(asyncio.Protocol):
         seen = self._seen
         if seen is None or not seen or seen[-1] is not data:
             return None
-        probe = _EndProbe()
-        parser = httptools.HttpResponseParser(probe)
-        try:
-            for piece in seen[:-1]:
-                parser.feed_data(piece)
-            for i in range(len(data)):
-                parser.feed_data(data[i : i + 1])
-                if probe.done:
-                    return i + 1
-        except httptools.HttpParserError:
-            return None
-        return None
+        return response_end(seen)
 
     def _upgraded(self, exchange: Exchange, data: bytes, end: int) -> None:
         """httptools stopped at the end of a 101 head: hand the socket over to the
@@ -266,7 +257,7 @@ class UpstreamConnection(asyncio.Protocol):
         reason = exc.__context__ if exc.__context__ is not None else exc
         if self.complete:
             # A whole response followed by garbage: deliver it, drop the connection.
-            if self.passthrough:
+            if self.framing is PASSTHROUGH:
                 self._overrun(exchange, data)
                 return
             if self._out:
@@ -274,7 +265,7 @@ class UpstreamConnection(asyncio.Protocol):
             self.keep_alive = False
             self._finish(exchange)
             return
-        if self.wrote and not self.passthrough and self._out:
+        if self.wrote and self.framing is not PASSTHROUGH and self._out:
             exchange.client.write_many(self._out)
         self.proxy.upstream_failed(exchange, self, f"bad response from replica: {reason}")
 
@@ -287,10 +278,11 @@ class UpstreamConnection(asyncio.Protocol):
         exchange = self.exchange
         if exchange is None:
             return
-        if self.until_close and self.head_sent and not self.complete:
+        rule = self.rule
+        if rule.ends_at_close and self.head_sent and not self.complete:
             # The replica framed its body by closing: this is the body's end.
-            if self.mode == BODY_CHUNKED:
-                exchange.client.write(b"0\r\n\r\n")
+            if rule.at_close:
+                exchange.client.write(rule.at_close)
             self.keep_alive = False
             self._finish(exchange)
             return
@@ -347,12 +339,13 @@ class UpstreamConnection(asyncio.Protocol):
 
     def _finish(self, exchange: Exchange) -> None:
         self.exchange = None
-        if self.reset_parser:
+        rule = self.rule
+        if rule.complete_at_head:
             # httptools cannot be told that a HEAD response has no body: start afresh.
             self.parser = httptools.HttpResponseParser(self)
         if self.read_paused:
             self.resume_reading()
-        self.proxy.response_complete(exchange, self, self.keep_alive and not self.until_close)
+        self.proxy.response_complete(exchange, self, self.keep_alive and rule.reusable)
 
     # -- httptools callbacks ----------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -394,19 +387,25 @@ class UpstreamConnection(asyncio.Protocol):
         if status < 200:
             self._interim_head(exchange, status)
             return
-        if (
-            self._clean
-            and exchange.passthrough_ok
-            and exchange.request_done
-            and not self._interim
-            and (self._has_length or self._te is not None or status == 204 or status == 304)
-            and not self.proxy.draining
-        ):
-            self.passthrough = True
+        framing = choose(
+            status,
+            self._clean,
+            self._has_length,
+            self._te,
+            self._interim,
+            exchange.passthrough_ok,
+            exchange.request_done,
+            self.proxy.draining,
+            exchange.method_head,
+            exchange.http10,
+        )
+        self.framing = framing
+        if framing is PASSTHROUGH:
+            self.rule = RULES[PASSTHROUGH]
             self.head_sent = True
             exchange.response_started = True
             return
-        self._rebuild_head(exchange, status)
+        self._rebuild_head(exchange, status, framing)
 
     def _interim_head(self, exchange: Exchange, status: int) -> None:
         if status == 101:
@@ -426,27 +425,20 @@ class UpstreamConnection(asyncio.Protocol):
         joined = b"".join(lines).split(b"\r\n")
         return [line + b"\r\n" for line in joined if line and header_name(line) not in tokens]
 
-    def _rebuild_head(self, exchange: Exchange, status: int) -> None:
-        close = not exchange.keep_alive or not exchange.request_done or self.proxy.draining
-        framing = b""
-        if exchange.method_head or status == 204 or status == 304:
-            self.mode = BODY_NONE
-            if self._te is not None:
-                framing = b"transfer-encoding: %s\r\n" % self._te
-            if exchange.method_head:
-                self.complete = True
-                self.reset_parser = True
-                self.keep_alive = self.parser.should_keep_alive()
-        elif self._te is None and self._has_length:
-            self.mode = BODY_RAW
-        else:
-            self.until_close = self._te is None
-            if exchange.http10:
-                self.mode = BODY_RAW
-                close = True
-            else:
-                self.mode = BODY_CHUNKED
-                framing = b"transfer-encoding: chunked\r\n"
+    def _rebuild_head(self, exchange: Exchange, status: int, mode: Framing) -> None:
+        self.rule = rule = RULES[mode]
+        close = (
+            not exchange.keep_alive
+            or not exchange.request_done
+            or self.proxy.draining
+            or rule.closes_client
+        )
+        framing = rule.header
+        if rule.keeps_te and self._te is not None:
+            framing = b"transfer-encoding: %s\r\n" % self._te
+        if rule.complete_at_head:
+            self.complete = True
+            self.keep_alive = self.parser.should_keep_alive()
         if close:
             exchange.keep_alive = False
             framing += b"connection: close\r\n"
@@ -459,7 +451,7 @@ class UpstreamConnection(asyncio.Protocol):
         exchange.response_started = True
 
     def on_body(self, body: bytes) -> None:
-        mode = self.mode
+        mode = self.rule.body
         if mode == BODY_RAW:
             self._out.append(body)
         elif mode == BODY_CHUNKED and body:
@@ -470,19 +462,8 @@ class UpstreamConnection(asyncio.Protocol):
             return  # a HEAD response already completed at its headers
         if not self.head_sent:
             return  # the end of a 1xx interim response
-        if self.mode == BODY_CHUNKED:
-            self._out.append(b"0\r\n\r\n")
+        at_end = self.rule.at_end
+        if at_end:
+            self._out.append(at_end)
         self.keep_alive = self.parser.should_keep_alive()
         self.complete = True
-
-
-class _EndProbe:
-    """Parser callbacks that only notice where a final (non-1xx) response ends."""
-
-    __slots__ = ("done",)
-
-    def __init__(self) -> None:
-        self.done = False
-
-    def on_message_complete(self) -> None:
-        self.done = True
