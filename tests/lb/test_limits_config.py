@@ -31,6 +31,7 @@ def test_defaults_match_the_load_balancers(tmp_path: Path) -> None:
         "idle_timeout_s": defaults.idle_timeout_s,
         "max_connections": defaults.max_connections,
         "workers": 1,  # not a limit: how many LB processes the controller runs
+        "trusted_proxies": list(defaults.trusted_proxies),  # the access log's client
     }
 
 

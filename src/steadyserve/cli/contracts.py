@@ -251,7 +251,10 @@ CONTRACTS: dict[str, Contract] = {
         "JSON lines: one object per log line, as they are read.",
         LOG_LINE,
         "`time` is when `steady logs --follow` read the line (null for lines already "
-        "in the file: see `--timestamps`).",
+        "in the file: see `--timestamps`). With `--access`, each object is a line of "
+        "the service's request log as written, with its own keys (`time`, `ts`, "
+        "`method`, `path`, `status`, `client`, `user_agent`, `request_id`, ...: "
+        "docs/observability.md).",
     ),
     "down": Contract("One object: the services taken `down`.", Shape.of(Down)),
     "controller status": Contract(

@@ -81,10 +81,11 @@ class Clock:
         moment = dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
         return moment if self.utc else moment.astimezone()
 
-    def format(self, timestamp: float) -> str:
+    def format(self, timestamp: float, millis: bool = False) -> str:
         moment = self._at(timestamp)
         today = self._at(self.now if self.now is not None else time.time()).date()
-        text = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        spec = "milliseconds" if millis else "seconds"
+        text = moment.isoformat(timespec=spec).replace("+00:00", "Z")
         return text.split("T", 1)[1] if moment.date() == today else text
 
 

@@ -24,6 +24,7 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
+from steadyserve.lb import request_id
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.lb.client_guards import idle_victims
 from steadyserve.lb.exchange import (
@@ -124,6 +125,8 @@ class Proxy:
         """The request head of ``ex`` is parsed (or ``ex`` is a local answer queued
         behind earlier pipelined requests): it may be routed once it is first."""
         ex.state = step(ex.state, READY)
+        if self.metrics.access_log is not None and ex.head:  # X-Request-Id (lb/request_id.py)
+            request_id.tag(ex)
 
     def answered_locally(self, ex: Exchange) -> None:
         """The client connection wrote a response of the load balancer's own."""

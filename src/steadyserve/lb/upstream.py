@@ -35,6 +35,7 @@ from steadyserve.lb.http import (
     header_name,
     set_nodelay,
 )
+from steadyserve.lb.request_id import stamped
 
 if TYPE_CHECKING:
     from steadyserve.lb.balancer import ReplicaState
@@ -181,7 +182,10 @@ class UpstreamConnection(asyncio.Protocol):
                 return
             self.wrote = True
             held = self._held
-            if held:
+            if exchange.request_id is not None:  # the head is in held + data: stamp it
+                exchange.client.write(stamped(b"".join([*held, data]), exchange.request_id))
+                self._held = []
+            elif held:
                 held.append(data)
                 exchange.client.write_many(held)
                 self._held = []
@@ -212,9 +216,13 @@ class UpstreamConnection(asyncio.Protocol):
             # the only answer that delivers no foreign byte.
             self.proxy.upstream_failed(exchange, self, "bytes past the end of a response")
             return
+        first = not self.wrote  # this read holds the head: stamp it
         self.wrote = True
         held = self._held
-        if held:
+        if exchange.request_id is not None and first:
+            self._held = []
+            exchange.client.write(stamped(b"".join([*held, data[:end]]), exchange.request_id))
+        elif held:
             self._held = []
             exchange.client.write_many([*held, data[:end]])
         else:
@@ -447,6 +455,8 @@ class UpstreamConnection(asyncio.Protocol):
             else:
                 self.mode = BODY_CHUNKED
                 framing = b"transfer-encoding: chunked\r\n"
+        if exchange.request_id is not None:
+            framing += b"x-request-id: %s\r\n" % exchange.request_id
         if close:
             exchange.keep_alive = False
             framing += b"connection: close\r\n"

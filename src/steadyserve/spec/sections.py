@@ -3,6 +3,7 @@ update modes, canary, load-balancer limits and the ``service:`` section."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -242,6 +243,19 @@ class LoadBalancerLimits(_Model):
     max_connections: PositiveInt = 10000
     workers: int | Literal["auto"] = 1
     """Load-balancer processes on the endpoint (SO_REUSEPORT); ``auto``: cores / 2."""
+    trusted_proxies: list[str] = Field(default_factory=list)
+    """CIDRs of proxies in front: from these peers the access log's ``client`` is
+    read from ``X-Forwarded-For`` (lb/access_log.py)."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        for i, item in enumerate(value):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise _fail(f"[{i}] {item!r} is not an address or CIDR (10.0.0.0/8)") from None
+        return value
 
     @field_validator("workers", mode="before")
     @classmethod
