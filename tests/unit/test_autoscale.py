@@ -5,6 +5,7 @@ traffic run in milliseconds and nothing sleeps."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -584,3 +585,20 @@ def test_the_worked_example_in_the_docs() -> None:
         (463.0, 1, "ongoing 1.2 over 30 s / target 2 -> 1 replica"),
         (789.0, 0, "ongoing 0.0 over 30 s / target 2 -> 0 replicas"),
     ]
+
+
+def test_durations_in_reasons_read_like_a_person_wrote_them() -> None:
+    """Ticks at uneven moments (0.7341 s apart): every duration in a reason is at
+    most one decimal under 10 s and whole seconds above, never ``29.2341``."""
+    # 3 requests a tick: about 4.1 qps, more than one replica (2.5), less than a burst (5).
+    ticks = simulate(SKY, lambda t: load(t, started=3), until=200, step=0.7341, start=0.1)
+    held = [k.decision.reason for k in ticks if "upscale delay" in k.decision.reason]
+    assert held, [k.decision.reason for k in ticks]
+    for reason in held:
+        durations = re.findall(r"after ([0-9.]+) of ([0-9.]+) s upscale delay", reason)
+        assert durations, reason
+        for number in durations[0]:
+            decimals = number.partition(".")[2]
+            assert len(decimals) <= (1 if float(number) < 10 else 0), reason
+    assert any(" of 300 s upscale delay" in r for r in held)
+    assert any(re.search(r"after \d\.\d of", r) for r in held)

@@ -89,6 +89,14 @@ def _replicas(count: int) -> str:
     return f"{count} replica" if count == 1 else f"{count} replicas"
 
 
+def _secs(seconds: float) -> str:
+    """A duration as people read it: one decimal under 10 s, whole seconds above
+    (``7.5``, ``29``, ``600``), never the float's six digits (``29.2341``)."""
+    if abs(seconds) < 10:
+        return f"{seconds:.1f}".removesuffix(".0")
+    return f"{seconds:.0f}"
+
+
 def _num(value: float) -> str:
     if value == 0 or abs(value) >= 1:
         return f"{value:.1f}"
@@ -106,7 +114,7 @@ class _Reading:
 
     def says(self, count: int) -> str:
         return (
-            f"{self.metric} {_num(self.value)} over {self.period:g} s"
+            f"{self.metric} {_num(self.value)} over {_secs(self.period)} s"
             f" / target {self.per_replica:g} -> {_replicas(count)}"
         )
 
@@ -142,7 +150,7 @@ def decide(
     span = policy.window_s
     samples = window.between(now - span, now)
     if not samples:
-        reason = f"no load reports in the last {span:g} s; holding {_replicas(previous)}"
+        reason = f"no load reports in the last {_secs(span)} s; holding {_replicas(previous)}"
         return Decision(previous, reason, replace(state, up_since=None, down_since=None), previous)
 
     short_span = span * BURST_FRACTION
@@ -210,7 +218,7 @@ def decide(
             return decision(wanted, reason, ScaleState(wanted, burst_until=burst_until))
         reason = (
             f"holding {_replicas(previous)}: {reading.says(wanted)} after"
-            f" {now - since:g} of {delay:g} s upscale delay"
+            f" {_secs(now - since)} of {_secs(delay)} s upscale delay"
         )
         return decision(previous, reason, replace(calm, up_since=since))
 
@@ -218,7 +226,7 @@ def decide(
         if calm.in_burst(now):
             reason = (
                 f"holding {_replicas(previous)}: {reading.says(wanted)}, but burst mode"
-                f" forbids scaling down for {burst_until - now:g} s"  # type: ignore[operator]
+                f" forbids scaling down for {_secs(burst_until - now)} s"  # type: ignore[operator]
             )
             return decision(previous, reason, calm)
         since = now if state.down_since is None else state.down_since
@@ -235,7 +243,7 @@ def decide(
             return decision(wanted, reason, ScaleState(wanted, burst_until=burst_until))
         reason = (
             f"holding {_replicas(previous)}: {reading.says(wanted)} after"
-            f" {now - since:g} of {delay:g} s {what}"
+            f" {_secs(now - since)} of {_secs(delay)} s {what}"
         )
         return decision(previous, reason, replace(calm, down_since=since))
 
