@@ -95,9 +95,15 @@ def iso_utc(timestamp: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+WHOLE_WORD_MAX = 24
+"""Words up to this long are never cut (every state name, a version, a time);
+longer ones (a hash, a long path or URL) may fold so the table still fits."""
+
+
 class Folding:
-    """A cell that may be folded to any width: its narrowest is 1 column, so the
-    table's ``min_width`` (the header's width) is what bounds its column."""
+    """A cell that may wrap between words to any width but never narrower than its
+    longest word (up to ``WHOLE_WORD_MAX``): ``SHUTTING_DOWN`` stays whole at 80
+    columns, where folding anywhere made ``SHUTTING_DO`` / ``WN``."""
 
     def __init__(self, text: str | Text) -> None:
         self.text = text if isinstance(text, Text) else Text(text)
@@ -108,13 +114,23 @@ class Folding:
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         widest = Measurement.get(console, options, self.text).maximum
-        return Measurement(1, widest)
+        word = max((len(w) for w in self.text.plain.split()), default=1)
+        return Measurement(min(max(word, 1), WHOLE_WORD_MAX, widest), widest)
 
 
 def _table(columns: tuple[str, ...]) -> Table:
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
     for column in columns:
         table.add_column(column, min_width=len(column), overflow="fold")
+    return table
+
+
+def fit(table: Table, console: Console) -> Table:
+    """Two spaces between columns, or one when two would make some word fold (a
+    table whose words cannot fit even then folds the widest cells, as before)."""
+    unbounded = console.options.update_width(1 << 16)  # measured unclamped
+    if Measurement.get(console, unbounded, table).minimum > console.width:
+        table.padding = (0, 1, 0, 0)
     return table
 
 
