@@ -87,3 +87,17 @@ def test_errors_are_one_line_with_the_cli_exit_code(steady: Steady, tmp_path: Pa
         sdk.update("web", bad, mode="sideways", home=home)
     assert mode.value.exit_code == 2 and mode.value.message.startswith("mode:")
     assert sdk.status(home=home) == []  # nothing was started
+
+
+def test_history_ends_a_name_s_earlier_life(steady: Steady, tmp_path: Path) -> None:
+    """down, then up under the same name: version 1 is retired, not still active."""
+    home = steady.home
+    idle = tmp_path / "idle.yaml"
+    idle.write_text(_file(tmp_path, "idle").read_text().replace("replicas: 1", "replicas: 0"))
+    sdk.up(idle, "idle", home=home)
+    sdk.down("idle", home=home)
+    sdk.up(idle, "idle", home=home)
+    outcomes = [(v["version"], v["outcome"]) for v in sdk.history("idle", home=home)["versions"]]
+    assert outcomes == [(1, "retired"), (2, "active")]
+    out = steady.run("history", "idle").stdout.splitlines()
+    assert [line.split()[3] for line in out[1:]] == ["retired", "active"], out

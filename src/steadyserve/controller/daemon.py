@@ -164,6 +164,11 @@ class Controller:
         )
         try:
             self.store.add_service(row, version)
+            # The name's earlier life (taken down, history kept) ended: its last
+            # version is no longer "active" now that this one is.
+            for earlier in self.store.versions(name):
+                if earlier.version < number and earlier.outcome is VersionOutcome.ACTIVE:
+                    self.store.update_version(name, earlier.version, outcome=VersionOutcome.RETIRED)
         except BaseException:
             await asyncio.to_thread(shutil.rmtree, self.home.version_dir(name, number), True)
             raise
