@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput
-from steadyserve.core.changes import classify, may_hold_secret
+from steadyserve.core.changes import classify, shown
 from steadyserve.core.states import (
     RESTART_MODES,
     UpdateMode,
@@ -97,8 +97,8 @@ async def apply(
         "changes": [
             {
                 "path": c.path,
-                "old": _shown(c.path, c.old),
-                "new": _shown(c.path, c.new),
+                "old": shown(c.path, c.old),
+                "new": shown(c.path, c.new),
                 "kind": c.kind,
                 "why": c.why,
             }
@@ -267,13 +267,6 @@ async def prune_environments(store: Store, home: Home) -> None:
         return
     if freed:
         log.info("deleted %d unused environments: %s", len(freed), [k[:16] for k in freed])
-
-
-def _shown(path: str, value: object) -> object:
-    """A value that may be a secret: a plan says that it changed, not what it is."""
-    if may_hold_secret(path) and value is not None:
-        return "(set)"
-    return value
 
 
 def rollback_target(store: Store, runtime: ServiceRuntime, to: int | None) -> VersionRow:
