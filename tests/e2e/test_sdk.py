@@ -5,6 +5,7 @@ CLI's one line and exit code."""
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -53,6 +54,17 @@ def test_a_service_scripted_from_python(steady: Steady, tmp_path: Path) -> None:
     assert set(PLAN.keys) <= set(plan) and plan["mode"] == "blue_green"
     assert plan["update"]["status"] == "SUCCEEDED" and plan["version"] == 2
     assert b"two" in http_get(port)[1]
+
+    # A workdir change is planned as the files it adds, removes and changes.
+    moved = tmp_path / "wd"
+    shutil.copytree(SERVER, moved)
+    (moved / "extra.txt").write_text("new file\n")
+    text = _file(tmp_path, "two").read_text().replace(str(SERVER), str(moved))
+    (tmp_path / "moved.yaml").write_text(text)
+    planned = sdk.update("web", tmp_path / "moved.yaml", dry_run=True, home=home)
+    (workdir,) = [c for c in planned["changes"] if c["path"] == "workdir"]
+    files = workdir["files"]  # type: ignore[typeddict-item]
+    assert files["added"] == ["extra.txt"] and files["removed"] == files["changed"] == []
 
     back = sdk.rollback("web", to=1, dry_run=True, home=home)
     assert back["dry_run"] is True and back["changed"] is True

@@ -233,7 +233,9 @@ CONTRACTS: dict[str, Contract] = {
     "update": Contract(
         "One object: the plan (with `--dry-run`, what would happen).",
         PLAN,
-        "`old`/`new` are the whole values (any JSON type). `kind` is `in_place` or "
+        "`old`/`new` are the whole values (any JSON type; for `workdir`, the content "
+        "hashes, and the change also has `files`: `added`, `removed` and `changed`, the "
+        "first 20 paths of each, and their `counts`). `kind` is `in_place` or "
         "`restart`; `mode` is `in_place`, `rolling`, `blue_green`, `canary` or `none` (no change). "
         "With `--wait`, the object is printed when the update ends and has one more "
         "key, `update` (as in `status --json`); progress goes to stderr.",

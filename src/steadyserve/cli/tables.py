@@ -23,6 +23,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from steadyserve.envs.workdir_diff import describe as workdir_describe
+
 SERVICE_COLUMNS = ("NAME", "VERSION", "UPTIME", "STATUS", "REPLICAS", "ENDPOINT")
 REPLICA_COLUMNS = (
     "SERVICE_NAME",
@@ -232,6 +234,10 @@ def changes_table(changes: list[dict[str, Any]]) -> Table:
     table = _table(CHANGE_COLUMNS)
     for change in changes:
         kind = "in place" if change["kind"] == "in_place" else "restart"
+        if change.get("files"):  # a workdir: its files, not two content hashes
+            removed, added = workdir_describe(change["files"])
+            _row(table, change["path"], kind, "\n".join(removed) or "-", "\n".join(added) or "-")
+            continue
         old, new = shown_pair(change["old"], change["new"])
         _row(table, change["path"], kind, old, new)
     return table

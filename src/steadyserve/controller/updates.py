@@ -34,6 +34,7 @@ from steadyserve.envs.workdir import (
     remove_snapshot,
     snapshot,
 )
+from steadyserve.envs.workdir_diff import workdir_diff
 from steadyserve.paths import Home
 from steadyserve.replica_contract import SETUP_MARKER
 from steadyserve.spec import ServiceSpec
@@ -108,6 +109,14 @@ async def apply(
         "stop": live if not in_place else max(0, live - target),
         "dry_run": dry_run,
     }
+    for change in result["changes"]:
+        if change["path"] == "workdir" and change["old"] and change["new"] and source:
+            # The files, not two content hashes (envs/workdir_diff.py).
+            current_files = home.version_workdir(name, runtime.row.version)
+            if current_files.is_dir():
+                change["files"] = await asyncio.to_thread(
+                    workdir_diff, current_files, source, exclude
+                )
     if changes.empty:
         result.update(launch=0, stop=0, mode="none")
         return result
