@@ -5,7 +5,10 @@ CLI's one line and exit code."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -49,6 +52,7 @@ def test_a_service_scripted_from_python(steady: Steady, tmp_path: Path) -> None:
     assert set(cli) == set(svc)
     port = int(svc["endpoint"].rsplit(":", 1)[1])
     assert http_get(port)[0] == 200
+    _readme_curl(steady)
 
     plan = sdk.update("web", _file(tmp_path, "two"), mode="blue_green", wait=True, home=home)
     assert set(PLAN.keys) <= set(plan) and plan["mode"] == "blue_green"
@@ -113,3 +117,26 @@ def test_history_ends_a_name_s_earlier_life(steady: Steady, tmp_path: Path) -> N
     assert outcomes == [(1, "retired"), (2, "active")]
     out = steady.run("history", "idle").stdout.splitlines()
     assert [line.split()[3] for line in out[1:]] == ["retired", "active"], out
+
+
+def _readme_curl(steady: Steady) -> None:
+    """README command 1 ends by requesting the endpoint steady reports, and fails
+    when that request fails (curl -f): run its tail against this service."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.startswith("python3 -m venv"))
+    tail = command[command.index("curl ") :]
+    assert tail == 'curl -fsS "$(steady status http-server --endpoint)/"', tail
+    env = dict(steady.env, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    ok = subprocess.run(
+        ["bash", "-c", tail.replace("http-server", "web")], env=env, capture_output=True, timeout=60
+    )
+    assert ok.returncode == 0 and b'"message": "one"' in ok.stdout, ok
+    # No such service: no endpoint, the request cannot be made, the command fails
+    # (and -f makes an HTTP error status fail it too).
+    bad = subprocess.run(
+        ["bash", "-c", tail.replace("http-server", "nope")],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0, bad
