@@ -22,6 +22,7 @@ from steadyserve.cli.tables import (
     Clock,
     changes_table,
     events_table,
+    fit,
     history_table,
     replicas_table,
     services_table,
@@ -198,3 +199,23 @@ def test_failed_update_is_noted_until_the_next_update() -> None:
     ]
     assert update_notes([service(update={**failed, "status": "SUCCEEDED"})]) == []
     assert update_notes([service(update=None)]) == []
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_a_column_never_folds_inside_a_word(width: int) -> None:
+    """State names and other words stay whole at 80 columns (they folded as
+    ``SHUTTING_DO`` / ``WN``): cells wrap between words, and columns move closer
+    when two spaces apart would cut one."""
+    svc = service(name="http-server", status="SHUTTING_DOWN")
+    svc["replicas"][0].update(status="SHUTTING_DOWN", resources="1x Local(cpus=2, memory=4)")
+    tables = {
+        "SHUTTING_DOWN http-server 127.0.0.1:30001 ENDPOINT": services_table([svc]),
+        "SHUTTING_DOWN http-server 127.0.0.1 REGION local STATUS": replicas_table([svc]),
+    }
+    for wanted, table in tables.items():
+        console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+        console.print(fit(table, console))
+        text = console.export_text()
+        assert max(len(line) for line in text.splitlines()) <= width, text
+        for whole in wanted.split():
+            assert whole in text.split(), f"{whole} cut at {width} columns:\n{text}"

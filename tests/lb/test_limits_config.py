@@ -40,6 +40,7 @@ def test_defaults_match_the_load_balancers(tmp_path: Path) -> None:
         "affinity_key": None,
         "affinity_epsilon": 0.25,
         "replica_metrics": None,
+        "trusted_proxies": list(defaults.trusted_proxies),  # the access log's client
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,18 +40,45 @@ BOTH_VERSIONS_SERVING = """() => {
 }"""
 
 
+def _required() -> bool:
+    """CI (.ci/run) sets STEADY_REQUIRE_BROWSER=1: there a missing browser fails."""
+    return bool(os.environ.get("STEADY_REQUIRE_BROWSER") or os.environ.get("CI"))
+
+
 def _playwright():  # type: ignore[no-untyped-def]
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        if os.environ.get("CI"):
+        if _required():
             raise
         pytest.skip("playwright is not installed (pip install -e '.[test]')")
     if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            raise AssertionError("CI must install chromium (apt-get install chromium)")
+        if _required():
+            raise AssertionError(
+                f"STEADY_REQUIRE_BROWSER is set and {CHROMIUM} is missing"
+                " (apt-get install chromium)"
+            )
         pytest.skip("no /usr/bin/chromium (apt-get install chromium)")
     return sync_playwright
+
+
+def _watch_console(page: Any) -> list[str]:
+    """Every console error and uncaught exception of the page: each fails the test."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+    page.on(
+        "response", lambda r: errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None
+    )
+    return errors
+
+
+# Three refreshes that reached the controller and drew every card without an error.
+REFRESHED = """() => {
+  const conn = document.getElementById("conn");
+  return parseInt(conn.dataset.refreshes || "0", 10) >= 3
+    && conn.textContent.startsWith("updated");
+}"""
 
 
 @pytest.mark.timeout(240)
@@ -75,6 +103,7 @@ def test_dashboard_shows_a_rolling_update_under_load(steady: Steady, tmp_path: P
             )
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                errors = _watch_console(page)
                 page.goto(url)
                 # Redirected to the page without the code; the session cookie is
                 # HttpOnly, so the page's script cannot read it.
@@ -90,6 +119,7 @@ def test_dashboard_shows_a_rolling_update_under_load(steady: Steady, tmp_path: P
                 page.wait_for_function(BOTH_VERSIONS_SERVING, timeout=30_000, polling=250)
                 page.screenshot(path=str(shot), full_page=True)
                 text = page.inner_text("main")
+                assert errors == [], errors
             finally:
                 browser.close()
         steady.wait_for(
@@ -108,3 +138,34 @@ def test_dashboard_shows_a_rolling_update_under_load(steady: Steady, tmp_path: P
     if SCREENSHOT_COPY:
         shutil.copy(shot, SCREENSHOT_COPY)
     assert client.failed == 0, client.summary()
+
+
+@pytest.mark.timeout(180)
+def test_dashboard_draws_quiet_services_and_one_at_zero(steady: Steady, tmp_path: Path) -> None:
+    """A service nobody has called yet and one scaled to zero replicas: every card
+    draws, the header says the page is current, and the console stays clean."""
+    sync_playwright = _playwright()
+    quiet = tmp_path / "quiet.yaml"
+    quiet.write_text(spec_text("quiet", replicas=1).replace("name: web", "name: quiet"))
+    zero = tmp_path / "zero.yaml"
+    zero.write_text(spec_text("zero", replicas=0).replace("name: web", "name: zero"))
+    steady.run("up", str(quiet), "--wait")
+    steady.run("up", str(zero))
+    url = steady.run("dashboard", "--no-browser").stdout.strip()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors = _watch_console(page)
+            page.goto(url)
+            page.wait_for_function(REFRESHED, timeout=30_000, polling=250)
+            quiet_card = page.inner_text('section.service[data-service="quiet"]').lower()
+            zero_card = page.inner_text('section.service[data-service="zero"]').lower()
+            header = page.inner_text("#conn")
+        finally:
+            browser.close()
+    assert errors == [], errors
+    assert header.startswith("updated"), header
+    assert "no requests through its endpoint yet" in quiet_card, quiet_card
+    assert "1/1" in quiet_card and "ready" in quiet_card
+    assert "no replicas" in zero_card and "0/0" in zero_card, zero_card

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 from steadyserve.controller.metrics import Traffic
 from steadyserve.lb.access_log import AccessLog
 from steadyserve.wire.counts import LATENCY_BUCKETS
 from steadyserve.wire.exposition import families
+from steadyserve.wire.routes import Limits
 
 
 def _counts(version: str, requests: int, entry: str | None = None) -> dict[str, object]:
@@ -65,8 +67,12 @@ def test_a_report_without_an_entry_is_the_endpoints() -> None:
 
 
 class _Ex:
+    """What the access log reads of an exchange (lb/exchange.py)."""
+
     head = b"GET /x HTTP/1.1\r\n\r\n"
     status = 200
+    request_id = b"test-1"
+    client = SimpleNamespace(_xff=b"127.0.0.1", proxy=SimpleNamespace(limits=Limits()))
 
 
 def test_the_gateway_and_the_load_balancer_share_the_log_and_its_rotation(
@@ -75,8 +81,9 @@ def test_the_gateway_and_the_load_balancer_share_the_log_and_its_rotation(
     """Two writers of one file: neither writes on into a file the other rotated
     away, so every file stays within max_bytes and no line is lost or torn."""
     path = tmp_path / "access.log"
-    endpoint = AccessLog(path, max_bytes=2000, backups=5)
-    gateway = AccessLog(path, max_bytes=2000, backups=5, entry="gateway")
+    # Lines are ~270 bytes: 60 of them fill 4-5 files of 4000 bytes, none dropped.
+    endpoint = AccessLog(path, max_bytes=4000, backups=5)
+    gateway = AccessLog(path, max_bytes=4000, backups=5, entry="gateway")
     for _ in range(30):
         for log in (endpoint, gateway):
             log.request(_Ex(), 1, 1, 0.001, 10)  # type: ignore[arg-type]
@@ -84,8 +91,8 @@ def test_the_gateway_and_the_load_balancer_share_the_log_and_its_rotation(
     endpoint.close()
     gateway.close()
     files = sorted(tmp_path.iterdir())
-    assert 4 <= len(files) <= 6  # ~8 KB of lines in files of at most 2000 bytes
-    assert all(p.stat().st_size <= 2000 for p in files), [p.stat().st_size for p in files]
+    assert 4 <= len(files) <= 6  # ~16 KB of lines in files of at most 4000 bytes
+    assert all(p.stat().st_size <= 4000 for p in files), [p.stat().st_size for p in files]
     lines = [json.loads(x) for p in files for x in p.read_text().splitlines()]
     assert len(lines) == 60
     assert sorted(x["entry"] for x in lines) == ["endpoint"] * 30 + ["gateway"] * 30

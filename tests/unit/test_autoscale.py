@@ -5,6 +5,7 @@ traffic run in milliseconds and nothing sleeps."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -613,3 +614,29 @@ def test_the_worked_example_in_the_docs() -> None:
         (463.0, 1, "ongoing 1.2 over 30 s / target 2 -> 1 replica"),
         (789.0, 0, "ongoing 0.0 over 30 s / target 2 -> 0 replicas"),
     ]
+
+
+def test_durations_in_reasons_read_like_a_person_wrote_them() -> None:
+    """Ticks at uneven moments (0.7341 s apart): every duration in a reason is at
+    most one decimal under 10 s and whole seconds above, never ``29.2341``. Ray's
+    policy says how long it has waited; SkyServe's counts decisions and names its
+    delay."""
+    # Ray: 5 ongoing on one replica wants 3 (target 2): held for its 30 s upscale delay.
+    ticks = simulate(RAY, lambda t: load(t, ongoing=5), until=40, step=0.7341, start=0.1)
+    held = [k.decision.reason for k in ticks if "upscale delay" in k.decision.reason]
+    assert held, [k.decision.reason for k in ticks]
+    for reason in held:
+        durations = re.findall(r" ([0-9.]+) of ([0-9.]+) s upscale delay", reason)
+        assert durations, reason
+        for number in durations[0]:
+            decimals = number.partition(".")[2]
+            assert len(decimals) <= (1 if float(number) < 10 else 0), reason
+    assert any(" of 30 s upscale delay" in r for r in held)
+    assert any(re.search(r" \d\.\d of", r) for r in held)
+    # SkyServe: 3 requests a tick, about 4.1 qps: more than one replica (2.5).
+    ticks = simulate(SKY, lambda t: load(t, started=3), until=200, step=0.7341, start=0.1)
+    reasons = [k.decision.reason for k in ticks]
+    assert any("(300 s upscale delay)" in r for r in reasons), reasons
+    for reason in reasons:
+        for number in re.findall(r"([0-9]+\.[0-9]+) s\b", reason):
+            assert float(number) < 10 and len(number.partition(".")[2]) <= 1, reason

@@ -115,7 +115,14 @@ def start_controller(home: Home) -> dict[str, Any]:
     with open(log_path, "ab") as log:
         os.chmod(log_path, 0o600)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "steadyserve.controller", "--home", str(home.root)],
+            [
+                sys.executable,
+                "-m",
+                "steadyserve.controller",
+                "--home",
+                str(home.root),
+                "--on-demand",
+            ],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -25,6 +25,7 @@ from steadyserve.cli.contracts import with_iso
 from steadyserve.cli.python_defaults import raw_document, with_deployment_defaults
 from steadyserve.cli.tables import (
     changes_table,
+    fit,
 )
 from steadyserve.compat.skyserve import preflight
 from steadyserve.core.states import FAILED_REPLICA_STATES
@@ -74,6 +75,7 @@ def reports_errors(func: F) -> F:
 
 def _print_table(table: Table) -> None:
     """A table; piped, without the padding rich leaves at the end of each line."""
+    fit(table, console)
     if console.is_terminal:
         console.print(table)
         return

@@ -9,7 +9,7 @@ epoch seconds (``*_at``, ``time``) with an ISO-8601 UTC twin (``*_iso``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 EPOCH_KEYS = ("launched_at", "created_at", "started_at", "finished_at", "time")
 
@@ -40,6 +40,11 @@ class Shape:
     keys: tuple[str, ...]
     nested: tuple[tuple[str, Shape], ...] = ()
 
+    @classmethod
+    def of(cls, typed: Any, nested: tuple[tuple[str, Shape], ...] = ()) -> Shape:
+        """The shape of a TypedDict below: its keys, in order (one source of truth)."""
+        return cls(tuple(typed.__annotations__), nested)
+
     def describe(self, where: str = "") -> list[str]:
         """Markdown bullets: each object's path and its keys."""
         keys = ", ".join(f"`{key}`" for key in self.keys)
@@ -49,64 +54,150 @@ class Shape:
         return lines
 
 
-UPDATE = Shape(
-    (
-        "mode",
-        "from_version",
-        "to_version",
-        "status",
-        "message",
-        "started_at",
-        "started_at_iso",
-        "finished_at",
-        "finished_at_iso",
-    )
-)
-REPLICA = Shape(
-    (
-        "id",
-        "version",
-        "status",
-        "ip",
-        "port",
-        "pid",
-        "launched_at",
-        "launched_at_iso",
-        "resources",
-        "region",
-        "assignment",
-        "pending_reason",
-    )
-)
-EVENT = Shape(
-    ("id", "service", "replica_id", "time", "time_iso", "from_status", "to_status", "reason")
-)
-SERVICE = Shape(
-    (
-        "name",
-        "status",
-        "version",
-        "active_versions",
-        "uptime_s",
-        "endpoint",
-        "ready_replicas",
-        "total_replicas",
-        "target_replicas",
-        "update",
-        "load_balancer_pid",
-        "replicas",
-        "canary",
-    ),
-    (("update", UPDATE), ("replicas[]", REPLICA)),
-)
-CHANGE = Shape(("path", "old", "new", "kind", "why"))
-PLAN = Shape(
-    ("name", "changed", "version", "mode", "changes", "launch", "stop", "dry_run"),
-    (("changes[]", CHANGE),),
-)
-HISTORY_VERSION = Shape(("version", "created_at", "created_at_iso", "mode", "changes", "outcome"))
-DEPLOY_ITEM = Shape(("name", "action"))
-LOG_LINE = Shape(("source", "time", "time_iso", "line"))
+# The typed contracts: what ``--json`` prints and what ``steadyserve.sdk`` returns.
+# The shapes below (and so docs/cli.md and the schema tests) are read from these.
+
+
+class Update(TypedDict):
+    """A service's last update (``status --json``'s ``update``)."""
+
+    mode: str
+    from_version: int
+    to_version: int
+    status: str
+    message: str
+    started_at: float
+    started_at_iso: str
+    finished_at: float | None
+    finished_at_iso: str | None
+
+
+class Replica(TypedDict):
+    id: int
+    version: int
+    status: str
+    ip: str
+    port: int | None
+    pid: int | None
+    launched_at: float
+    launched_at_iso: str
+    resources: str
+    region: str
+    reason: str | None
+    assignment: dict[str, Any] | None
+    pending_reason: str | None
+
+
+class Event(TypedDict):
+    """One state transition, of the service (``replica_id`` null) or a replica."""
+
+    id: int
+    service: str
+    replica_id: int | None
+    time: float
+    time_iso: str
+    from_status: str | None
+    to_status: str
+    reason: str
+
+
+class Service(TypedDict):
+    """One service of ``status --json``."""
+
+    name: str
+    status: str
+    version: int
+    active_versions: list[int]
+    uptime_s: float | None
+    endpoint: str
+    ready_replicas: int
+    total_replicas: int
+    target_replicas: int
+    update: Update | None
+    load_balancer_pid: int | None
+    replicas: list[Replica]
+    canary: dict[str, Any] | None
+
+
+class Change(TypedDict):
+    path: str
+    old: Any
+    new: Any
+    kind: str
+    why: str
+
+
+class Plan(TypedDict):
+    """What an update or rollback does (``update --json``); ``update`` is added by a wait."""
+
+    name: str
+    changed: bool
+    version: int
+    mode: str
+    changes: list[Change]
+    launch: int
+    stop: int
+    dry_run: bool
+
+
+class HistoryVersion(TypedDict):
+    version: int
+    created_at: float
+    created_at_iso: str
+    mode: str
+    changes: str
+    outcome: str | None
+
+
+class History(TypedDict):
+    name: str
+    down: bool
+    versions: list[HistoryVersion]
+
+
+class DeployItem(TypedDict):
+    name: str
+    action: str
+
+
+class Deploy(TypedDict):
+    dry_run: bool
+    services: list[DeployItem]
+
+
+class Created(TypedDict):
+    name: str
+    endpoint: str
+    notice: str | None
+
+
+class Down(TypedDict):
+    down: list[str]
+    purged: bool
+
+
+class LogLine(TypedDict):
+    source: str
+    time: float | None
+    time_iso: str | None
+    line: str
+
+
+class ControllerStatus(TypedDict):
+    running: bool
+    pid: int | None
+    url: str | None
+
+
+UPDATE = Shape.of(Update)
+REPLICA = Shape.of(Replica)
+EVENT = Shape.of(Event)
+SERVICE = Shape.of(Service, (("update", UPDATE), ("replicas[]", REPLICA)))
+CHANGE = Shape.of(Change)
+PLAN = Shape.of(Plan, (("changes[]", CHANGE),))
+HISTORY_VERSION = Shape.of(HistoryVersion)
+DEPLOY_ITEM = Shape.of(DeployItem)
+LOG_LINE = Shape.of(LogLine)
 
 
 @dataclass(frozen=True)
@@ -119,7 +210,7 @@ class Contract:
 CONTRACTS: dict[str, Contract] = {
     "up": Contract(
         "One object: the service created.",
-        Shape(("name", "endpoint", "notice")),
+        Shape.of(Created),
         "`notice` is null, or why the endpoint is not on port 30001.",
     ),
     "status": Contract(
@@ -139,13 +230,15 @@ CONTRACTS: dict[str, Contract] = {
     "history": Contract(
         "One object: the service's `name`, whether it is `down` (history kept after "
         "`steady down`), and its `versions`, oldest first.",
-        Shape(("name", "down", "versions"), (("versions[]", HISTORY_VERSION),)),
+        Shape.of(History, (("versions[]", HISTORY_VERSION),)),
         "`outcome` is null while a version is being rolled out.",
     ),
     "update": Contract(
         "One object: the plan (with `--dry-run`, what would happen).",
         PLAN,
-        "`old`/`new` are the whole values (any JSON type). `kind` is `in_place` or "
+        "`old`/`new` are the whole values (any JSON type; for `workdir`, the content "
+        "hashes, and the change also has `files`: `added`, `removed` and `changed`, the "
+        "first 20 paths of each, and their `counts`). `kind` is `in_place` or "
         "`restart`; `mode` is `in_place`, `rolling`, `blue_green`, `canary` or `none` (no change). "
         "With `--wait`, the object is printed when the update ends and has one more "
         "key, `update` (as in `status --json`); progress goes to stderr.",
@@ -153,7 +246,7 @@ CONTRACTS: dict[str, Contract] = {
     "rollback": Contract("The same object as `update --json`.", PLAN),
     "deploy": Contract(
         "One object: `dry_run` and `services`, one item per service of the file or taken down.",
-        Shape(("dry_run", "services"), (("services[]", DEPLOY_ITEM),)),
+        Shape.of(Deploy, (("services[]", DEPLOY_ITEM),)),
         "`action` is `create`, `update`, `none`, `down` (made by this file, no longer "
         "in it) or `keep` (not in the file, made with `steady up` or another file; "
         "with a `reason`); an `update` or `none` item also has every key of "
@@ -163,12 +256,15 @@ CONTRACTS: dict[str, Contract] = {
         "JSON lines: one object per log line, as they are read.",
         LOG_LINE,
         "`time` is when `steady logs --follow` read the line (null for lines already "
-        "in the file: see `--timestamps`).",
+        "in the file: see `--timestamps`). With `--access`, each object is a line of "
+        "the service's request log as written, with its own keys (`time`, `ts`, "
+        "`method`, `path`, `status`, `client`, `user_agent`, `request_id`, ...: "
+        "docs/observability.md).",
     ),
-    "down": Contract("One object: the services taken `down`.", Shape(("down", "purged"))),
+    "down": Contract("One object: the services taken `down`.", Shape.of(Down)),
     "controller status": Contract(
         "One object. Exit code 1 when no controller runs.",
-        Shape(("running", "pid", "url")),
+        Shape.of(ControllerStatus),
         "A running controller adds `home`, `epoch` and `started_at` (`started_at_iso`).",
     ),
 }

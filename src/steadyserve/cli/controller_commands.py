@@ -1,10 +1,12 @@
-"""``steady controller start|stop|status``: the controller of this STEADY_HOME."""
+"""``steady controller start|stop|status|run|install-unit``: the controller of this STEADY_HOME."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -16,6 +18,7 @@ from steadyserve.cli.client import (
     stop_controller,
 )
 from steadyserve.cli.common import _echo_json, _home, console, json_option, reports_errors
+from steadyserve.cli.service_unit import UNIT_NAME, unit_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,18 +41,32 @@ def controller() -> None:
     """
 
 
+def backend_options(func: F) -> F:
+    """--backend and --ray-address, for the commands that start a controller."""
+    func = click.option(
+        "--ray-address",
+        default=None,
+        help="The Ray cluster: auto, HOST:PORT or ray://HOST:PORT (also STEADY_RAY_ADDRESS).",
+    )(func)
+    return click.option(
+        "--backend",
+        type=click.Choice(["local", "ray"]),
+        default=None,
+        help="Where replicas run (default local; also STEADY_BACKEND).",
+    )(func)
+
+
+def _choose_backend(backend: str | None, ray_address: str | None) -> None:
+    if ray_address is not None and (backend or os.environ.get("STEADY_BACKEND")) != "ray":
+        raise CommandError("--ray-address needs --backend ray", 2)
+    if backend is not None:
+        os.environ["STEADY_BACKEND"] = backend
+    if ray_address is not None:
+        os.environ["STEADY_RAY_ADDRESS"] = ray_address
+
+
 @controller.command("start")
-@click.option(
-    "--backend",
-    type=click.Choice(["local", "ray"]),
-    default=None,
-    help="Where replicas run (default local; also STEADY_BACKEND).",
-)
-@click.option(
-    "--ray-address",
-    default=None,
-    help="The Ray cluster: auto, HOST:PORT or ray://HOST:PORT (also STEADY_RAY_ADDRESS).",
-)
+@backend_options
 @reports_errors
 def controller_start(backend: str | None, ray_address: str | None) -> None:
     """Start the controller (if none runs) and print its pid and address.
@@ -61,12 +78,7 @@ def controller_start(backend: str | None, ray_address: str | None) -> None:
     Example:
       steady controller start --backend ray --ray-address auto
     """
-    if ray_address is not None and (backend or os.environ.get("STEADY_BACKEND")) != "ray":
-        raise CommandError("--ray-address needs --backend ray", 2)
-    if backend is not None:
-        os.environ["STEADY_BACKEND"] = backend
-    if ray_address is not None:
-        os.environ["STEADY_RAY_ADDRESS"] = ray_address
+    _choose_backend(backend, ray_address)
     info = start_controller(_home())
     console.print(f"controller running: pid {info['pid']} at {info['url']}")
 
@@ -107,3 +119,58 @@ def controller_status(as_json: bool) -> None:
         console.print("no controller running")
     if not info:
         sys.exit(1)
+
+
+@controller.command("run")
+@backend_options
+@reports_errors
+def controller_run(backend: str | None, ray_address: str | None) -> None:
+    """Run the controller in the foreground, for systemd or another supervisor.
+
+    It logs to stderr, brings every service back to its spec, and stops on
+    SIGTERM or Ctrl-C leaving replicas serving for its next start. Exit 1 with
+    one line when another controller holds this home.
+
+    \b
+    Example:
+      STEADY_HOME=/srv/steady steady controller run
+    """
+    from steadyserve.controller.entry import main as run_daemon
+
+    _choose_backend(backend, ray_address)
+    sys.exit(run_daemon(["--home", str(_home().root)]))
+
+
+@controller.command("install-unit")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=f"Write the unit here (e.g. /etc/systemd/system/{UNIT_NAME}); default stdout.",
+)
+@click.option("--user", "user", default=None, help="Who runs the controller (default: you).")
+@reports_errors
+def controller_install_unit(output: Path | None, user: str | None) -> None:
+    """Write a systemd unit that runs this home's controller (steady controller run).
+
+    Restart=always brings the controller back when it dies and at boot; it
+    brings every service back. The unit holds no secret (the API's secret is
+    derived from the home).
+
+    \b
+    Example:
+      steady controller install-unit --output /etc/systemd/system/steady-controller.service
+    """
+    text = unit_text(user or getpass.getuser(), _home().root)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"--output: cannot write {output}: {exc.strerror}", 2) from None
+    console.print(
+        f"wrote {output}; then: systemctl daemon-reload && systemctl enable --now {output.name}",
+        markup=False,
+        highlight=False,
+    )

@@ -69,6 +69,44 @@ class LineWriter:
         return f"{stamp} {text}\n".encode()
 
 
+class AccessWriter(LineWriter):
+    """A service's request log (``steady logs NAME --access``): one line a request,
+    ``TIME CLIENT METHOD PATH STATUS LATENCY vVERSION/rREPLICA REQUEST_ID "AGENT"``,
+    or with ``--json`` the log's own JSON lines unchanged (docs/observability.md)."""
+
+    @property
+    def raw(self) -> bool:
+        return self.as_json  # the lines are JSON already
+
+    def _line(self, line: bytes, arrived: float | None) -> bytes:
+        try:
+            entry = json.loads(line)
+        except ValueError:  # a line cut by a full disk: shown as it is
+            return line.rstrip(b"\r\n") + b"\n"
+        if not isinstance(entry, dict):
+            return line.rstrip(b"\r\n") + b"\n"
+        moment = entry.get("time")
+        when = self.clock.format(moment, millis=True) if isinstance(moment, int | float) else "-"
+        served = (
+            f"v{entry.get('version')}/r{entry.get('replica')}"
+            if entry.get("replica") is not None
+            else f"lb:{entry.get('reason') or '-'}"
+        )
+        agent = entry.get("user_agent")
+        fields = [
+            when,
+            str(entry.get("client") or "-"),
+            str(entry.get("method") or "-"),
+            str(entry.get("path") or "-"),
+            str(entry.get("status")),
+            f"{entry.get('latency_ms', 0):.1f}ms",
+            served,
+            str(entry.get("request_id") or "-"),
+            "-" if agent is None else json.dumps(agent),
+        ]
+        return (" ".join(fields) + "\n").encode()
+
+
 def _complete_lines(handle: BinaryIO, pending: bytearray, whole: bool) -> bytes:
     """What was appended since the last read; with ``whole``, complete lines only
     (a partial last line waits for its end, so a stamp never splits a line)."""

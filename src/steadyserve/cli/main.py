@@ -7,7 +7,6 @@ other failures exit 1.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any, TypeVar
 
 import click
 
-from steadyserve.backends import backend_name
 from steadyserve.cli import progressive, ray_status
 from steadyserve.cli.client import (
     Client,
@@ -30,7 +28,6 @@ from steadyserve.cli.common import (
     _print_plan,
     _print_table,
     _wait_ready,
-    _with_defaults,
     after_plan,
     console,
     ignore_image_option,
@@ -44,6 +41,7 @@ from steadyserve.cli.common import (
 )
 from steadyserve.cli.controller_commands import controller
 from steadyserve.cli.dashboard import dashboard
+from steadyserve.cli.deploy_files import deploy_request
 from steadyserve.cli.python_defaults import raw_document
 from steadyserve.cli.records import history, logs
 from steadyserve.cli.serve import endpoint_url, plan_line, serve_group, up_plan
@@ -56,9 +54,7 @@ from steadyserve.cli.tables import (
     update_notes,
 )
 from steadyserve.compat.file_mounts import staged
-from steadyserve.compat.ray_serve import load_deploy_file
-from steadyserve.compat.skyserve import preflight, unique_name
-from steadyserve.spec import SpecError
+from steadyserve.compat.skyserve import unique_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -366,43 +362,12 @@ def deploy(
       steady deploy fleet.yaml --dry-run
       steady deploy serve_config.yaml
     """
-    plan = load_deploy_file(file)  # a fleet file or a Ray Serve config (spec/ray_serve.py)
-    where = "services[{}]." if plan.scope == "all" else "applications: {}: "
-    specs = [
-        _with_defaults(spec, item, file, where.format(i if plan.scope == "all" else spec.name))
-        for i, (spec, item) in enumerate(zip(plan.specs, plan.documents, strict=True))
-    ]
     notes: list[str] = []
-    mistakes: list[SpecError] = []
-    for i, spec in enumerate(specs):
-        try:
-            notes.extend(
-                preflight(
-                    spec,
-                    ignore_resources=ignore_resources,
-                    ignore_image=ignore_image,
-                    backend=backend_name(),
-                    prefix=where.format(i if plan.scope == "all" else spec.name),
-                )
-            )
-        except SpecError as exc:
-            mistakes.append(exc)
-    if mistakes:
-        raise SpecError.combine(mistakes, file=str(file))
-    _print_notes(notes)
-    for notice in plan.notices:
-        click.echo(f"notice: {notice}", err=True)
-    client = Client(_home())
-    text = file.read_text(encoding="utf-8")
-    with contextlib.ExitStack() as stack:  # file_mounts into the workdir
-        sent = [stack.enter_context(staged(s, file)) for s in specs]
-        request = {
-            "services": [{"spec": s.spec_json(), "yaml": text} for s in sent],
-            "dry_run": True,
-            "file": str(file.resolve()),
-            "prune_all": prune_all,
-            "gateway": None if plan.gateway_port is None else {"port": plan.gateway_port},
-        }
+    with deploy_request(file, prune_all, notes, ignore_resources, ignore_image) as (request, plan):
+        _print_notes(notes)
+        for notice in plan.notices:
+            click.echo(f"notice: {notice}", err=True)
+        client = Client(_home())
         if not dry_run:
             preview = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
             removals = [i["name"] for i in preview["services"] if i["action"] == "down"]

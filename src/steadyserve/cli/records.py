@@ -66,6 +66,12 @@ def history(name: str, as_json: bool, utc: bool) -> None:
 @click.argument("replica_id", required=False, type=int)
 @click.option("--controller", "controller_log", is_flag=True, help="The controller's log.")
 @click.option("--load-balancer", "lb_log", is_flag=True, help="The service's load balancer log.")
+@click.option(
+    "--access",
+    "access_log",
+    is_flag=True,
+    help="The service's request log: who called, what, how it went (service.access_log).",
+)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @click.option(
@@ -81,6 +87,7 @@ def logs(
     replica_id: int | None,
     controller_log: bool,
     lb_log: bool,
+    access_log: bool,
     follow: bool,
     tail: int | None,
     timestamps: bool,
@@ -94,12 +101,19 @@ def logs(
     --follow reads, and shows "-" for lines already in the file.
 
     \b
+    --access prints the service's request log (service.access_log: true), one
+    line a request: time, client, method, path, status, latency, version/replica
+    (lb:REASON when the load balancer answered), request id, user agent; with
+    --json, the log's own JSON lines.
+
+    \b
     Example:
       steady logs http-server 2 --tail 20 --follow --timestamps
+      steady logs http-server --access --follow
     """
     home = _home()
-    if controller_log and lb_log:
-        raise CommandError("--controller and --load-balancer are exclusive", 2)
+    if controller_log + lb_log + access_log > 1:
+        raise CommandError("--controller, --load-balancer and --access are exclusive", 2)
     if controller_log:
         path = home.controller_log
     else:
@@ -107,6 +121,12 @@ def logs(
             raise CommandError(f"unknown service: {name}", 2)
         if lb_log:
             path = home.lb_log(name)
+        elif access_log:
+            path = home.service_dir(name) / "access.log"
+            if not path.exists():
+                raise CommandError(
+                    f"{name} has no request log yet (service.access_log: true turns it on)", 2
+                )
         elif replica_id is not None:
             path = home.replica_log(name, replica_id)
             if not path.exists():
@@ -123,8 +143,7 @@ def logs(
     out: Any = sys.stdout.buffer
     if not controller_log:  # secrets values never shown
         out = MaskedOutput(out, secret_values(home.db_path, name))
-    writer = logs_mod.LineWriter(
-        out, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc)
-    )
+    kind = logs_mod.AccessWriter if access_log else logs_mod.LineWriter
+    writer = kind(out, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc))
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
         logs_mod.show(path, tail, follow, writer=writer)

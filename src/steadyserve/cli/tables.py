@@ -23,6 +23,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from steadyserve.envs.workdir_diff import describe as workdir_describe
+
 SERVICE_COLUMNS = ("NAME", "VERSION", "UPTIME", "STATUS", "REPLICAS", "ENDPOINT")
 REPLICA_COLUMNS = (
     "SERVICE_NAME",
@@ -81,10 +83,11 @@ class Clock:
         moment = dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
         return moment if self.utc else moment.astimezone()
 
-    def format(self, timestamp: float) -> str:
+    def format(self, timestamp: float, millis: bool = False) -> str:
         moment = self._at(timestamp)
         today = self._at(self.now if self.now is not None else time.time()).date()
-        text = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        spec = "milliseconds" if millis else "seconds"
+        text = moment.isoformat(timespec=spec).replace("+00:00", "Z")
         return text.split("T", 1)[1] if moment.date() == today else text
 
 
@@ -94,9 +97,15 @@ def iso_utc(timestamp: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+WHOLE_WORD_MAX = 24
+"""Words up to this long are never cut (every state name, a version, a time);
+longer ones (a hash, a long path or URL) may fold so the table still fits."""
+
+
 class Folding:
-    """A cell that may be folded to any width: its narrowest is 1 column, so the
-    table's ``min_width`` (the header's width) is what bounds its column."""
+    """A cell that may wrap between words to any width but never narrower than its
+    longest word (up to ``WHOLE_WORD_MAX``): ``SHUTTING_DOWN`` stays whole at 80
+    columns, where folding anywhere made ``SHUTTING_DO`` / ``WN``."""
 
     def __init__(self, text: str | Text) -> None:
         self.text = text if isinstance(text, Text) else Text(text)
@@ -107,13 +116,23 @@ class Folding:
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         widest = Measurement.get(console, options, self.text).maximum
-        return Measurement(1, widest)
+        word = max((len(w) for w in self.text.plain.split()), default=1)
+        return Measurement(min(max(word, 1), WHOLE_WORD_MAX, widest), widest)
 
 
 def _table(columns: tuple[str, ...]) -> Table:
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
     for column in columns:
         table.add_column(column, min_width=len(column), overflow="fold")
+    return table
+
+
+def fit(table: Table, console: Console) -> Table:
+    """Two spaces between columns, or one when two would make some word fold (a
+    table whose words cannot fit even then folds the widest cells, as before)."""
+    unbounded = console.options.update_width(1 << 16)  # measured unclamped
+    if Measurement.get(console, unbounded, table).minimum > console.width:
+        table.padding = (0, 1, 0, 0)
     return table
 
 
@@ -215,6 +234,10 @@ def changes_table(changes: list[dict[str, Any]]) -> Table:
     table = _table(CHANGE_COLUMNS)
     for change in changes:
         kind = "in place" if change["kind"] == "in_place" else "restart"
+        if change.get("files"):  # a workdir: its files, not two content hashes
+            removed, added = workdir_describe(change["files"])
+            _row(table, change["path"], kind, "\n".join(removed) or "-", "\n".join(added) or "-")
+            continue
         old, new = shown_pair(change["old"], change["new"])
         _row(table, change["path"], kind, old, new)
     return table

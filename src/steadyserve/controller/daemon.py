@@ -11,24 +11,20 @@ at once rather than share a version number; a down waits for it.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import fcntl
 import json
 import logging
 import os
 import shutil
 import signal
 import socket
-import sys
 import uuid
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import uvloop
 from aiohttp import web
 
-from steadyserve.backends import BackendChoiceError, backend_name, choose_backend, netns
+from steadyserve.backends import backend_name, choose_backend, netns
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
 from steadyserve.controller import fleet, updates
@@ -177,6 +173,11 @@ class Controller:
         )
         try:
             self.store.add_service(row, version)
+            # The name's earlier life (taken down, history kept) ended: its last
+            # version is no longer "active" now that this one is.
+            for earlier in self.store.versions(name):
+                if earlier.version < number and earlier.outcome is VersionOutcome.ACTIVE:
+                    self.store.update_version(name, earlier.version, outcome=VersionOutcome.RETIRED)
         except BaseException:
             await asyncio.to_thread(shutil.rmtree, self.home.version_dir(name, number), True)
             raise
@@ -423,40 +424,3 @@ class Controller:
         with os.fdopen(fd, "w") as handle:
             json.dump(self.info(), handle)
         tmp.replace(self.home.controller_file)
-
-
-def _take_lock(home: Home) -> IO[str] | None:
-    handle = open(home.controller_lock, "a")  # noqa: SIM115 - held for the process's life
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        return None
-    return handle
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m steadyserve.controller")
-    parser.add_argument("--home", default=None)
-    args = parser.parse_args(argv)
-    home = Home.from_env(args.home).ensure()
-    os.environ["STEADY_HOME"] = str(home.root)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    lock = _take_lock(home)
-    if lock is None:
-        log.info("another controller holds %s; exiting", home.controller_lock)
-        return 0
-    try:
-        controller = Controller(home)
-    except BackendChoiceError as exc:
-        # The CLI that started this controller shows this line and exits 2.
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        lock.close()
-        return 2
-    uvloop.run(controller.serve())
-    lock.close()
-    return 0

@@ -223,6 +223,9 @@ class Observer:
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
         self.traffic: dict[str, Traffic] = {}
+        # Whose traffic it is: a name taken down (or purged) and made again between
+        # two scrapes is a new service, and must not export the old one's counters.
+        self._owners: dict[str, object] = {}
 
     def ingest(self, service: str, report: Mapping[str, Any], entry: str = ENDPOINT) -> None:
         """Take the metrics part of an LB report (reports without one are ignored);
@@ -231,15 +234,23 @@ class Observer:
         if not isinstance(counts, dict):
             return
         pid = report.get("lb_pid")
+        self.live()  # a name made again starts from nothing
+        owner = self.controller.services.get(service)
+        if owner is None:
+            return
+        self._owners[service] = owner
         traffic = self.traffic.setdefault(service, Traffic())
         traffic.ingest(
             pid if isinstance(pid, int) else None, counts, self.controller.clock.wall(), entry
         )
 
     def live(self) -> dict[str, Traffic]:
-        """Traffic of the services that still exist (forget the ones taken down)."""
-        for name in [n for n in self.traffic if n not in self.controller.services]:
+        """Traffic of the services that still exist (forget the ones taken down,
+        and those whose name now belongs to a service made again)."""
+        services = self.controller.services
+        for name in [n for n in self.traffic if services.get(n) is not self._owners.get(n)]:
             del self.traffic[name]
+            self._owners.pop(name, None)
         return self.traffic
 
 

@@ -52,6 +52,7 @@ def route_table(
             idle_timeout_s=lb.idle_timeout_s,
             max_connections=lb.max_connections,
             request_timeout_s=svc.request_timeout_s,
+            trusted_proxies=tuple(lb.trusted_proxies),
         ),
         # Scale to zero: the LB holds requests that arrive at zero this long.
         hold_at_zero_s=svc.cold_start_timeout_s if hold_at_zero else 0.0,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput
-from steadyserve.core.changes import classify, may_hold_secret
+from steadyserve.core.changes import classify, shown
 from steadyserve.core.states import (
     RESTART_MODES,
     UpdateMode,
@@ -33,6 +33,7 @@ from steadyserve.envs.workdir import (
     remove_snapshot,
     snapshot,
 )
+from steadyserve.envs.workdir_diff import workdir_diff
 from steadyserve.paths import Home
 from steadyserve.replica_contract import SETUP_MARKER
 from steadyserve.spec import ServiceSpec
@@ -96,8 +97,8 @@ async def apply(
         "changes": [
             {
                 "path": c.path,
-                "old": _shown(c.path, c.old),
-                "new": _shown(c.path, c.new),
+                "old": shown(c.path, c.old),
+                "new": shown(c.path, c.new),
                 "kind": c.kind,
                 "why": c.why,
             }
@@ -107,6 +108,14 @@ async def apply(
         "stop": live if not in_place else max(0, live - target),
         "dry_run": dry_run,
     }
+    for change in result["changes"]:
+        if change["path"] == "workdir" and change["old"] and change["new"] and source:
+            # The files, not two content hashes (envs/workdir_diff.py).
+            current_files = home.version_workdir(name, runtime.row.version)
+            if current_files.is_dir():
+                change["files"] = await asyncio.to_thread(
+                    workdir_diff, current_files, source, exclude
+                )
     if changes.empty:
         result.update(launch=0, stop=0, mode="none")
         return result
@@ -283,13 +292,6 @@ async def prune_environments(store: Store, home: Home) -> None:
         return
     if freed:
         log.info("deleted %d unused environments: %s", len(freed), [k[:16] for k in freed])
-
-
-def _shown(path: str, value: object) -> object:
-    """A value that may be a secret: a plan says that it changed, not what it is."""
-    if may_hold_secret(path) and value is not None:
-        return "(set)"
-    return value
 
 
 def rollback_target(store: Store, runtime: ServiceRuntime, to: int | None) -> VersionRow:

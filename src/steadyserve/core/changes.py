@@ -223,17 +223,49 @@ _TOKEN = re.compile(r"^[\w./%:+@-]{1,32}$")
 _LONG_PATHS = frozenset({"workdir", "run", "setup"})
 
 
+SECRET_NAME = re.compile(r"secret|token|passw|key|credential|auth|private|cookie|session", re.I)
+"""A name that says its value is secret: ``API_KEY``, ``hf_token``, ``db_password``."""
+
+
 def may_hold_secret(path: str) -> bool:
-    """The one rule for what plans and history never show: values that may hold
-    secrets (API keys in ``envs``, tokens in ``user_config``) are named, not shown."""
-    return path.startswith(("envs.", "secrets.")) or path == "service.user_config"
+    """The one rule for what plans and history never show: ``secrets.*``, and an env
+    var or ``user_config`` key whose name says it is secret (``envs.API_KEY``,
+    ``user_config.token``) are named, not shown. Everything else is configuration
+    and shows in full (``envs.MESSAGE``, ``user_config.message``)."""
+    if path.startswith("secrets."):
+        return True
+    return path.startswith("envs.") and SECRET_NAME.search(path[len("envs.") :]) is not None
+
+
+def shown(path: str, value: object) -> object:
+    """``value`` as plans show it: ``"(set)"`` for a secret, a ``user_config`` with
+    its secret-named keys (at any depth) as ``"(set)"``, anything else as it is."""
+    if value is None:
+        return None
+    if may_hold_secret(path):
+        return "(set)"
+    if path == "service.user_config":
+        return _masked(value)
+    return value
+
+
+def _masked(value: object) -> object:
+    if isinstance(value, dict):
+        return {
+            k: "(set)" if SECRET_NAME.search(str(k)) and v is not None else _masked(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_masked(item) for item in value]
+    return value
 
 
 def _describe_one(change: FieldChange) -> str:
     label = "in place" if change.kind == "in_place" else "restart"
-    shown = change.path not in _LONG_PATHS and not may_hold_secret(change.path)
+    plain = change.path not in _LONG_PATHS and not may_hold_secret(change.path)
+    plain = plain and change.path != "service.user_config"  # its keys may be secret
     old, new = _short(change.old), _short(change.new)
-    if shown and old is not None and new is not None:
+    if plain and old is not None and new is not None:
         return f"{change.path} {old}->{new} ({label})"
     return f"{change.path} ({label})"
 

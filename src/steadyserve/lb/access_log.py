@@ -17,17 +17,23 @@ the other one rotated it away, reopens the path.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
-from time import time
+from time import gmtime, strftime, time
 from typing import IO, TYPE_CHECKING
+
+from steadyserve.lb import request_id
 
 if TYPE_CHECKING:
     from steadyserve.lb.proxy import Exchange
 
 log = logging.getLogger("steadyserve.lb")
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+MAX_AGENT_BYTES = 512
 
 MAX_BYTES = 10 * 1024 * 1024  # per file
 BACKUPS = 5  # rotated files kept besides the current one: at most 60 MiB in all
@@ -53,6 +59,9 @@ class AccessLog:
         self._buffered = 0
         self._file: IO[str] | None = None
         self._size = 0
+        self._second = -1
+        self._second_text = ""
+        self._networks: dict[tuple[str, ...], tuple[Network, ...]] = {}
 
     def request(self, ex: Exchange, version: int, replica: int, elapsed: float, sent: int) -> None:
         """Log one finished request (the hot path, when the log is on).
@@ -73,15 +82,33 @@ class AccessLog:
         second = head.find(b" ", first + 1) if first >= 0 else -1
         method = head[:first].decode("latin-1") if first > 0 else ""
         path = head[first + 1 : second].decode("latin-1") if second > first >= 0 else ""
+        now = time()
+        lower = head.lower()
+        peer = ex.client.head.xff  # the connection's peer address (lb/request_head.py)
+        trusted = ex.client.proxy.limits.trusted_proxies
+        client = _client(peer, lower, head, trusted, self._networks) if trusted else peer
+        agent = _header(lower, head, b"\r\nuser-agent:")
+        rid = ex.request_id or request_id.made()  # refused before its head was read
         line = (
-            f'{{"time":{time():.6f},"method":{_quote(method)},"path":{_quote(path)},'
-            f'"status":{ex.status},"replica":{replica or "null"},'
-            f'"version":{version or "null"},"latency_ms":{elapsed * 1000:.3f},"bytes":{sent}' + tail
+            f'{{"time":{now:.6f},"ts":"{self._iso(now)}","method":{_quote(method)},'
+            f'"path":{_quote(path)},"status":{ex.status},"replica":{replica or "null"},'
+            f'"version":{version or "null"},"latency_ms":{elapsed * 1000:.3f},"bytes":{sent},'
+            f'"client":{_quote(client.decode("latin-1"))},'
+            f'"user_agent":{"null" if agent is None else _quote(agent.decode("latin-1"))},'
+            f'"request_id":{_quote(rid.decode("latin-1"))}' + tail
         )
         self._buffer.append(line)
         self._buffered += len(line) + 1
         if self._buffered >= BUFFER_BYTES:
             self.flush()
+
+    def _iso(self, now: float) -> str:
+        """``2026-12-01T20:13:05.123Z``; the part to the second is made once a second."""
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._second_text = strftime("%Y-%m-%dT%H:%M:%S", gmtime(second))
+        return f"{self._second_text}.{int((now - second) * 1000):03d}Z"
 
     def flush(self) -> None:
         """Write what is buffered; rotate first when the file is full. Never raises."""
@@ -141,3 +168,45 @@ class AccessLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _header(lower: bytes, head: bytes, name: bytes) -> bytes | None:
+    """The value of the header ``name`` (``\r\nname:``, lower case) in ``head``, bounded."""
+    at = lower.find(name)
+    if at < 0:
+        return None
+    end = head.find(b"\r\n", at + 2)
+    return head[at + len(name) : end].strip(b" \t")[:MAX_AGENT_BYTES]
+
+
+def _client(
+    peer: bytes,
+    lower: bytes,
+    head: bytes,
+    trusted: tuple[str, ...],
+    cache: dict[tuple[str, ...], tuple[Network, ...]],
+) -> bytes:
+    """Who called: the peer, or behind trusted proxies the last address of
+    ``X-Forwarded-For`` (which ends with the peer, lb/downstream.py appends it)
+    that is not one of them, as nginx's ``real_ip_recursive`` finds it."""
+    networks = cache.get(trusted)
+    if networks is None:
+        networks = cache[trusted] = tuple(ipaddress.ip_network(c, strict=False) for c in trusted)
+
+    def is_trusted(address: bytes) -> bool:
+        try:
+            ip = ipaddress.ip_address(address.decode("latin-1"))
+        except ValueError:
+            return False
+        return any(ip in net for net in networks)
+
+    if not is_trusted(peer):
+        return peer
+    chain = _header(lower, head, b"\r\nx-forwarded-for:")
+    if chain is None:
+        return peer
+    hops = [hop.strip() for hop in chain.split(b",") if hop.strip()]
+    for hop in reversed(hops):
+        if not is_trusted(hop):
+            return hop
+    return hops[0] if hops else peer

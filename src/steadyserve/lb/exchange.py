@@ -113,6 +113,7 @@ class Exchange:
         "received",
         "replica",
         "request_done",
+        "request_id",
         "response_started",
         "route_key",
         "served",
@@ -134,6 +135,7 @@ class Exchange:
         self.idempotent = False
         self.method_head = False
         self.request_done = False
+        self.request_id: bytes | None = None  # X-Request-Id, while the access log is on
         self.response_started = False
         self.pending: list[bytes] | None = None  # body received but not yet sent upstream
         self.pending_size = 0

@@ -25,6 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from steadyserve.backends.netns_socket import create_connection
+from steadyserve.lb import request_id
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.lb.client_guards import idle_victims
 from steadyserve.lb.exchange import (
@@ -32,7 +33,6 @@ from steadyserve.lb.exchange import (
     DONE,
     READY,
     SENT,
-    UNREAD,
     WAITING,
     Deadlines,
     step,
@@ -41,7 +41,7 @@ from steadyserve.lb.exchange import (
 # Exchange is re-exported: the connections and other modules' hooks import it from here.
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
-from steadyserve.lb.request_key import Extractor, read_key
+from steadyserve.lb.request_key import route_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
 from steadyserve.wire.routes import Limits, RouteTable
@@ -125,6 +125,8 @@ class Proxy:
         """The request head of ``ex`` is parsed (or ``ex`` is a local answer queued
         behind earlier pipelined requests): it may be routed once it is first."""
         ex.state = step(ex.state, READY)
+        if self.metrics.access_log is not None and ex.head:  # X-Request-Id (lb/request_id.py)
+            request_id.tag(ex)
 
     def answered_locally(self, ex: Exchange) -> None:
         """The client connection wrote a response of the load balancer's own."""
@@ -161,7 +163,7 @@ class Proxy:
         if balancer.read_key is None:
             replica = balancer.choose(ex.tried, ex.pin)
         else:
-            replica = balancer.choose(ex.tried, ex.pin, self._route_key(ex, balancer.read_key))
+            replica = balancer.choose(ex.tried, ex.pin, route_key(ex, balancer.read_key))
         if replica is not None:
             self._start_attempt(ex, replica)
             return
@@ -179,14 +181,6 @@ class Proxy:
         if self.zero is not None and self.zero.hold(ex):
             return
         self._no_route(ex)
-
-    @staticmethod
-    def _route_key(ex: Exchange, read: Extractor) -> object:
-        """The request's key for the policy, read once from its head and buffered body."""
-        key = ex.route_key
-        if key is UNREAD:
-            key = ex.route_key = read_key(read, ex.head, ex.pending)
-        return key
 
     def _no_route(self, ex: Exchange) -> None:
         if ex.pin is not None and not ex.attempts:
@@ -219,7 +213,7 @@ class Proxy:
                 if balancer.read_key is None:
                     replica = balancer.choose(ex.tried, ex.pin)
                 else:
-                    key = self._route_key(ex, balancer.read_key)
+                    key = route_key(ex, balancer.read_key)
                     replica = balancer.choose(ex.tried, ex.pin, key)
                 if replica is None:
                     if balancer.has_candidate(ex.tried, ex.pin) or (self.zero and self.zero.keep()):

@@ -15,10 +15,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from steadyserve.core.routing.options import PolicyOptions
 from steadyserve.core.routing.prefix import PROMPT_KEY, chain
+from steadyserve.lb.exchange import UNREAD
+
+if TYPE_CHECKING:
+    from steadyserve.lb.exchange import Exchange
 
 Extractor = Callable[[bytes, bytes], object]
 """``(head, body) -> key``: the head as the LB forwards it, the buffered body."""
@@ -142,3 +146,11 @@ def read_key(read: Extractor, head: bytes, pending: list[bytes] | None) -> objec
     if body and b"\r\ntransfer-encoding: chunked" in head.lower():
         body = dechunk(body)
     return read(head, body)
+
+
+def route_key(ex: Exchange, read: Extractor) -> object:
+    """The request's key for the policy, read once from its head and buffered body."""
+    key = ex.route_key
+    if key is UNREAD:
+        key = ex.route_key = read_key(read, ex.head, ex.pending)
+    return key

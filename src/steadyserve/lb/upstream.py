@@ -46,6 +46,7 @@ from steadyserve.lb.http import (
     header_name,
     set_nodelay,
 )
+from steadyserve.lb.request_id import stamped
 
 if TYPE_CHECKING:
     from steadyserve.lb.balancer import ReplicaState
@@ -181,9 +182,13 @@ class UpstreamConnection(asyncio.Protocol):
             if self._extra:
                 self._overrun(exchange, data)
                 return
+            first = not self.wrote  # this read holds (the end of) the head
             self.wrote = True
             held = self._held
-            if held:
+            if first and exchange.request_id is not None:  # stamp the head: X-Request-Id
+                self._held = []
+                exchange.client.write(stamped(b"".join([*held, data]), exchange.request_id))
+            elif held:
                 held.append(data)
                 exchange.client.write_many(held)
                 self._held = []
@@ -214,9 +219,13 @@ class UpstreamConnection(asyncio.Protocol):
             # the only answer that delivers no foreign byte.
             self.proxy.upstream_failed(exchange, self, "bytes past the end of a response")
             return
+        first = not self.wrote  # this read holds the head: stamp it
         self.wrote = True
         held = self._held
-        if held:
+        if first and exchange.request_id is not None:
+            self._held = []
+            exchange.client.write(stamped(b"".join([*held, data[:end]]), exchange.request_id))
+        elif held:
             self._held = []
             exchange.client.write_many([*held, data[:end]])
         else:
@@ -439,6 +448,8 @@ class UpstreamConnection(asyncio.Protocol):
         if rule.complete_at_head:
             self.complete = True
             self.keep_alive = self.parser.should_keep_alive()
+        if exchange.request_id is not None:
+            framing += b"x-request-id: %s\r\n" % exchange.request_id
         if close:
             exchange.keep_alive = False
             framing += b"connection: close\r\n"

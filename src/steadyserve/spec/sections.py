@@ -3,6 +3,7 @@ update modes, canary, load-balancer limits and the ``service:`` section."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -125,6 +126,19 @@ class LoadBalancerLimits(_Model):
     affinity_epsilon: Seconds = DEFAULT_EPSILON
     """No replica above ``(1 + epsilon)`` times the mean load (a number >= 0)."""
     replica_metrics: ReplicaMetricsSection | None = None
+    trusted_proxies: list[str] = Field(default_factory=list)
+    """CIDRs of proxies in front: from these peers the access log's ``client`` is
+    read from ``X-Forwarded-For`` (lb/access_log.py)."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        for i, item in enumerate(value):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise _fail(f"[{i}] {item!r} is not an address or CIDR (10.0.0.0/8)") from None
+        return value
 
     @field_validator("workers", mode="before")
     @classmethod

@@ -91,6 +91,8 @@ class Limits:
     idle_timeout_s: float = 75.0
     max_connections: int = 10000
     request_timeout_s: float | None = None
+    # CIDRs whose X-Forwarded-For names the client (the access log's ``client``).
+    trusted_proxies: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The ``load_balancer`` block (``request_timeout_s`` is a top-level field)."""
@@ -99,6 +101,7 @@ class Limits:
             "body_timeout_s": self.body_timeout_s,
             "idle_timeout_s": self.idle_timeout_s,
             "max_connections": self.max_connections,
+            "trusted_proxies": list(self.trusted_proxies),
         }
 
     @classmethod
@@ -116,6 +119,7 @@ class Limits:
             "affinity_key",
             "affinity_epsilon",
             "replica_metrics",
+            "trusted_proxies",
         }
         if unknown:
             raise ValueError(f"route table: unknown load_balancer field {sorted(unknown)[0]!r}")
@@ -131,7 +135,11 @@ class Limits:
             raise ValueError("route table: load_balancer.max_connections must be an int > 0")
         if request_timeout is not None and not _positive_number(request_timeout):
             raise ValueError("route table: request_timeout_s must be a number > 0 or null")
+        trusted = block.get("trusted_proxies", [])
+        if not isinstance(trusted, list) or not all(isinstance(c, str) for c in trusted):
+            raise ValueError("route table: load_balancer.trusted_proxies must be a list of CIDRs")
         return cls(
+            trusted_proxies=tuple(trusted),
             max_connections=connections,
             request_timeout_s=None if request_timeout is None else float(request_timeout),
             **values,

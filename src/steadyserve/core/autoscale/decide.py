@@ -98,6 +98,14 @@ def _replicas(count: int) -> str:
     return f"{count} replica" if count == 1 else f"{count} replicas"
 
 
+def _secs(seconds: float) -> str:
+    """A duration as people read it: one decimal under 10 s, whole seconds above
+    (``7.5``, ``29``, ``600``), never the float's six digits (``29.2341``)."""
+    if abs(seconds) < 10:
+        return f"{seconds:.1f}".removesuffix(".0")
+    return f"{seconds:.0f}"
+
+
 def _num(value: float) -> str:
     if value == 0 or abs(value) >= 1:
         return f"{value:.1f}"
@@ -115,7 +123,7 @@ class _Reading:
 
     def says(self, count: int) -> str:
         return (
-            f"{self.metric} {_num(self.value)} over {self.period:g} s"
+            f"{self.metric} {_num(self.value)} over {_secs(self.period)} s"
             f" / target {self.per_replica:g} -> {_replicas(count)}"
         )
 
@@ -158,7 +166,7 @@ def decide(
     span = policy.window_s
     samples = window.between(now - span, now)
     if not samples:
-        reason = f"no load reports in the last {span:g} s; holding {_replicas(previous)}"
+        reason = f"no load reports in the last {_secs(span)} s; holding {_replicas(previous)}"
         held = replace(state, up_since=None, down_since=None, up_count=0, down_count=0)
         return Decision(previous, reason, held, previous)
 
@@ -206,7 +214,7 @@ def decide(
 
     if isinstance(policy, QpsPolicy):
         if state.next_at is not None and now < state.next_at:
-            reason = f"next decision in {state.next_at - now:.3g} s"
+            reason = f"next decision in {_secs(state.next_at - now)} s"
             return decision(previous, reason, replace(state, burst_until=burst_until), False)
         step = hysteresis(
             policy, previous, SkyCounts(state.up_count, state.down_count), reading.value
@@ -215,7 +223,7 @@ def decide(
             step = replace(step, target=previous, counts=SkyCounts(), needed=0)
             reason = (
                 f"holding {_replicas(previous)}: {reading.says(step.desired)}, but burst mode"
-                f" forbids scaling down for {burst_until - now:g} s"  # type: ignore[operator]
+                f" forbids scaling down for {_secs(burst_until - now)} s"  # type: ignore[operator]
             )
         elif step.target != previous:
             reason = reading.says(step.target) + _bounds_note(policy, reading, step.target)
@@ -229,7 +237,7 @@ def decide(
             )
             reason = (
                 f"holding {_replicas(previous)}: {reading.says(step.desired)} on {made} of"
-                f" {step.needed} decisions ({delay:g} s {way} delay)"
+                f" {step.needed} decisions ({_secs(delay)} s {way} delay)"
             )
         else:
             reason = f"steady: {reading.says(previous)}"
@@ -251,7 +259,7 @@ def decide(
     if clip(ray.desired, policy) < previous and bursting:
         reason = (
             f"holding {_replicas(previous)}: {reading.says(clip(ray.desired, policy))}, but"
-            f" burst mode forbids scaling down for {burst_until - now:g} s"  # type: ignore[operator]
+            f" burst mode forbids scaling down for {_secs(burst_until - now)} s"  # type: ignore[operator]
         )
         return decision(previous, reason, ScaleState(previous, burst_until=burst_until))
     wanted = clip(ray.desired, policy)
@@ -268,7 +276,7 @@ def decide(
             what = "downscale delay"
         reason = (
             f"holding {_replicas(previous)}: {reading.says(wanted)} after"
-            f" {now - ray.delay.since:g} of {ray.delay_s:g} s {what}"
+            f" {_secs(now - ray.delay.since)} of {_secs(ray.delay_s)} s {what}"
         )
     else:
         reason = f"steady: {reading.says(previous)}"

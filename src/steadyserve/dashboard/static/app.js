@@ -65,7 +65,8 @@ function card(name) {
       </div>
       <h3>Replicas</h3><table class="replicas"></table>`;
     document.getElementById("services").appendChild(root);
-    entry = { root, charts: {}, versionsKey: "" };
+    // null, not "": a service with no traffic yet has the key "" and still needs charts.
+    entry = { root, charts: {}, versionsKey: null };
     cards.set(name, entry);
   }
   return entry;
@@ -137,7 +138,8 @@ function renderRates(name, series) {
   root.querySelector(".rates").innerHTML =
     '<tr><th>VERSION</th><th class="num">REQ/S</th><th class="num">5XX/S</th>' +
     '<th class="num">P50 MS</th><th class="num">P99 MS</th></tr>' +
-    (rows.join("") || '<tr><td colspan="5" class="muted">no traffic reported yet</td></tr>');
+    (rows.join("") || '<tr><td colspan="5" class="muted">no requests through its endpoint yet' +
+      " (calls through handles go replica to replica and are not counted here)</td></tr>");
   drawCharts(name, series, versions);
 }
 
@@ -203,7 +205,10 @@ async function refresh() {
       renderService(svc);
       renderRates(svc.name, series.services[svc.name] || { time: [], versions: {} });
     }
-    document.getElementById("conn").textContent = "updated " + clock(state.time);
+    const conn = document.getElementById("conn");
+    conn.textContent = "updated " + clock(state.time);
+    // How many refreshes drew every card: the browser test waits on it.
+    conn.dataset.refreshes = String(parseInt(conn.dataset.refreshes || "0", 10) + 1);
   } catch (err) {
     document.getElementById("conn").textContent = "controller unreachable: " + err.message;
   }
