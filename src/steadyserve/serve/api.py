@@ -27,6 +27,7 @@ from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
 from steadyserve.serve import shipped
 from steadyserve.serve.deployment import Application, Deployment
+from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.names import attr_name
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.loading import parse_service
@@ -154,11 +155,18 @@ def run(
     route_prefix: str | None = "/",
     logging_config: Any = None,
     _local_testing_mode: bool = False,
+    _wait: bool = True,
     **_ignored: Any,
 ) -> handles.DeploymentHandle:
     """Deploy ``target`` as application ``name``; wait until it runs; its ingress handle."""
     if not isinstance(name, str) or not name:
         raise ValueError("serve.run(name=...): must be a non-empty string")
+    if route_prefix is not None and (
+        not isinstance(route_prefix, str) or not route_prefix.startswith("/")
+    ):
+        raise ValueError(
+            f"Invalid route_prefix '{route_prefix}', must start with a forward slash ('/')"
+        )
     app = as_app(target)
     c = client()
     docs = documents(app, name, route_prefix)
@@ -178,7 +186,8 @@ def run(
     removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
     request = {**request, "dry_run": False, "expect_down": removals}
     _call(c, "POST", "/api/v1/deploy", request)
-    wait_running(c, name, [str(s.name) for s in specs])
+    if _wait:
+        wait_running(c, name, [str(s.name) for s in specs])
     ingress = handles.DeploymentHandle(app.name, name, service=service_name(name, app.name))
     if blocking:
         _block()
@@ -282,7 +291,7 @@ def get_app_handle(name: str) -> handles.DeploymentHandle:
     ingress = [s for s in found if s.get("deployment") == _shipped_ingress(name)]
     ingress = ingress or [s for s in found if s.get("route_prefix") is not None] or found
     if not ingress:
-        raise KeyError(f"Application '{name}' does not exist.")
+        raise RayServeException(f"Application '{name}' does not exist.")
     svc = ingress[0]
     deployment = str(svc.get("deployment") or svc["name"])
     return handles.DeploymentHandle(deployment, name, service=svc["name"])
