@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from steadyserve.replica.errors import LoadError
+from steadyserve.replica.user import HTTP_ARGS_ATTR, takes_positional
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
 from steadyserve.serve.handle import DeploymentHandle
@@ -112,7 +113,9 @@ def function_class(func: Any) -> type:
         call = call_async
 
     name = getattr(func, "__name__", "function")
-    return type(name, (), {"__call__": call, "__qualname__": name, "__doc__": func.__doc__})
+    attrs = {"__call__": call, "__qualname__": name, "__doc__": func.__doc__}
+    attrs[HTTP_ARGS_ATTR] = takes_positional(func, method=False)
+    return type(name, (), attrs)
 
 
 def _refuse_class_based_routes(ingress: Any, cls: type) -> None:

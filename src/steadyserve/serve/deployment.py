@@ -294,6 +294,9 @@ def deployment(_func_or_class: Any = None, /, **options: Any) -> Any:
 
     Options are Ray Serve's; they are checked here, at import time, so a bad
     value fails ``steady deploy`` rather than every replica."""
+    if isinstance(_func_or_class, str):  # Ray 1.x: @serve.deployment("name", ...)
+        options = {"name": _func_or_class, **options}
+        _func_or_class = None
     options = coerce_options(options)
     check_options(options, "deployment")
 
