@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from steadyserve.replica.loader import has_method
+from steadyserve.serve.batching import ON_LOOP_ATTR
 
 T = TypeVar("T")
 
@@ -53,7 +54,11 @@ def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
 
 def runs_on_loop(fn: object) -> bool:
     """``async def`` methods (and async generators) are called on the event loop."""
-    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+    return (
+        inspect.iscoroutinefunction(fn)
+        or inspect.isasyncgenfunction(fn)
+        or bool(getattr(fn, ON_LOOP_ATTR, False))
+    )
 
 
 HTTP_ARGS_ATTR = "__steady_http_request__"

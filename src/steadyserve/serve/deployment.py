@@ -122,6 +122,7 @@ class Deployment:
     def __init__(self, func_or_class: Any, options: dict[str, Any]) -> None:
         self.func_or_class = func_or_class
         self._options = dict(options)
+        self._config: DeploymentConfig | None = None
 
     @property
     def name(self) -> str:
@@ -136,7 +137,9 @@ class Deployment:
     @property
     def _deployment_config(self) -> DeploymentConfig:
         """Ray's name for what Ray's tests read: which options the user set."""
-        return DeploymentConfig(set(self._options))
+        if self._config is None:  # one object, as Ray's: callers may edit its set
+            self._config = DeploymentConfig(set(self._options))
+        return self._config
 
     def options(self, **options: Any) -> Deployment:
         """A copy with these options changed; the original is left alone."""

@@ -202,3 +202,11 @@ class RequestRouter:
 
 PendingRequest = Any
 RunningReplica = Any
+
+
+def get_or_create_event_loop() -> asyncio.AbstractEventLoop:
+    """Ray's ``get_or_create_event_loop``: the running loop, else a new one."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.new_event_loop()
