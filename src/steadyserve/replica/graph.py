@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from steadyserve.replica.errors import LoadError
-from steadyserve.replica.user import HTTP_ARGS_ATTR, takes_positional
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
 from steadyserve.serve.handle import DeploymentHandle
@@ -111,6 +110,8 @@ def function_class(func: Any) -> type:
         call = call_gen
     elif inspect.iscoroutinefunction(func):
         call = call_async
+
+    from steadyserve.replica.user import HTTP_ARGS_ATTR, takes_positional  # user imports loader
 
     name = getattr(func, "__name__", "function")
     attrs = {"__call__": call, "__qualname__": name, "__doc__": func.__doc__}
