@@ -110,7 +110,8 @@ class UserClass:
         """``__init__`` off the loop: a model load must not block the control server."""
         if inspect.iscoroutinefunction(getattr(self.cls, "__init__", None)):
             # Ray's ``async def __init__``: made, then its constructor awaited on the loop.
-            instance = self.cls.__new__(self.cls)
+            cls: Any = self.cls
+            instance = cls.__new__(cls)
             await instance.__init__(*self.init_args, **self.init_kwargs)
             self.instance = instance
             return

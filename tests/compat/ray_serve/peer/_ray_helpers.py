@@ -112,7 +112,9 @@ class _Method:
     def remote(self, *args: Any, **kwargs: Any) -> _Call:
         clear = int(bool(kwargs.get("clear", args[0] if args else False)))
         server = self._signal._port
-        return _Call(server, f"/{self._name}/{self._signal._id}?clear={clear}", self._name == "wait")
+        return _Call(
+            server, f"/{self._name}/{self._signal._id}?clear={clear}", self._name == "wait"
+        )
 
 
 class SignalActor:
@@ -152,7 +154,7 @@ _server: http.server.ThreadingHTTPServer | None = None
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_POST(self) -> None:
         path, _, query = self.path.partition("?")
         _, op, signal_id = path.split("/")
         clear = query.endswith("1")
@@ -176,7 +178,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 

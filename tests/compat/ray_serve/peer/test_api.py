@@ -120,14 +120,10 @@ def test_starlette_response_basic(serve_instance):
 def test_starlette_response_html(serve_instance):
     @serve.deployment
     def html():
-        return starlette.responses.HTMLResponse(
-            "<html><body><h1>Hello, world!</h1></body></html>"
-        )
+        return starlette.responses.HTMLResponse("<html><body><h1>Hello, world!</h1></body></html>")
 
     serve.run(html.bind())
-    assert (
-        requests.get(f"{base_url()}/").text == "<html><body><h1>Hello, world!</h1></body></html>"
-    )
+    assert requests.get(f"{base_url()}/").text == "<html><body><h1>Hello, world!</h1></body></html>"
 
 
 def test_starlette_response_plain_text(serve_instance):
@@ -741,8 +737,7 @@ def test_mutually_exclusive_max_replicas_per_node_and_placement_group_bundles():
     with pytest.raises(
         ValueError,
         match=(
-            "Setting max_replicas_per_node is not allowed when "
-            "placement_group_bundles is provided."
+            "Setting max_replicas_per_node is not allowed when placement_group_bundles is provided."
         ),
     ):
 
@@ -753,8 +748,7 @@ def test_mutually_exclusive_max_replicas_per_node_and_placement_group_bundles():
     with pytest.raises(
         ValueError,
         match=(
-            "Setting max_replicas_per_node is not allowed when "
-            "placement_group_bundles is provided."
+            "Setting max_replicas_per_node is not allowed when placement_group_bundles is provided."
         ),
     ):
 
@@ -994,9 +988,7 @@ def test_max_ongoing_requests_none(serve_instance):
     serve.run(serve.deployment(A).bind())
     assert get_max_ongoing_requests() == DEFAULT_MAX_ONGOING_REQUESTS
 
-    serve.run(
-        serve.deployment(max_ongoing_requests=8, graceful_shutdown_timeout_s=2)(A).bind()
-    )
+    serve.run(serve.deployment(max_ongoing_requests=8, graceful_shutdown_timeout_s=2)(A).bind())
     assert get_max_ongoing_requests() == 8
 
     serve.run(serve.deployment(A).options(max_ongoing_requests=12).bind())
