@@ -188,6 +188,7 @@ def run(
     _call(c, "POST", "/api/v1/deploy", request)
     if _wait:
         wait_running(c, name, [str(s.name) for s in specs])
+        wait_gateway(c)
     ingress = handles.DeploymentHandle(app.name, name, service=service_name(name, app.name))
     if blocking:
         _block()
@@ -257,6 +258,20 @@ def wait_running(c: Client, app: str, names: list[str]) -> None:
         time.sleep(POLL_S)
 
 
+def wait_gateway(c: Client, timeout: float = 10.0) -> None:
+    """Until the gateway holds the controller's newest route map, so a request sent
+    right after ``serve.run`` (or ``delete``) meets the routes it made (bounded: a
+    gateway that is down or slow only delays the return)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        gateway = _call(c, "GET", "/api/v1/gateway")
+        if not gateway.get("running"):
+            return
+        if int(gateway.get("applied_version") or 0) >= int(gateway.get("routes_version") or 0):
+            return
+        time.sleep(POLL_S / 4)
+
+
 def services(c: Client) -> list[dict[str, Any]]:
     return list(_call(c, "GET", "/api/v1/services")["services"])
 
@@ -268,6 +283,8 @@ def delete(name: str, _blocking: bool = True) -> None:
     for svc in services(c):
         if svc.get("application") == app:
             _call(c, "DELETE", f"/api/v1/services/{svc['name']}")
+    if _blocking:
+        wait_gateway(c)
 
 
 def shutdown() -> None:
