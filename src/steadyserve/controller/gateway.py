@@ -255,4 +255,10 @@ class GatewaySupervisor:
             "running": self.running,
             "routes": route_map(self._specs()),
             "problem": self.problem,
+            # The map's version and the newest one the gateway has polled with since
+            # (so holds): serve.run waits for the two to meet before it returns.
+            "routes_version": self.routes.version,
+            "applied_version": max(
+                (w.acked_version for w in self.routes.workers.values()), default=0
+            ),
         }

@@ -80,6 +80,7 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "target_replicas": runtime.target_replicas(),
         "autoscaling": runtime.autoscaler.status_json(runtime.clock.now()),
         "load_balancing_policy": runtime.spec.service.load_balancing_policy,
+        "max_ongoing_requests": runtime.spec.service.max_ongoing_requests,
         "update": _update_json(runtime),
         "canary": runtime.canary.status_json(),  # step, weight, analysis
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,

@@ -24,7 +24,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from steadyserve.replica.user import UserClass
+from steadyserve.replica.user import UserClass, runs_on_loop
 from steadyserve.serve import wire
 
 log = logging.getLogger("steadyserve.replica")
@@ -97,7 +97,7 @@ class CallApp:
         assert self.user is not None
         loop = asyncio.get_running_loop()
         try:
-            if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
+            if runs_on_loop(method):
                 result = method(*args, **kwargs)
             else:
                 run = contextvars.copy_context().run  # the model id goes with the call

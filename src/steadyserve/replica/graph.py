@@ -115,8 +115,12 @@ def function_class(func: Any) -> type:
     elif inspect.iscoroutinefunction(func):
         call = call_async
 
+    from steadyserve.replica.user import HTTP_ARGS_ATTR, takes_positional  # user imports loader
+
     name = getattr(func, "__name__", "function")
-    return type(name, (), {"__call__": call, "__qualname__": name, "__doc__": func.__doc__})
+    attrs = {"__call__": call, "__qualname__": name, "__doc__": func.__doc__}
+    attrs[HTTP_ARGS_ATTR] = takes_positional(func, method=False)
+    return type(name, (), attrs)
 
 
 def _refuse_unbound_class_routes(ingress: Any, cls: type) -> None:

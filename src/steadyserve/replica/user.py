@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from steadyserve.replica.loader import has_method
+from steadyserve.serve.batching import ON_LOOP_ATTR
 
 T = TypeVar("T")
 
@@ -53,7 +54,31 @@ def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
 
 def runs_on_loop(fn: object) -> bool:
     """``async def`` methods (and async generators) are called on the event loop."""
-    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+    return (
+        inspect.iscoroutinefunction(fn)
+        or inspect.isasyncgenfunction(fn)
+        or bool(getattr(fn, ON_LOOP_ATTR, False))
+    )
+
+
+HTTP_ARGS_ATTR = "__steady_http_request__"
+
+
+def takes_positional(func: Any, method: bool) -> bool:
+    """Whether HTTP requests give ``func`` the request: as in Ray, a ``__call__`` (or
+    function) with no positional parameter is called with none."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if method and params:
+        params = params[1:]  # self
+    positional = (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+    )
+    return any(p.kind in positional for p in params)
 
 
 class UserClass:
@@ -76,11 +101,20 @@ class UserClass:
         self.has_check_health = has_method(cls, "check_health")
         self.has_call = has_method(cls, "__call__")  # False: reached through handles only
         self._call_on_loop = runs_on_loop(cls.__call__)
+        explicit = cls.__dict__.get(HTTP_ARGS_ATTR)
+        self._call_args = explicit if explicit is not None else takes_positional(cls.__call__, True)
         self._reconfigure_lock = asyncio.Lock()
         self._health: asyncio.Future[Any] | None = None
 
     async def construct(self) -> None:
         """``__init__`` off the loop: a model load must not block the control server."""
+        if inspect.iscoroutinefunction(getattr(self.cls, "__init__", None)):
+            # Ray's ``async def __init__``: made, then its constructor awaited on the loop.
+            cls: Any = self.cls
+            instance = cls.__new__(cls)
+            await instance.__init__(*self.init_args, **self.init_kwargs)
+            self.instance = instance
+            return
         self.instance = await in_daemon_thread(
             functools.partial(self.cls, *self.init_args, **self.init_kwargs)
         )
@@ -102,8 +136,9 @@ class UserClass:
 
     async def call(self, request: Request) -> Any:
         """``__call__``; may return an awaitable (awaited) or a generator (left as is)."""
+        args = (request,) if self._call_args else ()
         if self._call_on_loop:
-            result = self.instance(request)
+            result = self.instance(*args)
         else:
             # Read the body first so the sync method never needs the event loop
             # for it: request.body()/json() then return from Starlette's cache.
@@ -111,7 +146,7 @@ class UserClass:
             loop = asyncio.get_running_loop()
             # The request's context (its multiplexed model id) goes with it.
             run = contextvars.copy_context().run
-            result = await loop.run_in_executor(self.executor, run, self.instance, request)
+            result = await loop.run_in_executor(self.executor, run, self.instance, *args)
         if inspect.isawaitable(result):
             result = await result
         return result

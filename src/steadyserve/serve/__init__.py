@@ -72,6 +72,16 @@ def run(target: Any, *args: Any, **kwargs: Any) -> DeploymentHandle:
     return api.run(target, *args, **kwargs)
 
 
+def _run(
+    target: Any, _blocking: bool = True, name: str = "default", route_prefix: str | None = "/"
+) -> DeploymentHandle:
+    """Ray's private ``serve._run``: with ``_blocking=False``, deploy and return at once
+    (the app may still be deploying, or fail: see ``serve.status()``)."""
+    from steadyserve.serve import api
+
+    return api.run(target, name=name, route_prefix=route_prefix, _wait=_blocking)
+
+
 def start(*args: Any, **kwargs: Any) -> None:
     from steadyserve.serve import api
 

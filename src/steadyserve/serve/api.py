@@ -27,6 +27,7 @@ from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
 from steadyserve.serve import shipped
 from steadyserve.serve.deployment import Application, Deployment
+from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.names import attr_name
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.loading import parse_service
@@ -154,11 +155,18 @@ def run(
     route_prefix: str | None = "/",
     logging_config: Any = None,
     _local_testing_mode: bool = False,
+    _wait: bool = True,
     **_ignored: Any,
 ) -> handles.DeploymentHandle:
     """Deploy ``target`` as application ``name``; wait until it runs; its ingress handle."""
     if not isinstance(name, str) or not name:
         raise ValueError("serve.run(name=...): must be a non-empty string")
+    if route_prefix is not None and (
+        not isinstance(route_prefix, str) or not route_prefix.startswith("/")
+    ):
+        raise ValueError(
+            f"Invalid route_prefix '{route_prefix}', must start with a forward slash ('/')"
+        )
     app = as_app(target)
     c = client()
     docs = documents(app, name, route_prefix)
@@ -178,7 +186,9 @@ def run(
     removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
     request = {**request, "dry_run": False, "expect_down": removals}
     _call(c, "POST", "/api/v1/deploy", request)
-    wait_running(c, name, [str(s.name) for s in specs])
+    if _wait:
+        wait_running(c, name, [str(s.name) for s in specs])
+        wait_gateway(c)
     ingress = handles.DeploymentHandle(app.name, name, service=service_name(name, app.name))
     if blocking:
         _block()
@@ -248,6 +258,20 @@ def wait_running(c: Client, app: str, names: list[str]) -> None:
         time.sleep(POLL_S)
 
 
+def wait_gateway(c: Client, timeout: float = 10.0) -> None:
+    """Until the gateway holds the controller's newest route map, so a request sent
+    right after ``serve.run`` (or ``delete``) meets the routes it made (bounded: a
+    gateway that is down or slow only delays the return)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        gateway = _call(c, "GET", "/api/v1/gateway")
+        if not gateway.get("running"):
+            return
+        if int(gateway.get("applied_version") or 0) >= int(gateway.get("routes_version") or 0):
+            return
+        time.sleep(POLL_S / 4)
+
+
 def services(c: Client) -> list[dict[str, Any]]:
     return list(_call(c, "GET", "/api/v1/services")["services"])
 
@@ -259,6 +283,8 @@ def delete(name: str, _blocking: bool = True) -> None:
     for svc in services(c):
         if svc.get("application") == app:
             _call(c, "DELETE", f"/api/v1/services/{svc['name']}")
+    if _blocking:
+        wait_gateway(c)
 
 
 def shutdown() -> None:
@@ -282,7 +308,7 @@ def get_app_handle(name: str) -> handles.DeploymentHandle:
     ingress = [s for s in found if s.get("deployment") == _shipped_ingress(name)]
     ingress = ingress or [s for s in found if s.get("route_prefix") is not None] or found
     if not ingress:
-        raise KeyError(f"Application '{name}' does not exist.")
+        raise RayServeException(f"Application '{name}' does not exist.")
     svc = ingress[0]
     deployment = str(svc.get("deployment") or svc["name"])
     return handles.DeploymentHandle(deployment, name, service=svc["name"])

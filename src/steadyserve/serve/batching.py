@@ -21,6 +21,9 @@ from typing import Any
 from steadyserve.serve.exceptions import RayServeException
 
 _END = object()
+# Marks a plain function that must be called on the replica's event loop (it
+# returns an async generator bound to that loop), as an ``async def`` would be.
+ON_LOOP_ATTR = "_steady_runs_on_loop"
 
 
 @dataclass
@@ -57,8 +60,13 @@ class _Queue:
             deadline = loop.time() + self.timeout_s
             while len(batch) < self.max_batch_size:
                 left = deadline - loop.time()
-                if left <= 0 and self.pending.empty():
-                    break
+                if left <= 0:
+                    # Past the wait (or none: timeout 0), take what is already queued:
+                    # wait_for(get(), 0) would time out even with an item waiting.
+                    if self.pending.empty():
+                        break
+                    batch.append(self.pending.get_nowait())
+                    continue
                 try:
                     batch.append(await asyncio.wait_for(self.pending.get(), max(left, 0)))
                 except asyncio.TimeoutError:
@@ -184,11 +192,7 @@ def batch(
 
         if inspect.isasyncgenfunction(func):
 
-            @functools.wraps(func)
-            async def stream(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
-                owner, values = request(args, kwargs)
-                items: asyncio.Queue[Any] = asyncio.Queue()
-                queue_for(owner).put(_Request(values, items=items))
+            async def drain(items: asyncio.Queue[Any]) -> AsyncGenerator[Any, None]:
                 while True:
                     item = await items.get()
                     if item is _END:
@@ -197,6 +201,16 @@ def batch(
                         raise item
                     yield item
 
+            @functools.wraps(func)
+            def stream(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+                # Queued at the call, not at the first ``anext``, as in Ray: callers
+                # that make every generator before reading any still share a batch.
+                owner, values = request(args, kwargs)
+                items: asyncio.Queue[Any] = asyncio.Queue()
+                queue_for(owner).put(_Request(values, items=items))
+                return drain(items)
+
+            setattr(stream, ON_LOOP_ATTR, True)
             return stream
 
         @functools.wraps(func)

@@ -13,6 +13,7 @@ notebooks can use the class directly.
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
@@ -46,8 +47,20 @@ NOT_APPLICABLE = (
     "version",
     "route_prefix",
     "request_router_config",
+    "request_router_class",
 )
 ALL_OPTIONS = ("name", *ACTED_ON, *NOT_APPLICABLE)
+# What a deployment that sets none gets: the service spec's default (ServiceSection).
+DEFAULT_MAX_ONGOING_REQUESTS = 100
+
+
+def coerce_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Ray validates options with pydantic, which takes ``num_replicas="3"`` as 3: app
+    builders pass their string arguments straight through (``args["num_replicas"]``)."""
+    replicas = options.get("num_replicas")
+    if isinstance(replicas, str) and replicas.strip().isdigit():
+        return {**options, "num_replicas": int(replicas)}
+    return options
 
 
 def check_options(options: dict[str, Any], where: str) -> None:
@@ -63,9 +76,16 @@ def check_options(options: dict[str, Any], where: str) -> None:
         isinstance(queued, bool) or not isinstance(queued, int) or queued < -1
     ):
         raise ValueError(f"{where}(max_queued_requests={queued!r}): must be an integer >= -1")
+    if "max_ongoing_requests" in options and options["max_ongoing_requests"] is None:
+        raise ValueError(f"{where}(max_ongoing_requests=None): must be an integer >= 1")
     bundles = options.get("placement_group_bundles")
     if bundles is not None:
         _check_bundles(bundles, where)
+        if options.get("max_replicas_per_node") is not None:
+            raise ValueError(
+                "Setting max_replicas_per_node is not allowed when "
+                "placement_group_bundles is provided."
+            )
     scaling = options.get("autoscaling_config")
     if scaling is not None and not isinstance(scaling, dict):
         raise ValueError(f"{where}(autoscaling_config=...): must be a dict")
@@ -102,6 +122,7 @@ class Deployment:
     def __init__(self, func_or_class: Any, options: dict[str, Any]) -> None:
         self.func_or_class = func_or_class
         self._options = dict(options)
+        self._config: DeploymentConfig | None = None
 
     @property
     def name(self) -> str:
@@ -113,11 +134,20 @@ class Deployment:
         """The options the user gave (decorator, then ``.options()``), name included."""
         return dict(self._options)
 
+    @property
+    def _deployment_config(self) -> DeploymentConfig:
+        """Ray's name for what Ray's tests read: which options the user set."""
+        if self._config is None:  # one object, as Ray's: callers may edit its set
+            self._config = DeploymentConfig(set(self._options))
+        return self._config
+
     def options(self, **options: Any) -> Deployment:
         """A copy with these options changed; the original is left alone."""
-        check_options(options, f"{self.name}.options")
+        options = coerce_options(options)
+        merged = {**self._options, **options}
+        check_options(merged, f"{self.name}.options")
         _note_not_applicable(options, self.name)
-        return Deployment(self.func_or_class, {**self._options, **options})
+        return Deployment(self.func_or_class, merged)
 
     def bind(self, *args: Any, **kwargs: Any) -> Application:
         """One node of an application: this deployment with its constructor arguments."""
@@ -136,6 +166,49 @@ class Deployment:
 
     def __repr__(self) -> str:
         return f"Deployment(name={self.name!r})"
+
+
+class DeploymentConfig:
+    """The options a user set on a deployment, by name, and their wire form: what
+    tells "the user chose this" from "the default" when a ``serve_config.yaml`` or
+    a service file is merged with the decorator (the file wins only where set)."""
+
+    def __init__(self, user_configured_option_names: set[str] | None = None) -> None:
+        self.user_configured_option_names = set(user_configured_option_names or ())
+
+    def to_proto_bytes(self) -> bytes:
+        return json.dumps(sorted(self.user_configured_option_names)).encode()
+
+    @classmethod
+    def from_proto_bytes(cls, data: bytes) -> DeploymentConfig:
+        names = json.loads(data)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError("DeploymentConfig bytes must be a JSON list of option names")
+        return cls(set(names))
+
+
+# The schema a deployment becomes in a graph description: its name and the options
+# the user set, less ``version`` (a Ray cluster's, not part of a service).
+_UNSCHEMATIZED = ("name", "version")
+
+
+def deployment_to_schema(d: Deployment) -> dict[str, Any]:
+    """The deployment as the graph description holds it: its name and options."""
+    options = {k: v for k, v in d.user_options.items() if k not in _UNSCHEMATIZED}
+    return {"name": d.name, **options}
+
+
+def schema_to_deployment(schema: dict[str, Any]) -> Deployment:
+    """A deployment with the schema's options, for the code the import path names
+    (here a placeholder: a schema holds no code)."""
+    options = {k: v for k, v in schema.items() if k != "version"}
+    check_options(options, "schema_to_deployment")
+
+    def placeholder() -> None:
+        raise RuntimeError("a deployment built from a schema has no code of its own")
+
+    placeholder.__name__ = str(schema.get("name") or "placeholder")
+    return Deployment(placeholder, options)
 
 
 class Application:
@@ -224,6 +297,10 @@ def deployment(_func_or_class: Any = None, /, **options: Any) -> Any:
 
     Options are Ray Serve's; they are checked here, at import time, so a bad
     value fails ``steady deploy`` rather than every replica."""
+    if isinstance(_func_or_class, str):  # Ray 1.x: @serve.deployment("name", ...)
+        options = {"name": _func_or_class, **options}
+        _func_or_class = None
+    options = coerce_options(options)
     check_options(options, "deployment")
 
     def make(target: Any) -> Deployment:

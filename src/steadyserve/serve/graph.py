@@ -43,7 +43,11 @@ def as_application(obj: Any, where: str, args: dict[str, Any] | None = None) -> 
         return obj.bind()
     if inspect.isfunction(obj):
         try:
-            built = obj(args or {})
+            builder_args = typed_builder_args(obj, args or {})
+        except (TypeError, ValueError) as exc:
+            raise GraphError(f"the app builder {where}: {exc}") from None
+        try:
+            built = obj(builder_args)
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
             raise GraphError(f"the app builder {where} raised {why}") from None
@@ -56,6 +60,51 @@ def as_application(obj: Any, where: str, args: dict[str, Any] | None = None) -> 
     if ray_alias.is_ray_object(obj):
         raise GraphError(ray_alias.ray_object_hint(obj, where))
     raise GraphError(f"{where} is not an application, a deployment or an app builder")
+
+
+def typed_builder_args(builder: Any, args: dict[str, Any]) -> Any:
+    """The builder's one argument: ``args``, or validated into the pydantic model its
+    parameter is annotated with (Ray's typed builders), so a bad value fails here."""
+    params = list(inspect.signature(builder).parameters.values())
+    if len(params) != 1:
+        raise TypeError(
+            "Application builder functions should take exactly one parameter, "
+            "a dictionary containing the passed arguments."
+        )
+    annotation = params[0].annotation
+    if inspect.isclass(annotation):
+        import pydantic
+        import pydantic.v1
+
+        if issubclass(annotation, pydantic.BaseModel):
+            return annotation.model_validate(args)
+        if issubclass(annotation, pydantic.v1.BaseModel):
+            return annotation.parse_obj(args)
+    return args
+
+
+def call_user_app_builder_with_args_if_necessary(builder: Any, args: dict[str, Any]) -> Any:
+    """Ray's contract for what an import path names, with Ray's errors: a built
+    application (taking no args) or a builder function returning one."""
+    if isinstance(builder, Application):
+        if len(args) > 0:
+            raise ValueError(
+                "Arguments can only be passed to an application builder function, "
+                "not an already built application."
+            )
+        return builder
+    if not inspect.isfunction(builder):
+        raise TypeError(
+            "Expected a built Serve application or an application builder function "
+            f"but got: {type(builder)}."
+        )
+    app = builder(typed_builder_args(builder, args))
+    if not isinstance(app, Application):
+        raise TypeError(
+            "Application builder functions must return an `Application` returned "
+            f"from `Deployment.bind()`, but got: {type(app)}."
+        )
+    return app
 
 
 def app_args_from_env() -> dict[str, Any]:

@@ -16,6 +16,7 @@ as the callee's generator yields it. No I/O here.
 
 from __future__ import annotations
 
+import builtins
 import json
 import pickle
 import struct
@@ -45,6 +46,37 @@ class CallError(RuntimeError):
         super().__init__(f"{type_name}: {message}" if message else type_name)
         self.type_name = type_name
         self.remote_message = message
+
+
+_ERROR_CLASSES: dict[str, type[CallError]] = {}
+
+
+def _text(self: CallError) -> str:
+    return f"{self.type_name}: {self.remote_message}" if self.remote_message else self.type_name
+
+
+def remote_error(type_name: str, message: str) -> CallError:
+    """The callee's exception as the caller raises it: a ``CallError`` that is also an
+    instance of the callee's builtin exception type (``TypeError``, ``KeyError``, ...),
+    so ``except TypeError`` catches it as Ray's ``RayTaskError`` lets it."""
+    builtin = getattr(builtins, type_name, None)
+    # StopIteration and StopAsyncIteration would end the caller's loop, not fail it.
+    if not (isinstance(builtin, type) and issubclass(builtin, Exception)) or issubclass(
+        builtin, (StopIteration, StopAsyncIteration)
+    ):
+        return CallError(type_name, message)
+    cls = _ERROR_CLASSES.get(type_name)
+    if cls is None:
+        try:
+            # Its text is CallError's, whatever the builtin's own __str__ would show.
+            cls = type(f"CallError({type_name})", (CallError, builtin), {"__str__": _text})
+        except TypeError:  # a layout that cannot be combined
+            cls = CallError
+        _ERROR_CLASSES[type_name] = cls
+    try:
+        return cls(type_name, message)
+    except Exception:
+        return CallError(type_name, message)
 
 
 class NotSerialisable(TypeError):
@@ -121,7 +153,7 @@ class FrameReader:
                 type_name, message = str(body["type"]), str(body["message"])
             except (ValueError, KeyError, TypeError):
                 raise WireError("bad error frame") from None
-            raise CallError(type_name, message)
+            raise remote_error(type_name, message)
         raise WireError(f"unknown frame kind {kind!r}")
 
 

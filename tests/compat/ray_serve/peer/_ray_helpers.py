@@ -1,0 +1,214 @@
+"""Ray's test helpers, ported thinly, for Ray Serve's own tests run against SteadyServe.
+
+Ray's tests lean on a few of Ray's own testing tools besides ``serve``: constants
+(``SERVE_DEFAULT_APP_NAME``), ``wait_for_condition``, ``SignalActor`` (an actor
+that deployments and the test share to hold a request until the test lets it
+go), ``ray.get`` on handle responses and the URL of the HTTP proxy. Each is here
+with Ray's call signature, built on SteadyServe: ``SignalActor`` is a small HTTP
+server in the test process that replicas call over loopback, ``ray.get``
+resolves ``DeploymentResponse`` objects, ``base_url`` is the gateway at the port
+the fixture chose (Ray's tests write ``localhost:8000``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import http.client
+import http.server
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Generator
+from types import SimpleNamespace
+from typing import Any
+
+from steadyserve.serve.context import MODEL_ID_HEADER
+from steadyserve.serve.handle import DeploymentResponse
+
+SERVE_DEFAULT_APP_NAME = "default"
+SERVE_MULTIPLEXED_MODEL_ID = MODEL_ID_HEADER
+HTTP_PORT_ENV = "STEADY_SERVE_HTTP_PORT"
+
+
+def base_url(host: str = "127.0.0.1") -> str:
+    """Ray's ``http://127.0.0.1:8000`` at the gateway port this test's home uses."""
+    return f"http://{host}:{os.environ.get(HTTP_PORT_ENV, '8000')}"
+
+
+def wait_for_condition(
+    condition_predictor: Callable[..., Any],
+    timeout: float = 10,
+    retry_interval_ms: float = 100,
+    raise_exceptions: bool = False,
+    **kwargs: Any,
+) -> None:
+    """Ray's ``wait_for_condition``: poll until the predicate is true, else RuntimeError."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if condition_predictor(**kwargs):
+                return
+        except Exception as exc:
+            if raise_exceptions:
+                raise
+            last = exc
+        time.sleep(retry_interval_ms / 1000)
+    raise RuntimeError(f"The condition wasn't met before the timeout expired. Last: {last!r}")
+
+
+def get(refs: Any, timeout: float | None = None) -> Any:
+    """``ray.get`` on handle responses (one or a list) and on calls of a SignalActor."""
+    if isinstance(refs, list):
+        return [get(r, timeout) for r in refs]
+    if isinstance(refs, DeploymentResponse):
+        return refs.result(timeout_s=timeout)
+    if isinstance(refs, _Call):
+        return refs.result(timeout)
+    return refs
+
+
+# Ray's exceptions as SteadyServe raises them: a callee's exception arrives as a
+# RuntimeError (an instance of the callee's builtin exception type too).
+ray = SimpleNamespace(get=get, exceptions=SimpleNamespace(RayTaskError=RuntimeError))
+
+
+class _Call:
+    """A started call to the signal server: ``await`` it, or ``.result()`` / ``ray.get``."""
+
+    def __init__(self, port: int, path: str, long: bool) -> None:
+        self._future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        # A send must reach the server even from ``__del__`` at exit: not a daemon.
+        thread = threading.Thread(target=self._run, args=(port, path, long), daemon=long)
+        thread.start()
+
+    def _run(self, port: int, path: str, long: bool) -> None:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120 if long else 10)
+            try:
+                conn.request("POST", path)
+                response = conn.getresponse()
+                self._future.set_result(json.loads(response.read() or b"null"))
+            finally:
+                conn.close()
+        except Exception as exc:
+            self._future.set_exception(exc)
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self._future.result(timeout)
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return asyncio.wrap_future(self._future).__await__()
+
+
+class _Method:
+    def __init__(self, signal: SignalActor, name: str) -> None:
+        self._signal = signal
+        self._name = name
+
+    def remote(self, *args: Any, **kwargs: Any) -> _Call:
+        clear = int(bool(kwargs.get("clear", args[0] if args else False)))
+        server = self._signal._port
+        return _Call(
+            server, f"/{self._name}/{self._signal._id}?clear={clear}", self._name == "wait"
+        )
+
+
+class SignalActor:
+    """Ray's ``SignalActor``: ``send``, ``wait`` and ``cur_num_waiters``, shared by the
+    test and its replicas (pickled by reference; calls go to the test process)."""
+
+    def __init__(self, port: int, signal_id: str) -> None:
+        self._port = port
+        self._id = signal_id
+
+    @classmethod
+    def remote(cls) -> SignalActor:
+        return cls(_server_port(), uuid.uuid4().hex)
+
+    @property
+    def send(self) -> _Method:
+        return _Method(self, "send")
+
+    @property
+    def wait(self) -> _Method:
+        return _Method(self, "wait")
+
+    @property
+    def cur_num_waiters(self) -> _Method:
+        return _Method(self, "cur_num_waiters")
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.ready: dict[str, bool] = {}
+        self.waiters: dict[str, int] = {}
+
+
+_state = _State()
+_server: http.server.ThreadingHTTPServer | None = None
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        path, _, query = self.path.partition("?")
+        _, op, signal_id = path.split("/")
+        clear = query.endswith("1")
+        with _state.lock:
+            if op == "send":
+                _state.ready[signal_id] = not clear
+                _state.lock.notify_all()
+                value: Any = None
+            elif op == "cur_num_waiters":
+                value = _state.waiters.get(signal_id, 0)
+            else:
+                _state.waiters[signal_id] = _state.waiters.get(signal_id, 0) + 1
+                _state.lock.wait_for(lambda: _state.ready.get(signal_id, False), timeout=110)
+                _state.waiters[signal_id] -= 1
+                if clear:
+                    _state.ready[signal_id] = False
+                value = None
+        body = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def _server_port() -> int:
+    global _server
+    if _server is None:
+        _server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        _server.daemon_threads = True
+        threading.Thread(target=_server.serve_forever, daemon=True).start()
+    return int(_server.server_address[1])
+
+
+class RequestRouter:
+    """Ray's request-router base class, so a file defining a custom router imports.
+    SteadyServe accepts ``request_router_class`` and routes with the service's
+    ``load_balancing_policy`` (named on stderr)."""
+
+    async def choose_replicas(
+        self, candidate_replicas: list[Any], pending_request: Any = None
+    ) -> list[list[Any]]:
+        raise NotImplementedError
+
+
+PendingRequest = Any
+RunningReplica = Any
+
+
+def get_or_create_event_loop() -> asyncio.AbstractEventLoop:
+    """Ray's ``get_or_create_event_loop``: the running loop, else a new one."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.new_event_loop()
