@@ -6,8 +6,9 @@
 # runtime fixture (conftest.py's serve_instance) and ``localhost:8000``, now
 # ``base_url("localhost")``.
 #
-# Skipped, each counted as a failure (none needs a Ray cluster); their bodies
-# are Ray's at the pinned commit:
+# Skipped, each counted as a failure (none needs a Ray cluster); of those that
+# read Ray's internals only the names and docstrings are kept (their bodies
+# would call what does not exist here):
 # - TestMultiplexWrapper (8 cases): Ray's private _ModelMultiplexWrapper, its
 #   metrics pusher and _push_multiplexed_replica_info (replicas here do not
 #   report their models to a controller).
