@@ -72,7 +72,9 @@ class _Ex:
     head = b"GET /x HTTP/1.1\r\n\r\n"
     status = 200
     request_id = b"test-1"
-    client = SimpleNamespace(_xff=b"127.0.0.1", proxy=SimpleNamespace(limits=Limits()))
+    client = SimpleNamespace(
+        head=SimpleNamespace(xff=b"127.0.0.1"), proxy=SimpleNamespace(limits=Limits())
+    )
 
 
 def test_the_gateway_and_the_load_balancer_share_the_log_and_its_rotation(

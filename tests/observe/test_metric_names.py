@@ -8,6 +8,7 @@ import json
 import socket
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,6 +19,7 @@ from steadyserve.lb.access_log import AccessLog
 from steadyserve.spec import ServiceSpec, SpecError, load_service_file
 from steadyserve.wire.counts import LATENCY_BUCKETS, merge_counts
 from steadyserve.wire.exposition import families
+from steadyserve.wire.routes import Limits
 from tests.observe._observe import get
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "lb"))
@@ -100,7 +102,9 @@ def test_lb_metrics_port_shows_requests_by_version_replica_method_and_class(
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) == 6
     assert set(lines[0]) == {
-        "time", "method", "path", "status", "replica", "version", "latency_ms", "bytes", "entry"
+        "time", "method", "path", "status", "replica", "version", "latency_ms", "bytes", "entry",
+        # The day-two fields (docs/observability.md): who called, when, and the request id.
+        "ts", "client", "user_agent", "request_id",
     }  # fmt: skip
     assert {x["entry"] for x in lines} == {"endpoint"}
     assert [(x["method"], x["path"], x["status"]) for x in lines[3:5]] == [
@@ -182,8 +186,14 @@ def test_access_log_rotates_and_keeps_a_bounded_number_of_files(tmp_path: Path) 
     log = AccessLog(path, max_bytes=2000, backups=2)
 
     class Ex:
+        """What the access log reads of an exchange (lb/exchange.py)."""
+
         head = b"GET /x HTTP/1.1\r\n\r\n"
         status = 200
+        request_id = b"test-1"
+        client = SimpleNamespace(
+            head=SimpleNamespace(xff=b"127.0.0.1"), proxy=SimpleNamespace(limits=Limits())
+        )
 
     for _ in range(400):
         log.request(Ex(), 1, 1, 0.001, 10)  # type: ignore[arg-type]

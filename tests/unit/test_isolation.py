@@ -20,6 +20,7 @@ import pytest
 from steadyserve.backends import netns
 from steadyserve.backends.netns_socket import socket_in
 from steadyserve.compat.skypilot import fixed_port_problem, isolated, isolation_problem
+from steadyserve.controller.capacity import request_for
 from steadyserve.controller.fixed_ports import listening_ports
 from steadyserve.spec import SpecError, parse_service
 from steadyserve.wire.routes import ReplicaRoute
@@ -208,3 +209,13 @@ def test_an_unprivileged_user_gets_no_isolation_and_one_line_says_why(tmp_path: 
     assert problem is not None and f"no isolation: {NO_NETNS}" in problem and "\n" not in problem
     one = parse({**FIXED, "service": {"replicas": 1}}, tmp_path)
     assert fixed_port_problem(one, no_isolation=reason) is None
+
+
+@pytest.mark.skipif(netns.unavailable() is not None, reason="no network namespaces here")
+def test_an_isolated_fixed_port_is_no_capacity_to_share(tmp_path: Path) -> None:
+    """Replicas in namespaces of their own may all bind 8080: the capacity pool
+    holds the port only for replicas on the host's network (docs/gpus.md, fixed ports)."""
+    isolated_spec = parse({**FIXED, "service": {"replicas": 2}}, tmp_path)
+    on_host = parse({**FIXED, "service": {"replicas": 1, "isolation": "none"}}, tmp_path)
+    assert request_for(isolated_spec).ports == ()
+    assert request_for(on_host).ports == (8080,)

@@ -14,7 +14,8 @@ import asyncio
 import math
 from collections.abc import Callable, Iterable
 
-from steadyserve.compat.skypilot import fixed_port
+from steadyserve.backends import netns
+from steadyserve.compat.skypilot import fixed_port, isolated
 from steadyserve.core.capacity import (
     Assignment,
     Insufficient,
@@ -44,7 +45,9 @@ def holds(replica: ReplicaRow) -> bool:
 
 def request_for(spec: ServiceSpec, *, enforce_gpus: bool = True) -> Request:
     """What one replica of ``spec`` holds: its accelerators (any of the
-    alternatives), its cores when ``resources.pin_cpus`` asks, its fixed port."""
+    alternatives), its cores when ``resources.pin_cpus`` asks, its fixed port
+    unless it binds that port in a network namespace of its own (docs/isolation.md),
+    where every replica may have the same one."""
     res = spec.resources
     choices: list[tuple[str, int]] = []
     alternatives = res.any_of or res.ordered
@@ -58,6 +61,8 @@ def request_for(spec: ServiceSpec, *, enforce_gpus: bool = True) -> Request:
     if res.pin_cpus and res.min_cpus is not None:
         cores = max(1, math.ceil(res.min_cpus))
     port = fixed_port(spec)
+    if port is not None and isolated(spec) and netns.unavailable() is None:
+        port = None
     return Request(
         accelerators=tuple(choices) if enforce_gpus else (),
         cores=cores,
