@@ -35,39 +35,17 @@ SWITCH = "STEADY_RAY_SERVE"
 (or unset): Ray Serve when it imports, SteadyServe's otherwise."""
 DOCS = "docs/ray-serve-api.md#from-ray-import-serve"
 
-PROVIDED: dict[str, tuple[str, tuple[str, ...]]] = {
-    "ray.serve": (
-        "steadyserve.serve",
-        (
-            "Application",
-            "Deployment",
-            "DeploymentHandle",
-            "DeploymentResponse",
-            "DeploymentResponseGenerator",
-            "RayServeException",
-            "ReplicaContext",
-            "batch",
-            "delete",
-            "deployment",
-            "get_app_handle",
-            "get_deployment_handle",
-            "get_multiplexed_model_id",
-            "get_replica_context",
-            "ingress",
-            "multiplexed",
-            "run",
-            "shutdown",
-            "start",
-            "status",
-        ),
-    ),
+PROVIDED: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    # None: every name of SteadyServe's module (``steadyserve.serve.__all__``), so the
+    # API and what ``ray.serve`` provides are one list.
+    "ray.serve": ("steadyserve.serve", None),
     "ray.serve.handle": (
         "steadyserve.serve.handle",
         ("DeploymentHandle", "DeploymentResponse", "DeploymentResponseGenerator"),
     ),
     "ray.serve.exceptions": ("steadyserve.serve.exceptions", ("RayServeException",)),
 }
-"""Module -> (where SteadyServe defines it, the names it provides)."""
+"""Module -> (where SteadyServe defines it, the names it provides; None: its ``__all__``)."""
 
 Say = Callable[[str], None]
 
@@ -86,8 +64,9 @@ def _not_provided(what: str) -> str:
 def facade(name: str) -> types.ModuleType:
     """A module ``name`` holding exactly the names :data:`PROVIDED` lists, from
     SteadyServe's own module (the same objects); any other name is one line."""
-    source_name, names = PROVIDED[name]
+    source_name, listed = PROVIDED[name]
     source = importlib.import_module(source_name)
+    names: Sequence[str] = source.__all__ if listed is None else listed
     module = types.ModuleType(name, source.__doc__)
     for attr in names:
         setattr(module, attr, getattr(source, attr))
