@@ -151,6 +151,15 @@ class UserClass:
             result = await result
         return result
 
+    async def delete(self) -> None:
+        """``__del__`` now, as Ray's replica does on a graceful stop: the instance
+        gives back what it holds (a GPU, a connection) while the process still can,
+        where the garbage collector at exit might never call it."""
+        instance = self.instance
+        if instance is None or getattr(type(instance), "__del__", None) is None:
+            return
+        await self._run(instance.__del__)
+
     async def _run(self, method: Callable[..., Any], *args: Any) -> Any:
         if runs_on_loop(method):
             return await method(*args)
