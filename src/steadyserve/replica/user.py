@@ -23,6 +23,7 @@ from starlette.requests import Request
 
 from steadyserve.replica.loader import has_method
 from steadyserve.serve.batching import ON_LOOP_ATTR
+from steadyserve.serve.multiplex import disarm
 
 T = TypeVar("T")
 
@@ -158,7 +159,10 @@ class UserClass:
         instance = self.instance
         if instance is None or getattr(type(instance), "__del__", None) is None:
             return
-        await self._run(instance.__del__)
+        try:
+            await self._run(instance.__del__)
+        finally:
+            disarm(instance)  # called once: not again when the process exits
 
     async def _run(self, method: Callable[..., Any], *args: Any) -> Any:
         if runs_on_loop(method):

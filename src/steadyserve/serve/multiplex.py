@@ -20,6 +20,7 @@ the gateway and handles send a request naming a model to a replica holding it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
@@ -125,10 +126,13 @@ class _ModelMultiplexWrapper:
         delete = getattr(model, "__del__", None)
         if delete is None:
             return
-        if inspect.iscoroutinefunction(delete):
-            await delete()
-        else:
-            await asyncio.get_running_loop().run_in_executor(None, delete)
+        try:
+            if inspect.iscoroutinefunction(delete):
+                await delete()
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, delete)
+        finally:
+            disarm(model)
 
     async def shutdown(self) -> None:
         """Unload every model (the replica is stopping); one failing does not keep
@@ -141,6 +145,30 @@ class _ModelMultiplexWrapper:
 
 
 MULTIPLEXED_ATTR = "__steady_multiplexed__"
+
+
+_disarmed: dict[type, type] = {}
+
+
+def disarm(obj: Any) -> None:
+    """Make the garbage collector skip ``obj.__del__`` (it was just called): the
+    object becomes an instance of a subclass whose ``__del__`` does nothing, so
+    a GPU is not freed twice. Objects whose class cannot be swapped (built-in or
+    C types, ``__slots__`` layouts) are left as they are."""
+    cls = type(obj)
+    quiet = _disarmed.get(cls)
+    if quiet is None:
+        try:
+            quiet = type(cls.__name__, (cls,), {"__del__": _no_del, "__module__": cls.__module__})
+        except Exception:  # a final class, a metaclass or __init_subclass__ refusing
+            return
+        _disarmed[cls] = quiet
+    with contextlib.suppress(TypeError):  # a __slots__ layout the subclass cannot take
+        obj.__class__ = quiet
+
+
+def _no_del(self: Any) -> None:
+    """Already called."""
 
 
 def declared() -> bool:
