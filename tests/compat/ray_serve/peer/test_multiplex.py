@@ -91,9 +91,7 @@ class TestMultiplexWrapper:
         async def model_load_func(model_id: str):
             return model_id
 
-        multiplexer = _ModelMultiplexWrapper(
-            model_load_func, None, max_num_models_per_replica=1
-        )
+        multiplexer = _ModelMultiplexWrapper(model_load_func, None, max_num_models_per_replica=1)
         await multiplexer.metrics_pusher.graceful_shutdown()
         assert multiplexer._push_multiplexed_replica_info is False
         multiplexer._push_multiplexed_replica_info = True
@@ -117,9 +115,7 @@ class TestMultiplexWrapper:
         async def model_load_func(model_id: str):
             return model_id
 
-        multiplexer = _ModelMultiplexWrapper(
-            model_load_func, None, max_num_models_per_replica=2
-        )
+        multiplexer = _ModelMultiplexWrapper(model_load_func, None, max_num_models_per_replica=2)
         await multiplexer.metrics_pusher.graceful_shutdown()
 
         # Load model1
@@ -157,9 +153,7 @@ class TestMultiplexWrapper:
         async def model_load_func(model_id: str):
             return model_id
 
-        multiplexer = _ModelMultiplexWrapper(
-            model_load_func, None, max_num_models_per_replica=2
-        )
+        multiplexer = _ModelMultiplexWrapper(model_load_func, None, max_num_models_per_replica=2)
         with pytest.raises(TypeError):
             await multiplexer.load_model(1)
         with pytest.raises(TypeError):
@@ -179,9 +173,7 @@ class TestMultiplexWrapper:
         async def model_load_func(model_id: str) -> MyModel:
             return MyModel(model_id)
 
-        multiplexer = _ModelMultiplexWrapper(
-            model_load_func, None, max_num_models_per_replica=1
-        )
+        multiplexer = _ModelMultiplexWrapper(model_load_func, None, max_num_models_per_replica=1)
         await multiplexer.metrics_pusher.graceful_shutdown()
         await multiplexer.load_model("1")
         assert multiplexer.models == {"1": MyModel("1")}
@@ -201,9 +193,7 @@ class TestMultiplexWrapper:
             await signal.wait.remote()
             return
 
-        multiplexer = _ModelMultiplexWrapper(
-            model_load_func, None, max_num_models_per_replica=1
-        )
+        multiplexer = _ModelMultiplexWrapper(model_load_func, None, max_num_models_per_replica=1)
         await multiplexer.metrics_pusher.graceful_shutdown()
         await multiplexer.load_model("1")
         assert multiplexer._push_multiplexed_replica_info
@@ -232,9 +222,7 @@ class TestMultiplexWrapper:
             await signal.wait.remote()
             return
 
-        multiplexer = _ModelMultiplexWrapper(
-            model_load_func, None, max_num_models_per_replica=1
-        )
+        multiplexer = _ModelMultiplexWrapper(model_load_func, None, max_num_models_per_replica=1)
         await multiplexer.metrics_pusher.graceful_shutdown()
 
         loop = get_or_create_event_loop()
@@ -360,10 +348,7 @@ def test_request_routing_info(serve_instance):
 
         request_router = _get_request_router(handle)
         for replica in request_router.curr_replicas.values():
-            if (
-                replica.replica_id != replica_id
-                or model_ids != replica.multiplexed_model_ids
-            ):
+            if replica.replica_id != replica_id or model_ids != replica.multiplexed_model_ids:
                 return False
 
         return True
@@ -401,13 +386,9 @@ def check_model_id_in_replicas(handle: DeploymentHandle, model_id: str) -> bool:
 
     request_router = _get_request_router(handle)
     replica_to_model_ids = {
-        tag: replica.multiplexed_model_ids
-        for tag, replica in request_router.curr_replicas.items()
+        tag: replica.multiplexed_model_ids for tag, replica in request_router.curr_replicas.items()
     }
-    msg = (
-        f"Model ID '{model_id}' not found in replica_to_model_ids: "
-        f"{replica_to_model_ids}"
-    )
+    msg = f"Model ID '{model_id}' not found in replica_to_model_ids: {replica_to_model_ids}"
     assert any(model_id in rep for rep in replica_to_model_ids.values()), msg
     return True
 
@@ -441,10 +422,7 @@ def test_multiplexed_e2e(serve_instance):
         assert resp.json() == initial_pid
 
     for _ in range(10):
-        assert (
-            handle.options(multiplexed_model_id="1").remote("blabla").result()
-            == initial_pid
-        )
+        assert handle.options(multiplexed_model_id="1").remote("blabla").result() == initial_pid
 
 
 def test_multiplexed_lru_policy(serve_instance):
@@ -475,8 +453,9 @@ def test_multiplexed_lru_policy(serve_instance):
 
     wait_for_condition(
         (
-            lambda: check_model_id_in_replicas(handle, "1")
-            and check_model_id_in_replicas(handle, "3")
+            lambda: (
+                check_model_id_in_replicas(handle, "1") and check_model_id_in_replicas(handle, "3")
+            )
         )
     )
 
