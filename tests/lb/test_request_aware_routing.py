@@ -101,3 +101,28 @@ def test_session_affinity_sticks_and_a_leaving_replica_hands_its_sessions_on(
         if owner[s] != leaving:
             assert now == owner[s]
     assert "session-" not in lb.log()  # keys never logged
+
+
+def test_a_multiplexed_service_routes_a_model_to_the_replica_reporting_it(fleet: Fleet) -> None:
+    ctl, lb, ups = fleet
+    replicas = [
+        {"id": i + 1, "version": 1, "host": "127.0.0.1", "port": u.port} for i, u in enumerate(ups)
+    ]
+    replicas[2]["models"] = ["lora-7"]  # replica 3 reports it holds lora-7
+    key = ctl.set_table(
+        [(i + 1, u.port) for i, u in enumerate(ups)],
+        extra={"replicas": replicas, "multiplexed": True},
+    )
+    wait_for(lambda: key in ctl.polls, what="LB has the table")
+    header = {"serve_multiplexed_model_id": "lora-7"}
+    assert {served_by(lb, headers=header) for _ in range(6)} == {ups[2].name}
+    # A model nobody holds goes least loaded (ties rotate), then sticks where it went.
+    first = served_by(lb, headers={"serve_multiplexed_model_id": "new"})
+    assert {served_by(lb, headers={"serve_multiplexed_model_id": "new"}) for _ in range(4)} == {
+        first
+    }
+    # Without the header: the policy alone, spread over every replica.
+    assert {served_by(lb) for _ in range(6)} == {u.name for u in ups}
+    # The same table without the flag: the header is not read.
+    use(ctl, ups, "least_load")
+    assert len({served_by(lb, headers=header) for _ in range(6)}) == 3

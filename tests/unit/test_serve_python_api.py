@@ -15,7 +15,7 @@ from steadyserve import serve
 from steadyserve.core.routing.multiplex import ModelAffinity
 from steadyserve.replica.errors import LoadError
 from steadyserve.replica.graph import function_class
-from steadyserve.serve import shipped
+from steadyserve.serve import context, shipped
 from steadyserve.serve.overview import serve_status
 
 
@@ -103,7 +103,13 @@ def test_multiplexed_keeps_the_most_recent_models_and_deletes_the_evicted() -> N
         for model_id in ["a", "b", "a", "c", "a"]:
             assert (await host.get_model(model_id)).name == model_id
 
-    asyncio.run(main())
+    # As in Ray, the LRU lives in a replica only: it needs the replica's context.
+    ids = context.ReplicaID("1", context.DeploymentID("Host"))
+    context.set_replica_context(context.ReplicaContext(ids))
+    try:
+        asyncio.run(main())
+    finally:
+        context.set_replica_context(None)
     assert loads == ["a", "b", "c"]  # "a" stayed loaded: it was used most recently
     assert deleted[:1] == ["b"]
 
@@ -147,6 +153,7 @@ def test_multiplex_policy_forgets_evicted_models_and_gone_replicas() -> None:
     policy.choose(only, 0, key="a")
     policy.choose(only, 0, key="b")  # replica 1 holds one model: "a" is evicted
     assert policy.holders("a") == [] and policy.holders("b") == [1]
+    policy.forget(1)  # replica 1 left the table
     policy.choose([_C(2)], 0, key="b")
     assert policy.holders("b") == [2]
 

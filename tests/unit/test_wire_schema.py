@@ -25,6 +25,7 @@ routes = st.builds(
     port=st.integers(min_value=1, max_value=65535),
     accelerator=st.none() | st.sampled_from(["A100", "L4", "H100"]),
     capacity=st.floats(min_value=0.01, max_value=100, allow_nan=False),
+    models=st.none() | st.frozensets(st.sampled_from(["m1", "lora-2", ""]), max_size=3),
 )
 limits = st.none() | st.builds(
     Limits,
@@ -68,6 +69,7 @@ tables = st.builds(
             max_age_s=seconds,
         ),
     ),
+    multiplexed=st.booleans(),
 )
 
 
@@ -92,6 +94,8 @@ def test_a_table_without_the_candidate_fields_reads_as_before() -> None:
         ({"load_balancer": {"max_connections": 0}}, "max_connections"),
         ({"hold_at_zero_s": -1}, "hold_at_zero_s"),
         ({"policy_options": {"block_bytes": 0}}, "policy_options.block_bytes"),
+        ({"replicas": [{"id": 1, "version": 1, "host": "h", "port": 1, "models": [1]}]}, "models"),
+        ({"multiplexed": "yes"}, "multiplexed"),
         ({"policy_options": {"replica_metrics": {"path": "/m"}}}, "replica_metrics.interval_s"),
     ],
 )

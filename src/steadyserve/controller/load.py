@@ -7,6 +7,7 @@ requests waiting in its queue; this module turns the cumulative counts into
 ongoing requests (the runner's ``/-/info``); the controller reads that about
 once a second and, where a fresh one exists, it replaces the balancer's
 in-flight count for that replica, as Ray Serve prefers the replica's number.
+The same read carries a multiplexed replica's model ids (``on_info``).
 
 Nothing here reads a clock: every call takes ``now``, so tests drive it with
 simulated time. The window is the pure :class:`LoadWindow`, sized to the
@@ -19,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -117,10 +119,10 @@ class CountTarget:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-async def read_own_count(
+async def read_info(
     session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
-) -> float | None:
-    """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
+) -> dict[str, Any] | None:
+    """The runner's ``/-/info`` as JSON, or None if it did not answer one."""
     url = f"http://{target.host}:{target.control_port}{CONTROL_INFO}"
     limit = aiohttp.ClientTimeout(total=timeout)
     try:
@@ -130,10 +132,26 @@ async def read_own_count(
             data = await response.json()
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
         return None
-    value = data.get("ongoing_requests") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def ongoing_of(info: Mapping[str, Any] | None) -> float | None:
+    value = info.get("ongoing_requests") if info is not None else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+async def read_own_count(
+    session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
+) -> float | None:
+    """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
+    return ongoing_of(await read_info(session, target, timeout))
+
+
+InfoSink = Callable[[int, Mapping[str, Any]], None]
+"""Told each replica's ``/-/info`` answer (replica id, the JSON): the models a
+multiplexed replica holds are in it (controller/multiplexed.py)."""
 
 
 async def poll_own_counts(
@@ -142,15 +160,20 @@ async def poll_own_counts(
     load: Callable[[], ServiceLoad],
     clock: Callable[[], float],
     period: float = OWN_COUNT_PERIOD_S,
+    on_info: InfoSink | None = None,
 ) -> None:
-    """Forever: read every Python replica's own count once per ``period``."""
+    """Forever: read every listed Python replica's ``/-/info`` once per ``period``:
+    its own count for the load, the rest for ``on_info``."""
     while True:
         listed = targets()
         if listed:
-            counts = await asyncio.gather(*(read_own_count(session, t) for t in listed))
+            infos = await asyncio.gather(*(read_info(session, t) for t in listed))
             now = clock()
-            for target, count in zip(listed, counts, strict=True):
+            for target, info in zip(listed, infos, strict=True):
+                count = ongoing_of(info)
                 if count is not None:
                     load().own_count(target.replica_id, now, count)
+                if info is not None and on_info is not None:
+                    on_info(target.replica_id, info)
         load().forget({t.replica_id for t in listed})
         await asyncio.sleep(period)

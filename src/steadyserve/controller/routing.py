@@ -6,7 +6,7 @@ routes.py); only READY replicas the plan calls routable are in it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from steadyserve import replica_contract as contract
 from steadyserve.backends.netns import path_of as netns_path
@@ -27,24 +27,28 @@ def route_table(
     hold_at_zero: bool,
     weights: tuple[tuple[int, int], ...] = (),
     preview: tuple[int, int] | None = None,
+    models: Mapping[int, frozenset[str]] | None = None,
 ) -> RouteTable:
     """The table to publish; its ``epoch`` and ``version`` are the publisher's
-    (controller/routes.py stamps them on the JSON)."""
+    (controller/routes.py stamps them on the JSON). ``models``: the multiplexed
+    model ids each replica reported (controller/multiplexed.py)."""
     svc = spec.service
     lb = svc.load_balancer
     targets = svc.replica_policy.target_qps_per_replica if svc.replica_policy else None
     per_accelerator = targets if isinstance(targets, dict) else None
+    held = models or {}
+    routes = tuple(
+        _route(r, replica_accelerator(spec, r), per_accelerator, held.get(r.id))
+        for r in replicas
+        if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
+    )
     return RouteTable(
         epoch="",
         version=0,
         policy=svc.load_balancing_policy,
         max_ongoing_requests=svc.max_ongoing_requests,
         max_queued_requests=svc.max_queued_requests,
-        replicas=tuple(
-            _route(r, replica_accelerator(spec, r), per_accelerator)
-            for r in replicas
-            if r.id in routable and r.status is ReplicaStatus.READY and r.port is not None
-        ),
+        replicas=routes,
         blocked_paths=frozenset(p.encode() for p in blocked_paths(spec)),
         limits=Limits(
             header_timeout_s=lb.header_timeout_s,
@@ -61,6 +65,7 @@ def route_table(
         weights=weights,
         preview=preview,
         options=policy_options(spec),
+        multiplexed=any(r.models is not None for r in routes),
     )
 
 
@@ -88,7 +93,10 @@ def policy_options(spec: ServiceSpec) -> PolicyOptions:
 
 
 def _route(
-    row: ReplicaRow, accelerator: str | None, targets: dict[str, float] | None
+    row: ReplicaRow,
+    accelerator: str | None,
+    targets: dict[str, float] | None,
+    models: frozenset[str] | None = None,
 ) -> ReplicaRoute:
     """A replica's route; with a per-accelerator target its ``capacity`` is its
     accelerator's target (what instance_aware_least_load divides its load by)."""
@@ -102,6 +110,7 @@ def _route(
         accelerator=accelerator,
         capacity=capacity,
         netns=netns_path(row.netns) if row.netns is not None else None,
+        models=models,
     )
 
 

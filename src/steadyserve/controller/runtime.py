@@ -33,6 +33,7 @@ from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
+from steadyserve.controller.multiplexed import ModelReports
 from steadyserve.controller.probes import probe_ready
 from steadyserve.controller.probing import Prober, apply_probe
 from steadyserve.controller.provisioning import launch, stop_unstarted
@@ -134,6 +135,8 @@ class ServiceRuntime:
             policy_workdir=lambda: self.home.version_workdir(self.name, self.row.version),
         )
         self._own_counts: asyncio.Task[None] | None = None
+        # Multiplexed model ids per replica; a change wakes the loop to publish them.
+        self.models = ModelReports(self.wake)
         # The step machine, weights and analysis (controller/canary.py).
         self.canary = CanaryDriver(self)
         tls = self.spec.service.tls  # the LB terminates service.tls
@@ -183,6 +186,7 @@ class ServiceRuntime:
                 self._count_targets,
                 lambda: self.autoscaler.load,
                 self.clock.now,
+                on_info=self.models.seen,
             ),
             name=f"own-counts-{self.name}",
         )
@@ -334,13 +338,16 @@ class ServiceRuntime:
         )
 
     def _count_targets(self) -> list[CountTarget]:
-        """Python replicas whose own ongoing count the ongoing-requests policy reads."""
-        if self.autoscaler.policy_name != "ongoing_requests":
-            return []
+        """Python replicas whose ``/-/info`` is read: for the ongoing-requests
+        policy's own counts, and for the models multiplexed ones hold."""
+        ongoing = self.autoscaler.policy_name == "ongoing_requests"
+        self.models.keep(self.replicas)
         return [
             CountTarget(r.id, r.ip, r.control_port, self.environment.control_headers(r))
             for r in self.replicas.values()
-            if r.control_port is not None and r.status is ReplicaStatus.READY
+            if r.control_port is not None
+            and r.status is ReplicaStatus.READY
+            and (ongoing or self.models.wanted(r.id))
         ]
 
     def _update_status(self, plan: Plan) -> None:
@@ -377,6 +384,7 @@ class ServiceRuntime:
             hold_at_zero=self.autoscaler.allows_zero,
             weights=weights,
             preview=preview,
+            models=self.models.models,
         )
         self.routes.publish(table.to_json())
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.core.canary.weighted import SmoothWeighted
+from steadyserve.core.routing.multiplex import ModelAffinity
 from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions
 from steadyserve.core.routing.policies import NO_EXCLUDE, NO_KEY, Policy, make_policy
 from steadyserve.lb.request_key import Extractor, extractor
@@ -87,6 +88,10 @@ class Balancer:
         self.known: dict[int, ReplicaState] = {}
         self.options: PolicyOptions = DEFAULT_OPTIONS
         self.policy: Policy = make_policy(policy)
+        # A multiplexed service's (the table says): replica id -> the model ids it
+        # reports, read by every ModelAffinity of this balancer; updated in place.
+        self.multiplexed = False
+        self.models: dict[int, frozenset[str]] = {}
         # What the policy reads from a request (None: nothing, the usual case).
         self.read_key: Extractor | None = None
         self.max_ongoing = max_ongoing
@@ -133,28 +138,38 @@ class Balancer:
             if state.id not in ids:
                 self._retire(state)
         self.replicas = routable
-        self._apply_weights(table)
-        if table.policy != self.policy.name or table.options != self.options:
+        self.models.clear()
+        self.models.update((r.id, r.models) for r in table.replicas if r.models is not None)
+        rebuild = table.multiplexed != self.multiplexed
+        self.multiplexed = table.multiplexed
+        self._apply_weights(table, rebuild)
+        if rebuild or table.policy != self.policy.name or table.options != self.options:
             self.options = table.options
-            self.policy = make_policy(table.policy, options=table.options)
+            self.policy = self._make_policy(table)
         key = self.policy.request_key
         self.read_key = None if key is None else extractor(key, self.options)
         self.max_ongoing = table.max_ongoing_requests
         self.max_queued = table.max_queued_requests
         self.table = table
 
-    def _apply_weights(self, table: RouteTable) -> None:
+    def _make_policy(self, table: RouteTable) -> Policy:
+        """The table's policy; a multiplexed service's routes by model id first (the
+        header is read only then: other services' requests are not looked at)."""
+        policy = make_policy(table.policy, options=table.options)
+        return ModelAffinity(policy, reported=self.models) if table.multiplexed else policy
+
+    def _apply_weights(self, table: RouteTable, rebuild: bool = False) -> None:
         pools: dict[int, list[ReplicaState]] = {}
         for state in self.replicas:
             pools.setdefault(state.version, []).append(state)
         self.pools = pools
         policies = self._pool_policies
         for version in list(policies):
-            if version not in pools or policies[version].name != table.policy:
+            if rebuild or version not in pools or policies[version].name != table.policy:
                 del policies[version]
         for version in pools:
             if version not in policies:
-                policies[version] = make_policy(table.policy, options=table.options)
+                policies[version] = self._make_policy(table)
         weights = dict(table.weights)
         if not weights:
             self._chooser = None

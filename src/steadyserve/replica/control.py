@@ -31,6 +31,7 @@ from steadyserve.oneline import one_line
 from steadyserve.replica.app import OngoingLimit
 from steadyserve.replica.loader import Target
 from steadyserve.replica.user import UserClass
+from steadyserve.serve import multiplex
 
 log = logging.getLogger("steadyserve.replica")
 
@@ -101,6 +102,9 @@ def control_app(state: ReplicaState) -> ASGIApp:
                 "ongoing_requests": limit.ongoing if limit is not None else 0,
                 "max_ongoing_requests": limit.limit if limit is not None else None,
                 **(state.shutdown or {}),
+                # A multiplexed deployment's models, loaded or loading: the
+                # controller puts them in the route table (serve/multiplex.py).
+                **({"multiplexed_model_ids": multiplex.report()} if multiplex.declared() else {}),
             }
         )
 

@@ -8,8 +8,10 @@ log and the exit code is 1, which the controller reads as a broken version.
 
 Signals are handled here, once for both servers (uvicorn's own handlers are
 switched off): the first SIGTERM/SIGINT stops the app server from accepting,
-lets in-flight requests finish within ``graceful_shutdown_timeout_s``, then
-stops the control server and exits 0. A second signal skips the waiting.
+lets in-flight requests finish within ``graceful_shutdown_timeout_s``, unloads
+the multiplexed models and calls the instance's ``__del__`` (as Ray does) in
+what is left of that time, then stops the control server and exits 0. A second
+signal skips the waiting.
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ from steadyserve.replica.control import Phase, ReplicaState, control_app
 from steadyserve.replica.loader import Target
 from steadyserve.replica.settings import Settings
 from steadyserve.replica.user import UserClass
-from steadyserve.serve import context
+from steadyserve.serve import context, multiplex
 
 log = logging.getLogger("steadyserve.replica")
 
 MAX_REQUEST_THREADS = 512
 CONTROL_SHUTDOWN_S = 2
+KILL_MARGIN_S = 0.5  # the user's cleanup ends this long before the controller's kill
+MIN_RELEASE_S = 1.0
 KEEP_ALIVE_S = 15  # longer than the load balancer keeps an idle upstream connection
 
 
@@ -95,6 +99,8 @@ class ReplicaServer:
             if target.is_class
             else None
         )
+        if self.user is not None:
+            multiplex.declare_from(self.user.cls)
         inner = target.obj if self.user is None else ClassApp(self.user)
         if target.ingress is not None:  # @serve.ingress(app): the app answers HTTP
             inner = target.ingress
@@ -169,13 +175,34 @@ class ReplicaServer:
         # In-flight requests finish; checked every graceful_shutdown_wait_loop_s,
         # for at most graceful_shutdown_timeout_s (uvicorn cuts them off then).
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + s.graceful_shutdown_timeout_s + 5
+        stopped_at = loop.time()
+        deadline = stopped_at + s.graceful_shutdown_timeout_s + 5
         while not app_task.done() and loop.time() < deadline:
             left = deadline - loop.time()
             await asyncio.wait({app_task}, timeout=min(s.graceful_shutdown_wait_loop_s, left))
         if not app_task.done():
             log.warning("in-flight requests still running after the graceful timeout")
+        # The controller kills the process graceful_shutdown_timeout_s after its
+        # signal: the user's cleanup gets what is left of that (at least a moment).
+        left = stopped_at + s.graceful_shutdown_timeout_s - loop.time() - KILL_MARGIN_S
+        await self._release_user(max(MIN_RELEASE_S, left))
         return 0
+
+    async def _release_user(self, timeout_s: float) -> None:
+        """Unload the multiplexed models (each model's ``__del__``), then the
+        instance's own ``__del__``, as Ray's replica does on a graceful stop."""
+
+        async def release() -> None:
+            await multiplex.shutdown()
+            if self.user is not None:
+                await self.user.delete()
+
+        try:
+            await asyncio.wait_for(release(), timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("__del__ did not return within %.1fs of the stop", timeout_s)
+        except Exception:
+            log.exception("__del__ raised while the replica stopped")
 
     async def _initialize(self, user: UserClass) -> bool:
         """``__init__`` then, with a user_config, ``reconfigure``; False if either

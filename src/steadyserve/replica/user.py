@@ -23,6 +23,7 @@ from starlette.requests import Request
 
 from steadyserve.replica.loader import has_method
 from steadyserve.serve.batching import ON_LOOP_ATTR
+from steadyserve.serve.multiplex import disarm
 
 T = TypeVar("T")
 
@@ -150,6 +151,18 @@ class UserClass:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    async def delete(self) -> None:
+        """``__del__`` now, as Ray's replica does on a graceful stop: the instance
+        gives back what it holds (a GPU, a connection) while the process still can,
+        where the garbage collector at exit might never call it."""
+        instance = self.instance
+        if instance is None or getattr(type(instance), "__del__", None) is None:
+            return
+        try:
+            await self._run(instance.__del__)
+        finally:
+            disarm(instance)  # called once: not again when the process exits
 
     async def _run(self, method: Callable[..., Any], *args: Any) -> Any:
         if runs_on_loop(method):

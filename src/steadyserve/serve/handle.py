@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from steadyserve import replica_contract as contract
 from steadyserve.paths import Home
 from steadyserve.serve import wire
-from steadyserve.serve.context import MODEL_ID_HEADER
+from steadyserve.serve.context import MODEL_ID_HEADER, DeploymentID, ReplicaID
 from steadyserve.serve.names import default_service_name
 
 if TYPE_CHECKING:  # the HTTP client is imported by the first call, not by every replica
@@ -196,6 +196,28 @@ class DeploymentHandle:
         """The service this handle calls (a property: a method may be named alike)."""
         return self._service
 
+    @property
+    def is_initialized(self) -> bool:
+        """Ray's: whether this process follows the callee's replicas yet."""
+        rt = _runtime
+        return rt is not None and self._service in rt.routers
+
+    def _init(self) -> None:
+        """Ray's: start following the callee's replicas before the first call."""
+        rt = runtime()
+
+        async def start() -> None:
+            rt.router(self._service)
+
+        rt.submit(start()).result(timeout=10)
+
+    def _request_router(self) -> RequestRouterView:
+        """What this process knows of the callee's replicas (Ray's private request
+        router, as Ray's tests read it): each one's multiplexed model ids."""
+        if not self.is_initialized:
+            self._init()
+        return RequestRouterView(runtime().routers[self._service], self)
+
     def __getattr__(self, name: str) -> DeploymentHandle:
         if name.startswith("_"):
             raise AttributeError(name)
@@ -216,6 +238,34 @@ class DeploymentHandle:
     def __reduce__(self) -> tuple[Any, ...]:
         names = (self.deployment_name, self.app_name, self._service, self._method_name)
         return (_rebuild, (*names, self._stream, self._model_id))
+
+
+class RunningReplica:
+    """One replica as Ray's router lists it: its id and the models it holds."""
+
+    def __init__(self, replica_id: ReplicaID, model_ids: frozenset[str]) -> None:
+        self.replica_id = replica_id
+        self.multiplexed_model_ids = set(model_ids)
+
+    def __repr__(self) -> str:
+        return f"RunningReplica({self.replica_id.unique_id}, {sorted(self.multiplexed_model_ids)})"
+
+
+class RequestRouterView:
+    """Ray's ``curr_replicas``: replica tag -> :class:`RunningReplica`, read live from
+    the handle's route table (the models are the replicas' own reports)."""
+
+    def __init__(self, router: ServiceRouter, handle: DeploymentHandle) -> None:
+        self._router = router
+        self._deployment = DeploymentID(handle.deployment_name, handle.app_name)
+
+    @property
+    def curr_replicas(self) -> dict[str, RunningReplica]:
+        out = {}
+        for rid, models in self._router.replica_models().items():
+            replica_id = ReplicaID(str(rid), self._deployment)
+            out[replica_id.to_full_id_str()] = RunningReplica(replica_id, models)
+        return out
 
 
 def _rebuild(

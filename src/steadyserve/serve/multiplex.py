@@ -4,65 +4,202 @@ Ray Serve's semantics: ``await self.get_model(model_id)`` returns the loaded
 model, loading it with the decorated ``async def`` on a miss; at most
 ``max_num_models_per_replica`` stay loaded (-1: no limit), and the least
 recently used one is unloaded first, its ``__del__`` called (awaited when it is
-a coroutine) so GPU memory goes back at once, not at garbage collection.
-Concurrent calls for one model share one load. Routing requests to a replica
-that holds their model is the router's job (``core/routing/multiplex.py``).
+a coroutine, else run in a thread) so GPU memory goes back at once, not at
+garbage collection. Loads run one at a time per wrapper, so concurrent misses
+never hold more than the limit. A stopping replica unloads every model the same
+way (:func:`shutdown`).
+
+Each instance's LRU is a :class:`_ModelMultiplexWrapper` (Ray's name and
+surface). What a replica holds, loaded or loading, is what its control
+endpoint's ``/-/info`` answers as ``multiplexed_model_ids`` (:func:`report`):
+the controller reads it and puts it in the route table, so the load balancer,
+the gateway and handles send a request naming a model to a replica holding it
+(``core/routing/multiplex.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
+import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from steadyserve.serve import context
 
+log = logging.getLogger("steadyserve.serve")
 
-class _Models:
-    """One instance's loaded models, least recently used first."""
+_declared = False  # some @serve.multiplexed was defined in this process
+_reporting: weakref.WeakSet[_ModelMultiplexWrapper] = weakref.WeakSet()
 
-    def __init__(self, load: Callable[..., Any], owner: Any, limit: int) -> None:
-        self.load = load
-        self.owner = owner
-        self.limit = limit
+
+class _ReportRegistration:
+    """Ray's ``metrics_pusher``: here the wrapper's place among those ``/-/info``
+    reports; ``graceful_shutdown`` takes it out (its ids are then reported no more)."""
+
+    def __init__(self, wrapper: _ModelMultiplexWrapper) -> None:
+        self._wrapper = weakref.ref(wrapper)
+
+    def start(self) -> None:
+        wrapper = self._wrapper()
+        if wrapper is not None:
+            _reporting.add(wrapper)
+
+    async def graceful_shutdown(self) -> None:
+        wrapper = self._wrapper()
+        if wrapper is not None:
+            _reporting.discard(wrapper)
+
+
+class _ModelMultiplexWrapper:
+    """One instance's (or one module function's) loaded models, least recently used
+    first, and the ones loading; Ray's constructor and attributes."""
+
+    def __init__(
+        self,
+        model_load_func: Callable[..., Any] | None,
+        self_arg: Any,
+        max_num_models_per_replica: int,
+    ) -> None:
         self.models: OrderedDict[str, Any] = OrderedDict()
-        self.loading: dict[str, asyncio.Future[Any]] = {}
+        self._func = model_load_func
+        self.self_arg = self_arg
+        self.max_num_models_per_replica = max_num_models_per_replica
+        try:
+            replica = context.get_replica_context()
+        except RuntimeError:
+            raise RuntimeError(
+                "`@serve.multiplex` can only be used within a deployment "
+                "(failed to retrieve Serve replica context)."
+            ) from None
+        self._replica_id = replica.replica_id
+        # Set when the held ids changed since they were last reported.
+        self._push_multiplexed_replica_info = False
+        self._model_cache_lock = asyncio.Lock()
+        self._model_load_tasks: set[str] = set()
+        self.metrics_pusher = _ReportRegistration(self)
+        self.metrics_pusher.start()
 
-    async def get(self, model_id: str) -> Any:
+    def _get_loading_and_loaded_model_ids(self) -> list[str]:
+        """Loading ones count: a request for a model being loaded should go there."""
+        return list(set(self.models) | self._model_load_tasks)
+
+    def _push_model_ids_info(self) -> list[str]:
+        """The ids to report, clearing the changed flag (they are reported now)."""
+        self._push_multiplexed_replica_info = False
+        return self._get_loading_and_loaded_model_ids()
+
+    async def load_model(self, model_id: str) -> Any:
+        if type(model_id) is not str:
+            raise TypeError("The model ID must be a string.")
+        if not model_id:
+            raise ValueError("The model ID cannot be empty.")
         if model_id in self.models:
             self.models.move_to_end(model_id)
             return self.models[model_id]
-        pending = self.loading.get(model_id)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.loading[model_id] = future
+        self._push_multiplexed_replica_info = True
+        self._model_load_tasks.add(model_id)
         try:
-            if self.limit > 0:
-                while len(self.models) >= self.limit:
-                    await self._unload(*self.models.popitem(last=False))
-            args = (self.owner, model_id) if self.owner is not None else (model_id,)
-            model = await self.load(*args)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: the callers get it from here
-            raise
+            async with self._model_cache_lock:
+                if model_id in self.models:  # another request loaded it meanwhile
+                    return self.models[model_id]
+                limit = self.max_num_models_per_replica
+                if limit > 0 and len(self.models) >= limit:
+                    await self.unload_model_lru()
+                    self._push_multiplexed_replica_info = True
+                assert self._func is not None
+                args = (model_id,) if self.self_arg is None else (self.self_arg, model_id)
+                model = await self._func(*args)
+                self.models[model_id] = model
+                return model
         finally:
-            self.loading.pop(model_id, None)
-        self.models[model_id] = model
-        future.set_result(model)
-        return model
+            self._model_load_tasks.discard(model_id)
 
-    async def _unload(self, model_id: str, model: Any) -> None:
+    async def unload_model_lru(self) -> None:
+        """Unload the least recently used model, calling its ``__del__`` now."""
+        model_id, model = self.models.popitem(last=False)
+        log.info("unloading model %r", model_id)
         delete = getattr(model, "__del__", None)
         if delete is None:
             return
-        result = delete()
-        if inspect.isawaitable(result):
-            await result
+        try:
+            if inspect.iscoroutinefunction(delete):
+                await delete()
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, delete)
+        finally:
+            disarm(model)
+
+    async def shutdown(self) -> None:
+        """Unload every model (the replica is stopping); one failing does not keep
+        the others loaded."""
+        while self.models:
+            try:
+                await self.unload_model_lru()
+            except Exception:
+                log.exception("unloading a model failed")
+
+
+MULTIPLEXED_ATTR = "__steady_multiplexed__"
+
+
+_disarmed: dict[type, type] = {}
+
+
+def disarm(obj: Any) -> None:
+    """Make the garbage collector skip ``obj.__del__`` (it was just called): the
+    object becomes an instance of a subclass whose ``__del__`` does nothing, so
+    a GPU is not freed twice. Objects whose class cannot be swapped (built-in or
+    C types, ``__slots__`` layouts) are left as they are."""
+    cls = type(obj)
+    quiet = _disarmed.get(cls)
+    if quiet is None:
+        try:
+            quiet = type(cls.__name__, (cls,), {"__del__": _no_del, "__module__": cls.__module__})
+        except Exception:  # a final class, a metaclass or __init_subclass__ refusing
+            return
+        _disarmed[cls] = quiet
+    with contextlib.suppress(TypeError):  # a __slots__ layout the subclass cannot take
+        obj.__class__ = quiet
+
+
+def _no_del(self: Any) -> None:
+    """Already called."""
+
+
+def declared() -> bool:
+    """Whether this process defined a ``@serve.multiplexed`` function, or hosts a
+    class with one (a class shipped by pickle brings its methods ready-made:
+    their decorator does not run again here)."""
+    return _declared
+
+
+def declare_from(cls: type) -> None:
+    """Note that the hosted class has a ``@serve.multiplexed`` method, so the
+    replica reports its models from the start, before the first is loaded."""
+    global _declared
+    for klass in inspect.getmro(cls):
+        if any(getattr(v, MULTIPLEXED_ATTR, False) for v in vars(klass).values()):
+            _declared = True
+            return
+
+
+def report() -> list[str]:
+    """Every model id this process holds, loaded or loading (``/-/info``)."""
+    ids: set[str] = set()
+    for wrapper in list(_reporting):
+        ids.update(wrapper._push_model_ids_info())
+    return sorted(ids)
+
+
+async def shutdown() -> None:
+    """Unload every model of every wrapper (a replica's graceful stop)."""
+    for wrapper in list(_reporting):
+        await wrapper.shutdown()
 
 
 def multiplexed(
@@ -76,6 +213,7 @@ def multiplexed(
         raise ValueError("max_num_models_per_replica must be positive.")
 
     def decorate(load: Callable[..., Any]) -> Callable[..., Any]:
+        global _declared
         if not inspect.iscoroutinefunction(load):
             raise TypeError("@serve.multiplexed can only be used to decorate async functions")
         params = list(inspect.signature(load).parameters)
@@ -85,25 +223,27 @@ def multiplexed(
                 "@serve.multiplexed can only be used to decorate functions or methods "
                 "with exactly one 'model_id: str' argument."
             )
+        _declared = True
         attr = f"__steady_models_{load.__name__}"
-        shared: list[_Models] = []
+        shared: list[_ModelMultiplexWrapper] = []
 
         @functools.wraps(load)
         async def get(*args: Any) -> Any:
             owner = args[0] if is_method else None
             model_id = args[1] if is_method else (args[0] if args else "")
-            if not isinstance(model_id, str):
-                raise TypeError(f"the model id must be a string, got {model_id!r}")
             if owner is None:
                 if not shared:
-                    shared.append(_Models(load, None, limit))
+                    shared.append(_ModelMultiplexWrapper(load, None, limit))
                 models = shared[0]
             else:
                 models = owner.__dict__.get(attr)
                 if models is None:
-                    models = owner.__dict__.setdefault(attr, _Models(load, owner, limit))
-            return await models.get(model_id)
+                    models = owner.__dict__.setdefault(
+                        attr, _ModelMultiplexWrapper(load, owner, limit)
+                    )
+            return await models.load_model(model_id)
 
+        setattr(get, MULTIPLEXED_ATTR, True)
         return get
 
     if func is not None:

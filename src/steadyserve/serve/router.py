@@ -65,8 +65,10 @@ class ServiceRouter:
         self.wait_s = wait_s
         self.table: RouteTable | None = None
         self.policy: Policy = make_policy("least_load")
-        # Calls naming a multiplexed model go where that model is loaded.
-        self.affinity = ModelAffinity(self.policy)
+        # Calls naming a multiplexed model go where that model is loaded: by the
+        # replicas' reports (the table's) and where this process sent it.
+        self.models: dict[int, frozenset[str]] = {}
+        self.affinity = ModelAffinity(self.policy, reported=self.models)
         self.inflight: dict[int, int] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -118,9 +120,24 @@ class ServiceRouter:
     def apply(self, table: RouteTable) -> None:
         if self.table is None or self.table.policy != table.policy:
             self.policy = make_policy(table.policy)
-            self.affinity = ModelAffinity(self.policy, self.affinity.models_per_replica)
+            self.affinity = ModelAffinity(
+                self.policy, self.affinity.models_per_replica, reported=self.models
+            )
+        present = {r.id for r in table.replicas}
+        for gone in [rid for rid in self.affinity.loaded if rid not in present]:
+            self.affinity.forget(gone)  # a replica that left took its models with it
+        self.models.clear()
+        self.models.update((r.id, r.models) for r in table.replicas if r.models is not None)
         self.table = table
         self._wake()
+
+    def replica_models(self) -> dict[int, frozenset[str]]:
+        """Replica id -> the model ids it reports holding, for each routable replica
+        (empty for one that reported none): Ray's router's ``multiplexed_model_ids``."""
+        table = self.table
+        if table is None:
+            return {}
+        return {r.id: r.models or frozenset() for r in table.replicas}
 
     def _wake(self) -> None:
         self._changed.set()

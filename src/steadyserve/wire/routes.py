@@ -42,6 +42,9 @@ class ReplicaRoute:
     netns: str | None = None
     """The path of the replica's own network namespace (``/run/netns/ssv-...``):
     ``host:port`` is inside it, and a connection is made from there."""
+    models: frozenset[str] | None = None
+    """The multiplexed model ids the replica reports holding (loaded or loading);
+    None: it reported none (not a multiplexed deployment, or not read yet)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "version": self.version}
@@ -52,6 +55,8 @@ class ReplicaRoute:
             out["netns"] = self.netns
         if self.capacity != 1.0:
             out["capacity"] = self.capacity
+        if self.models is not None:
+            out["models"] = sorted(self.models)
         return out
 
     @classmethod
@@ -69,6 +74,11 @@ class ReplicaRoute:
             isinstance(netns, str) and _NETNS.fullmatch(netns) is not None
         ):
             raise ValueError(f"route table: {prefix}netns must be /run/netns/ssv-... or null")
+        models = item.get("models")
+        if models is not None and not (
+            isinstance(models, list) and all(isinstance(m, str) for m in models)
+        ):
+            raise ValueError(f"route table: {prefix}models must be a list of strings or null")
         return cls(
             id=_int_field(item, "id", prefix),
             version=_int_field(item, "version", prefix),
@@ -77,6 +87,7 @@ class ReplicaRoute:
             accelerator=accelerator,
             capacity=float(capacity),
             netns=netns,
+            models=None if models is None else frozenset(models),
         )
 
 
@@ -291,6 +302,9 @@ class RouteTable:
     preview: tuple[int, int] | None = None
     # How prefix_affinity and session_affinity are tuned (service.load_balancer).
     options: PolicyOptions = DEFAULT_OPTIONS
+    # A multiplexed deployment's (some replica reported models): the load balancer
+    # reads serve_multiplexed_model_id and routes by it (core/routing/multiplex.py).
+    multiplexed: bool = False
 
     @property
     def key(self) -> str:
@@ -322,6 +336,8 @@ class RouteTable:
             limits = Limits.from_json({} if block is None else block, data.get("request_timeout_s"))
         if not isinstance(data.get("access_log", False), bool):
             raise ValueError("route table: access_log must be a bool")
+        if not isinstance(data.get("multiplexed", False), bool):
+            raise ValueError("route table: multiplexed must be a bool")
         return cls(
             epoch,
             version,
@@ -337,6 +353,7 @@ class RouteTable:
             _weights(data.get("weights")),
             _preview(data.get("preview")),
             _options(data.get("policy_options")),
+            data.get("multiplexed", False),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -362,6 +379,7 @@ class RouteTable:
                 else {"port": self.preview[0], "version": self.preview[1]}
             ),
             "policy_options": options_to_json(self.options),
+            "multiplexed": self.multiplexed,
         }
 
     @classmethod

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import http.client
 import http.server
 import json
@@ -86,16 +87,19 @@ class _Call:
         thread.start()
 
     def _run(self, port: int, path: str, long: bool) -> None:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120 if long else 10)
+        # The awaiting task may be cancelled (a test ends with it pending), which
+        # cancels the future: the outcome then has nowhere to go.
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
             try:
-                conn.request("POST", path)
-                response = conn.getresponse()
-                self._future.set_result(json.loads(response.read() or b"null"))
-            finally:
-                conn.close()
-        except Exception as exc:
-            self._future.set_exception(exc)
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120 if long else 10)
+                try:
+                    conn.request("POST", path)
+                    response = conn.getresponse()
+                    self._future.set_result(json.loads(response.read() or b"null"))
+                finally:
+                    conn.close()
+            except Exception as exc:
+                self._future.set_exception(exc)
 
     def result(self, timeout: float | None = None) -> Any:
         return self._future.result(timeout)

@@ -7,7 +7,7 @@
 # ``localhost:8000``, now ``base_url()``, the gateway port the fixture set.
 #
 # Skipped, each with its reason, each counted as a failure (none needs a Ray
-# cluster): 10 of 46; the bodies of test_delete_while_initializing and
+# cluster): 9 of 46; the bodies of test_delete_while_initializing and
 # test_status_package_unavailable_in_controller are Ray's at the pinned commit.
 # ruff: noqa
 # mypy: ignore-errors
@@ -321,7 +321,6 @@ def test_starlette_request(serve_instance):
     assert resp == long_string
 
 
-@pytest.mark.skip(reason="a stopping replica does not call its instance's __del__ (not yet)")
 def test_shutdown_destructor(serve_instance):
     signal = SignalActor.remote()
 
