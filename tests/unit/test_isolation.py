@@ -41,7 +41,8 @@ def parse(data: dict[str, Any], tmp: Path) -> Any:
         (USES_PORT, None, False),  # auto: today's services are unchanged
         (FIXED, "none", False),
         (USES_PORT, "network", True),
-        ({"import_path": "app:app"}, "network", False),  # refused by preflight
+        ({"import_path": "app:app"}, "network", True),  # Python replicas too
+        ({"import_path": "app:app"}, None, False),
     ],
 )
 def test_isolation_resolves(
@@ -79,7 +80,8 @@ def test_network_asked_for_where_there_is_none_is_one_line(tmp_path: Path) -> No
     )
     assert "local backend" in (isolation_problem(asked, "ray", None) or "")
     python = parse({"import_path": "app:app", "service": {"isolation": "network"}}, tmp_path)
-    assert "command replicas" in (isolation_problem(python, "local", None) or "")
+    assert isolation_problem(python, "local", None) is None  # Python replicas are isolated too
+    assert "local backend" in (isolation_problem(python, "ray", None) or "")
 
 
 def test_a_route_carries_its_namespace() -> None:

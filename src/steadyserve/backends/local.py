@@ -317,8 +317,14 @@ class LocalBackend:
         if cgroup is not None:
             command = cgroup.enter(command)
         env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
-        if control_port is not None:
+        if control_port is not None:  # a Python replica
             env[contract.CONTROL_PORT] = str(control_port)
+            # Handle calls from replicas in their own network namespace arrive by path.
+            env[contract.CALL_SOCKET] = str(
+                self.home.call_socket(request.service, request.replica_id)
+            )
+            if name is not None:  # its handles reach the host only through the home
+                env[contract.ROUTES_SOCKET] = str(self.home.routes_socket)
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
         setup_log = self.home.version_dir(request.service, request.version) / "setup.log"
         with open(request.log_path, "ab") as log:

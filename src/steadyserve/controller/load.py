@@ -16,12 +16,15 @@ policy's look-back.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
 
+from steadyserve.backends.netns import path_of as netns_path
+from steadyserve.controller.netns_http import request_in
 from steadyserve.core.autoscale import LoadSample, LoadWindow, ReplicaLoad
 
 log = logging.getLogger("steadyserve.controller")
@@ -115,19 +118,33 @@ class CountTarget:
     host: str
     control_port: int
     headers: Mapping[str, str] = field(default_factory=dict)
+    netns: str | None = None
+    """The replica's network namespace's name (``service.isolation``): its port is in there."""
 
 
 async def read_own_count(
     session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
 ) -> float | None:
     """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
-    url = f"http://{target.host}:{target.control_port}{CONTROL_INFO}"
-    limit = aiohttp.ClientTimeout(total=timeout)
     try:
-        async with session.get(url, headers=dict(target.headers), timeout=limit) as response:
-            if response.status != 200:
-                return None
-            data = await response.json()
+        if target.netns is not None:
+            status, raw = await asyncio.wait_for(
+                request_in(
+                    netns_path(target.netns),
+                    target.host,
+                    target.control_port,
+                    "GET",
+                    CONTROL_INFO,
+                    dict(target.headers),
+                ),
+                timeout,
+            )
+            data = json.loads(raw) if status == 200 else None
+        else:
+            url = f"http://{target.host}:{target.control_port}{CONTROL_INFO}"
+            limit = aiohttp.ClientTimeout(total=timeout)
+            async with session.get(url, headers=dict(target.headers), timeout=limit) as response:
+                data = await response.json() if response.status == 200 else None
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
         return None
     value = data.get("ongoing_requests") if isinstance(data, dict) else None

@@ -338,7 +338,7 @@ class ServiceRuntime:
         if self.autoscaler.policy_name != "ongoing_requests":
             return []
         return [
-            CountTarget(r.id, r.ip, r.control_port, self.environment.control_headers(r))
+            CountTarget(r.id, r.ip, r.control_port, self.environment.control_headers(r), r.netns)
             for r in self.replicas.values()
             if r.control_port is not None and r.status is ReplicaStatus.READY
         ]
