@@ -5,6 +5,7 @@ Unix socket the routes, the rest of the API, and the routes without a token."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any
@@ -31,7 +32,7 @@ async def _status(session: aiohttp.ClientSession, url: str, headers: dict[str, s
         timeout = aiohttp.ClientTimeout(total=3)
         async with session.get(url, headers=headers, timeout=timeout) as response:
             return response.status
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
         return type(exc).__name__
 
 
