@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from steadyserve import replica_contract as contract
+from steadyserve import unix_socket
 from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup, memory_text
@@ -319,10 +320,11 @@ class LocalBackend:
         env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
         if control_port is not None:  # a Python replica
             env[contract.CONTROL_PORT] = str(control_port)
-            # Handle calls from replicas in their own network namespace arrive by path.
-            env[contract.CALL_SOCKET] = str(
-                self.home.call_socket(request.service, request.replica_id)
-            )
+            # Handle calls from replicas in their own network namespace arrive by path
+            # (none where the home's path is too long for a Unix socket).
+            call_socket = self.home.call_socket(request.service, request.replica_id)
+            if unix_socket.fits(call_socket):
+                env[contract.CALL_SOCKET] = str(call_socket)
             if name is not None:  # its handles reach the host only through the home
                 env[contract.ROUTES_SOCKET] = str(self.home.routes_socket)
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
