@@ -310,6 +310,7 @@ class LocalBackend:
             name = netns.name_for(self.home.root, request.service, request.replica_id)
             request.log_path.parent.mkdir(parents=True, exist_ok=True)
             try:
+                await asyncio.to_thread(netns.record_home, self.home.root)
                 await asyncio.to_thread(netns.create, name, netns.helper_log(request.log_path))
             except netns.NamespaceError as exc:
                 raise ProvisionError(str(exc)) from None

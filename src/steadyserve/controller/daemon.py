@@ -392,6 +392,7 @@ class Controller:
         gateway_task = asyncio.create_task(self.gateway.run())
         reap_orphans(str(self.home.root), claimed)
         await asyncio.to_thread(netns.reap, self.home.root, self._claimed_namespaces())
+        await asyncio.to_thread(netns.reap_deleted_homes, self.home.root)
         for row in self.store.services():
             if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
