@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -85,17 +87,19 @@ def port_of(svc: dict[str, object]) -> int:
     return int(str(svc["endpoint"]).rsplit(":", 1)[1])
 
 
+def replicas(steady: Steady) -> dict[str, list[dict[str, Any]]]:
+    """Every service's replicas, from one ``steady status``."""
+    return {svc["name"]: svc["replicas"] for svc in steady.status()["services"]}
+
+
 def own_netns(pid: int) -> str:
     return os.readlink(f"/proc/{pid}/ns/net")
 
 
 def test_every_python_replica_has_a_network_of_its_own(graph: tuple[Steady, Path]) -> None:
     steady, _ = graph
-    pids = [
-        r["pid"]
-        for name in ("translator", "summarizer", "prober")
-        for r in steady.service(name)["replicas"]
-    ]
+    listed = replicas(steady)
+    pids = [r["pid"] for name in ("translator", "summarizer", "prober") for r in listed[name]]
     assert len(pids) == 4
     spaces = {own_netns(pid) for pid in pids}
     assert len(spaces) == 4 and own_netns(os.getpid()) not in spaces
@@ -171,11 +175,38 @@ def test_the_sockets_are_the_owners_only(graph: tuple[Steady, Path]) -> None:
     assert stat.S_IMODE(home.sockets_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(home.routes_socket.stat().st_mode) == 0o600
     secret = api_secret(steady.home)
+    listed = replicas(steady)
     for name in ("translator", "summarizer", "prober"):
-        for replica in steady.service(name)["replicas"]:
+        for replica in listed[name]:
             path = home.call_socket(name, replica["id"])
             assert stat.S_ISSOCK(path.stat().st_mode), path
             assert stat.S_IMODE(path.stat().st_mode) == 0o600
             env = psutil.Process(replica["pid"]).environ()
             assert env["STEADY_ROUTES_SOCKET"] == str(home.routes_socket)
             assert secret not in env.values()  # handles hold the routes-only token
+    # Replicas gone (the translator's rolling restart) took their sockets with them.
+    live = {home.call_socket(name, r["id"]) for name, rs in listed.items() for r in rs}
+    assert set(home.sockets_dir.iterdir()) == live | {home.routes_socket}
+
+
+def test_a_killed_replica_leaves_no_call_socket(graph: tuple[Steady, Path]) -> None:
+    """SIGKILL skips the runner's own cleanup; stopping the dead replica removes it."""
+    steady, _ = graph
+    home = Home(steady.home.resolve())
+    old = steady.service("prober")["replicas"][0]
+    path = home.call_socket("prober", old["id"])
+    assert path.exists()
+    os.kill(old["pid"], signal.SIGKILL)
+    new = steady.wait_for(
+        "prober",
+        lambda svc: any(r["id"] != old["id"] and r["status"] == "READY" for r in svc["replicas"]),
+        what="a replacement prober replica",
+    )
+    deadline = time.monotonic() + 10
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not path.exists()
+    replacement = next(r for r in new["replicas"] if r["id"] != old["id"])
+    assert home.call_socket("prober", replacement["id"]).exists()
+    status, body = http_get(port_of(new), "/ping", timeout=20)
+    assert (status, body) == (200, b"pong")

@@ -381,6 +381,13 @@ class LocalBackend:
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         await stop_group(handle, timeout_s)
+        tag = getattr(handle, "tag", None)  # <home-id>/<service>/<replica id>
+        if handle.control_port is not None and tag is not None and tag.count("/") >= 2:
+            # A runner killed after the graceful timeout leaves its call socket behind.
+            head, replica_id = tag.rsplit("/", 1)
+            if replica_id.isdigit():
+                service = head.split("/", 1)[1]
+                unix_socket.remove(self.home.call_socket(service, int(replica_id)))
         name = getattr(handle, "netns", None)
         if name is not None:
             await asyncio.to_thread(netns.remove, name)
