@@ -60,6 +60,15 @@ EXTRA = f"""
       replicas: 1
       health_check_period_s: 0.2
       graceful_shutdown_timeout_s: 2
+
+  - name: host-prober
+    import_path: isolated_apps:app
+    workdir: {APPS}
+    service:
+      isolation: none
+      replicas: 1
+      health_check_period_s: 0.2
+      graceful_shutdown_timeout_s: 2
 """
 
 
@@ -155,6 +164,18 @@ def test_a_handle_call_wakes_a_callee_at_zero(graph: tuple[Steady, Path]) -> Non
     assert steady.service("callee")["total_replicas"] == 1
 
 
+def test_a_replica_on_the_hosts_network_calls_an_isolated_callee(
+    graph: tuple[Steady, Path],
+) -> None:
+    """The callee's address is on its own loopback: a caller on the host's network
+    calls it at its Unix socket too (the route table says it is isolated)."""
+    steady, _ = graph
+    caller = steady.service("host-prober")
+    assert own_netns(caller["replicas"][0]["pid"]) == own_netns(os.getpid())
+    status, body = http_get(port_of(caller), "/ping", timeout=45)
+    assert (status, body) == (200, b"pong")
+
+
 def test_an_isolated_replica_reaches_the_route_tables_and_nothing_else(
     graph: tuple[Steady, Path],
 ) -> None:
@@ -184,6 +205,8 @@ def test_the_sockets_are_the_owners_only(graph: tuple[Steady, Path]) -> None:
             env = psutil.Process(replica["pid"]).environ()
             assert env["STEADY_ROUTES_SOCKET"] == str(home.routes_socket)
             assert secret not in env.values()  # handles hold the routes-only token
+    on_host = psutil.Process(listed["host-prober"][0]["pid"]).environ()
+    assert "STEADY_ROUTES_SOCKET" not in on_host and "STEADY_CALL_SOCKET" in on_host
     # Replicas gone (the translator's rolling restart) took their sockets with them.
     live = {home.call_socket(name, r["id"]) for name, rs in listed.items() for r in rs}
     assert set(home.sockets_dir.iterdir()) == live | {home.routes_socket}

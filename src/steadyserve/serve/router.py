@@ -14,7 +14,8 @@ eligible the call waits for the table to change, up to ``wait_s``.
 
 From a replica in its own network namespace the table comes from the
 controller's routes-only Unix socket and calls go to the callees' Unix sockets
-(unix_calls.py): the host's loopback is out of reach there.
+(unix_calls.py): the host's loopback is out of reach there. A callee replica in
+a namespace of its own is called at its Unix socket from anywhere.
 """
 
 from __future__ import annotations
@@ -109,9 +110,11 @@ class ServiceRouter:
         return self.session, home.controller_url()
 
     def _call_target(self, replica: ReplicaRoute) -> tuple[aiohttp.ClientSession, str]:
-        """Where a call to ``replica`` goes: its address, or (from a namespace of our
-        own) its app server's Unix socket under the home."""
-        if self._routes_socket is not None and self._home is not None:
+        """Where a call to ``replica`` goes: its address, or its app server's Unix
+        socket under the home when either side is in a network namespace of its own
+        (its address is then on a loopback the other side does not share)."""
+        isolated = self._routes_socket is not None or replica.netns is not None
+        if isolated and self._home is not None:
             path = str(self._home.call_socket(self.service, replica.id))
             return self._unix.session(path), BASE_URL + wire.CALL_PATH
         return self.session, f"http://{replica.host}:{replica.port}{wire.CALL_PATH}"
@@ -157,9 +160,9 @@ class ServiceRouter:
 
     def _forget_idle(self) -> None:
         """Close the Unix sessions of replicas that left the table with no call on them."""
-        if self._routes_socket is None or self._home is None or self.table is None:
+        if not self._unix.paths() or self._home is None or self.table is None:
             return
-        keep = {self._routes_socket}
+        keep = {self._routes_socket} if self._routes_socket is not None else set()
         keep |= {str(self._home.call_socket(self.service, r.id)) for r in self.table.replicas}
         keep |= {str(self._home.call_socket(self.service, rid)) for rid in self.inflight}
         for path in self._unix.paths() - keep:
