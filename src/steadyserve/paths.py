@@ -6,6 +6,7 @@ same home, so two homes on one machine never see each other's state.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -63,6 +64,23 @@ class Home:
 
     def lb_log(self, service: str) -> Path:
         return self.service_dir(service) / "load_balancer.log"
+
+    @property
+    def sockets_dir(self) -> Path:
+        """Unix sockets an isolated replica reaches by path (unix_socket.py); 0700."""
+        return self.root / "sockets"
+
+    @property
+    def routes_socket(self) -> Path:
+        """The controller's routes-only endpoint: route tables and wake, nothing else."""
+        return self.sockets_dir / "routes.sock"
+
+    def call_socket(self, service: str, replica_id: int) -> Path:
+        """Where a Python replica's app server also listens, for handle calls from
+        replicas in their own network namespace. Short (a Unix socket path is at
+        most 107 bytes): a hash of the service's name and the replica's id."""
+        digest = hashlib.sha256(service.encode()).hexdigest()[:12]
+        return self.sockets_dir / f"{digest}-{replica_id}.sock"
 
     def read_controller_info(self) -> dict[str, Any] | None:
         """The recorded controller address, or None when none was ever started."""

@@ -53,6 +53,13 @@ CONTROLLER_FILE = "STEADY_CONTROLLER_FILE"
 GRAPH_SECRET = "STEADY_GRAPH_SECRET"
 ROUTES_TOKEN = "STEADY_ROUTES_TOKEN"
 """Lets handles read route tables (only): replicas never get the API's secret or STEADY_TOKEN."""
+CALL_SOCKET = "STEADY_CALL_SOCKET"
+"""A Unix socket path the runner's app server listens on too (local backend): how
+replicas in their own network namespace call this one (docs/isolation.md)."""
+ROUTES_SOCKET = "STEADY_ROUTES_SOCKET"
+"""Set for a replica in its own network namespace only: the controller's routes-only
+Unix socket. Its handles read route tables there and call other replicas at their
+``CALL_SOCKET`` (the host's loopback is out of reach)."""
 HANDLE_CALL_PATH = "/-/steady/call"
 """Where a Python replica takes handle calls; every load balancer refuses it."""
 

@@ -41,7 +41,8 @@ def parse(data: dict[str, Any], tmp: Path) -> Any:
         (USES_PORT, None, False),  # auto: today's services are unchanged
         (FIXED, "none", False),
         (USES_PORT, "network", True),
-        ({"import_path": "app:app"}, "network", False),  # refused by preflight
+        ({"import_path": "app:app"}, "network", True),  # Python replicas too
+        ({"import_path": "app:app"}, None, False),
     ],
 )
 def test_isolation_resolves(
@@ -79,7 +80,8 @@ def test_network_asked_for_where_there_is_none_is_one_line(tmp_path: Path) -> No
     )
     assert "local backend" in (isolation_problem(asked, "ray", None) or "")
     python = parse({"import_path": "app:app", "service": {"isolation": "network"}}, tmp_path)
-    assert "command replicas" in (isolation_problem(python, "local", None) or "")
+    assert isolation_problem(python, "local", None) is None  # Python replicas are isolated too
+    assert "local backend" in (isolation_problem(python, "ray", None) or "")
 
 
 def test_a_route_carries_its_namespace() -> None:
@@ -219,3 +221,30 @@ def test_an_isolated_fixed_port_is_no_capacity_to_share(tmp_path: Path) -> None:
     on_host = parse({**FIXED, "service": {"replicas": 1, "isolation": "none"}}, tmp_path)
     assert request_for(isolated_spec).ports == ()
     assert request_for(on_host).ports == (8080,)
+
+
+@needs_root
+def test_namespaces_of_a_deleted_home_are_reaped_and_no_live_or_unknown_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controller starting in one home removes the namespaces of homes that no
+    longer exist; another home that exists, or one never recorded, keeps its own."""
+    monkeypatch.setattr(netns, "HOMES_DIR", tmp_path / "records")
+    own, live, deleted, unknown = (tmp_path / n for n in ("own", "live", "deleted", "unknown"))
+    names = [netns.name_for(home, "web", 1) for home in (own, live, deleted, unknown)]
+    for home in (own, live, deleted):
+        home.mkdir()
+        netns.record_home(home)
+    unknown.mkdir()
+    for name in names:
+        netns.create(name, tmp_path / f"{name}.log")
+    try:
+        deleted.rmdir()
+        unknown.rmdir()  # deleted too, but no record says whose its namespaces are
+        assert netns.reap_deleted_homes(own) == [names[2]]
+        assert not netns.exists(names[2]) and not netns.helpers(names[2])
+        assert all(netns.exists(name) for name in (names[0], names[1], names[3]))
+        assert netns.reap_deleted_homes(own) == []
+    finally:
+        for name in names:
+            netns.remove(name)

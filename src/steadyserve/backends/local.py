@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from steadyserve import replica_contract as contract
+from steadyserve import unix_socket
 from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup, memory_text
@@ -309,6 +310,7 @@ class LocalBackend:
             name = netns.name_for(self.home.root, request.service, request.replica_id)
             request.log_path.parent.mkdir(parents=True, exist_ok=True)
             try:
+                await asyncio.to_thread(netns.record_home, self.home.root)
                 await asyncio.to_thread(netns.create, name, netns.helper_log(request.log_path))
             except netns.NamespaceError as exc:
                 raise ProvisionError(str(exc)) from None
@@ -317,8 +319,15 @@ class LocalBackend:
         if cgroup is not None:
             command = cgroup.enter(command)
         env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
-        if control_port is not None:
+        if control_port is not None:  # a Python replica
             env[contract.CONTROL_PORT] = str(control_port)
+            # Handle calls from replicas in their own network namespace arrive by path
+            # (none where the home's path is too long for a Unix socket).
+            call_socket = self.home.call_socket(request.service, request.replica_id)
+            if unix_socket.fits(call_socket):
+                env[contract.CALL_SOCKET] = str(call_socket)
+            if name is not None:  # its handles reach the host only through the home
+                env[contract.ROUTES_SOCKET] = str(self.home.routes_socket)
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
         setup_log = self.home.version_dir(request.service, request.version) / "setup.log"
         with open(request.log_path, "ab") as log:
@@ -372,6 +381,13 @@ class LocalBackend:
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         await stop_group(handle, timeout_s)
+        tag = getattr(handle, "tag", None)  # <home-id>/<service>/<replica id>
+        if handle.control_port is not None and tag is not None and tag.count("/") >= 2:
+            # A runner killed after the graceful timeout leaves its call socket behind.
+            head, replica_id = tag.rsplit("/", 1)
+            if replica_id.isdigit():
+                service = head.split("/", 1)[1]
+                unix_socket.remove(self.home.call_socket(service, int(replica_id)))
         name = getattr(handle, "netns", None)
         if name is not None:
             await asyncio.to_thread(netns.remove, name)

@@ -34,6 +34,10 @@ import psutil
 from steadyserve import replica_contract as contract
 
 NETNS_DIR = Path("/run/netns")
+HOMES_DIR = Path("/run/steadyserve/netns-homes")
+"""One file per home that made namespaces, named by its prefix's hash and holding
+the home's path: how a controller tells a deleted home's namespaces from another
+live home's (:func:`reap_deleted_homes`). On tmpfs, like the namespaces."""
 PREFIX = "ssv-"
 READY_TIMEOUT_S = 10.0
 """Longest wait for slirp4netns to configure the namespace's tap device."""
@@ -218,4 +222,40 @@ def reap(home_root: Path | str, keep: set[str]) -> list[str]:
     gone = [name for name in of_home(home_root) if name not in keep]
     for name in gone:
         remove(name)
+    return gone
+
+
+def record_home(home_root: Path | str) -> None:
+    """Note which home this home's namespace prefix stands for (once). Best effort:
+    without the record a deleted home's namespaces are only never reaped."""
+    path = HOMES_DIR / home_prefix(home_root)[len(PREFIX) : -1]
+    with contextlib.suppress(OSError):
+        if not path.exists():
+            HOMES_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(str(home_root))
+            tmp.replace(path)
+
+
+def reap_deleted_homes(home_root: Path | str) -> list[str]:
+    """Remove the namespaces of homes that no longer exist (deleted with replicas
+    still running, or after a crash): their controller is gone for good, and no
+    other controller claims them. A namespace whose home is unknown (no record)
+    or still exists is never touched: it may be another live home's."""
+    own = home_prefix(home_root)
+    gone: list[str] = []
+    with contextlib.suppress(OSError):
+        names = sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(PREFIX))
+        for name in names:
+            digest = name[len(PREFIX) :].split("-", 1)[0]
+            if name.startswith(own) or not digest:
+                continue
+            try:
+                home = Path((HOMES_DIR / digest).read_text())
+            except OSError:
+                continue  # unknown home: never guess
+            if home_prefix(home) != f"{PREFIX}{digest}-" or home.exists():
+                continue
+            remove(name)
+            gone.append(name)
     return gone

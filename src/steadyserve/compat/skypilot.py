@@ -251,7 +251,7 @@ def isolated(spec: ServiceSpec) -> bool:
     mode = spec.service.isolation
     if mode == "auto":
         return fixed_port(spec) is not None
-    return mode == "network" and spec.run is not None
+    return mode == "network"
 
 
 def fixed_port_problem(
@@ -287,11 +287,6 @@ def isolation_problem(spec: ServiceSpec, backend: str, no_isolation: str | None)
         return None
     if backend != "local":
         return f"service.isolation: network is for the local backend (not {backend})"
-    if spec.import_path is not None:
-        return (
-            "service.isolation: network is for command replicas (run:); Python replicas"
-            " (import_path) share the host's network (docs/isolation.md)"
-        )
     if no_isolation is not None:
         return f"service.isolation: network is not available here: {no_isolation}"
     return None

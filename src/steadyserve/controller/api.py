@@ -248,23 +248,6 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         rows = controller.store.events(name, limit=int(limit))
         return web.json_response({"down": not running, "events": [row.__dict__ for row in rows]})
 
-    @routes.get("/api/v1/lb/{name}/routes")
-    async def lb_routes(request: web.Request) -> web.Response:
-        runtime = controller.runtime(request.match_info["name"])
-        try:
-            wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
-        except ValueError as exc:
-            raise BadInput("wait must be a number of seconds") from exc
-        # Each LB worker polls with its own id (controller/routes.py); another
-        # load balancer routing this service too (the gateway) is one more such view.
-        known, worker = request.query.get("known", ""), request.query.get("worker", "")
-        if consumer := request.query.get("consumer", ""):
-            worker = f"consumer:{consumer}"
-        table = await runtime.routes.wait(known, wait, worker)
-        if table is None:
-            return web.json_response({"error": "no route table yet"}, status=503)
-        return web.Response(text=json.dumps(table), content_type="application/json")
-
     @routes.post("/api/v1/lb/{name}/report")
     async def lb_report(request: web.Request) -> web.Response:
         runtime = controller.runtime(request.match_info["name"])
@@ -315,12 +298,35 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
     async def gateway_status(request: web.Request) -> web.Response:
         return web.json_response(controller.gateway.status())
 
+    add_route_calls(routes, controller)  # also on the routes-only socket
+    progressive.add_routes(routes, controller)  # promote / pause / resume / abort
+    app.add_routes(routes)
+    return app
+
+
+def add_route_calls(routes: web.RouteTableDef, controller: Controller) -> None:
+    """What the routes-only token may call: the API has them, and so has the
+    routes-only Unix socket (routes_socket.py) that isolated replicas reach."""
+
+    @routes.get("/api/v1/lb/{name}/routes")
+    async def lb_routes(request: web.Request) -> web.Response:
+        runtime = controller.runtime(request.match_info["name"])
+        try:
+            wait = min(float(request.query.get("wait", "25")), LONG_POLL_MAX_S)
+        except ValueError as exc:
+            raise BadInput("wait must be a number of seconds") from exc
+        # Each LB worker polls with its own id (controller/routes.py); another
+        # load balancer routing this service too (the gateway) is one more such view.
+        known, worker = request.query.get("known", ""), request.query.get("worker", "")
+        if consumer := request.query.get("consumer", ""):
+            worker = f"consumer:{consumer}"
+        table = await runtime.routes.wait(known, wait, worker)
+        if table is None:
+            return web.json_response({"error": "no route table yet"}, status=503)
+        return web.Response(text=json.dumps(table), content_type="application/json")
+
     @routes.post("/api/v1/lb/{name}/wake")
     async def lb_wake(request: web.Request) -> web.Response:
         """The load balancer holds a request at zero replicas: scale up at once."""
         runtime = controller.runtime(request.match_info["name"])
         return web.json_response({"target_replicas": runtime.scale_from_zero()})
-
-    progressive.add_routes(routes, controller)  # promote / pause / resume / abort
-    app.add_routes(routes)
-    return app

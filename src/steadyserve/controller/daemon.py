@@ -27,7 +27,7 @@ from aiohttp import web
 from steadyserve.backends import backend_name, choose_backend, netns
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
-from steadyserve.controller import fleet, updates
+from steadyserve.controller import fleet, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
@@ -384,6 +384,7 @@ class Controller:
         shown = "127.0.0.1" if host in ("0.0.0.0", "localhost") else host
         shown = f"[{shown}]" if ":" in shown else shown
         self.url = f"http://{shown}:{sock.getsockname()[1]}"
+        routes_runner = await routes_socket.start(self)  # for replicas in their own netns
         for row in self.store.services():
             self._new_runtime(row).start()
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
@@ -391,6 +392,7 @@ class Controller:
         gateway_task = asyncio.create_task(self.gateway.run())
         reap_orphans(str(self.home.root), claimed)
         await asyncio.to_thread(netns.reap, self.home.root, self._claimed_namespaces())
+        await asyncio.to_thread(netns.reap_deleted_homes, self.home.root)
         for row in self.store.services():
             if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
@@ -407,6 +409,7 @@ class Controller:
         gateway_task.cancel()
         self.gateway.detach()
         await runner.cleanup()
+        await routes_socket.stop(self, routes_runner)
         await self.probe_session.close()
         self.store.close()
         info = self.home.read_controller_info()

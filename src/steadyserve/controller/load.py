@@ -17,6 +17,7 @@ policy's look-back.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from typing import Any
 
 import aiohttp
 
+from steadyserve.backends.netns import path_of as netns_path
+from steadyserve.controller.netns_http import request_in
 from steadyserve.core.autoscale import LoadSample, LoadWindow, ReplicaLoad
 
 log = logging.getLogger("steadyserve.controller")
@@ -117,19 +120,40 @@ class CountTarget:
     host: str
     control_port: int
     headers: Mapping[str, str] = field(default_factory=dict)
+    netns: str | None = None
+    """The replica's network namespace's name (``service.isolation``): its port is in there."""
 
 
 async def read_info(
     session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
+<<<<<<< HEAD
 ) -> dict[str, Any] | None:
     """The runner's ``/-/info`` as JSON, or None if it did not answer one."""
     url = f"http://{target.host}:{target.control_port}{CONTROL_INFO}"
     limit = aiohttp.ClientTimeout(total=timeout)
+=======
+) -> float | None:
+    """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
+>>>>>>> isopy
     try:
-        async with session.get(url, headers=dict(target.headers), timeout=limit) as response:
-            if response.status != 200:
-                return None
-            data = await response.json()
+        if target.netns is not None:
+            status, raw = await asyncio.wait_for(
+                request_in(
+                    netns_path(target.netns),
+                    target.host,
+                    target.control_port,
+                    "GET",
+                    CONTROL_INFO,
+                    dict(target.headers),
+                ),
+                timeout,
+            )
+            data = json.loads(raw) if status == 200 else None
+        else:
+            url = f"http://{target.host}:{target.control_port}{CONTROL_INFO}"
+            limit = aiohttp.ClientTimeout(total=timeout)
+            async with session.get(url, headers=dict(target.headers), timeout=limit) as response:
+                data = await response.json() if response.status == 200 else None
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

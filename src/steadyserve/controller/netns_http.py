@@ -41,6 +41,12 @@ async def request_in(
             raise ValueError("no HTTP answer")
         while (await reader.readline()).strip():  # the head, bounded by the caller's timeout
             pass
-        return int(parts[1]), await reader.read(MAX_BODY)
+        body_read = b""
+        while len(body_read) < MAX_BODY:  # to the end (Connection: close), at most MAX_BODY
+            more = await reader.read(MAX_BODY - len(body_read))
+            if not more:
+                break
+            body_read += more
+        return int(parts[1]), body_read
     finally:
         writer.close()

@@ -343,7 +343,7 @@ class ServiceRuntime:
         ongoing = self.autoscaler.policy_name == "ongoing_requests"
         self.models.keep(self.replicas)
         return [
-            CountTarget(r.id, r.ip, r.control_port, self.environment.control_headers(r))
+            CountTarget(r.id, r.ip, r.control_port, self.environment.control_headers(r), r.netns)
             for r in self.replicas.values()
             if r.control_port is not None
             and r.status is ReplicaStatus.READY

@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from steadyserve.backends.netns_socket import connect_in
 from steadyserve.core.routing.options import ReplicaMetrics
 from steadyserve.lb.balancer import Balancer
 
@@ -58,11 +59,15 @@ def gauge_value(text: str, gauge: str) -> float | None:
     return total if found else None
 
 
-async def fetch(host: str, port: int, path: str, timeout: float) -> str:
-    """One HTTP/1.0 GET; the body as text. Raises OSError/TimeoutError/ValueError."""
+async def fetch(host: str, port: int, path: str, timeout: float, netns: str | None = None) -> str:
+    """One HTTP/1.0 GET; the body as text. Raises OSError/TimeoutError/ValueError.
+    ``netns``: the replica is in that network namespace (``service.isolation``)."""
 
     async def get() -> str:
-        reader, writer = await asyncio.open_connection(host, port)
+        if netns is None:
+            reader, writer = await asyncio.open_connection(host, port)
+        else:
+            reader, writer = await asyncio.open_connection(sock=await connect_in(netns, host, port))
         try:
             writer.write(f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
             data = await reader.read(MAX_BYTES)
@@ -116,9 +121,9 @@ class Scraper:
     async def scrape_once(self, config: ReplicaMetrics) -> None:
         replicas = list(self.balancer.replicas)
 
-        async def one(rid: int, host: str, port: int) -> None:
+        async def one(rid: int, host: str, port: int, netns: str | None) -> None:
             try:
-                text = await fetch(host, port, config.path, config.timeout_s)
+                text = await fetch(host, port, config.path, config.timeout_s, netns)
             except (OSError, asyncio.TimeoutError, ValueError) as exc:
                 self.failures += 1
                 log.debug("replica %d: metrics scrape failed: %r", rid, exc)
@@ -130,7 +135,7 @@ class Scraper:
             self.readings[rid] = (value, self.clock())
 
         self.scrapes += 1
-        await asyncio.gather(*(one(r.id, r.host, r.port) for r in replicas))
+        await asyncio.gather(*(one(r.id, r.host, r.port, r.netns) for r in replicas))
         self.settle(config)
 
     async def run(self) -> None:

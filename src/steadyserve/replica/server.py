@@ -22,15 +22,18 @@ import logging
 import math
 import os
 import signal
+import socket
 import sys
 import traceback
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Literal
 
 import uvicorn
 
 from steadyserve import replica_contract as contract
+from steadyserve import unix_socket
 from steadyserve.replica.app import ClassApp, ModelIdHeader, OngoingLimit, RootPath
 from steadyserve.replica.calls import CallApp
 from steadyserve.replica.control import Phase, ReplicaState, control_app
@@ -76,14 +79,30 @@ def _config(
     )
 
 
-async def _serve(server: _Server) -> bool:
+async def _serve(server: _Server, sockets: list[socket.socket] | None = None) -> bool:
     """Run ``server`` to the end; False if it could not start (uvicorn exits the
     process on a bind or lifespan failure; here that stays an outcome)."""
     try:
-        await server.serve()
+        await server.serve(sockets)
     except SystemExit:
         return False
     return server.started
+
+
+def _app_sockets(s: Settings) -> list[socket.socket]:
+    """The app server's TCP socket and its Unix socket (``call_socket``), bound here
+    so one server (one ASGI lifespan, one ongoing count) serves both. Handle calls
+    from replicas in their own network namespace arrive on the Unix one."""
+    assert s.call_socket is not None
+    tcp = socket.socket(socket.AF_INET6 if ":" in s.host else socket.AF_INET)
+    try:
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind((s.host, s.port))
+        tcp.listen(2048)
+        return [tcp, unix_socket.bind_private(Path(s.call_socket))]
+    except BaseException:
+        tcp.close()
+        raise
 
 
 class ReplicaServer:
@@ -148,7 +167,24 @@ class ReplicaServer:
         plain_class = self.target.is_class and self.target.ingress is None
         lifespan: Literal["auto", "off"] = "off" if plain_class else "auto"
         app = _Server(_config(self.limit, s.port, s.host, lifespan, s.graceful_shutdown_timeout_s))
-        app_task = asyncio.create_task(_serve(app))
+        sockets = None
+        if s.call_socket is not None:
+            try:
+                sockets = _app_sockets(s)
+            except OSError as exc:
+                _say(f"cannot listen on {s.host}:{s.port} and {s.call_socket}: {exc}")
+                return 1
+        try:
+            return await self._serve_app(app, sockets, control_task)
+        finally:
+            if s.call_socket is not None:
+                unix_socket.remove(Path(s.call_socket))
+
+    async def _serve_app(
+        self, app: _Server, sockets: list[socket.socket] | None, control_task: asyncio.Task[bool]
+    ) -> int:
+        s = self.settings
+        app_task = asyncio.create_task(_serve(app, sockets))
         self.servers.append(app)
         if not await self._started(app, app_task):
             if self.stop.is_set():

@@ -33,6 +33,7 @@ class Settings:
     control_secret: str | None = None  # None: control requests need no secret
     graph_secret: str | None = None  # None: handle calls carry JSON only, never pickle
     host: str = "127.0.0.1"
+    call_socket: str | None = None  # a Unix socket the app server listens on too
 
 
 def from_env(env: Mapping[str, str], options: Mapping[str, Any]) -> Settings:
@@ -80,6 +81,7 @@ def from_env(env: Mapping[str, str], options: Mapping[str, Any]) -> Settings:
         ),
         control_secret=env.get(contract.CONTROL_SECRET) or None,
         graph_secret=env.get(contract.GRAPH_SECRET) or None,
+        call_socket=env.get(contract.CALL_SOCKET) or None,
     )
 
 

@@ -89,7 +89,9 @@ class _Runtime:
             controller_file = os.environ.get(CONTROLLER_FILE)
             home = Home(Path(controller_file).parent) if controller_file else _driver_home
             token = os.environ.get(contract.ROUTES_TOKEN) or _driver_token
-            router.start(home, static if isinstance(static, str) else None, token)
+            # Set only in a network namespace of its own (docs/isolation.md).
+            routes_socket = os.environ.get(contract.ROUTES_SOCKET) or None
+            router.start(home, static if isinstance(static, str) else None, token, routes_socket)
             self.routers[service] = router
         return router
 

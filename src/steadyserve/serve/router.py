@@ -11,6 +11,11 @@ the connection was refused, closed before any answer (a replica stopping; a
 crash mid-method looks the same, docs/ray-serve-api.md says so), or the runner
 answered 503 at ``max_ongoing_requests``. When no replica is
 eligible the call waits for the table to change, up to ``wait_s``.
+
+From a replica in its own network namespace the table comes from the
+controller's routes-only Unix socket and calls go to the callees' Unix sockets
+(unix_calls.py): the host's loopback is out of reach there. A callee replica in
+a namespace of its own is called at its Unix socket from anywhere.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from steadyserve.core.routing.multiplex import ModelAffinity
 from steadyserve.core.routing.policies import Policy, make_policy
 from steadyserve.paths import Home
 from steadyserve.serve import wire
+from steadyserve.serve.unix_calls import BASE_URL, UnixSessions
 from steadyserve.wire.routes import ReplicaRoute, RouteTable, service_url
 
 log = logging.getLogger("steadyserve.serve")
@@ -76,15 +82,44 @@ class ServiceRouter:
         self._auth: dict[str, str] = {}
         self._woke_at = -WAKE_EVERY_S
         self._wake_task: asyncio.Future[None] | None = None
+        # In a network namespace of its own: the routes socket, and Unix sockets to call.
+        self._routes_socket: str | None = None
+        self._unix = UnixSessions()
+        self._closing: asyncio.Future[None] | None = None
 
-    def start(self, home: Home | None, static: str | None, token: str | None = None) -> None:
-        """Follow the controller's table for the service, or use fixed addresses."""
+    def start(
+        self,
+        home: Home | None,
+        static: str | None,
+        token: str | None = None,
+        routes_socket: str | None = None,
+    ) -> None:
+        """Follow the controller's table for the service, or use fixed addresses.
+        ``routes_socket``: this process is in a network namespace of its own, so the
+        table comes from there and calls go to the callees' Unix sockets."""
         if static is not None:
             self.apply(RouteTable.static(static, "least_load", 0, 0))
         elif home is not None:
             self._home = home
             self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+            self._routes_socket = routes_socket
             self._task = asyncio.ensure_future(self._follow(home))
+
+    def _controller(self, home: Home) -> tuple[aiohttp.ClientSession, str | None]:
+        """The session and base URL the controller's routes calls go to."""
+        if self._routes_socket is not None:
+            return self._unix.session(self._routes_socket), BASE_URL
+        return self.session, home.controller_url()
+
+    def _call_target(self, replica: ReplicaRoute) -> tuple[aiohttp.ClientSession, str]:
+        """Where a call to ``replica`` goes: its address, or its app server's Unix
+        socket under the home when either side is in a network namespace of its own
+        (its address is then on a loopback the other side does not share)."""
+        isolated = self._routes_socket is not None or replica.netns is not None
+        if isolated and self._home is not None:
+            path = str(self._home.call_socket(self.service, replica.id))
+            return self._unix.session(path), BASE_URL + wire.CALL_PATH
+        return self.session, f"http://{replica.host}:{replica.port}{wire.CALL_PATH}"
 
     async def _follow(self, home: Home) -> None:
         """Long-poll the table as the service's load balancer does (``RouteClient``),
@@ -95,13 +130,13 @@ class ServiceRouter:
         headers = self._auth
         while True:
             try:
-                url = home.controller_url()
+                session, url = self._controller(home)
                 if url is None:
                     raise ValueError("no controller recorded in STEADY_HOME")
                 target = service_url(url, self.service, "routes")
                 query = f"?known={quote(known, safe=':')}&wait={POLL_WAIT_S}"
                 timeout = aiohttp.ClientTimeout(total=POLL_WAIT_S + 10)
-                async with self.session.get(
+                async with session.get(
                     target + query, headers=headers, timeout=timeout
                 ) as response:
                     if response.status != 200:
@@ -129,6 +164,7 @@ class ServiceRouter:
         self.models.clear()
         self.models.update((r.id, r.models) for r in table.replicas if r.models is not None)
         self.table = table
+        self._forget_idle()
         self._wake()
 
     def replica_models(self) -> dict[int, frozenset[str]]:
@@ -138,6 +174,16 @@ class ServiceRouter:
         if table is None:
             return {}
         return {r.id: r.models or frozenset() for r in table.replicas}
+
+    def _forget_idle(self) -> None:
+        """Close the Unix sessions of replicas that left the table with no call on them."""
+        if not self._unix.paths() or self._home is None or self.table is None:
+            return
+        keep = {self._routes_socket} if self._routes_socket is not None else set()
+        keep |= {str(self._home.call_socket(self.service, r.id)) for r in self.table.replicas}
+        keep |= {str(self._home.call_socket(self.service, rid)) for rid in self.inflight}
+        for path in self._unix.paths() - keep:
+            self._unix.drop(path)
 
     def _wake(self) -> None:
         self._changed.set()
@@ -164,9 +210,9 @@ class ServiceRouter:
                     exclude.clear()  # no news in a while: try everyone again
                 continue
             self.inflight[replica.id] = self.inflight.get(replica.id, 0) + 1
-            url = f"http://{replica.host}:{replica.port}{wire.CALL_PATH}"
+            session, url = self._call_target(replica)
             try:
-                response = await self.session.post(url, data=body, headers=dict(headers))
+                response = await session.post(url, data=body, headers=dict(headers))
             except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
                 # Refused or closed before an answer: the replica is gone or going.
                 log.debug("handle call to %s replica %d: %s", self.service, replica.id, exc)
@@ -191,15 +237,15 @@ class ServiceRouter:
         if now - self._woke_at < WAKE_EVERY_S:
             return
         self._woke_at = now
-        url = self._home.controller_url()
+        session, url = self._controller(self._home)
         if url is not None:
             self._wake_task = asyncio.ensure_future(
-                self._post_wake(service_url(url, self.service, "wake"))
+                self._post_wake(session, service_url(url, self.service, "wake"))
             )
 
-    async def _post_wake(self, url: str) -> None:
+    async def _post_wake(self, session: aiohttp.ClientSession, url: str) -> None:
         try:
-            async with self.session.post(
+            async with session.post(
                 url, data=b"{}", headers=self._auth, timeout=aiohttp.ClientTimeout(total=5)
             ) as response:
                 await response.read()
@@ -212,6 +258,7 @@ class ServiceRouter:
             self.inflight[replica.id] = count
         else:
             self.inflight.pop(replica.id, None)
+            self._forget_idle()
         self._wake()
 
     def _choose(self, exclude: set[int], key: str | None = None) -> ReplicaRoute | None:
@@ -244,9 +291,11 @@ class ServiceRouter:
         """Stop following the table (on the runtime's loop)."""
         if self._task is not None:
             self._task.cancel()
+        self._closing = asyncio.ensure_future(self._unix.close())
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
+        await self._unix.close()
