@@ -126,15 +126,8 @@ class CountTarget:
 
 async def read_info(
     session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
-<<<<<<< HEAD
 ) -> dict[str, Any] | None:
     """The runner's ``/-/info`` as JSON, or None if it did not answer one."""
-    url = f"http://{target.host}:{target.control_port}{CONTROL_INFO}"
-    limit = aiohttp.ClientTimeout(total=timeout)
-=======
-) -> float | None:
-    """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
->>>>>>> isopy
     try:
         if target.netns is not None:
             status, raw = await asyncio.wait_for(
