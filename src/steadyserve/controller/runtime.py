@@ -18,7 +18,6 @@ import functools
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -33,8 +32,8 @@ from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
+from steadyserve.controller.port import HeldReplica, Prober, ReplicaTask
 from steadyserve.controller.probes import probe_ready
-from steadyserve.controller.probing import Prober, apply_probe
 from steadyserve.controller.provisioning import launch, stop_unstarted
 from steadyserve.controller.readopt import readopt
 from steadyserve.controller.replica_env import ReplicaEnvironment
@@ -62,16 +61,6 @@ from steadyserve.wire.lb_process import env_for as tls_env
 log = logging.getLogger("steadyserve.controller")
 
 TICK_S = 0.2
-
-
-@dataclass
-class HeldReplica:
-    """What the controller holds for a replica beyond its row."""
-
-    handle: ReplicaHandle | None = None
-    started_at: float | None = None
-    failed_probes: int = 0
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 class ServiceRuntime:
@@ -190,6 +179,8 @@ class ServiceRuntime:
     def resume(self) -> None:
         """Re-adoption alone (readopt.py), without starting the loop: what tests drive."""
         readopt(self)
+        self.lb.adopt(self.row.lb_pid, self.row.lb_create_time)
+        self.rollout.resume()
 
     def adopted_pids(self) -> set[int]:
         """Pids this runtime manages (replicas and the LB), for the orphan sweep."""
@@ -437,10 +428,10 @@ class ServiceRuntime:
     def hold(self, replica_id: int) -> HeldReplica:
         return self.held.setdefault(replica_id, HeldReplica())
 
-    def spawn(self, replica: ReplicaRow, coro: object) -> None:
+    def spawn(self, replica: ReplicaRow, coro: ReplicaTask) -> None:
         """Run a task for the replica; it is cancelled when the replica fails or goes."""
         held = self.hold(replica.id)
-        task: asyncio.Task[None] = asyncio.create_task(coro)  # type: ignore[arg-type]
+        task: asyncio.Task[None] = asyncio.create_task(coro)
         held.tasks.append(task)
         task.add_done_callback(lambda t: held.tasks.remove(t) if t in held.tasks else None)
 
@@ -460,9 +451,18 @@ class ServiceRuntime:
         """``version`` was given up: stop its replicas not started yet, and their setup."""
         stop_unstarted(self, version, why)
 
-    def on_probe(self, replica: ReplicaRow, ok: bool, why: str) -> None:
-        """Apply one probe result (the rules are probing.judge_probe's)."""
-        apply_probe(self, replica, ok, why)
+    def version_served(self, version: int) -> None:
+        """A replica of ``version`` turned READY: the version serves, so it is not broken."""
+        self.ready_versions.add(version)
+        self.broken_versions.discard(version)
+
+    async def deliver_user_config(
+        self, replica: ReplicaRow, *, replace_on_refusal: bool = False
+    ) -> tuple[bool, str]:
+        """Hand a replica its version's ``user_config`` (the rollout's to do)."""
+        return await self.rollout.deliver_user_config(
+            replica, replace_on_refusal=replace_on_refusal
+        )
 
     def mark_failed(self, replica: ReplicaRow, status: ReplicaStatus, reason: str) -> None:
         """Take a replica out of routing at once, stop its process, keep it listed."""
