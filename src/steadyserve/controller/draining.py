@@ -9,6 +9,8 @@ still send a request to.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from steadyserve.backends.base import ReplicaHandle
 from steadyserve.controller.port import DrainPort
 from steadyserve.core.states import ReplicaStatus
@@ -29,6 +31,21 @@ async def stop_failed(rt: DrainPort, replica: ReplicaRow, handle: ReplicaHandle)
         rt.store.update_replica(rt.name, replica.id, pid=None)
         replica.pid = None
     rt.capacity.changed()
+
+
+def stop_all(rt: DrainPort) -> list[Awaitable[None]]:
+    """``steady down``: cancel every replica's tasks now, and return the stops of their
+    processes, to await beside the load balancer's (nothing routes to them any more)."""
+    stops: list[Awaitable[None]] = []
+    for replica in list(rt.replicas.values()):
+        held = rt.held.get(replica.id)
+        if held is None:
+            continue
+        for task in held.tasks:
+            task.cancel()
+        if held.handle is not None:
+            stops.append(rt.backend.stop(held.handle, rt.spec.service.graceful_shutdown_timeout_s))
+    return stops
 
 
 async def retire(rt: DrainPort, replica: ReplicaRow, reason: str) -> None:

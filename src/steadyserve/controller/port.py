@@ -1,7 +1,7 @@
 """The narrow ports the replica helpers reach the runtime through: never the whole runtime.
 
-Provisioning (provisioning.py), probing (probing.py), re-adoption (readopt.py)
-and draining (draining.py) each carry out one part of a replica's life. What
+Provisioning (provisioning.py), probing (probing.py), re-adoption (readopt.py),
+draining (draining.py) and exits (exits.py) each carry out one part of a replica's life. What
 all of them need of the service's runtime is :class:`ReplicaPort`: the rows,
 the store and the clock, the one way a state changes (``transition``,
 ``mark_failed``), tasks tied to a replica (``spawn``) and a nudge of the loop
@@ -156,3 +156,12 @@ class DrainPort(ReplicaPort, Protocol):
 
     @property
     def lb(self) -> Running: ...
+
+
+class ExitPort(ReplicaPort, Protocol):
+    """Exits (exits.py): each replica's process handle, its log, the route table."""
+
+    home: Home
+    held: dict[int, HeldReplica]
+
+    def publish_now(self) -> None: ...
