@@ -157,7 +157,7 @@ def test_every_documented_conversation_is_still_an_import() -> None:
 
 def test_the_replica_helpers_do_not_name_the_runtime() -> None:
     _, every = graphs()
-    for helper in ("provisioning", "probing", "readopt", "draining"):
+    for helper in ("provisioning", "probing", "readopt", "draining", "exits"):
         assert "runtime" not in every[helper], f"{helper} imports the runtime: use its port"
 
 
