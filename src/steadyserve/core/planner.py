@@ -11,7 +11,7 @@ same way. Keeping this free of processes lets the tests walk every case.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from steadyserve.core.autoscale.victims import Candidate, choose_victims
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
@@ -41,7 +41,7 @@ Drains = tuple[tuple[int, str], ...]
 """``(replica id, reason)`` pairs."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Plan:
     """One reconcile step: what the runtime carries out this tick, in this order
     (docs/design.md, "The reconcile tick"): finish, route, drain, forget, launch, heal."""
@@ -67,13 +67,29 @@ class Plan:
     finish: str | None = None
     """The update in flight succeeds with this message (set by the runtime's plan
     step when ``done`` and an update is in flight); None: nothing to finish."""
-    stop: InitVar[Drains] = ()
-    """Read as ``drain``: the name the rollout's modules still build plans with until
-    they move to ``drain`` (controller/rollout.py, canary.py); never an attribute."""
 
-    def __post_init__(self, stop: Drains) -> None:
-        if stop:
-            object.__setattr__(self, "drain", (*self.drain, *stop))
+    def __init__(
+        self,
+        launch: int = 0,
+        drain: Drains = (),
+        forget: tuple[int, ...] = (),
+        routable: frozenset[int] = frozenset(),
+        launch_old: int = 0,
+        note: str | None = None,
+        done: bool = False,
+        finish: str | None = None,
+        *,
+        stop: Drains = (),
+    ) -> None:
+        """``stop=`` is taken as ``drain``: the name the rollout's modules
+        (controller/rollout.py, canary.py) still build plans with until they move to
+        ``drain``. It is no attribute, so a reader of the old name fails at once."""
+        values = (launch, (*drain, *stop), forget, routable, launch_old, note, done, finish)
+        for name, value in zip(_PLAN_FIELDS, values, strict=True):
+            object.__setattr__(self, name, value)
+
+
+_PLAN_FIELDS = tuple(f.name for f in fields(Plan))
 
 
 def plan_steady(
