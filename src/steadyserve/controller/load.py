@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
 
 from steadyserve.core.autoscale import LoadSample, LoadWindow, ReplicaLoad
-from steadyserve.core.states import ReplicaStatus
-from steadyserve.state import ReplicaRow
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -117,17 +115,6 @@ class CountTarget:
     host: str
     control_port: int
     headers: Mapping[str, str] = field(default_factory=dict)
-
-
-def count_targets(
-    replicas: Iterable[ReplicaRow], headers: Callable[[ReplicaRow], Mapping[str, str]]
-) -> list[CountTarget]:
-    """The READY Python replicas (a control port) whose own ongoing count can be read."""
-    return [
-        CountTarget(r.id, r.ip, r.control_port, headers(r))
-        for r in replicas
-        if r.control_port is not None and r.status is ReplicaStatus.READY
-    ]
 
 
 async def read_own_count(

@@ -33,7 +33,7 @@ from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.exits import reap_exited
 from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
-from steadyserve.controller.load import CountTarget, count_targets, poll_own_counts
+from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.port import HeldReplica, Prober, ReplicaTask
 from steadyserve.controller.probes import probe_ready
 from steadyserve.controller.provisioning import launch, stop_unstarted
@@ -68,8 +68,7 @@ TICK_S = 0.2
 class Tick:
     """What one reconcile pass has decided so far, handed from step to step."""
 
-    plan: Plan
-    """The last tick's plan until the plan step makes this one's."""
+    plan: Plan  # the last tick's until the plan step makes this one's
     target: int = 0
 
 
@@ -256,10 +255,8 @@ class ServiceRuntime:
         return [ReplicaView(r.id, r.version, r.status) for r in self.replicas.values()]
 
     def tick_steps(self) -> tuple[tuple[str, Callable[[Tick], None]], ...]:
-        """One reconcile pass, in order: written here only (docs/design.md, "The
-        reconcile tick", lists it and says why each step comes where it does; a test
-        keeps the two equal): observe what runs, decide (the update's own moves, then
-        the target), the pure plan, apply it."""
+        """One reconcile pass, in order, written here only (docs/design.md, "The
+        reconcile tick", says why each step comes where it does)."""
         return (
             ("observe", self._supervise_lb),
             ("observe", self._reap_exited),
@@ -378,7 +375,11 @@ class ServiceRuntime:
         """Python replicas whose own ongoing count the ongoing-requests policy reads."""
         if self.autoscaler.policy_name != "ongoing_requests":
             return []
-        return count_targets(self.replicas.values(), self.environment.control_headers)
+        return [
+            CountTarget(r.id, r.ip, r.control_port, self.environment.control_headers(r))
+            for r in self.replicas.values()
+            if r.control_port is not None and r.status is ReplicaStatus.READY
+        ]
 
     def _update_status(self, tick: Tick) -> None:
         plan = tick.plan
