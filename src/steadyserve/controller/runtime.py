@@ -42,6 +42,7 @@ from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import replica_accelerator, route_table
+from steadyserve.controller.versions import VersionJudge
 from steadyserve.core.autoscale import Policy as AutoscalePolicy
 from steadyserve.core.autoscale import policy_for
 from steadyserve.core.planner import Plan, ReplicaView, service_status, status_reason
@@ -107,12 +108,12 @@ class ServiceRuntime:
         )
         self.waiting: dict[int, str] = {}
         """PENDING replicas that do not fit yet, and what they miss (status notices)."""
-        self.ready_versions: set[int] = {
-            r.version for r in self.replicas.values() if r.ready_at is not None
-        }
-        self.broken_versions: set[int] = set()
-        if row.status is ServiceStatus.FAILED:
-            self.broken_versions.add(row.version)
+        self.versions = VersionJudge(
+            (r.version for r in self.replicas.values() if r.ready_at is not None),
+            [row.version] if row.status is ServiceStatus.FAILED else [],
+            lambda why: store.add_event(self.name, None, None, EventKind.VERSION_BROKEN, why),
+        )
+        self.ready_versions, self.broken_versions = self.versions.ready, self.versions.broken
         self._specs: dict[int, ServiceSpec] = {}
         self.lb = lb or LoadBalancerProcess(home, self.name, row.port)
         self._wake = asyncio.Event()
@@ -425,15 +426,7 @@ class ServiceRuntime:
 
     def judge_version(self, version: int) -> None:
         """SkyServe's rule: failing before any replica of the version was ready means broken."""
-        if version not in self.ready_versions and version not in self.broken_versions:
-            self.broken_versions.add(version)
-            self.store.add_event(
-                self.name,
-                None,
-                None,
-                EventKind.VERSION_BROKEN,
-                f"version {version} failed before any replica was ready; not relaunching",
-            )
+        self.versions.judge(version)
 
     # replica lifecycle ---------------------------------------------------
     def hold(self, replica_id: int) -> HeldReplica:
@@ -464,8 +457,7 @@ class ServiceRuntime:
 
     def version_served(self, version: int) -> None:
         """A replica of ``version`` turned READY: the version serves, so it is not broken."""
-        self.ready_versions.add(version)
-        self.broken_versions.discard(version)
+        self.versions.served(version)
 
     async def deliver_user_config(
         self, replica: ReplicaRow, *, replace_on_refusal: bool = False
