@@ -181,5 +181,5 @@ def test_scale_down_stops_not_ready_replicas_first_then_the_newest() -> None:
         ReplicaView(4, 1, ready),
     ]
     plan = plan_steady(2, 1, views, version_broken=False)
-    assert [rid for rid, _ in plan.stop] == [2, 4]
+    assert [rid for rid, _ in plan.drain] == [2, 4]
     assert plan.routable == frozenset({1, 3})

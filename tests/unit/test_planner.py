@@ -28,7 +28,7 @@ def test_plan_reaches_target_with_current_version_only(
 ) -> None:
     target, version, replicas = fleet
     plan = plan_steady(target, version, replicas, version_broken=broken)
-    stopped = {rid for rid, _ in plan.stop}
+    stopped = {rid for rid, _ in plan.drain}
     by_id = {r.id: r for r in replicas}
     # Only live replicas are stopped, and every live replica of an old version is.
     assert all(by_id[rid].status.is_live for rid in stopped)
@@ -53,7 +53,7 @@ def test_plan_reaches_target_with_current_version_only(
 def test_scale_down_stops_unready_before_ready(fleet: tuple[int, int, list[ReplicaView]]) -> None:
     target, version, replicas = fleet
     plan = plan_steady(target, version, replicas, version_broken=False)
-    stopped = {rid for rid, _ in plan.stop}
+    stopped = {rid for rid, _ in plan.drain}
     current = [r for r in replicas if r.status.is_live and r.version == version]
     ready_stopped = [r for r in current if r.id in stopped and r.status is ReplicaStatus.READY]
     unready_kept = [

@@ -9,7 +9,7 @@ from typing import Literal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyserve.core.planner import ReplicaView, UpdatePlan, plan_canary, plan_update
+from steadyserve.core.planner import Plan, ReplicaView, plan_canary, plan_update
 from steadyserve.core.states import ReplicaStatus
 
 R = ReplicaStatus
@@ -42,7 +42,7 @@ def test_no_stable_launch_once_complete_aborted_or_broken() -> None:
 def test_blue_green_heals_the_old_version_before_the_switch_only() -> None:
     fleet = views([(1, 1, R.FAILED), (2, 1, R.READY), (3, 2, R.READY), (4, 2, R.READY)])
 
-    def plan(mode: Mode = "blue_green", **options: bool) -> UpdatePlan:
+    def plan(mode: Mode = "blue_green", **options: bool) -> Plan:
         return plan_update(mode, 2, 2, fleet, max_surge=2, max_unavailable=0, **options)
 
     held = plan(switch_allowed=False)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steadyserve.core.canary.steps import new_replicas
-from steadyserve.core.planner import ReplicaView, UpdatePlan, plan_canary, plan_update, stable_size
+from steadyserve.core.planner import Plan, ReplicaView, plan_canary, plan_update, stable_size
 from steadyserve.core.states import ReplicaStatus, UpdateMode
 
 R = ReplicaStatus
@@ -21,7 +21,7 @@ MODES = ("blue_green", "canary")
 
 def plan(
     mode: str, target: int, fleet: list[ReplicaView], stable: int | None, weight: int = 50
-) -> UpdatePlan:
+) -> Plan:
     """The step of an update that still keeps the old version serving."""
     if mode == "canary":
         return plan_canary(

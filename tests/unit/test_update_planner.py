@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyserve.core.planner import ReplicaView, UpdatePlan, plan_canary, plan_update
+from steadyserve.core.planner import Plan, ReplicaView, plan_canary, plan_update
 from steadyserve.core.states import ReplicaStatus
 
 R = ReplicaStatus
@@ -22,11 +22,11 @@ def view(rid: int, version: int, status: ReplicaStatus = R.READY) -> ReplicaView
     return ReplicaView(rid, version, status)
 
 
-def drained(plan: UpdatePlan) -> list[int]:
+def drained(plan: Plan) -> list[int]:
     return [rid for rid, _ in plan.drain]
 
 
-def summary(plan: UpdatePlan) -> tuple[int, list[int], set[int]]:
+def summary(plan: Plan) -> tuple[int, list[int], set[int]]:
     """(launch, drained ids, routable ids), for compact expectations."""
     return plan.launch, drained(plan), set(plan.routable)
 

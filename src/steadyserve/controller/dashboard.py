@@ -107,7 +107,7 @@ def _update(controller: Controller, runtime: ServiceRuntime) -> dict[str, Any] |
         "plan": plan_lines(runtime),
         "step": {
             "launching": plan.launch,
-            "stopping": [rid for rid, _ in plan.stop],
+            "stopping": [rid for rid, _ in plan.drain],
             "routable": sorted(plan.routable),
         },
         "events": events,

@@ -9,17 +9,15 @@ still send a request to.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
 
 from steadyserve.backends.base import ReplicaHandle
+from steadyserve.controller.port import DrainPort
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.state import ReplicaRow
 
-if TYPE_CHECKING:
-    from steadyserve.controller.runtime import ServiceRuntime
 
-
-async def stop_failed(rt: ServiceRuntime, replica: ReplicaRow, handle: ReplicaHandle) -> None:
+async def stop_failed(rt: DrainPort, replica: ReplicaRow, handle: ReplicaHandle) -> None:
     """Stop a failed replica's process; a Ray replica lost with its node is PREEMPTED."""
     await rt.backend.stop(handle, rt.spec.service.graceful_shutdown_timeout_s)
     if (
@@ -35,7 +33,22 @@ async def stop_failed(rt: ServiceRuntime, replica: ReplicaRow, handle: ReplicaHa
     rt.capacity.changed()
 
 
-async def retire(rt: ServiceRuntime, replica: ReplicaRow, reason: str) -> None:
+def stop_all(rt: DrainPort) -> list[Awaitable[None]]:
+    """``steady down``: cancel every replica's tasks now, and return the stops of their
+    processes, to await beside the load balancer's (nothing routes to them any more)."""
+    stops: list[Awaitable[None]] = []
+    for replica in list(rt.replicas.values()):
+        held = rt.held.get(replica.id)
+        if held is None:
+            continue
+        for task in held.tasks:
+            task.cancel()
+        if held.handle is not None:
+            stops.append(rt.backend.stop(held.handle, rt.spec.service.graceful_shutdown_timeout_s))
+    return stops
+
+
+async def retire(rt: DrainPort, replica: ReplicaRow, reason: str) -> None:
     """Drain (out of routing, LB acknowledged, nothing in flight), then stop and forget."""
     svc = rt.spec.service
     removed_in = rt.routes.version

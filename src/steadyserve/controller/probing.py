@@ -5,32 +5,26 @@ makes a starting or not-ready replica READY; a starting replica that fails
 past ``initial_delay_seconds`` is FAILED_INITIAL_DELAY (and judges its
 version); a running one turns NOT_READY at its first failure and is replaced
 after ``FAILED_PROBES_TO_REPLACE`` in a row. :func:`probe_loop` runs the probes
-through the runtime's injected prober and clock.
+through the runtime's injected prober and clock, reaching the runtime only
+through :class:`~steadyserve.controller.port.ProbePort`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from steadyserve.backends.netns import path_of as netns_path
+from steadyserve.controller.port import ProbePort
 from steadyserve.controller.probes import probe_in_netns
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.state import ReplicaRow
-
-if TYPE_CHECKING:
-    from steadyserve.controller.runtime import ServiceRuntime
 
 # A replica that is still starting is probed this often (backing off to the
 # configured period), so it turns READY within moments of listening.
 STARTING_PROBE_MIN_S = 0.1
 FAILED_PROBES_TO_REPLACE = 3
 CONTROL_HEALTH = "/-/healthz"
-
-Prober = Callable[[str, int, ReadinessProbe], Awaitable[tuple[bool, str]]]
-"""Probe ``host:port`` once: (ready, why not). The real one is an HTTP GET."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +73,7 @@ def judge_probe(
 
 
 def probe_target(
-    rt: ServiceRuntime, replica: ReplicaRow, spec: ServiceSpec
+    rt: ProbePort, replica: ReplicaRow, spec: ServiceSpec
 ) -> tuple[ReadinessProbe, int]:
     """Command replicas: the file's readiness probe. Python replicas: the runner's
     health endpoint, which also runs check_health() within health_check_timeout_s."""
@@ -97,7 +91,7 @@ def probe_target(
     return probe, replica.control_port
 
 
-async def probe_loop(rt: ServiceRuntime, replica: ReplicaRow) -> None:
+async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
     """Probe while the replica's process runs: quickly while it starts, then every
     ``health_check_period_s``. A new replica gets its user_config before it serves."""
     svc = rt.spec.service
@@ -117,11 +111,11 @@ async def probe_loop(rt: ServiceRuntime, replica: ReplicaRow) -> None:
             and replica.control_port is None
             and spec.service.user_config is not None
         ):
-            ok, why = await rt.rollout.deliver_user_config(replica, replace_on_refusal=True)
+            ok, why = await rt.deliver_user_config(replica, replace_on_refusal=True)
             if not ok:
                 rt.judge_version(replica.version)
                 return
-        rt.on_probe(replica, ok, why)
+        apply_probe(rt, replica, ok, why)
         if replica.status is ReplicaStatus.STARTING:
             interval = min(interval * 1.5, svc.health_check_period_s)
             await rt.clock.sleep(interval)
@@ -129,7 +123,7 @@ async def probe_loop(rt: ServiceRuntime, replica: ReplicaRow) -> None:
             await rt.clock.sleep(svc.health_check_period_s)
 
 
-def apply_probe(rt: ServiceRuntime, replica: ReplicaRow, ok: bool, why: str) -> None:
+def apply_probe(rt: ProbePort, replica: ReplicaRow, ok: bool, why: str) -> None:
     """Carry out :func:`judge_probe`'s verdict on one replica."""
     held = rt.hold(replica.id)
     status = replica.status
@@ -149,8 +143,7 @@ def apply_probe(rt: ServiceRuntime, replica: ReplicaRow, ok: bool, why: str) -> 
     if new is ReplicaStatus.READY:
         extra = {"ready_at": rt.clock.wall()} if replica.ready_at is None else {}
         rt.transition(replica, new, verdict.reason, **extra)
-        rt.ready_versions.add(replica.version)
-        rt.broken_versions.discard(replica.version)
+        rt.version_served(replica.version)
         rt.wake()
     elif new is not None and new.is_failed:
         rt.mark_failed(replica, new, verdict.reason)

@@ -9,16 +9,17 @@ any service releases enough, never failing meanwhile. Then PROVISIONING while
 the backend prepares the version (workdir, setup), STARTING once its process runs at the address the
 backend chose, and probed from then on (probing.py). Whatever goes wrong on the
 way fails the replica visibly (FAILED_PROVISION), never leaves it stuck.
+It reaches the runtime only through :class:`~steadyserve.controller.port.LaunchPort`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.compat.skypilot import fixed_port, isolated
+from steadyserve.controller.port import LaunchPort
 from steadyserve.controller.probing import probe_loop
 from steadyserve.core.capacity import Assignment, Insufficient
 from steadyserve.core.states import EventKind, ReplicaStatus
@@ -27,13 +28,10 @@ from steadyserve.oneline import one_line
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
 
-if TYPE_CHECKING:
-    from steadyserve.controller.runtime import ServiceRuntime
-
 log = logging.getLogger("steadyserve.controller")
 
 
-def launch(rt: ServiceRuntime, version: int) -> None:
+def launch(rt: LaunchPort, version: int) -> None:
     """Add a replica of ``version`` (its id is never reused) and start it in a task."""
     replica_id = rt.store.take_replica_id(rt.name)
     replica = ReplicaRow(
@@ -52,7 +50,7 @@ def launch(rt: ServiceRuntime, version: int) -> None:
     rt.spawn(replica, provision_and_start(rt, replica))
 
 
-def _record(rt: ServiceRuntime, replica: ReplicaRow, got: Assignment | Insufficient) -> bool:
+def _record(rt: LaunchPort, replica: ReplicaRow, got: Assignment | Insufficient) -> bool:
     """Write what the replica was given on its row; False when it did not fit."""
     if isinstance(got, Insufficient):
         return False
@@ -62,7 +60,7 @@ def _record(rt: ServiceRuntime, replica: ReplicaRow, got: Assignment | Insuffici
     return True
 
 
-def stop_unstarted(rt: ServiceRuntime, version: int, why: str) -> None:
+def stop_unstarted(rt: LaunchPort, version: int, why: str) -> None:
     """``version`` is abandoned (its update aborted, failed or superseded): stop
     its replicas that have not started yet, and with them the setup (or ``pip``)
     they wait for.
@@ -94,7 +92,7 @@ def stop_unstarted(rt: ServiceRuntime, version: int, why: str) -> None:
     rt.wake()
 
 
-async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:
+async def provision_and_start(rt: LaunchPort, replica: ReplicaRow) -> None:
     try:
         handle = await _provision(rt, replica)
     except asyncio.CancelledError:
@@ -133,7 +131,7 @@ async def provision_and_start(rt: ServiceRuntime, replica: ReplicaRow) -> None:
     await probe_loop(rt, replica)
 
 
-async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle | None:
+async def _provision(rt: LaunchPort, replica: ReplicaRow) -> ReplicaHandle | None:
     """Prepare the version and start the process; None if the replica was
     stopped meanwhile. Any exception is the caller's to turn into FAILED_PROVISION."""
     spec = rt.spec_for(replica.version)
@@ -168,7 +166,7 @@ async def _provision(rt: ServiceRuntime, replica: ReplicaRow) -> ReplicaHandle |
     )
 
 
-async def _admit(rt: ServiceRuntime, replica: ReplicaRow, spec: ServiceSpec) -> bool:
+async def _admit(rt: LaunchPort, replica: ReplicaRow, spec: ServiceSpec) -> bool:
     """Wait (PENDING) until the machine can give the replica what it asks, then
     record what it was given on its row; False if it was stopped meanwhile.
 

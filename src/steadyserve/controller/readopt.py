@@ -3,22 +3,21 @@
 Replicas and load balancers outlive a controller (their own process groups), so
 a restarted controller finds each replica row's process again through the
 backend and resumes what was under way: probing, a drain, a failed replica's
-stop, an in-place update. What cannot be resumed fails visibly.
+stop. What cannot be resumed fails visibly. The load balancer and an in-place
+update are the runtime's own to resume (``ServiceRuntime.resume``); this module
+reaches the runtime only through :class:`~steadyserve.controller.port.AdoptPort`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from steadyserve.backends.base import AdoptRequest
+from steadyserve.controller.port import AdoptPort
 from steadyserve.controller.probing import probe_loop
 from steadyserve.core.states import ReplicaStatus
 
-if TYPE_CHECKING:
-    from steadyserve.controller.runtime import ServiceRuntime
 
-
-def readopt(rt: ServiceRuntime) -> None:
+def readopt(rt: AdoptPort) -> None:
+    """Find every listed replica's process again and resume its probing, drain or stop."""
     for replica in list(rt.replicas.values()):
         held = rt.hold(replica.id)
         status = replica.status
@@ -49,5 +48,3 @@ def readopt(rt: ServiceRuntime) -> None:
         elif held.handle is not None:
             # Failed, and the previous controller died before its stop finished.
             rt.spawn(replica, rt.stop_failed(replica, held.handle))
-    rt.lb.adopt(rt.row.lb_pid, rt.row.lb_create_time)
-    rt.rollout.resume()

@@ -1,12 +1,12 @@
-"""One service's reconcile loop: carry out what the planner decides.
+"""One service's reconcile loop: observe, decide, plan (the pure planner), apply.
 
 The loop compares what runs with what the spec wants on every tick (and at
 once when a probe or an exit changes something), so a missed event is fixed on
 the next tick rather than lost. Every replica state change goes through
 :meth:`ServiceRuntime.transition`, checked against ``states.REPLICA_MOVES`` and
 recorded as an event row. The update in flight is the :class:`Rollout`'s;
-re-adoption (readopt.py), probing (probing.py) and replica environments
-(replica_env.py) live beside this module. Replicas are reached only through
+provisioning, probing, re-adoption, draining and exits live beside this module
+and reach it only through their ports (port.py). Replicas are reached only through
 the backend (backends/base.py), and time only through the injected clock.
 """
 
@@ -18,33 +18,35 @@ import functools
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
 
 from steadyserve.backends.base import Backend, ReplicaHandle
-from steadyserve.compat.skyserve import MASK, secret_values
 from steadyserve.controller import draining
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.canary import CanaryDriver
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import Clock, SystemClock
+from steadyserve.controller.exits import reap_exited
 from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.controller.load import CountTarget, poll_own_counts
 from steadyserve.controller.multiplexed import ModelReports
+from steadyserve.controller.port import HeldReplica, Prober, ReplicaTask
 from steadyserve.controller.probes import probe_ready
-from steadyserve.controller.probing import Prober, apply_probe
 from steadyserve.controller.provisioning import launch, stop_unstarted
 from steadyserve.controller.readopt import readopt
 from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import replica_accelerator, route_table
+from steadyserve.controller.versions import VersionJudge
 from steadyserve.core.autoscale import Policy as AutoscalePolicy
 from steadyserve.core.autoscale import policy_for
-from steadyserve.core.planner import Plan, ReplicaView, service_status
+from steadyserve.core.planner import Plan, ReplicaView, service_status, status_reason
 from steadyserve.core.states import (
     Desired,
     EventKind,
@@ -53,7 +55,6 @@ from steadyserve.core.states import (
     UpdateStatus,
     check_move,
 )
-from steadyserve.oneline import file_tail
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.machine import this_inventory
@@ -66,13 +67,11 @@ TICK_S = 0.2
 
 
 @dataclass
-class HeldReplica:
-    """What the controller holds for a replica beyond its row."""
+class Tick:
+    """What one reconcile pass has decided so far, handed from step to step."""
 
-    handle: ReplicaHandle | None = None
-    started_at: float | None = None
-    failed_probes: int = 0
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    plan: Plan  # the last tick's until the plan step makes this one's
+    target: int = 0
 
 
 class ServiceRuntime:
@@ -110,12 +109,12 @@ class ServiceRuntime:
         )
         self.waiting: dict[int, str] = {}
         """PENDING replicas that do not fit yet, and what they miss (status notices)."""
-        self.ready_versions: set[int] = {
-            r.version for r in self.replicas.values() if r.ready_at is not None
-        }
-        self.broken_versions: set[int] = set()
-        if row.status is ServiceStatus.FAILED:
-            self.broken_versions.add(row.version)
+        self.versions = VersionJudge(
+            (r.version for r in self.replicas.values() if r.ready_at is not None),
+            [row.version] if row.status is ServiceStatus.FAILED else [],
+            lambda why: store.add_event(self.name, None, None, EventKind.VERSION_BROKEN, why),
+        )
+        self.ready_versions, self.broken_versions = self.versions.ready, self.versions.broken
         self._specs: dict[int, ServiceSpec] = {}
         self.lb = lb or LoadBalancerProcess(home, self.name, row.port)
         self._wake = asyncio.Event()
@@ -194,6 +193,8 @@ class ServiceRuntime:
     def resume(self) -> None:
         """Re-adoption alone (readopt.py), without starting the loop: what tests drive."""
         readopt(self)
+        self.lb.adopt(self.row.lb_pid, self.row.lb_create_time)
+        self.rollout.resume()
 
     def adopted_pids(self) -> set[int]:
         """Pids this runtime manages (replicas and the LB), for the orphan sweep."""
@@ -202,12 +203,16 @@ class ServiceRuntime:
             pids.add(self.lb.handle.pid)
         return pids
 
-    async def detach(self) -> None:
-        """Stop managing (controller shutdown): replicas and the LB keep running."""
+    async def _quiesce(self) -> None:
+        """Stop this runtime's own loops: the reconcile loop, the count polls, the policy."""
         if self._own_counts:
             self._own_counts.cancel()
         await self._stop_loop()
         await asyncio.to_thread(self.autoscaler.close)
+
+    async def detach(self) -> None:
+        """Stop managing (controller shutdown): replicas and the LB keep running."""
+        await self._quiesce()
         for held in self.held.values():
             for task in held.tasks:
                 task.cancel()
@@ -221,22 +226,8 @@ class ServiceRuntime:
         # Recorded first, so a controller that dies mid-way finishes the down on restart.
         self.store.set_service_fields(self.name, desired=Desired.DOWN, purge=int(purge))
         self.store.set_service_status(self.name, old, self.row.status, "steady down")
-        if self._own_counts:
-            self._own_counts.cancel()
-        await self._stop_loop()
-        await asyncio.to_thread(self.autoscaler.close)
-        stops = [self.lb.stop()]
-        for replica in list(self.replicas.values()):
-            held = self.held.get(replica.id)
-            if held is None:
-                continue
-            for task in held.tasks:
-                task.cancel()
-            if held.handle is not None:
-                stops.append(
-                    self.backend.stop(held.handle, self.spec.service.graceful_shutdown_timeout_s)
-                )
-        await asyncio.gather(*stops, return_exceptions=True)
+        await self._quiesce()
+        await asyncio.gather(self.lb.stop(), *draining.stop_all(self), return_exceptions=True)
         self.store.delete_service(self.name, purge=purge)
 
     async def _stop_loop(self) -> None:
@@ -268,40 +259,88 @@ class ServiceRuntime:
     def views(self) -> list[ReplicaView]:
         return [ReplicaView(r.id, r.version, r.status) for r in self.replicas.values()]
 
+    def tick_steps(self) -> tuple[tuple[str, Callable[[Tick], None]], ...]:
+        """One reconcile pass, in order, written here only (docs/design.md, "The
+        reconcile tick", says why each step comes where it does)."""
+        return (
+            ("observe", self._supervise_lb),
+            ("observe", self._reap_exited),
+            ("observe", self._recheck_waiting),
+            ("decide", self._roll_back_failed),
+            ("decide", self._step_canary),
+            ("decide", self._autoscale),
+            ("plan", self._plan),
+            ("apply", self._finish),
+            ("apply", self._say_capacity),
+            ("apply", self._route),
+            ("apply", self._drain),
+            ("apply", self._forget),
+            ("apply", self._launch),
+            ("apply", self._heal),
+            ("apply", self._update_status),
+        )
+
     def tick(self) -> None:
+        """One reconcile pass: :meth:`tick_steps`, in order."""
         if self._stopping:
             return
+        state = Tick(plan=self.plan)
+        for _, step in self.tick_steps():
+            step(state)
+
+    def _supervise_lb(self, _: Tick) -> None:
         self.lb.supervise(self.store, self.row, self.spec.service.load_balancer.workers)
-        self._reap_exited()
+
+    def _recheck_waiting(self, _: Tick) -> None:
         if self.capacity.waiting:
             self.capacity.changed()  # a waiting replica looks again (a release may be unannounced)
+
+    def _roll_back_failed(self, _: Tick) -> None:
         self.rollout.check()
+
+    def _step_canary(self, _: Tick) -> None:
         if self.updating:
             self.canary.tick()  # judge and move; an abort rolls back here
-        self._autoscale()
+
+    def _plan(self, tick: Tick) -> None:
+        """The pure plan for this tick, and whether it finishes the update in flight."""
         target = self.target_replicas()
         broken = self.row.version in self.broken_versions
         plan, converged = self.rollout.plan(self.views(), target, broken)
         if converged and self.updating:
-            self.rollout.finish(
-                UpdateStatus.SUCCEEDED,
-                f"version {self.row.version} serves with {target} replicas",
-            )
+            message = f"version {self.row.version} serves with {target} replicas"
+            plan = replace(plan, done=True, finish=message)
+        tick.target, tick.plan = target, plan
         self.plan = plan
-        self.rollout.say_capacity(plan.note)
-        self._publish(plan.routable)
-        for replica_id, reason in plan.stop:
+
+    def _finish(self, tick: Tick) -> None:
+        if tick.plan.finish is not None:
+            self.rollout.finish(UpdateStatus.SUCCEEDED, tick.plan.finish)
+
+    def _say_capacity(self, tick: Tick) -> None:
+        self.rollout.say_capacity(tick.plan.note)
+
+    def _route(self, tick: Tick) -> None:
+        self._publish(tick.plan.routable)
+
+    def _drain(self, tick: Tick) -> None:
+        for replica_id, reason in tick.plan.drain:
             replica = self.replicas[replica_id]
             self.transition(replica, ReplicaStatus.SHUTTING_DOWN, reason)
             self.spawn(replica, self.retire(replica, reason))
-        for replica_id in plan.forget:
+
+    def _forget(self, tick: Tick) -> None:
+        for replica_id in tick.plan.forget:
             replica = self.replicas.pop(replica_id)
             self.held.pop(replica_id, None)
             self.store.remove_replica(replica, "failed replica no longer listed")
-        for _ in range(plan.launch):
+
+    def _launch(self, tick: Tick) -> None:
+        for _ in range(tick.plan.launch):
             self.launch(self.row.version)
-        self.rollout.heal(plan.launch_old)  # the stable version heals
-        self._update_status(plan)
+
+    def _heal(self, tick: Tick) -> None:
+        self.rollout.heal(tick.plan.launch_old)  # the stable version heals
 
     # autoscaling hooks (the logic is in controller/autoscaler.py) -----
     def target_replicas(self) -> int:
@@ -314,9 +353,9 @@ class ServiceRuntime:
         read for the accelerator its replicas get."""
         return policy_for(self.spec.service, replica_accelerator(self.spec, None))
 
-    def _autoscale(self) -> None:
+    def _autoscale(self, tick: Tick) -> None:
         self.autoscaler.set_policy(self._scaling_policy())
-        routable = sorted(self.plan.routable)
+        routable = sorted(tick.plan.routable)  # the last tick's plan
         self.autoscaler.step(self.clock.now(), len(routable), routable)
         if self.autoscaler.scales and not self.updating:  # an update keeps the cap it met
             wanted = self.autoscaler.state.target
@@ -350,7 +389,8 @@ class ServiceRuntime:
             and (ongoing or self.models.wanted(r.id))
         ]
 
-    def _update_status(self, plan: Plan) -> None:
+    def _update_status(self, tick: Tick) -> None:
+        plan = tick.plan
         status = service_status(
             shutting_down=self._stopping,
             lb_ready=self.lb.running and self.routes.polls_since_start > 0,
@@ -364,15 +404,10 @@ class ServiceRuntime:
         if status is not self.row.status:
             old = self.row.status
             self.row.status = status
-            self.store.set_service_status(self.name, old, status, self._status_reason(status))
-
-    def _status_reason(self, status: ServiceStatus) -> str:
-        ready = len(self.plan.routable)
-        if status is ServiceStatus.FAILED and self.lb.failure is not None:
-            return self.lb.failure
-        if status is ServiceStatus.FAILED:
-            return f"version {self.row.version} failed before any replica was ready"
-        return f"{ready} ready of {self.target_replicas()} wanted"
+            why = status_reason(
+                status, self.lb.failure, self.row.version, len(plan.routable), tick.target
+            )
+            self.store.set_service_status(self.name, old, status, why)
 
     def _publish(self, routable: frozenset[int]) -> None:
         routable, weights, preview = self.canary.route_fields(routable)
@@ -394,61 +429,21 @@ class ServiceRuntime:
             frozenset(r.id for r in self.replicas.values() if r.status is ReplicaStatus.READY)
         )
 
-    def _reap_exited(self) -> None:
-        for replica in list(self.replicas.values()):
-            held = self.held.get(replica.id)
-            if not replica.status.is_live or held is None or held.handle is None:
-                continue
-            code = held.handle.exit_code()
-            if code is None:
-                continue
-            if held.handle.preempted and replica.status.is_probed:
-                # Its node died (the Ray backend): replaced like any lost replica, but it
-                # counts against neither the version nor an update in flight.
-                self.transition(replica, ReplicaStatus.PREEMPTED, "its node is gone")
-                self.publish_now()
-                self.wake()
-                continue
-            before_ready = replica.status.before_ready
-            reason = f"process exited with code {code}"
-            why = getattr(held.handle, "exit_reason", None)  # the local backend: OOM
-            said = why() if callable(why) else None
-            if said:
-                reason = f"{said}; {reason}"
-            if before_ready:
-                # A crash at start-up is explained by its last words (a traceback's
-                # last line, "address already in use"): put them where users look.
-                # Secrets are masked there as in ``steady logs``.
-                output = file_tail(
-                    self.home.replica_log(self.name, replica.id),
-                    hide=secret_values(self.home.db_path, self.name),
-                    mask=MASK,
-                )
-                reason += f" before it was ready; its last output: {output}"
-            self.mark_failed(replica, ReplicaStatus.FAILED, reason)
-            if before_ready:
-                self.judge_version(replica.version)
+    def _reap_exited(self, _: Tick) -> None:
+        reap_exited(self)
 
     def judge_version(self, version: int) -> None:
         """SkyServe's rule: failing before any replica of the version was ready means broken."""
-        if version not in self.ready_versions and version not in self.broken_versions:
-            self.broken_versions.add(version)
-            self.store.add_event(
-                self.name,
-                None,
-                None,
-                EventKind.VERSION_BROKEN,
-                f"version {version} failed before any replica was ready; not relaunching",
-            )
+        self.versions.judge(version)
 
     # replica lifecycle ---------------------------------------------------
     def hold(self, replica_id: int) -> HeldReplica:
         return self.held.setdefault(replica_id, HeldReplica())
 
-    def spawn(self, replica: ReplicaRow, coro: object) -> None:
+    def spawn(self, replica: ReplicaRow, coro: ReplicaTask) -> None:
         """Run a task for the replica; it is cancelled when the replica fails or goes."""
         held = self.hold(replica.id)
-        task: asyncio.Task[None] = asyncio.create_task(coro)  # type: ignore[arg-type]
+        task: asyncio.Task[None] = asyncio.create_task(coro)
         held.tasks.append(task)
         task.add_done_callback(lambda t: held.tasks.remove(t) if t in held.tasks else None)
 
@@ -468,9 +463,17 @@ class ServiceRuntime:
         """``version`` was given up: stop its replicas not started yet, and their setup."""
         stop_unstarted(self, version, why)
 
-    def on_probe(self, replica: ReplicaRow, ok: bool, why: str) -> None:
-        """Apply one probe result (the rules are probing.judge_probe's)."""
-        apply_probe(self, replica, ok, why)
+    def version_served(self, version: int) -> None:
+        """A replica of ``version`` turned READY: the version serves, so it is not broken."""
+        self.versions.served(version)
+
+    async def deliver_user_config(
+        self, replica: ReplicaRow, *, replace_on_refusal: bool = False
+    ) -> tuple[bool, str]:
+        """Hand a replica its version's ``user_config`` (the rollout's to do)."""
+        return await self.rollout.deliver_user_config(
+            replica, replace_on_refusal=replace_on_refusal
+        )
 
     def mark_failed(self, replica: ReplicaRow, status: ReplicaStatus, reason: str) -> None:
         """Take a replica out of routing at once, stop its process, keep it listed."""

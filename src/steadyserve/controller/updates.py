@@ -1,7 +1,8 @@
 """Turn a new spec into a version: classify the change, plan it, hand it to the runtime.
 
 The classifier decides in place versus restart; the runtime carries it out. A
-dry run computes the same answer and writes nothing. The caller (the
+dry run gives the same answer and writes nothing; the counts it (and every
+update) shows are the planner's (core/update_counts.py), not a formula of its own. The caller (the
 controller) holds the service's command lock around :func:`apply`, so version
 numbers and snapshot folders are never shared by two commands.
 """
@@ -22,6 +23,7 @@ from steadyserve.core.states import (
     UpdateStatus,
     VersionOutcome,
 )
+from steadyserve.core.update_counts import update_counts
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.workdir import (
     WorkdirError,
@@ -87,8 +89,15 @@ async def apply(
     )
     in_place = not changes.needs_restart
     chosen = UpdateMode.IN_PLACE if in_place else _mode(spec, mode)
-    live = sum(1 for r in runtime.replicas.values() if r.status.is_live)
     target = spec.service.target_replicas
+    counts = update_counts(
+        chosen,
+        target,
+        store.latest_version_number(name) + 1,
+        runtime.views(),
+        max_surge=spec.service.max_surge_count(target),
+        max_unavailable=spec.service.max_unavailable_count(target),
+    )
     result: dict[str, Any] = {
         "name": name,
         "changed": not changes.empty,
@@ -104,8 +113,8 @@ async def apply(
             }
             for c in changes.changes
         ],
-        "launch": target if not in_place else max(0, target - live),
-        "stop": live if not in_place else max(0, live - target),
+        "launch": counts.launch,
+        "stop": counts.drain,
         "dry_run": dry_run,
     }
     for change in result["changes"]:

@@ -1,15 +1,17 @@
 """What the controller should do next, as pure functions (no I/O, no clocks).
 
 The controller feeds in the target, the replicas it knows (id, version, state)
-and whether the version is judged broken; the planner answers what to launch,
-what to stop, what is routable and what the service's status is. Keeping this
-free of processes lets the tests walk every case.
+and whether the version is judged broken; the planner answers one :class:`Plan`
+(what to launch, what to drain, what is routable, whether an update is done) and
+what the service's status is. Steady state, a rolling or blue-green step and a
+canary step all answer the same type, so the runtime carries out every plan the
+same way. Keeping this free of processes lets the tests walk every case.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from steadyserve.core.autoscale.victims import Candidate, choose_victims
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
@@ -35,18 +37,59 @@ class ReplicaView:
     status: ReplicaStatus
 
 
-@dataclass(frozen=True)
+Drains = tuple[tuple[int, str], ...]
+"""``(replica id, reason)`` pairs."""
+
+
+@dataclass(frozen=True, init=False)
 class Plan:
+    """One reconcile step: what the runtime carries out this tick, in this order
+    (docs/design.md, "The reconcile tick"): finish, route, drain, forget, launch, heal."""
+
     launch: int = 0
-    stop: tuple[tuple[int, str], ...] = ()
+    """Replicas of the target version to start now."""
+    drain: Drains = ()
+    """Take out of routing, drain, stop and forget: the one word for a replica leaving
+    (retired, scaled down, replaced), whoever decided it."""
     forget: tuple[int, ...] = ()
+    """Failed replica rows no longer listed."""
     routable: frozenset[int] = field(default_factory=frozenset)
+    """The ids the load balancer may route to."""
     launch_old: int = 0
     """Replicas of the update's stable (from) version to start: it lost some while a
     canary runs or before a blue-green switch, and it still serves."""
     note: str | None = None
     """Why an update's step is smaller than its mode alone would make it (the
     machine's free capacity): recorded once as a CAPACITY event."""
+    done: bool = False
+    """An update has converged: exactly the target of READY new-version replicas, and
+    no live replica of another version."""
+    finish: str | None = None
+    """The update in flight succeeds with this message (set by the runtime's plan
+    step when ``done`` and an update is in flight); None: nothing to finish."""
+
+    def __init__(
+        self,
+        launch: int = 0,
+        drain: Drains = (),
+        forget: tuple[int, ...] = (),
+        routable: frozenset[int] = frozenset(),
+        launch_old: int = 0,
+        note: str | None = None,
+        done: bool = False,
+        finish: str | None = None,
+        *,
+        stop: Drains = (),
+    ) -> None:
+        """``stop=`` is taken as ``drain``: the name the rollout's modules
+        (controller/rollout.py, canary.py) still build plans with until they move to
+        ``drain``. It is no attribute, so a reader of the old name fails at once."""
+        values = (launch, (*drain, *stop), forget, routable, launch_old, note, done, finish)
+        for name, value in zip(_PLAN_FIELDS, values, strict=True):
+            object.__setattr__(self, name, value)
+
+
+_PLAN_FIELDS = tuple(f.name for f in fields(Plan))
 
 
 def plan_steady(
@@ -76,7 +119,7 @@ def plan_steady(
     )
     return Plan(
         launch=launch,
-        stop=tuple(stop),
+        drain=tuple(stop),
         forget=failed_to_forget(replicas, version),
         routable=routable,
     )
@@ -132,26 +175,18 @@ def service_status(
     return ServiceStatus.REPLICA_INIT
 
 
+def status_reason(
+    status: ServiceStatus, lb_failure: str | None, version: int, ready: int, target: int
+) -> str:
+    """Why the service has the status it just took, for its event."""
+    if status is ServiceStatus.FAILED and lb_failure is not None:
+        return lb_failure
+    if status is ServiceStatus.FAILED:
+        return f"version {version} failed before any replica was ready"
+    return f"{ready} ready of {target} wanted"
+
+
 # ------------------------------------------------------------------------ updates
-
-
-@dataclass(frozen=True)
-class UpdatePlan:
-    """One step of a restart update: what to start, what to drain, what to route."""
-
-    launch: int
-    """New-version replicas to start now."""
-    drain: tuple[tuple[int, str], ...]
-    """``(replica id, reason)``: take out of routing, drain, stop."""
-    routable: frozenset[int]
-    """The ids the load balancer may route to."""
-    done: bool
-    """Exactly ``target`` READY new-version replicas, and no live replica of another."""
-    launch_old: int = 0
-    """Stable-version replicas to start: the old version still serves and lost some."""
-    note: str | None = None
-    """Why this step is smaller than the mode alone would make it (the machine's
-    free capacity), for an event; None when capacity changed nothing."""
 
 
 def plan_update(
@@ -167,7 +202,7 @@ def plan_update(
     old_broken: bool = False,
     stable_target: int | None = None,
     room: int | None = None,
-) -> UpdatePlan:
+) -> Plan:
     """The next step from the live replicas of any version to ``target`` of ``new_version``.
 
     Stateless: the controller calls it every tick with the replicas as they are
@@ -247,7 +282,7 @@ def plan_update(
         if room is not None:
             launch = min(launch, max(0, room))
             launch_old = min(launch_old, max(0, room - launch))
-        return UpdatePlan(
+        return Plan(
             launch=launch,
             drain=tuple(drain),
             routable=routable,
@@ -272,7 +307,7 @@ def plan_update(
     if room is not None:
         launch = min(launch, max(0, room))  # drained replicas hold theirs until stopped
     routable = frozenset(r.id for r in [*old_ready[ready_drains:], *new_ready])
-    return UpdatePlan(launch=launch, drain=tuple(drain), routable=routable, done=done, note=note)
+    return Plan(launch=launch, drain=tuple(drain), routable=routable, done=done, note=note)
 
 
 def stable_size(stable_target: int | None, target: int) -> int:
@@ -303,7 +338,7 @@ def plan_canary(
     old_broken: bool = False,
     stable_target: int | None = None,
     room: int | None = None,
-) -> UpdatePlan:
+) -> Plan:
     """One step of a canary update (the weights themselves go in the route table).
 
     The new version runs ``new_count`` replicas (what the current weight needs,
@@ -370,7 +405,7 @@ def plan_canary(
         launch_old = min(launch_old, max(0, room - launch))
         if note is not None:
             launch_old = 0  # the place it gave up is the canary's
-    return UpdatePlan(
+    return Plan(
         launch=launch,
         drain=tuple(drain),
         routable=routable,

@@ -129,7 +129,7 @@ class Autoscaler:
             for _ in range(plan.launch)
         ]
         downs = [
-            AutoscalerDecision(AutoscalerDecisionOperator.SCALE_DOWN, rid) for rid, _ in plan.stop
+            AutoscalerDecision(AutoscalerDecisionOperator.SCALE_DOWN, rid) for rid, _ in plan.drain
         ]
         return ups + downs
 
