@@ -25,6 +25,7 @@ CONVERSATIONS: dict[tuple[str, str], str] = {
     ("api", "daemon"): "the HTTP API reads the Controller that serves it",
     ("dashboard", "daemon"): "the dashboard reads the Controller that serves it",
     ("fleet", "daemon"): "steady deploy reads the Controller's services",
+    ("routes_socket", "daemon"): "the routes-only socket serves the Controller's route tables",
     ("metrics", "daemon"): "/metrics reads the Controller's services",
     ("progressive", "daemon"): "promote/pause/resume/abort find the service's runtime",
     ("updates", "daemon"): "an update reads the Controller's store and home",
