@@ -259,15 +259,17 @@ def wait_running(c: Client, app: str, names: list[str]) -> None:
 
 
 def wait_gateway(c: Client, timeout: float = 10.0) -> None:
-    """Until the gateway holds the controller's newest route map, so a request sent
-    right after ``serve.run`` (or ``delete``) meets the routes it made (bounded: a
-    gateway that is down or slow only delays the return)."""
+    """Until the gateway holds the controller's newest route map and each routed
+    service's replica table, so a request sent right after ``serve.run`` (or
+    ``delete``) meets the routes it made: not an old prefix, not a lane with no
+    replicas yet (bounded: a gateway that is down or slow only delays the return)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         gateway = _call(c, "GET", "/api/v1/gateway")
         if not gateway.get("running"):
             return
-        if int(gateway.get("applied_version") or 0) >= int(gateway.get("routes_version") or 0):
+        applied = int(gateway.get("applied_version") or 0)
+        if applied >= int(gateway.get("routes_version") or 0) and not gateway.get("lanes_behind"):
             return
         time.sleep(POLL_S / 4)
 

@@ -7,7 +7,7 @@
 # ``localhost:8000``, now ``base_url()``, the gateway port the fixture set.
 #
 # Skipped, each with its reason, each counted as a failure (none needs a Ray
-# cluster): 10 of 46; the bodies of test_delete_while_initializing and
+# cluster): 9 of 46; the bodies of test_delete_while_initializing and
 # test_status_package_unavailable_in_controller are Ray's at the pinned commit.
 # ruff: noqa
 # mypy: ignore-errors
@@ -465,7 +465,6 @@ def test_deployment_name_with_app_name(serve_instance):
     assert DeploymentID(name="f", app_name="app1") in deployment_info
 
 
-@pytest.mark.skip(reason="serve.run returns before the gateway drops the app's old route_prefix")
 def test_deploy_application_with_same_name(serve_instance):
     """Test deploying two applications with the same name."""
 
