@@ -23,13 +23,14 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import psutil
 
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
 from steadyserve.controller.clock import SYSTEM_CLOCK
+from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
@@ -50,6 +51,25 @@ def route_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
         if prefix is not None and spec.name is not None and prefix not in routes:
             routes[prefix] = spec.name
     return dict(sorted(routes.items()))
+
+
+def prefix_conflict(
+    wanted: Mapping[str, str | None], others: Mapping[str, str | None]
+) -> str | None:
+    """Why the services ``wanted`` (name -> route_prefix) cannot be routed next to
+    ``others``, which keep theirs: the gateway routes a prefix to one service, and
+    Ray Serve refuses a second application on a prefix rather than hide one."""
+    taken = {prefix: name for name, prefix in sorted(others.items()) if prefix is not None}
+    for name, prefix in sorted(wanted.items()):
+        if prefix is None:
+            continue
+        holder = taken.setdefault(prefix, name)
+        if holder != name:
+            return (
+                f"{PREFIX_TAKEN}{prefix!r} of service {name} is already served by service"
+                f" {holder}: give one of them another route_prefix (or take {holder} down)"
+            )
+    return None
 
 
 def _listen6(port: int) -> socket.socket | None:

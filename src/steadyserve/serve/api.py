@@ -22,6 +22,7 @@ from typing import Any
 from steadyserve import replica_contract as contract
 from steadyserve.cli.client import Client, CommandError
 from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
+from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.paths import Home
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
@@ -182,7 +183,12 @@ def run(
         "file": OWNER_PREFIX + name,
         "gateway": {"port": http_port()},
     }
-    preview = _call(c, "POST", "/api/v1/deploy", request)
+    try:
+        preview = _call(c, "POST", "/api/v1/deploy", request)
+    except RuntimeError as exc:
+        if str(exc).startswith(PREFIX_TAKEN):  # as Ray's controller refuses it
+            raise RayServeException(f"Failed to deploy application {name!r}: {exc}") from None
+        raise
     removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
     request = {**request, "dry_run": False, "expect_down": removals}
     _call(c, "POST", "/api/v1/deploy", request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from steadyserve.controller.gateway import GatewaySupervisor
+from steadyserve.controller.gateway import GatewaySupervisor, prefix_conflict
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
@@ -45,3 +45,17 @@ def test_a_lane_without_the_current_replica_table_is_behind(tmp_path: Path) -> N
     assert gateway.lanes_behind(["app-a"]) == ["app-a"]
     table.acknowledge(table.token, "other-lb-worker")  # the service's own LB is not the gateway
     assert gateway.lanes_behind(["app-a"]) == ["app-a"]
+
+
+def test_a_second_service_on_a_taken_prefix_is_refused_by_name() -> None:
+    taken = {"app-Model": "/", "other": None}
+    problem = prefix_conflict({"app1-Model1": "/"}, taken)
+    assert problem == (
+        "route_prefix '/' of service app1-Model1 is already served by service app-Model:"
+        " give one of them another route_prefix (or take app-Model down)"
+    )
+    assert prefix_conflict({"app1-Model1": "/model1", "app1-x": None}, taken) is None
+    # Two services of one deploy on one prefix are refused as well.
+    assert prefix_conflict({"a": "/x", "b": "/x"}, {}) is not None
+    # A service keeping its own prefix (an update) is no conflict.
+    assert prefix_conflict({"app-Model": "/"}, {}) is None

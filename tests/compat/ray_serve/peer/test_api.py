@@ -7,7 +7,7 @@
 # ``localhost:8000``, now ``base_url()``, the gateway port the fixture set.
 #
 # Skipped, each with its reason, each counted as a failure (none needs a Ray
-# cluster): 9 of 46; the bodies of test_delete_while_initializing and
+# cluster): 8 of 46; the bodies of test_delete_while_initializing and
 # test_status_package_unavailable_in_controller are Ray's at the pinned commit.
 # ruff: noqa
 # mypy: ignore-errors
@@ -503,7 +503,6 @@ def test_deploy_application_with_same_name(serve_instance):
     assert requests.get(f"{base_url()}/").status_code == 404
 
 
-@pytest.mark.skip(reason="a second app on a route_prefix already taken is not refused")
 def test_deploy_application_with_route_prefix_conflict(serve_instance):
     """Test route_prefix conflicts with different apps."""
 
