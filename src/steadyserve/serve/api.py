@@ -30,6 +30,7 @@ from steadyserve.serve import shipped
 from steadyserve.serve.deployment import Application, Deployment
 from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.names import attr_name
+from steadyserve.serve.overview import failure_reason
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.loading import parse_service
 
@@ -251,9 +252,12 @@ def wait_running(c: Client, app: str, names: list[str]) -> None:
         ]
         if failed or bad_update:
             svc = (failed or bad_update)[0]
+            reason = failure_reason(svc)
             raise RuntimeError(
                 f"Deploying application {app!r} failed: deployment {svc.get('deployment')!r}"
-                f" (service {svc['name']}) is {svc.get('status')}; see `steady logs {svc['name']}`"
+                f" (service {svc['name']}) is {svc.get('status')}"
+                + (f": {reason}" if reason else "")
+                + f"; see `steady logs {svc['name']}`"
             )
         if all(_ready(s) for s in services):
             return

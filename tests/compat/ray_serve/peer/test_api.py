@@ -7,7 +7,7 @@
 # ``localhost:8000``, now ``base_url()``, the gateway port the fixture set.
 #
 # Skipped, each with its reason, each counted as a failure (none needs a Ray
-# cluster): 8 of 46; the bodies of test_delete_while_initializing and
+# cluster): 7 of 46; the bodies of test_delete_while_initializing and
 # test_status_package_unavailable_in_controller are Ray's at the pinned commit.
 # ruff: noqa
 # mypy: ignore-errors
@@ -802,9 +802,6 @@ def test_status_basic(serve_instance):
     assert all(p == "HEALTHY" for p in proxy_status.values())
 
 
-@pytest.mark.skip(
-    reason="serve.status() lacks the constructor's traceback and a DEPLOY_FAILED deployment status"
-)
 def test_status_constructor_error(serve_instance):
     """Deploys Serve deployment that errors out in constructor, checks that the
     traceback is surfaced in serve.status().
