@@ -13,9 +13,12 @@ and takes down deployments it no longer binds; other applications are kept.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ from steadyserve.serve.names import attr_name
 from steadyserve.serve.overview import failure_reason
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.loading import parse_service
+from steadyserve.wire.routes import app_ingress_url
 
 HTTP_PORT_ENV = "STEADY_SERVE_HTTP_PORT"
 DEFAULT_HTTP_PORT = 8000  # Ray's http_options.port
@@ -313,30 +317,48 @@ def shutdown() -> None:
 
 
 def get_app_handle(name: str) -> handles.DeploymentHandle:
-    """The ingress handle of running application ``name``."""
-    c = client()
+    """The ingress handle of running application ``name``: in a driver or inside a
+    replica, which asks with its routes-only token (it never holds the API's)."""
     app = name_safe(name) or "default"
-    found = [s for s in services(c) if s.get("application") == app]
-    ingress = [s for s in found if s.get("deployment") == _shipped_ingress(name)]
-    ingress = ingress or [s for s in found if s.get("route_prefix") is not None] or found
-    if not ingress:
+    found = _app_ingress(app)
+    if found is None:
         raise RayServeException(f"Application '{name}' does not exist.")
-    svc = ingress[0]
-    deployment = str(svc.get("deployment") or svc["name"])
-    return handles.DeploymentHandle(deployment, name, service=svc["name"])
+    return handles.DeploymentHandle(str(found["deployment"]), name, service=str(found["service"]))
 
 
-def _shipped_ingress(name: str) -> str | None:
-    """The ingress ``serve.run`` recorded for application ``name``, if it made it."""
-    import json
-
-    folder = home().root / "serve_run" / (name_safe(name) or "default")
+def _app_ingress(app: str) -> dict[str, Any] | None:
+    """The controller's ``{service, deployment}`` for ``app``'s ingress; None if none."""
+    controller_file = os.environ.get(contract.CONTROLLER_FILE)
+    token = os.environ.get(contract.ROUTES_TOKEN)
+    if controller_file and token:  # a replica
+        where = Home(Path(controller_file).parent)
+    elif os.environ.get(handles.GRAPH_ROUTES):
+        raise RayServeException(
+            "serve.get_app_handle needs the controller: this replica follows"
+            f" {handles.GRAPH_ROUTES} only"
+        )
+    else:
+        client()  # starts the controller as a driver does
+        where = home()
+        token = contract.routes_token(where.root)
+    url = where.controller_url()
+    if url is None:
+        raise RayServeException(f"no controller is recorded in {where.root}")
+    request = urllib.request.Request(
+        app_ingress_url(url, app), headers={"Authorization": f"Bearer {token}"}
+    )
     try:
-        meta = json.loads((folder / shipped.META_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    ingress = meta.get("ingress") if isinstance(meta, dict) else None
-    return ingress if isinstance(ingress, str) else None
+        with urllib.request.urlopen(request, timeout=10.0) as response:
+            found = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise RayServeException(
+            f"the controller answered {exc.code} for application {app!r}"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise RayServeException(f"cannot ask the controller at {url}: {exc}") from None
+    return found if isinstance(found, dict) and found.get("service") else None
 
 
 def get_deployment_handle(deployment_name: str, app_name: str | None = None) -> Any:

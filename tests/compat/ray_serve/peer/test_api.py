@@ -7,7 +7,7 @@
 # ``localhost:8000``, now ``base_url()``, the gateway port the fixture set.
 #
 # Skipped, each with its reason, each counted as a failure (none needs a Ray
-# cluster): 7 of 46; the bodies of test_delete_while_initializing and
+# cluster): 6 of 46; the bodies of test_delete_while_initializing and
 # test_status_package_unavailable_in_controller are Ray's at the pinned commit.
 # ruff: noqa
 # mypy: ignore-errors
@@ -893,7 +893,6 @@ def test_get_app_handle_dne(serve_instance):
     assert "Application 'random' does not exist" in str(e.value)
 
 
-@pytest.mark.skip(reason="serve.get_app_handle inside a replica cannot list the controller's apps")
 def test_get_app_handle_within_deployment_async(serve_instance):
     @serve.deployment()
     class a:
