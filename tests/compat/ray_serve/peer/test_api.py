@@ -7,7 +7,7 @@
 # ``localhost:8000``, now ``base_url()``, the gateway port the fixture set.
 #
 # Skipped, each with its reason, each counted as a failure (none needs a Ray
-# cluster): 6 of 46; the bodies of test_delete_while_initializing and
+# cluster): 5 of 46; the bodies of test_delete_while_initializing and
 # test_status_package_unavailable_in_controller are Ray's at the pinned commit.
 # ruff: noqa
 # mypy: ignore-errors
@@ -944,7 +944,6 @@ def test_get_deployment_handle_basic(serve_instance):
     assert app_handle.remote().result() == "hello world!!"
 
 
-@pytest.mark.skip(reason="a bound deployment inside a custom object is not replaced by a handle")
 def test_deployment_handle_nested_in_obj(serve_instance):
     """Test binding a handle within a custom object."""
 
