@@ -7,7 +7,7 @@
 # ``localhost:8000``, now ``base_url()``, the gateway port the fixture set.
 #
 # Skipped, each with its reason, each counted as a failure (none needs a Ray
-# cluster): 5 of 46; the bodies of test_delete_while_initializing and
+# cluster): 4 of 46; the bodies of test_delete_while_initializing and
 # test_status_package_unavailable_in_controller are Ray's at the pinned commit.
 # ruff: noqa
 # mypy: ignore-errors
@@ -355,7 +355,6 @@ def test_run_get_ingress_node(serve_instance):
     assert handle.remote().result() == "got f"
 
 
-@pytest.mark.skip(reason="class-based FastAPI routes under @serve.ingress are not supported")
 def test_deploy_application_basic(serve_instance):
     """Test deploy multiple applications"""
     from fastapi import FastAPI
