@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,7 @@ def run(
     _call(c, "POST", "/api/v1/deploy", request)
     if _wait:
         wait_running(c, name, [str(s.name) for s in specs])
-        wait_gateway(c)
+        wait_gateway(c, [str(s.name) for s in specs])
     ingress = handles.DeploymentHandle(app.name, name, service=service_name(name, app.name))
     if blocking:
         _block()
@@ -272,18 +273,20 @@ def wait_running(c: Client, app: str, names: list[str]) -> None:
         time.sleep(POLL_S)
 
 
-def wait_gateway(c: Client, timeout: float = 10.0) -> None:
-    """Until the gateway holds the controller's newest route map and each routed
-    service's replica table, so a request sent right after ``serve.run`` (or
-    ``delete``) meets the routes it made: not an old prefix, not a lane with no
-    replicas yet (bounded: a gateway that is down or slow only delays the return)."""
+def wait_gateway(c: Client, names: Collection[str] = (), timeout: float = 10.0) -> None:
+    """Until the gateway holds the controller's newest route map and the replica
+    tables of the services ``names`` (the application just run), so a request sent
+    right after ``serve.run`` (or ``delete``) meets the routes it made: not an old
+    prefix, not a new lane with no replicas yet. Other applications' lanes are not
+    waited for. Bounded: a gateway that is down or slow only delays the return."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         gateway = _call(c, "GET", "/api/v1/gateway")
         if not gateway.get("running"):
             return
         applied = int(gateway.get("applied_version") or 0)
-        if applied >= int(gateway.get("routes_version") or 0) and not gateway.get("lanes_behind"):
+        behind = set(gateway.get("lanes_behind") or ()) & set(names)
+        if applied >= int(gateway.get("routes_version") or 0) and not behind:
             return
         time.sleep(POLL_S / 4)
 
