@@ -197,6 +197,12 @@ def test_the_routes_token_reads_routes_and_nothing_else(owned: Owned) -> None:
     status, _, body = owned.request("GET", "/api/v1/lb/web/routes?wait=0", routes)
     assert status == 200, body
     assert [r["id"] for r in json.loads(body)["replicas"]] == [1]
+    # It may ask which service hosts an application's ingress (serve.get_app_handle
+    # inside a replica): "web" is no application, so 404, as for one that is not there.
+    for app in ("web", "nope"):
+        status, _, body = owned.request("GET", f"/api/v1/apps/{app}/ingress", routes)
+        assert status == 404 and json.loads(body)["error"] == f"Application '{app}' does not exist."
+    assert owned.request("GET", "/api/v1/apps/web/ingress")[0] == 401
     report = json.dumps({"table": "", "inflight": {"1": 99}}).encode()
     for method, path, data in (
         ("GET", "/api/v1/services", b""),

@@ -32,7 +32,7 @@ def test_no_replica_in_table_is_503_at_once(tmp_path: Path) -> None:
         t0 = time.monotonic()
         status, _, body = request(lb.port, "GET", "/")
         assert status == 503
-        assert body.decode().strip() == "no ready replica for service 'svc'"
+        assert body.decode().strip() == "no ready replica for service 'svc': it is unavailable"
         assert time.monotonic() - t0 < 5
 
 

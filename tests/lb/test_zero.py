@@ -53,5 +53,8 @@ def test_without_hold_no_replica_is_still_503_at_once(tmp_path: Path) -> None:
         wait_for(lambda: ctl.polls[-1:] == [key], what="LB acknowledged the table")
         t0 = time.monotonic()
         status, _, body = request(lb.port, "GET", "/")
-        assert status == 503 and body.decode().strip() == "no ready replica for service 'svc'"
+        assert (
+            status == 503
+            and body.decode().strip() == "no ready replica for service 'svc': it is unavailable"
+        )
         assert time.monotonic() - t0 < 5 and ctl.wakes == 0

@@ -31,7 +31,7 @@ SERVICE_STATES = {
     "REPLICA_INIT": ("UPDATING", "DEPLOYING"),
     "NO_REPLICA": ("UNHEALTHY", "UNHEALTHY"),
     "SHUTTING_DOWN": ("UPDATING", "DELETING"),
-    "FAILED": ("UNHEALTHY", "DEPLOY_FAILED"),
+    "FAILED": ("DEPLOY_FAILED", "DEPLOY_FAILED"),
     "FAILED_CLEANUP": ("UNHEALTHY", "DEPLOY_FAILED"),
 }
 # The worst application status wins when an application has several deployments.
@@ -68,11 +68,21 @@ def ray_status(services: list[dict[str, Any]]) -> dict[str, Any]:
         app["deployments"][dep_name] = {
             "status": dep_status,
             "replica_states": dict(sorted(states.items())),
-            "message": "" if dep_status == "HEALTHY" else str(svc["status"]),
+            "message": _message(svc, dep_status),
             "service": svc["name"],
             "version": svc["version"],
         }
     return {"applications": apps, "target_capacity": None}
+
+
+def _message(svc: dict[str, Any], dep_status: str) -> str:
+    """Empty when healthy; else the failed replicas' reasons (a constructor's
+    exception), as Ray's message carries the traceback, or the service's status."""
+    if dep_status == "HEALTHY":
+        return ""
+    from steadyserve.serve.overview import failure_reason  # pure; the package only when needed
+
+    return failure_reason(svc) or str(svc["status"])
 
 
 def _deployed_at(svc: dict[str, Any]) -> float | None:

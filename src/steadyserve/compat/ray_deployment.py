@@ -8,10 +8,13 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from steadyserve.spec.errors import NAME_PATTERN, SpecError
+
+if TYPE_CHECKING:
+    from steadyserve.spec import ServiceSpec
 
 SERVICE_FIELDS = {
     "user_config": "user_config",
@@ -39,6 +42,8 @@ DEPLOYMENT_KEYS = (
     *RESTART_KEYS,
     *NOT_APPLICABLE_KEYS,
 )
+INGRESS_KEY = "ingress"
+"""Marks, in ``ray_options``, the service hosting its application's ingress."""
 # ``num_replicas: auto``: Ray Serve's autoscaling defaults for it.
 AUTO_AUTOSCALING = {"min_replicas": 1, "max_replicas": 100, "target_ongoing_requests": 2}
 
@@ -116,6 +121,8 @@ def service_document(
         **common,
     }
     ray: dict[str, Any] = {"deployment": dep, "application": dict(ray_app)}
+    if info.get("ingress"):  # what serve.get_app_handle resolves (ingress_of)
+        ray[INGRESS_KEY] = True
     for key in RESTART_KEYS:
         if options.get(key) is not None:
             ray[key] = options[key]
@@ -132,6 +139,17 @@ def service_document(
             notices.append(f"{name}: {key}: does not apply here")
     doc["ray_options"] = ray
     return doc
+
+
+def ingress_of(members: Sequence[ServiceSpec]) -> ServiceSpec | None:
+    """The service hosting the ingress of the application ``members`` make up: the
+    one marked so; for services made before the mark, the one on the gateway (only
+    the ingress has a route prefix), else the first by name."""
+    ordered = sorted(members, key=lambda s: s.name or "")
+    marked = [s for s in ordered if s.ray_options.get(INGRESS_KEY) is True]
+    routed = [s for s in ordered if s.service.route_prefix is not None]
+    found = marked or routed or ordered
+    return found[0] if found else None
 
 
 def _resources(actor: Mapping[str, Any]) -> dict[str, Any]:

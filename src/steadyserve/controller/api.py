@@ -16,17 +16,24 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from steadyserve import replica_contract as contract
+from steadyserve.compat.ray_deployment import ingress_of
 from steadyserve.controller import dashboard, dashboard_login, progressive
-from steadyserve.controller.errors import ApiError, BadInput
+from steadyserve.controller.errors import ApiError, BadInput, NotFound
 from steadyserve.wire.load_report import LoadReport
+from steadyserve.wire.routes import APP_INGRESS_ROUTE
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
 
 LONG_POLL_MAX_S = 60.0
 # What the routes-only token may do: follow a table, wake a service at zero.
+# And resolve an application's ingress service: serve.get_app_handle inside a replica.
 _ROUTES_TOKEN_CALLS = frozenset(
-    {("GET", "/api/v1/lb/{name}/routes"), ("POST", "/api/v1/lb/{name}/wake")}
+    {
+        ("GET", "/api/v1/lb/{name}/routes"),
+        ("POST", "/api/v1/lb/{name}/wake"),
+        ("GET", APP_INGRESS_ROUTE),
+    }
 )
 # What anyone may call: the dashboard's static files (no data) and its login link.
 _PUBLIC_CALLS = frozenset(
@@ -293,6 +300,24 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         if table is None:
             return web.json_response({"error": "no gateway map yet"}, status=503)
         return web.json_response(table)
+
+    @routes.get(APP_INGRESS_ROUTE)
+    async def app_ingress(request: web.Request) -> web.Response:
+        """The service hosting application ``app``'s ingress (the routes-only token may
+        ask: a replica's ``serve.get_app_handle``); 404 naming it when there is none."""
+        app = request.match_info["app"]
+        members = [rt.spec for rt in controller.services.values() if rt.spec.application == app]
+        spec = ingress_of(members)
+        if spec is None or spec.name is None:
+            raise NotFound(f"Application '{app}' does not exist.")
+        deployment = spec.ray_options.get("deployment")
+        return web.json_response(
+            {
+                "application": app,
+                "service": spec.name,
+                "deployment": deployment if isinstance(deployment, str) else spec.name,
+            }
+        )
 
     @routes.get("/api/v1/gateway")
     async def gateway_status(request: web.Request) -> web.Response:

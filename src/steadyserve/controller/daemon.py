@@ -65,7 +65,10 @@ class Controller:
         self._resumed_downs: list[asyncio.Task[None]] = []
         # The gateway port (Ray Serve's http_options.port).
         self.gateway = GatewaySupervisor(
-            home, self.epoch, lambda: [r.spec for r in self.services.values()]
+            home,
+            self.epoch,
+            lambda: [r.spec for r in self.services.values()],
+            lambda name: rt.routes if (rt := self.services.get(name)) else None,
         )
         # One machine's GPUs, cores and fixed ports for every service (a Ray cluster
         # places its actors itself: nothing is divided here then).

@@ -21,3 +21,8 @@ class NotFound(ApiError):
 class Conflict(ApiError):
     status = 409
     kind = "conflict"
+
+
+PREFIX_TAKEN = "route_prefix "
+"""How the message of a deploy refused for a route prefix another service holds
+starts: ``serve.run`` raises Ray's RayServeException for it, as Ray does."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput, Conflict
+from steadyserve.controller.gateway import prefix_conflict
 from steadyserve.controller.ownership import fleet_owner, unlisted
 
 if TYPE_CHECKING:
@@ -56,6 +57,17 @@ async def deploy(
             )
     owners = {n: row.owner for n in controller.services if (row := controller.store.service(n))}
     removed, kept = unlisted(list(controller.services), owners, names, owner, prune_all)
+    staying = [n for n in controller.services if n not in names and n not in removed]
+    clash = prefix_conflict(
+        {s.name: s.service.route_prefix for s, _ in specs if s.name is not None},
+        {
+            n: controller.services[n].spec.service.route_prefix
+            for n in staying
+            if n not in controller._down_tasks  # on its way down: its prefix is free
+        },
+    )
+    if clash is not None:
+        raise BadInput(clash)
     if not dry_run and expect_down is not None and sorted(expect_down) != sorted(removed):
         raise Conflict(
             "the services deploy would take down changed since it asked"

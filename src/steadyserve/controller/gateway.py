@@ -23,16 +23,18 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import psutil
 
 from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
 from steadyserve.controller.clock import SYSTEM_CLOCK
+from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.wire.counts import GATEWAY
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -49,6 +51,25 @@ def route_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
         if prefix is not None and spec.name is not None and prefix not in routes:
             routes[prefix] = spec.name
     return dict(sorted(routes.items()))
+
+
+def prefix_conflict(
+    wanted: Mapping[str, str | None], others: Mapping[str, str | None]
+) -> str | None:
+    """Why the services ``wanted`` (name -> route_prefix) cannot be routed next to
+    ``others``, which keep theirs: the gateway routes a prefix to one service, and
+    Ray Serve refuses a second application on a prefix rather than hide one."""
+    taken = {prefix: name for name, prefix in sorted(others.items()) if prefix is not None}
+    for name, prefix in sorted(wanted.items()):
+        if prefix is None:
+            continue
+        holder = taken.setdefault(prefix, name)
+        if holder != name:
+            return (
+                f"{PREFIX_TAKEN}{prefix!r} of service {name} is already served by service"
+                f" {holder}: give one of them another route_prefix (or take {holder} down)"
+            )
+    return None
 
 
 def _listen6(port: int) -> socket.socket | None:
@@ -82,10 +103,19 @@ def model_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
 
 
 class GatewaySupervisor:
-    def __init__(self, home: Home, epoch: str, specs: Callable[[], Iterable[ServiceSpec]]) -> None:
+    def __init__(
+        self,
+        home: Home,
+        epoch: str,
+        specs: Callable[[], Iterable[ServiceSpec]],
+        tables: Callable[[str], RoutePublisher | None] = lambda _name: None,
+    ) -> None:
+        """``tables`` gives a service's own route publisher, whose gateway view tells
+        whether the gateway's lane for it has its current replica table yet."""
         self.home = home
         self.routes = RoutePublisher(epoch)
         self._specs = specs
+        self._tables = tables
         self.port: int | None = None
         self.handle: LocalProcess | None = None
         self.listener: socket.socket | None = None
@@ -249,16 +279,38 @@ class GatewaySupervisor:
                 found.append(proc)
         return found
 
+    def lanes_behind(self, services: Iterable[str]) -> list[str]:
+        """The services among ``services`` whose current replica table the gateway's
+        lane has not acknowledged (a lane just added has no replicas to send to)."""
+        behind = set()
+        for name in services:
+            table = self._tables(name)
+            if table is None or table.version == 0:
+                continue
+            view = table.workers.get(f"consumer:{GATEWAY}")
+            if view is None or view.acked_version < table.version:
+                behind.add(name)
+        return sorted(behind)
+
     def status(self) -> dict[str, Any]:
+        # Published first: a deploy or delete that just changed the specs must show
+        # in routes_version now, not at the next supervision round.
+        self.publish()
+        specs = list(self._specs())
+        routes = route_map(specs)
         return {
             "port": self.port,
             "running": self.running,
-            "routes": route_map(self._specs()),
+            "routes": routes,
             "problem": self.problem,
             # The map's version and the newest one the gateway has polled with since
-            # (so holds): serve.run waits for the two to meet before it returns.
+            # (so holds), and the routed services whose replica table its lanes do
+            # not hold yet: serve.run waits until the versions meet and none lags.
             "routes_version": self.routes.version,
             "applied_version": max(
                 (w.acked_version for w in self.routes.workers.values()), default=0
+            ),
+            "lanes_behind": self.lanes_behind(
+                set(routes.values()) | set(model_map(specs).values())
             ),
         }

@@ -198,7 +198,9 @@ class Proxy:
             msg = f"no reachable replica for service {self.service!r}"
             self._respond(ex, 503, msg, "no_reachable_replica")
         else:
-            self._respond(ex, 503, f"no ready replica for service {self.service!r}", "no_replica")
+            # "unavailable" as in Ray Serve's 503 for a deployment that cannot serve.
+            msg = f"no ready replica for service {self.service!r}: it is unavailable"
+            self._respond(ex, 503, msg, "no_replica")
 
     def _wake(self) -> None:
         """Start queued requests, first come first served, while slots are free."""

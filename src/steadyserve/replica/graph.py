@@ -17,7 +17,7 @@ from steadyserve.replica.errors import LoadError
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
 from steadyserve.serve.handle import DeploymentHandle
-from steadyserve.serve.ingress import bind_class_routes, ingress_of
+from steadyserve.serve.ingress import bind_class_routes, ingress_of, is_method_of
 
 
 @dataclass(frozen=True)
@@ -126,11 +126,10 @@ def function_class(func: Any) -> type:
 def _refuse_unbound_class_routes(ingress: Any, cls: type) -> None:
     """A method of the class routed by a plain Starlette app would get the request
     as ``self``: only FastAPI's routes can be given the instance; refuse by name."""
-    prefix = cls.__qualname__ + "."
     for route in getattr(ingress, "routes", None) or []:
         endpoint = getattr(route, "endpoint", None)
         name = str(getattr(endpoint, "__qualname__", ""))
-        if name.startswith(prefix) and not getattr(endpoint, "__steadyserve_bound__", False):
+        if is_method_of(endpoint, cls) and not getattr(endpoint, "__steadyserve_bound__", False):
             raise LoadError(
                 f"route {getattr(route, 'path', '?')!r} is the method {name}: class-based"
                 " routes need a FastAPI app (@app.get(...) on the method, as Ray's docs"

@@ -13,15 +13,20 @@ and takes down deployments it no longer binds; other applications are kept.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from steadyserve import replica_contract as contract
 from steadyserve.cli.client import Client, CommandError
 from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
+from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.paths import Home
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
@@ -29,8 +34,10 @@ from steadyserve.serve import shipped
 from steadyserve.serve.deployment import Application, Deployment
 from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.names import attr_name
+from steadyserve.serve.overview import failure_reason
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.loading import parse_service
+from steadyserve.wire.routes import app_ingress_url
 
 HTTP_PORT_ENV = "STEADY_SERVE_HTTP_PORT"
 DEFAULT_HTTP_PORT = 8000  # Ray's http_options.port
@@ -182,13 +189,18 @@ def run(
         "file": OWNER_PREFIX + name,
         "gateway": {"port": http_port()},
     }
-    preview = _call(c, "POST", "/api/v1/deploy", request)
+    try:
+        preview = _call(c, "POST", "/api/v1/deploy", request)
+    except RuntimeError as exc:
+        if str(exc).startswith(PREFIX_TAKEN):  # as Ray's controller refuses it
+            raise RayServeException(f"Failed to deploy application {name!r}: {exc}") from None
+        raise
     removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
     request = {**request, "dry_run": False, "expect_down": removals}
     _call(c, "POST", "/api/v1/deploy", request)
     if _wait:
         wait_running(c, name, [str(s.name) for s in specs])
-        wait_gateway(c)
+        wait_gateway(c, [str(s.name) for s in specs])
     ingress = handles.DeploymentHandle(app.name, name, service=service_name(name, app.name))
     if blocking:
         _block()
@@ -245,9 +257,12 @@ def wait_running(c: Client, app: str, names: list[str]) -> None:
         ]
         if failed or bad_update:
             svc = (failed or bad_update)[0]
+            reason = failure_reason(svc)
             raise RuntimeError(
                 f"Deploying application {app!r} failed: deployment {svc.get('deployment')!r}"
-                f" (service {svc['name']}) is {svc.get('status')}; see `steady logs {svc['name']}`"
+                f" (service {svc['name']}) is {svc.get('status')}"
+                + (f": {reason}" if reason else "")
+                + f"; see `steady logs {svc['name']}`"
             )
         if all(_ready(s) for s in services):
             return
@@ -258,16 +273,20 @@ def wait_running(c: Client, app: str, names: list[str]) -> None:
         time.sleep(POLL_S)
 
 
-def wait_gateway(c: Client, timeout: float = 10.0) -> None:
-    """Until the gateway holds the controller's newest route map, so a request sent
-    right after ``serve.run`` (or ``delete``) meets the routes it made (bounded: a
-    gateway that is down or slow only delays the return)."""
+def wait_gateway(c: Client, names: Collection[str] = (), timeout: float = 10.0) -> None:
+    """Until the gateway holds the controller's newest route map and the replica
+    tables of the services ``names`` (the application just run), so a request sent
+    right after ``serve.run`` (or ``delete``) meets the routes it made: not an old
+    prefix, not a new lane with no replicas yet. Other applications' lanes are not
+    waited for. Bounded: a gateway that is down or slow only delays the return."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         gateway = _call(c, "GET", "/api/v1/gateway")
         if not gateway.get("running"):
             return
-        if int(gateway.get("applied_version") or 0) >= int(gateway.get("routes_version") or 0):
+        applied = int(gateway.get("applied_version") or 0)
+        behind = set(gateway.get("lanes_behind") or ()) & set(names)
+        if applied >= int(gateway.get("routes_version") or 0) and not behind:
             return
         time.sleep(POLL_S / 4)
 
@@ -301,30 +320,48 @@ def shutdown() -> None:
 
 
 def get_app_handle(name: str) -> handles.DeploymentHandle:
-    """The ingress handle of running application ``name``."""
-    c = client()
+    """The ingress handle of running application ``name``: in a driver or inside a
+    replica, which asks with its routes-only token (it never holds the API's)."""
     app = name_safe(name) or "default"
-    found = [s for s in services(c) if s.get("application") == app]
-    ingress = [s for s in found if s.get("deployment") == _shipped_ingress(name)]
-    ingress = ingress or [s for s in found if s.get("route_prefix") is not None] or found
-    if not ingress:
+    found = _app_ingress(app)
+    if found is None:
         raise RayServeException(f"Application '{name}' does not exist.")
-    svc = ingress[0]
-    deployment = str(svc.get("deployment") or svc["name"])
-    return handles.DeploymentHandle(deployment, name, service=svc["name"])
+    return handles.DeploymentHandle(str(found["deployment"]), name, service=str(found["service"]))
 
 
-def _shipped_ingress(name: str) -> str | None:
-    """The ingress ``serve.run`` recorded for application ``name``, if it made it."""
-    import json
-
-    folder = home().root / "serve_run" / (name_safe(name) or "default")
+def _app_ingress(app: str) -> dict[str, Any] | None:
+    """The controller's ``{service, deployment}`` for ``app``'s ingress; None if none."""
+    controller_file = os.environ.get(contract.CONTROLLER_FILE)
+    token = os.environ.get(contract.ROUTES_TOKEN)
+    if controller_file and token:  # a replica
+        where = Home(Path(controller_file).parent)
+    elif os.environ.get(handles.GRAPH_ROUTES):
+        raise RayServeException(
+            "serve.get_app_handle needs the controller: this replica follows"
+            f" {handles.GRAPH_ROUTES} only"
+        )
+    else:
+        client()  # starts the controller as a driver does
+        where = home()
+        token = contract.routes_token(where.root)
+    url = where.controller_url()
+    if url is None:
+        raise RayServeException(f"no controller is recorded in {where.root}")
+    request = urllib.request.Request(
+        app_ingress_url(url, app), headers={"Authorization": f"Bearer {token}"}
+    )
     try:
-        meta = json.loads((folder / shipped.META_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    ingress = meta.get("ingress") if isinstance(meta, dict) else None
-    return ingress if isinstance(ingress, str) else None
+        with urllib.request.urlopen(request, timeout=10.0) as response:
+            found = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise RayServeException(
+            f"the controller answered {exc.code} for application {app!r}"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise RayServeException(f"cannot ask the controller at {url}: {exc}") from None
+    return found if isinstance(found, dict) and found.get("service") else None
 
 
 def get_deployment_handle(deployment_name: str, app_name: str | None = None) -> Any:

@@ -119,6 +119,19 @@ class _Queue:
                     r.items.put_nowait(_END)
 
 
+async def _drain(items: asyncio.Queue[Any]) -> AsyncGenerator[Any, None]:
+    """One caller's items of a streaming batch. At module level, so a class shipped
+    by value (``serve.run`` pickles the decorated method's closures with it) still
+    compares with this module's one ``_END``, not a copy pickled along."""
+    while True:
+        item = await items.get()
+        if item is _END:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
 def _check(results: Any, size: int) -> None:
     if not isinstance(results, (list, tuple)) or len(results) != size:
         got = len(results) if isinstance(results, (list, tuple)) else type(results).__name__
@@ -192,15 +205,6 @@ def batch(
 
         if inspect.isasyncgenfunction(func):
 
-            async def drain(items: asyncio.Queue[Any]) -> AsyncGenerator[Any, None]:
-                while True:
-                    item = await items.get()
-                    if item is _END:
-                        return
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item
-
             @functools.wraps(func)
             def stream(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
                 # Queued at the call, not at the first ``anext``, as in Ray: callers
@@ -208,7 +212,7 @@ def batch(
                 owner, values = request(args, kwargs)
                 items: asyncio.Queue[Any] = asyncio.Queue()
                 queue_for(owner).put(_Request(values, items=items))
-                return drain(items)
+                return _drain(items)
 
             setattr(stream, ON_LOOP_ATTR, True)
             return stream

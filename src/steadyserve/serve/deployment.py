@@ -13,7 +13,9 @@ notebooks can use the class directly.
 from __future__ import annotations
 
 import inspect
+import io
 import json
+import pickle
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
@@ -240,19 +242,27 @@ class Application:
         return f"Application({self.name!r})"
 
 
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray)
+
+
 def children(value: Any) -> list[Application]:
-    """The applications in ``value`` (nested in lists, tuples and dict values too)."""
+    """The applications in ``value``: nested in lists, tuples and dict values, and,
+    as Ray finds them, anywhere inside other objects (a wrapper holding a bound
+    deployment in an attribute)."""
     if isinstance(value, Application):
         return [value]
     if isinstance(value, (list, tuple)):
         return [a for item in value for a in children(item)]
     if isinstance(value, dict):
         return [a for item in value.values() for a in children(item)]
-    return []
+    if isinstance(value, _PLAIN) or inspect.isroutine(value) or inspect.isclass(value):
+        return []
+    return _scan(value)[1]
 
 
 def replace_nodes(value: Any, replace: Callable[[Application], Any]) -> Any:
-    """``value`` with each application in it replaced by ``replace(app)``."""
+    """``value`` with each application in it replaced by ``replace(app)``; an object
+    holding one comes back as a copy holding the replacement (Ray's rule too)."""
     if isinstance(value, Application):
         return replace(value)
     if isinstance(value, list):
@@ -261,7 +271,38 @@ def replace_nodes(value: Any, replace: Callable[[Application], Any]) -> Any:
         return tuple(replace_nodes(item, replace) for item in value)
     if isinstance(value, dict):
         return {key: replace_nodes(item, replace) for key, item in value.items()}
-    return value
+    if not children(value):
+        return value
+    data, found = _scan(value)
+
+    class _Rebuild(pickle.Unpickler):
+        def persistent_load(self, pid: Any) -> Any:
+            return replace(found[int(pid)])
+
+    return _Rebuild(io.BytesIO(data)).load()
+
+
+def _scan(value: Any) -> tuple[bytes, list[Application]]:
+    """``value`` pickled (cloudpickle: classes defined in functions too) with each
+    application in it left out as a reference, and those applications in order.
+    What cannot be pickled holds none that could be shipped: nothing found."""
+    import cloudpickle  # type: ignore[import-untyped]
+
+    found: list[Application] = []
+
+    class _Find(cloudpickle.Pickler):  # type: ignore[misc]
+        def persistent_id(self, obj: Any) -> str | None:
+            if isinstance(obj, Application):
+                found.append(obj)
+                return str(len(found) - 1)
+            return None
+
+    out = io.BytesIO()
+    try:
+        _Find(out).dump(value)
+    except Exception:
+        return b"", []
+    return out.getvalue(), found
 
 
 _noted: set[tuple[str, str]] = set()

@@ -44,6 +44,17 @@ def _servable() -> Any:
     return get_replica_context().servable_object
 
 
+def is_method_of(endpoint: Any, cls: type) -> bool:
+    """Whether a route's endpoint is a method written in ``cls``'s body: held in the
+    class's namespace (a class shipped by value and rebuilt in the replica keeps
+    that, but not always its ``__qualname__``), or named under the class."""
+    if not callable(endpoint):
+        return False
+    if any(value is endpoint for value in vars(cls).values()):
+        return True
+    return str(getattr(endpoint, "__qualname__", "")).startswith(cls.__qualname__ + ".")
+
+
 def bind_class_routes(app: Any, cls: type) -> int:
     """Give the FastAPI routes that are methods of ``cls`` the replica's instance
     as ``self`` (a FastAPI dependency), as Ray Serve's class-based views do; return
@@ -55,12 +66,10 @@ def bind_class_routes(app: Any, cls: type) -> int:
         from fastapi.routing import APIRoute, APIWebSocketRoute
     except ImportError:  # not a FastAPI app: nothing to bind
         return 0
-    prefix = cls.__qualname__ + "."
     routes = [
         route
         for route in getattr(app, "routes", None) or []
-        if isinstance(route, (APIRoute, APIWebSocketRoute))
-        and str(getattr(route.endpoint, "__qualname__", "")).startswith(prefix)
+        if isinstance(route, (APIRoute, APIWebSocketRoute)) and is_method_of(route.endpoint, cls)
     ]
     if not routes:
         return 0

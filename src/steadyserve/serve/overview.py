@@ -3,7 +3,10 @@
 Services that belong to an application (a ``serve.run`` or a ``serve_config.yaml``
 deploy) are grouped by it; each is one deployment. States map to Ray's words:
 a service READY on one version is a HEALTHY deployment, one mid-update UPDATING,
-a failed one UNHEALTHY; its replicas count by Ray's replica states.
+one whose version failed (its replicas exited before they were ready, or its
+update failed) DEPLOY_FAILED with the replicas' reasons (a constructor's
+exception and the last lines of its traceback) as the message, as Ray shows the
+constructor's traceback; its replicas count by Ray's replica states.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class DeploymentStatus(str, Enum):
     UPDATING = "UPDATING"
     HEALTHY = "HEALTHY"
     UNHEALTHY = "UNHEALTHY"
+    DEPLOY_FAILED = "DEPLOY_FAILED"
 
 
 class ReplicaState(str, Enum):
@@ -70,6 +74,25 @@ _REPLICA_STATES = {
 }
 
 
+FAILED_REPLICAS = ("FAILED", "FAILED_INITIAL_DELAY", "FAILED_PROBING", "FAILED_PROVISION")
+FAILED_UPDATES = ("FAILED", "ROLLED_BACK")
+
+
+def failure_reason(svc: dict[str, Any]) -> str:
+    """Why the service's newest version failed, from the service JSON: the reasons of
+    its failed replicas (each once), its load balancer's failure, its update's message."""
+    reasons: list[str] = []
+    for replica in svc.get("replicas") or []:
+        version = replica.get("version")
+        if replica.get("status") in FAILED_REPLICAS and version in (None, svc.get("version")):
+            reasons.append(str(replica.get("reason") or ""))
+    reasons.append(str(svc.get("failure") or ""))
+    update = svc.get("update") or {}
+    if update.get("status") in FAILED_UPDATES:
+        reasons.append(str(update.get("message") or ""))
+    return "; ".join(dict.fromkeys(r for r in reasons if r))
+
+
 def deployment_status(svc: dict[str, Any]) -> DeploymentStatusOverview:
     counts: dict[str, int] = {}
     for replica in svc.get("replicas") or []:
@@ -78,7 +101,10 @@ def deployment_status(svc: dict[str, Any]) -> DeploymentStatusOverview:
             counts[state.value] = counts.get(state.value, 0) + 1
     raw = str(svc.get("status"))
     update = svc.get("update") or {}
-    if raw in ("FAILED", "FAILED_CLEANUP"):
+    if raw == "FAILED" or update.get("status") in FAILED_UPDATES:
+        status, trigger = DeploymentStatus.DEPLOY_FAILED, "REPLICA_STARTUP_FAILED"
+        return DeploymentStatusOverview(status, trigger, counts, failure_reason(svc))
+    if raw == "FAILED_CLEANUP":
         status, trigger = DeploymentStatus.UNHEALTHY, "HEALTH_CHECK_FAILED"
     elif raw == "READY" and update.get("status") in (None, "SUCCEEDED"):
         status, trigger = DeploymentStatus.HEALTHY, "CONFIG_UPDATE_COMPLETED"
@@ -97,7 +123,7 @@ def serve_status(services: list[dict[str, Any]], gateway_port: int | None) -> Se
     for app, members in sorted(grouped.items()):
         deployments = {str(s.get("deployment") or s["name"]): deployment_status(s) for s in members}
         states = {d.status for d in deployments.values()}
-        if DeploymentStatus.UNHEALTHY in states:
+        if states & {DeploymentStatus.DEPLOY_FAILED, DeploymentStatus.UNHEALTHY}:
             status = ApplicationStatus.DEPLOY_FAILED
         elif states == {DeploymentStatus.HEALTHY}:
             status = ApplicationStatus.RUNNING

@@ -15,11 +15,14 @@ line instead of failing somewhere inside the unpickler.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
+from collections import ChainMap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from steadyserve.replica.errors import LoadError
 
@@ -40,7 +43,16 @@ def write(app: Any, folder: Path, meta: dict[str, Any]) -> None:
     import cloudpickle  # type: ignore[import-untyped]
 
     folder.mkdir(parents=True, exist_ok=True)
-    data = cloudpickle.dumps(app)
+
+    class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
+        # A class attribute: the C pickler reads its table when it is constructed.
+        dispatch_table: ClassVar[ChainMap[Any, Any]] = ChainMap(
+            _reducers(), cloudpickle.Pickler.dispatch_table
+        )
+
+    out = io.BytesIO()
+    _Pickler(out).dump(app)
+    data = out.getvalue()
     for name, content in (
         (PICKLE_FILE, data),
         (META_FILE, json.dumps({**meta, "python": python_version()}, sort_keys=True).encode()),
@@ -49,6 +61,19 @@ def write(app: Any, folder: Path, meta: dict[str, Any]) -> None:
         draft.write_bytes(content)
         os.chmod(draft, 0o600)
         os.replace(draft, folder / name)
+
+
+def _reducers() -> dict[type, Callable[[Any], tuple[Any, ...]]]:
+    """Pickling for library objects that pickle but cannot be unpickled: Starlette's
+    ``State`` (a FastAPI app's ``app.state``, reached from an ``@serve.ingress``
+    class through its app) looks its attributes up in itself while it has none yet,
+    for ever. Only for libraries the application already imported."""
+    found: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+    starlette = sys.modules.get("starlette.datastructures")
+    state = getattr(starlette, "State", None)
+    if isinstance(state, type):
+        found[state] = lambda value: (state, (dict(value._state),))
+    return found
 
 
 def check_python(meta: dict[str, Any], here: str | None = None) -> None:

@@ -417,3 +417,12 @@ def _int_field(data: dict[str, Any], name: str, prefix: str = "") -> int:
 def service_url(controller_url: str, service: str, endpoint: str) -> str:
     """``{controller}/api/v1/lb/{service}/{endpoint}``."""
     return f"{controller_url.rstrip('/')}/api/v1/lb/{quote(service, safe='')}/{endpoint}"
+
+
+APP_INGRESS_ROUTE = "/api/v1/apps/{app}/ingress"
+"""The controller's answer to which service hosts an application's ingress:
+``{"application", "service", "deployment"}``, or 404."""
+
+
+def app_ingress_url(controller_url: str, app: str) -> str:
+    return controller_url.rstrip("/") + APP_INGRESS_ROUTE.format(app=quote(app, safe=""))

@@ -388,9 +388,6 @@ async def test_batch_generator_exceptions(error_type):
             await generator.__anext__()
 
 
-@pytest.mark.skip(
-    reason="a StreamingResponse over a batch generator ends early over HTTP (not yet found why)"
-)
 @pytest.mark.asyncio
 async def test_batch_generator_streaming_response_integration_test(ray_instance):
     NUM_YIELDS = 10
