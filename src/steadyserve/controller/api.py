@@ -301,24 +301,6 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             return web.json_response({"error": "no gateway map yet"}, status=503)
         return web.json_response(table)
 
-    @routes.get(APP_INGRESS_ROUTE)
-    async def app_ingress(request: web.Request) -> web.Response:
-        """The service hosting application ``app``'s ingress (the routes-only token may
-        ask: a replica's ``serve.get_app_handle``); 404 naming it when there is none."""
-        app = request.match_info["app"]
-        members = [rt.spec for rt in controller.services.values() if rt.spec.application == app]
-        spec = ingress_of(members)
-        if spec is None or spec.name is None:
-            raise NotFound(f"Application '{app}' does not exist.")
-        deployment = spec.ray_options.get("deployment")
-        return web.json_response(
-            {
-                "application": app,
-                "service": spec.name,
-                "deployment": deployment if isinstance(deployment, str) else spec.name,
-            }
-        )
-
     @routes.get("/api/v1/gateway")
     async def gateway_status(request: web.Request) -> web.Response:
         return web.json_response(controller.gateway.status())
@@ -349,6 +331,24 @@ def add_route_calls(routes: web.RouteTableDef, controller: Controller) -> None:
         if table is None:
             return web.json_response({"error": "no route table yet"}, status=503)
         return web.Response(text=json.dumps(table), content_type="application/json")
+
+    @routes.get(APP_INGRESS_ROUTE)
+    async def app_ingress(request: web.Request) -> web.Response:
+        """The service hosting application ``app``'s ingress (the routes-only token may
+        ask: a replica's ``serve.get_app_handle``); 404 naming it when there is none."""
+        app = request.match_info["app"]
+        members = [rt.spec for rt in controller.services.values() if rt.spec.application == app]
+        spec = ingress_of(members)
+        if spec is None or spec.name is None:
+            raise NotFound(f"Application '{app}' does not exist.")
+        deployment = spec.ray_options.get("deployment")
+        return web.json_response(
+            {
+                "application": app,
+                "service": spec.name,
+                "deployment": deployment if isinstance(deployment, str) else spec.name,
+            }
+        )
 
     @routes.post("/api/v1/lb/{name}/wake")
     async def lb_wake(request: web.Request) -> web.Response:

@@ -13,8 +13,10 @@ and takes down deployments it no longer binds; other applications are kept.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import socket
 import sys
 import time
 import urllib.error
@@ -347,21 +349,49 @@ def _app_ingress(app: str) -> dict[str, Any] | None:
     url = where.controller_url()
     if url is None:
         raise RayServeException(f"no controller is recorded in {where.root}")
-    request = urllib.request.Request(
-        app_ingress_url(url, app), headers={"Authorization": f"Bearer {token}"}
-    )
+    headers = {"Authorization": f"Bearer {token}"}
+    routes_socket = os.environ.get(contract.ROUTES_SOCKET)
     try:
-        with urllib.request.urlopen(request, timeout=10.0) as response:
-            found = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+        if routes_socket:  # an isolated replica: the host's loopback is out of reach
+            status, body = _get_over_unix(routes_socket, app_ingress_url("", app), headers)
+        else:
+            status, body = _get(app_ingress_url(url, app), headers)
+        if status == 404:
             return None
-        raise RayServeException(
-            f"the controller answered {exc.code} for application {app!r}"
-        ) from None
+        if status != 200:
+            raise RayServeException(f"the controller answered {status} for application {app!r}")
+        found = json.loads(body)
     except (OSError, ValueError) as exc:
         raise RayServeException(f"cannot ask the controller at {url}: {exc}") from None
     return found if isinstance(found, dict) and found.get("service") else None
+
+
+def _get(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10.0) as response:
+            return int(response.status), response.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b""
+
+
+def _get_over_unix(path: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """One GET over the controller's routes-only Unix socket (docs/isolation.md)."""
+
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            sock.connect(path)
+            self.sock = sock
+
+    conn = UnixConnection("localhost", timeout=10.0)
+    try:
+        conn.request("GET", target, headers=headers)
+        response = conn.getresponse()
+        return int(response.status), response.read()
+    finally:
+        conn.close()
 
 
 def get_deployment_handle(deployment_name: str, app_name: str | None = None) -> Any:
