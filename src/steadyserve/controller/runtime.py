@@ -417,7 +417,13 @@ class ServiceRuntime:
                     mask=MASK,
                 )
                 reason += f" before it was ready; its last output: {output}"
-            self.mark_failed(replica, ReplicaStatus.FAILED, reason)
+            failed = ReplicaStatus.FAILED
+            if code == 0 and replica.status in (ReplicaStatus.READY, ReplicaStatus.NOT_READY):
+                # SkyServe's rule: an app that served and then ended cleanly did not
+                # fail (its job succeeded); it stopped answering its probes.
+                failed = ReplicaStatus.FAILED_PROBING
+                reason += " after it was ready: its probes fail"
+            self.mark_failed(replica, failed, reason)
             if before_ready:
                 self.judge_version(replica.version)
 

@@ -83,6 +83,30 @@ def test_an_exited_replica_is_replaced_and_kept_listed_as_failed(tmp_path: Path)
     run(world, scenario)
 
 
+def test_a_ready_replica_whose_app_ends_cleanly_is_failed_probing_as_in_skyserve(
+    tmp_path: Path,
+) -> None:
+    """SkyServe reports a served app that ends with code 0 as FAILED_PROBING (its job
+    succeeded, only its probes fail; SkyPilot's test_skyserve_failures), and only a
+    non-zero exit as FAILED. Replaced like either."""
+    world = World(tmp_path, FIELDS)
+
+    async def scenario() -> None:
+        await serving(world)
+        first = world.replicas()[0]
+        world.process(first).exit(0)
+        await world.tick()
+        assert first.status is ReplicaStatus.FAILED_PROBING
+        assert world.events("FAILED_PROBING") == [
+            "process exited with code 0 after it was ready: its probes fail"
+        ]
+        assert first.id not in world.routed()
+        world.probes.default = (True, "ok")
+        await world.until("a replacement ready", lambda: len(world.replicas(READY)) == 2)
+
+    run(world, scenario)
+
+
 def test_a_ready_replica_is_not_ready_at_one_failed_probe_and_replaced_after_three(
     tmp_path: Path,
 ) -> None:
