@@ -68,12 +68,20 @@ def test_env_and_secret_options_set_the_file_and_fill_the_service(tmp_path: Path
     assert spec.run == "python3 server.py --port $PORT --model $MODEL_NAME"  # bash fills run
 
 
+def test_a_null_env_given_as_a_secret_is_a_secret(tmp_path: Path) -> None:
+    """SkyPilot's test_skyserve_https leaves TLS_CERTFILE_ENV_VAR null in envs and
+    gives it with --secret: it is then a secret (never shown), not an env."""
+    spec = load_service_file(_file(tmp_path), secrets={"MODEL_NAME": "m3"})
+    assert spec.envs == {} and spec.secrets == {"PROBE_TOKEN": "t0", "MODEL_NAME": "m3"}
+    assert spec.service.readiness_probe.path == "/v1/m3"
+
+
 def test_a_null_env_not_given_is_refused_naming_the_option(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as refused:
         load_service_file(_file(tmp_path))
     assert refused.value.lines() == [
         f"{tmp_path / 'task.yaml'}: envs.MODEL_NAME: no value:"
-        " pass --env MODEL_NAME=VALUE, or set it"
+        " pass --env MODEL_NAME=VALUE (or --secret), or set it"
     ]
 
 
@@ -96,5 +104,5 @@ def test_steady_up_takes_env_and_secret_flags(tmp_path: Path) -> None:
     bad = subprocess.run([*cli, "up", file, "--dry-run"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2
     assert bad.stderr.strip().endswith(
-        "envs.MODEL_NAME: no value: pass --env MODEL_NAME=VALUE, or set it"
+        "envs.MODEL_NAME: no value: pass --env MODEL_NAME=VALUE (or --secret), or set it"
     )

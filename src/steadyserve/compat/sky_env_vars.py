@@ -1,7 +1,8 @@
 """SkyPilot's task variables: ``--env``/``--secret`` and ``$KEY`` in a file.
 
 ``sky serve up --env KEY=VALUE --secret KEY=VALUE`` sets (or overrides) the
-file's ``envs`` and ``secrets``; an entry of ``envs`` left null must be given so.
+file's ``envs`` and ``secrets``; an entry of ``envs`` left null must be given so
+(by ``--secret``, it is a secret).
 SkyPilot then fills ``$KEY`` and ``${KEY}`` in the ``service`` section and in
 ``file_mounts`` with those values (its ``_fill_in_env_vars``), which is how a
 file names its TLS files or its probe's model (``tls: {keyfile:
@@ -52,9 +53,14 @@ def with_task_values(
             out[field] = {**(section or {}), **given}
     file_envs = out.get("envs")
     if isinstance(file_envs, dict):
+        # A null entry given with --secret is a secret: never shown, not an env too.
+        file_envs = {k: v for k, v in file_envs.items() if not (v is None and k in secrets)}
+        out["envs"] = file_envs
         for key, value in file_envs.items():
             if value is None:
-                raise SpecError(f"envs.{key}", f"no value: pass --env {key}=VALUE, or set it")
+                raise SpecError(
+                    f"envs.{key}", f"no value: pass --env {key}=VALUE (or --secret), or set it"
+                )
     values: dict[str, str] = {}
     for field in ("envs", "secrets"):
         section = out.get(field)
