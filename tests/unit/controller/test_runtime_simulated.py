@@ -65,6 +65,24 @@ def test_reconcile_launches_to_the_target_through_the_backend(tmp_path: Path) ->
     run(world, scenario)
 
 
+def test_a_replica_writes_its_python_output_unbuffered_unless_envs_say(tmp_path: Path) -> None:
+    """A print shows in ``steady logs`` when it happens, as in SkyServe's logs (its
+    test_skyserve_cancel reads a replica's print while the replica runs)."""
+    world = World(tmp_path, FIELDS)
+    own = World(tmp_path / "own", {**FIELDS, "envs": {"PYTHONUNBUFFERED": ""}})
+
+    async def scenario() -> None:
+        await world.tick()
+        assert world.process(world.replicas()[0]).request.env["PYTHONUNBUFFERED"] == "1"
+
+    async def its_own() -> None:
+        await own.tick()
+        assert own.process(own.replicas()[0]).request.env["PYTHONUNBUFFERED"] == ""
+
+    run(world, scenario)
+    run(own, its_own)
+
+
 def test_an_exited_replica_is_replaced_and_kept_listed_as_failed(tmp_path: Path) -> None:
     world = World(tmp_path, FIELDS)
 
