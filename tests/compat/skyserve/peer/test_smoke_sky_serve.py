@@ -71,7 +71,9 @@ the isolated replicas reach through slirp4netns). On the client side,
 send_streaming_request.py prefixes ``http://``, so it gets the endpoint without
 its scheme; the keyfile of test_skyserve_https is written beside the files, not
 in ``~``; SkyPilot's teardown (``sky serve down``) runs in the background, and
-the module waits for it before its own ``down --all``.
+the module waits for it before its own ``down --all``. Every scenario's first
+``sky serve up`` begins when the module starts, side by side (each scenario has
+a service of its own), and each scenario goes on in turn from there.
 """
 
 from __future__ import annotations
@@ -113,6 +115,36 @@ class Sky:
     steady: Steady
     root: Path
     downs: list[subprocess.Popen[str]] = field(default_factory=list)
+    ups: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
+    first: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each scenario's first ``sky serve up`` arguments (:func:`first_ups`)."""
+
+    def _background(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "steadyserve.cli", "serve", *args],
+            cwd=self.root,
+            env=self.steady.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def start(self, name: str, *args: str) -> None:
+        """``sky serve up -n NAME -y ARGS`` begun now, for the scenario to take up later."""
+        self.ups[name] = self._background("up", "-n", name, "-y", *args)
+
+    def up(self, name: str, *args: str) -> None:
+        """The scenario's ``sky serve up``: the one begun by the module, or now."""
+        if name not in self.first:
+            self.serve("up", "-n", name, "-y", *args)
+            return
+        assert args == self.first[name], (args, self.first[name])
+        proc = self.ups.pop(name, None)
+        if proc is None:  # taken up already (the module's first)
+            return
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"serve up {name}: exit {proc.returncode}\n{err}"
 
     def serve(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
@@ -126,9 +158,6 @@ class Sky:
         )
         assert proc.returncode == 0, f"serve {args}: exit {proc.returncode}\n{proc.stderr}"
         return proc
-
-    def table(self, name: str) -> str:
-        return self.serve("status", name).stdout
 
     def endpoint(self, name: str) -> str:
         return self.serve("status", "--endpoint", name).stdout.strip()
@@ -180,18 +209,27 @@ class Sky:
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}: {json.dumps(svc, indent=1)}")
 
-    def wait_until_ready(self, name: str, replicas: int, timeout: float = 40) -> str:
-        """SkyPilot's _SERVE_WAIT_UNTIL_READY: the REPLICAS column says ``n/n``; a
-        FAILED service ends it. Polled through the API, then the table read once."""
+    def wait_until_ready(self, name: str, replicas: int, timeout: float = 40) -> dict[str, Any]:
+        """SkyPilot's _SERVE_WAIT_UNTIL_READY: REPLICAS ``n/n`` (ready/total); a FAILED
+        service ends it."""
 
         def ready(svc: dict[str, Any]) -> bool:
             assert svc["status"] != "FAILED", svc
             return bool(svc["ready_replicas"] == svc["total_replicas"] == replicas)
 
-        self.until(name, ready, f"{replicas}/{replicas}", timeout)
-        table = self.table(name)
-        assert re.search(rf"\b{replicas}/{replicas}\b", table), table
-        return table
+        svc = self.until(name, ready, f"{replicas}/{replicas}", timeout)
+        self.synced(name, timeout)
+        return svc
+
+    def synced(self, name: str, timeout: float) -> None:
+        """SkyPilot then sleeps LB_CONTROLLER_SYNC_INTERVAL_SECONDS, so its load
+        balancer has the ready replicas; here, poll until the load balancer routes
+        (it no longer answers its own "no ready replica" 503)."""
+        endpoint = self.endpoint(name)
+        deadline = time.monotonic() + timeout
+        while "no ready replica" in self.curl(f"{endpoint}/-/skysmoke-synced", "-k"):
+            assert time.monotonic() < deadline, f"{name}: its load balancer routes nothing"
+            time.sleep(0.1)
 
     def override(self, path: str, old: str, new: str) -> str:
         """A copy of ``path`` beside it with ``old`` replaced (the header's overrides)."""
@@ -204,20 +242,10 @@ class Sky:
 
     def down(self, name: str) -> None:
         """SkyPilot's _TEARDOWN_SERVICE, left running while the next scenario starts."""
-        self.downs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "steadyserve.cli", "serve", "down", name, "-y"],
-                cwd=self.root,
-                env=self.steady.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
+        self.downs.append(self._background("down", name, "-y"))
 
     def downs_done(self) -> None:
-        for proc in self.downs:
+        for proc in [*self.downs, *self.ups.values()]:
             _, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err
 
@@ -231,17 +259,64 @@ def count(svc: dict[str, Any], *statuses: str, version: int | None = None) -> in
     )
 
 
-def versions(table: str, name: str) -> str:
-    """SkyPilot's _check_service_version: the VERSION column of the service's row."""
-    head = table.split("Service Replicas")[0]
-    match = re.search(rf"^{re.escape(name)}\s+(\S+)", head, flags=re.MULTILINE)
-    assert match, table
-    return match.group(1)
+def versions(svc: dict[str, Any]) -> str:
+    """SkyPilot's _check_service_version: the VERSION column (``1,2`` mid-update),
+    which ``steady serve status`` prints from ``active_versions``."""
+    return ",".join(str(v) for v in svc["active_versions"])
 
 
 def broken(sky: Sky, name: str) -> Callable[[dict[str, Any]], bool]:
     """The VERSION_BROKEN event: from then on nothing of that version is launched."""
     return lambda _svc: any(e["to_status"] == "VERSION_BROKEN" for e in sky.events(name))
+
+
+def first_ups(sky: Sky) -> dict[str, tuple[str, ...]]:
+    """Each scenario's first ``sky serve up`` (its overrides written, its TLS pair made)."""
+    keyfile, certfile = tls_pair(sky.root, "ss-https")
+    return {
+        "ss-readiness-timeout-fail": (
+            sky.override(
+                "tests/skyserve/readiness_timeout/task.yaml",
+                "initial_delay_seconds: 120",
+                "initial_delay_seconds: 5",
+            ),
+        ),
+        "ss-large-readiness-timeout": ("tests/skyserve/readiness_timeout/task_large_timeout.yaml",),
+        "ss-update": ("tests/skyserve/update/old.yaml",),
+        "ss-rolling-update": ("tests/skyserve/update/old.yaml",),
+        "ss-update-autoscale": ("tests/skyserve/update/num_min_two.yaml",),
+        "ss-user-bug-restart": ("tests/skyserve/restart/user_bug.yaml",),
+        "ss-failures": (
+            sky.override(
+                "tests/skyserve/failures/initial_delay.yaml",
+                "initial_delay_seconds: 10",
+                "initial_delay_seconds: 2",
+            ),
+        ),
+        "ss-cancel": ("tests/skyserve/cancel/cancel.yaml",),
+        "ss-streaming": ("tests/skyserve/streaming/streaming.yaml",),
+        "ss-https": (
+            "tests/skyserve/https/service.yaml",
+            "--env",
+            f"TLS_KEYFILE_ENV_VAR={keyfile}",
+            "--secret",
+            f"TLS_CERTFILE_ENV_VAR={certfile}",
+        ),
+    }
+
+
+def tls_pair(root: Path, name: str) -> tuple[Path, Path]:
+    """SkyPilot's self-signed pair for test_skyserve_https (openssl, as it makes it)."""
+    keyfile = root / f"test-skyserve-key-{name}.pem"
+    certfile = root / "cert.pem"
+    openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-days", "36500", "-nodes"]
+    subprocess.run(
+        [*openssl, "-subj", "/", "-keyout", str(keyfile), "-out", str(certfile)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return keyfile, certfile
 
 
 @pytest.fixture(scope="module")
@@ -252,26 +327,16 @@ def sky() -> Iterator[Sky]:
         shutil.copytree(FILES, root)
         for steady in _steady_in(Steady(home), home):
             cli = Sky(steady, root)
-            # The two scenarios that wait on 20 s probes start first and are checked
-            # last, so their waits overlap the other scenarios.
-            cli.serve(
-                "up",
-                "-n",
-                "ss-readiness-timeout-fail",
-                "-y",
-                cli.override(
-                    "tests/skyserve/readiness_timeout/task.yaml",
-                    "initial_delay_seconds: 120",
-                    "initial_delay_seconds: 5",
-                ),
-            )
-            cli.serve(
-                "up",
-                "-n",
-                "ss-large-readiness-timeout",
-                "-y",
-                "tests/skyserve/readiness_timeout/task_large_timeout.yaml",
-            )
+            # Every scenario's first ``sky serve up`` begins here, the first alone (it
+            # starts the controller), the rest at once, so replicas, environments
+            # and the 20 s probes of the readiness scenarios start side by side;
+            # each scenario then takes its own up and goes on as SkyPilot's does.
+            cli.first = first_ups(cli)
+            (alone, args), *rest = cli.first.items()
+            cli.start(alone, *args)
+            cli.up(alone, *args)
+            for name, args in rest:
+                cli.start(name, *args)
             try:
                 yield cli
             finally:
@@ -283,14 +348,14 @@ def test_skyserve_update(sky: Sky) -> None:
     """Blue-green: once the new version answers, no old answer comes."""
     name = "ss-update"
     new = sky.override("tests/skyserve/update/new.yaml", "sleep 60", "sleep 6")
-    sky.serve("up", "-n", name, "-y", "tests/skyserve/update/old.yaml")
+    sky.up(name, "tests/skyserve/update/old.yaml")
     sky.wait_until_ready(name, 2)
     endpoint = sky.endpoint(name)
     assert "Hi, SkyPilot here" in sky.curl(endpoint)
     sky.serve("update", name, "--mode", "blue_green", "-y", new)
     deadline = time.monotonic() + 40
     while "Hi, new SkyPilot here!" not in sky.curl(endpoint):
-        assert time.monotonic() < deadline, sky.table(name)
+        assert time.monotonic() < deadline, sky.svc(name)
         time.sleep(0.2)
     # Make sure the traffic is not mixed.
     assert all("Hi, new SkyPilot here" in sky.curl(endpoint) for _ in range(6))
@@ -301,7 +366,7 @@ def test_skyserve_update(sky: Sky) -> None:
         [r for r in svc["replicas"] if r["version"] == 1]
     )
     sky.until(name, lambda s: s["active_versions"] == [2], "version 2 alone")
-    assert versions(sky.table(name), name) == "2"
+    assert versions(sky.svc(name)) == "2"
     sky.down(name)
 
 
@@ -309,14 +374,14 @@ def test_skyserve_rolling_update(sky: Sky) -> None:
     """Rolling: for a while one new and one old replica serve, round robin between them."""
     name = "ss-rolling-update"
     new = sky.override("tests/skyserve/update/new.yaml", "sleep 60", "sleep 6")
-    sky.serve("up", "-n", name, "-y", "tests/skyserve/update/old.yaml")
+    sky.up(name, "tests/skyserve/update/old.yaml")
     sky.wait_until_ready(name, 2)
     endpoint = sky.endpoint(name)
     assert "Hi, SkyPilot here" in sky.curl(endpoint)
     sky.serve("update", name, "-y", new)
     deadline = time.monotonic() + 40
     while "Hi, new SkyPilot here!" not in sky.curl(endpoint):
-        assert time.monotonic() < deadline, sky.table(name)
+        assert time.monotonic() < deadline, sky.svc(name)
         time.sleep(0.2)
     # One new replica READY (odd id), the even one still starting; one old READY,
     # one old shutting down (or already stopped).
@@ -326,7 +391,7 @@ def test_skyserve_rolling_update(sky: Sky) -> None:
         "2 READY and 1 launching",
     )
     assert count(svc, "READY", version=1) == 1 and count(svc, "READY", version=2) == 1, svc
-    assert versions(sky.table(name), name) == "1,2"
+    assert versions(svc) == "1,2"
     # Right after a new answer, the old version answers (round robin), within two tries.
     first = sky.curl(endpoint)
     if "Hi, SkyPilot here" not in first:
@@ -337,23 +402,20 @@ def test_skyserve_rolling_update(sky: Sky) -> None:
 
 def test_skyserve_update_autoscale(sky: Sky) -> None:
     name = "ss-update-autoscale"
-    sky.serve("up", "-n", name, "-y", "tests/skyserve/update/num_min_two.yaml")
-    table = sky.wait_until_ready(name, 2)
-    assert versions(table, name) == "1"
+    sky.up(name, "tests/skyserve/update/num_min_two.yaml")
+    assert versions(sky.wait_until_ready(name, 2)) == "1"
     endpoint = sky.endpoint(name)
     assert "Hi, SkyPilot here" in sky.curl(endpoint)
     sky.serve(
         "update", name, "--mode", "blue_green", "-y", "tests/skyserve/update/num_min_one.yaml"
     )
     sky.until(name, lambda s: s["version"] == 2 and s["update"]["status"] != "IN_PROGRESS", "v2")
-    table = sky.wait_until_ready(name, 1)
-    assert versions(table, name) == "2"
+    assert versions(sky.wait_until_ready(name, 1)) == "2"
     assert "Hi, SkyPilot here!" in sky.curl(endpoint)
     # Rolling update.
     sky.serve("update", name, "-y", "tests/skyserve/update/num_min_two.yaml")
     sky.until(name, lambda s: s["version"] == 3 and s["update"]["status"] != "IN_PROGRESS", "v3")
-    table = sky.wait_until_ready(name, 2)
-    assert versions(table, name) == "3"
+    assert versions(sky.wait_until_ready(name, 2)) == "3"
     assert "Hi, SkyPilot here!" in sky.curl(endpoint)
     sky.down(name)
 
@@ -361,7 +423,7 @@ def test_skyserve_update_autoscale(sky: Sky) -> None:
 def test_skyserve_user_bug_restart(sky: Sky) -> None:
     """A replica whose app exits is not restarted; an update that fixes it serves."""
     name = "ss-user-bug-restart"
-    sky.serve("up", "-n", name, "-y", "tests/skyserve/restart/user_bug.yaml")
+    sky.up(name, "tests/skyserve/restart/user_bug.yaml")
     # SkyPilot shows SHUTTING_DOWN (its VM going away), then FAILED; here no VM, FAILED.
     svc = sky.until(name, lambda s: count(s, "FAILED") == 1, "the replica FAILED")
     # User bug failure will cause no further scaling.
@@ -376,7 +438,7 @@ def test_skyserve_user_bug_restart(sky: Sky) -> None:
     endpoint = sky.endpoint(name)
     deadline = time.monotonic() + 40
     while "Hi, SkyPilot here" not in sky.curl(endpoint, "--connect-timeout", "10"):
-        assert time.monotonic() < deadline, sky.table(name)
+        assert time.monotonic() < deadline, sky.svc(name)
         time.sleep(0.2)
     svc = sky.svc(name)
     assert count(svc, "READY") == 1, svc["replicas"]
@@ -390,12 +452,7 @@ def test_skyserve_user_bug_restart(sky: Sky) -> None:
 def test_skyserve_failures(sky: Sky) -> None:
     """FAILED_INITIAL_DELAY, not relaunched; after an update, FAILED_PROBING and a new one."""
     name = "ss-failures"
-    initial_delay = sky.override(
-        "tests/skyserve/failures/initial_delay.yaml",
-        "initial_delay_seconds: 10",
-        "initial_delay_seconds: 2",
-    )
-    sky.serve("up", "-n", name, "-y", initial_delay)
+    sky.up(name, *sky.first[name])  # initial_delay.yaml, its delay 2 s
     sky.until(name, lambda s: count(s, "FAILED_INITIAL_DELAY") == 1, "FAILED_INITIAL_DELAY")
     sky.until(name, broken(sky, name), "VERSION_BROKEN")
     svc = sky.svc(name)
@@ -419,7 +476,7 @@ def test_skyserve_failures(sky: Sky) -> None:
 
 def test_skyserve_cancel(sky: Sky) -> None:
     name = "ss-cancel"
-    sky.serve("up", "-n", name, "-y", "tests/skyserve/cancel/cancel.yaml")
+    sky.up(name, "tests/skyserve/cancel/cancel.yaml")
     sky.wait_until_ready(name, 1)
     out = sky.python(
         "tests/skyserve/cancel/send_cancel_request.py", "--endpoint", sky.endpoint(name)
@@ -437,7 +494,7 @@ def test_skyserve_cancel(sky: Sky) -> None:
 
 def test_skyserve_streaming(sky: Sky) -> None:
     name = "ss-streaming"
-    sky.serve("up", "-n", name, "-y", "tests/skyserve/streaming/streaming.yaml")
+    sky.up(name, "tests/skyserve/streaming/streaming.yaml")
     sky.wait_until_ready(name, 1)
     endpoint = sky.endpoint(name).removeprefix("http://")
     sky.python("tests/skyserve/streaming/send_streaming_request.py", "--endpoint", endpoint)
@@ -447,6 +504,7 @@ def test_skyserve_streaming(sky: Sky) -> None:
 def test_skyserve_readiness_timeout_fail(sky: Sky) -> None:
     """Every probe takes 20 s, past its 15 s timeout: FAILED_INITIAL_DELAY, once."""
     name = "ss-readiness-timeout-fail"
+    sky.up(name, *sky.first[name])  # readiness_timeout/task.yaml, its delay 5 s
     sky.until(
         name, lambda s: count(s, "FAILED_INITIAL_DELAY") == 1, "FAILED_INITIAL_DELAY", timeout=60
     )
@@ -459,6 +517,7 @@ def test_skyserve_readiness_timeout_fail(sky: Sky) -> None:
 def test_skyserve_large_readiness_timeout(sky: Sky) -> None:
     """A 30 s probe timeout lets the 20 s probe pass."""
     name = "ss-large-readiness-timeout"
+    sky.up(name, "tests/skyserve/readiness_timeout/task_large_timeout.yaml")
     sky.wait_until_ready(name, 1, timeout=60)
     assert "Hi, SkyPilot here" in sky.curl(sky.endpoint(name))
     sky.down(name)
@@ -468,37 +527,8 @@ def test_skyserve_https(sky: Sky) -> None:
     """TLS from files named by --env and --secret: HTTPS works with -k, the self-signed
     certificate is refused without it, plain HTTP gets an empty reply."""
     name = "ss-https"
-    keyfile = sky.root / f"test-skyserve-key-{name}.pem"
-    certfile = sky.root / "cert.pem"
-    openssl = [
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-days",
-        "36500",
-        "-nodes",
-        "-subj",
-        "/",
-    ]
-    subprocess.run(
-        [*openssl, "-keyout", str(keyfile), "-out", str(certfile)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    sky.serve(
-        "up",
-        "-n",
-        name,
-        "-y",
-        "tests/skyserve/https/service.yaml",
-        "--env",
-        f"TLS_KEYFILE_ENV_VAR={keyfile}",
-        "--secret",
-        f"TLS_CERTFILE_ENV_VAR={certfile}",
-    )
+    # https/service.yaml --env TLS_KEYFILE_ENV_VAR=... --secret TLS_CERTFILE_ENV_VAR=...
+    sky.up(name, *sky.first[name])
     sky.wait_until_ready(name, 1)
     endpoint = sky.endpoint(name)
     assert "Hi, SkyPilot here" in sky.curl(endpoint, "-k")
