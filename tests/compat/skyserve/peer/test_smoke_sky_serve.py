@@ -59,8 +59,9 @@ whole file must run in about 90 s):
   delay is over.
 
 SkyPilot's waits (``sleep 20`` after an update, ``sleep 60`` before checking that
-nothing was relaunched) become polls for the outcome: a status, or the
-VERSION_BROKEN event after which nothing of that version is launched. Where
+nothing was relaunched, the load balancer's sync interval after READY) become
+polls for the outcome: a status, the VERSION_BROKEN event after which nothing
+of that version is launched, the load balancer routing. Where
 SteadyServe names a state otherwise, the check says so (docs/skyserve.md,
 "SkyPilot's smoke tests").
 
