@@ -168,3 +168,17 @@ def test_update_racing_down_ends_in_a_terminal_state(steady: Steady, tmp_path: P
     assert rows, "the service's history is kept by a down without --purge"
     assert all(outcome != "in progress" for *_, outcome in rows), rows
     assert "svc" not in [s["name"] for s in steady.status()["services"]]
+
+
+def test_concurrent_ups_of_two_names_get_two_endpoints(steady: Steady, tmp_path: Path) -> None:
+    """Two ``steady up`` of different services at once used to take the same free
+    port (each chose it before either was recorded), and their load balancers both
+    bound it (SO_REUSEPORT): the kernel sent each client to either service."""
+    steady.run("controller", "start", check=False)
+    wa, wb = make_workdir(tmp_path / "wa", "a"), make_workdir(tmp_path / "wb", "b")
+    a = spec_file(tmp_path, "a.yaml", wa, name="left")
+    b = spec_file(tmp_path, "b.yaml", wb, name="right")
+    results = race(steady, ["up", str(a)], ["up", str(b)], delay=0.005)
+    assert [code for code, _ in results] == [0, 0], results
+    ports = {steady.service(name)["endpoint"] for name in ("left", "right")}
+    assert len(ports) == 2, ports

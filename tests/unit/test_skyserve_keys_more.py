@@ -111,3 +111,15 @@ def test_files_that_are_not_pem_are_refused_naming_both(tmp_path: Path) -> None:
         f"service.tls: certfile {tmp_path / 'c.pem'} and keyfile {tmp_path / 'k.pem'}: they do"
         " not load as a PEM certificate and key"
     )
+
+
+def test_a_pool_inside_service_is_refused_in_one_line(tmp_path: Path) -> None:
+    """SkyPilot's spec keeps a pool in the service section (``pool:`` beside its
+    ``workers:``); that is the same pool, refused the same way, and its workers
+    are not reported as a second, unknown field."""
+    with pytest.raises(SpecError) as refused:
+        _parse({"run": "x", "service": {"pool": {}, "workers": 3}}, tmp_path)
+    assert _lines(refused) == [
+        "service.pool: a SkyPilot pool (workers for managed jobs, sky jobs pool apply) is not"
+        " a service; SteadyServe runs services (service: with replicas behind an endpoint)"
+    ]

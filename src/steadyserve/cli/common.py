@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +27,7 @@ from steadyserve.cli.tables import (
     changes_table,
     fit,
 )
+from steadyserve.compat.sky_env_vars import cli_values
 from steadyserve.compat.skyserve import preflight
 from steadyserve.core.states import FAILED_REPLICA_STATES
 from steadyserve.paths import Home
@@ -117,6 +118,21 @@ ignore_image_option = click.option(
     help="Start even when the file names resources.image_id (replicas run on the host).",
 )
 
+env_option = click.option(
+    "--env",
+    "envs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set envs.KEY, also for $KEY in service: (SkyPilot's --env; KEY alone: from here).",
+)
+secret_option = click.option(
+    "--secret",
+    "secrets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set secrets.KEY, never shown (SkyPilot's --secret; KEY alone: from here).",
+)
+
 
 def _print_notes(notes: list[str]) -> None:
     """What the loader and the SkyServe checks want the user to know (on stderr)."""
@@ -140,9 +156,16 @@ def load_one(
     notes: list[str] | None = None,
     ignore_resources: bool = False,
     ignore_image: bool = False,
+    envs: Sequence[str] = (),
+    secrets: Sequence[str] = (),
 ) -> Any:
     notes = [] if notes is None else notes
-    spec = load_service_file(file, name, notes)
+    try:
+        given_envs = cli_values(envs, "--env", os.environ)
+        given_secrets = cli_values(secrets, "--secret", os.environ)
+    except SpecError as exc:
+        raise exc.in_file(str(file)) from None
+    spec = load_service_file(file, name, notes, given_envs, given_secrets)
     spec = _with_defaults(spec, raw_document(file), file, "")
     try:
         found = preflight(

@@ -30,11 +30,13 @@ from steadyserve.cli.common import (
     _wait_ready,
     after_plan,
     console,
+    env_option,
     ignore_image_option,
     ignore_resources_option,
     json_option,
     load_one,
     reports_errors,
+    secret_option,
     utc_option,
     wait_update,
     yes_option,
@@ -88,6 +90,8 @@ for _command in progressive.COMMANDS:  # steady promote / pause / resume / abort
 @click.option("--dry-run", is_flag=True, help="Print the plan; start nothing.")
 @ignore_resources_option
 @ignore_image_option
+@env_option
+@secret_option
 @json_option
 @reports_errors
 def up(
@@ -99,6 +103,8 @@ def up(
     ignore_resources: bool,
     ignore_image: bool,
     as_json: bool,
+    envs: tuple[str, ...] = (),
+    secrets: tuple[str, ...] = (),
 ) -> None:
     """Start a service from FILE.
 
@@ -110,7 +116,7 @@ def up(
       steady up examples/http_server/service.yaml --wait
     """
     notes: list[str] = []
-    spec = load_one(file, name, notes, ignore_resources, ignore_image)
+    spec = load_one(file, name, notes, ignore_resources, ignore_image, envs, secrets)
     if dry_run:  # every file error was raised above; nothing is started, not even a controller
         _print_notes(notes)
         plan = up_plan(spec)
@@ -256,6 +262,8 @@ def status(
 @click.option("--timeout", default=900.0, show_default=True, help="Seconds --wait waits.")
 @ignore_resources_option
 @ignore_image_option
+@env_option
+@secret_option
 @json_option
 @reports_errors
 def update(
@@ -268,6 +276,8 @@ def update(
     ignore_resources: bool,
     ignore_image: bool,
     as_json: bool,
+    envs: tuple[str, ...] = (),
+    secrets: tuple[str, ...] = (),
 ) -> None:
     """Update service NAME to the spec in FILE (a new version).
 
@@ -279,7 +289,7 @@ def update(
       steady update http-server examples/http_server/service.yaml --dry-run
     """
     notes: list[str] = []
-    spec = load_one(file, name, notes, ignore_resources, ignore_image)
+    spec = load_one(file, name, notes, ignore_resources, ignore_image, envs, secrets)
     _print_notes(notes)
     client = Client(_home())
     with staged(spec, file) as sent:  # file_mounts copied into the workdir

@@ -17,7 +17,13 @@ from typing import Any
 import click
 
 from steadyserve.cli.client import Client, CommandError
-from steadyserve.cli.common import ignore_image_option, ignore_resources_option, reports_errors
+from steadyserve.cli.common import (
+    env_option,
+    ignore_image_option,
+    ignore_resources_option,
+    reports_errors,
+    secret_option,
+)
 from steadyserve.spec import ServiceSpec
 
 
@@ -84,6 +90,8 @@ def serve_group(
     @yes_accepted
     @ignore_resources_option
     @ignore_image_option
+    @env_option
+    @secret_option
     @click.pass_context
     @reports_errors
     def serve_up(
@@ -93,6 +101,8 @@ def serve_group(
         yes: bool,
         ignore_resources: bool,
         ignore_image: bool,
+        envs: tuple[str, ...],
+        secrets: tuple[str, ...],
     ) -> None:
         """sky serve up -n NAME FILE: start a service (steady up).
 
@@ -101,7 +111,13 @@ def serve_group(
           steady serve up -n http-server examples/serve/http_server/task.yaml
         """
         ctx.invoke(
-            up, file=file, name=name, ignore_resources=ignore_resources, ignore_image=ignore_image
+            up,
+            file=file,
+            name=name,
+            ignore_resources=ignore_resources,
+            ignore_image=ignore_image,
+            envs=envs,
+            secrets=secrets,
         )
 
     @serve.command("status")
@@ -134,6 +150,8 @@ def serve_group(
     @yes_accepted
     @ignore_resources_option
     @ignore_image_option
+    @env_option
+    @secret_option
     @click.pass_context
     @reports_errors
     def serve_update(
@@ -144,6 +162,8 @@ def serve_group(
         yes: bool,
         ignore_resources: bool,
         ignore_image: bool,
+        envs: tuple[str, ...],
+        secrets: tuple[str, ...],
     ) -> None:
         """sky serve update NAME FILE --mode blue_green -y: a new version (steady update).
 
@@ -158,6 +178,8 @@ def serve_group(
             mode=mode,
             ignore_resources=ignore_resources,
             ignore_image=ignore_image,
+            envs=envs,
+            secrets=secrets,
         )
 
     @serve.command("logs")

@@ -62,6 +62,8 @@ class Controller:
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._ports_chosen: set[int] = set()
+        """Endpoint ports of services being created and not recorded yet."""
         self._resumed_downs: list[asyncio.Task[None]] = []
         # The gateway port (Ray Serve's http_options.port).
         self.gateway = GatewaySupervisor(
@@ -140,13 +142,30 @@ class Controller:
     async def _create(
         self, name: str, spec: ServiceSpec, spec_yaml: str, spec_file: str | None, owner: str
     ) -> dict[str, Any]:
+        # Chosen and held at once (no await between): a create running beside this
+        # one must not choose the same port before either is recorded.
+        port = endpoint_port(self.store, spec.service.port, self._ports_chosen)
+        self._ports_chosen.add(port)
+        try:
+            return await self._create_on(port, name, spec, spec_yaml, spec_file, owner)
+        finally:
+            self._ports_chosen.discard(port)
+
+    async def _create_on(
+        self,
+        port: int,
+        name: str,
+        spec: ServiceSpec,
+        spec_yaml: str,
+        spec_file: str | None,
+        owner: str,
+    ) -> dict[str, Any]:
         source = Path(spec.workdir) if spec.workdir else None
         exclude = relative_excludes(source, [spec_file] if spec_file else [])
         # Refused roots, special files, size: checked before anything is taken.
         expected = (
             await updates.hash_workdir(source, exclude, self.home) if source is not None else None
         )
-        port = endpoint_port(self.store, spec.service.port)
         # A name that was taken down (not purged) keeps its history: continue after it.
         number = self.store.latest_version_number(name) + 1
         workdir_hash = await updates.take_snapshot(

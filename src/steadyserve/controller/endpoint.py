@@ -8,6 +8,7 @@ client told to use 30001 does not reach whatever holds it.
 from __future__ import annotations
 
 import socket
+from collections.abc import Collection
 
 from steadyserve.controller.errors import BadInput
 from steadyserve.state import Store
@@ -25,8 +26,11 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def endpoint_port(store: Store, requested: int | None) -> int:
-    taken = {r.port for r in store.services()}
+def endpoint_port(
+    store: Store, requested: int | None, chosen: Collection[int] = frozenset()
+) -> int:
+    """``chosen``: ports of services being created but not recorded yet."""
+    taken = {r.port for r in store.services()} | set(chosen)
     if requested is not None:
         if requested in taken or not port_is_free(requested):
             raise BadInput(f"service.port: port {requested} is already in use")

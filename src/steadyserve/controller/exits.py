@@ -47,6 +47,12 @@ def reap_exited(rt: ExitPort) -> None:
                 mask=MASK,
             )
             reason += f" before it was ready; its last output: {output}"
-        rt.mark_failed(replica, ReplicaStatus.FAILED, reason)
+        failed = ReplicaStatus.FAILED
+        if code == 0 and replica.status in (ReplicaStatus.READY, ReplicaStatus.NOT_READY):
+            # SkyServe's rule: an app that served and then ended cleanly did not
+            # fail (its job succeeded); it stopped answering its probes.
+            failed = ReplicaStatus.FAILED_PROBING
+            reason += " after it was ready: its probes fail"
+        rt.mark_failed(replica, failed, reason)
         if before_ready:
             rt.judge_version(replica.version)

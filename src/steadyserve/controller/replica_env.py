@@ -30,6 +30,9 @@ class ReplicaEnvironment:
         then the documented variables (so ``envs`` cannot fake a replica's identity).
         Nothing else of the controller's environment, its token above all."""
         env = contract.base_env(os.environ)
+        # Python's prints reach the replica's log when they happen, as in SkyServe's
+        # logs (a log file would otherwise hold them until a buffer fills).
+        env[contract.PYTHONUNBUFFERED] = "1"
         env.update(spec.envs)
         env.update({k: v for k, v in spec.secrets.items() if v is not None})  # skyserve
         env.update(

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import yaml
 
+from steadyserve.compat.sky_env_vars import with_task_values
 from steadyserve.compat.skypilot import resolve_path
 from steadyserve.oneline import is_number
 from steadyserve.spec.convert import _format_loc, _validate
@@ -285,12 +286,19 @@ def _looked_in(text: str, base_dir: Path, cwd: Path | None) -> str:
 
 
 def load_service_file(
-    path: str | Path, name: str | None = None, notes: list[str] | None = None
+    path: str | Path,
+    name: str | None = None,
+    notes: list[str] | None = None,
+    envs: Mapping[str, str] | None = None,
+    secrets: Mapping[str, str] | None = None,
 ) -> ServiceSpec:
     """Read and validate a service file (what ``steady up``/``update`` take).
 
     Relative paths follow SkyPilot's rule (the current directory when the path
     is not in the file's folder); ``notes`` receives which one each used.
+    ``envs``/``secrets`` are SkyPilot's ``--env``/``--secret``: they set the
+    file's entries, and ``$KEY`` in ``service`` and ``file_mounts`` is filled
+    with the file's variables (compat/sky_env_vars.py).
 
     Every problem, from a missing file to a bad field, is one SpecError whose text
     starts with the file as given: ``service.yaml: service.replicas: ...``.
@@ -313,6 +321,7 @@ def load_service_file(
             None, f"file must contain a mapping of service fields, not {_kind(data)}", file=label
         )
     try:
+        data = with_task_values(data, envs or {}, secrets or {})
         return parse_service(
             data,
             base_dir=Path(path).absolute().parent,

@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from steadyserve.compat.skypilot import check_file_mounts
+from steadyserve.compat.skypilot import POOL_REFUSED, check_file_mounts
 from steadyserve.envs.plan import requirements_path
 from steadyserve.spec.base import _Model
 from steadyserve.spec.convert import _validate
@@ -165,10 +165,7 @@ class ServiceSpec(_Model):
     @classmethod
     def _not_a_pool(cls, value: Any) -> Any:
         if value is not None:
-            raise _fail(
-                "a SkyPilot pool (workers for managed jobs, sky jobs pool apply) is not a"
-                " service; SteadyServe runs services (service: with replicas behind an endpoint)"
-            )
+            raise _fail(POOL_REFUSED)
         return value
 
     @field_validator("file_mounts")

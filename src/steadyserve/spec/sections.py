@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from steadyserve.compat.skypilot import TlsConfig
+from steadyserve.compat.skypilot import POOL_REFUSED, TlsConfig
 from steadyserve.core.routing.options import (
     DEFAULT_BLOCK_BYTES,
     DEFAULT_EPSILON,
@@ -197,6 +197,25 @@ class ServiceSection(_Model):
     controller_resources: JsonMapping | None = Field(default=None, exclude=True)
     """SkyServe's resources for its controller VM; the controller here is a process on
     this machine, so it is named once as not applicable and never stored."""
+
+    pool: Any = Field(default=None, exclude=True)
+    """SkyPilot's spec keeps a pool here (``pool:`` beside its ``workers:``), as a
+    file's top-level ``pool:`` means: refused the same way, in one line."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_pool_owns_its_workers(cls, data: Any) -> Any:
+        """``workers`` belongs to the pool that is refused: not a second, unknown field."""
+        if isinstance(data, dict) and data.get("pool") is not None:
+            return {key: value for key, value in data.items() if key != "workers"}
+        return data
+
+    @field_validator("pool")
+    @classmethod
+    def _not_a_pool(cls, value: Any) -> Any:
+        if value is not None:
+            raise _fail(POOL_REFUSED)
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -65,6 +65,24 @@ def test_reconcile_launches_to_the_target_through_the_backend(tmp_path: Path) ->
     run(world, scenario)
 
 
+def test_a_replica_writes_its_python_output_unbuffered_unless_envs_say(tmp_path: Path) -> None:
+    """A print shows in ``steady logs`` when it happens, as in SkyServe's logs (its
+    test_skyserve_cancel reads a replica's print while the replica runs)."""
+    world = World(tmp_path, FIELDS)
+    own = World(tmp_path / "own", {**FIELDS, "envs": {"PYTHONUNBUFFERED": ""}})
+
+    async def scenario() -> None:
+        await world.tick()
+        assert world.process(world.replicas()[0]).request.env["PYTHONUNBUFFERED"] == "1"
+
+    async def its_own() -> None:
+        await own.tick()
+        assert own.process(own.replicas()[0]).request.env["PYTHONUNBUFFERED"] == ""
+
+    run(world, scenario)
+    run(own, its_own)
+
+
 def test_an_exited_replica_is_replaced_and_kept_listed_as_failed(tmp_path: Path) -> None:
     world = World(tmp_path, FIELDS)
 
@@ -79,6 +97,30 @@ def test_an_exited_replica_is_replaced_and_kept_listed_as_failed(tmp_path: Path)
         world.probes.default = (True, "ok")
         await world.until("a replacement ready", lambda: len(world.replicas(READY)) == 2)
         assert [r.id for r in world.replicas(READY)] == [2, 3]
+
+    run(world, scenario)
+
+
+def test_a_ready_replica_whose_app_ends_cleanly_is_failed_probing_as_in_skyserve(
+    tmp_path: Path,
+) -> None:
+    """SkyServe reports a served app that ends with code 0 as FAILED_PROBING (its job
+    succeeded, only its probes fail; SkyPilot's test_skyserve_failures), and only a
+    non-zero exit as FAILED. Replaced like either."""
+    world = World(tmp_path, FIELDS)
+
+    async def scenario() -> None:
+        await serving(world)
+        first = world.replicas()[0]
+        world.process(first).exit(0)
+        await world.tick()
+        assert first.status is ReplicaStatus.FAILED_PROBING
+        assert world.events("FAILED_PROBING") == [
+            "process exited with code 0 after it was ready: its probes fail"
+        ]
+        assert first.id not in world.routed()
+        world.probes.default = (True, "ok")
+        await world.until("a replacement ready", lambda: len(world.replicas(READY)) == 2)
 
     run(world, scenario)
 
