@@ -27,7 +27,6 @@ from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.compat.skyserve import MASK, secret_values
 from steadyserve.controller import draining
 from steadyserve.controller.autoscaler import Autoscaler
-from steadyserve.controller.canary import CanaryDriver
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.fixed_ports import PortWatch
@@ -39,6 +38,7 @@ from steadyserve.controller.provisioning import launch, stop_unstarted
 from steadyserve.controller.readopt import readopt
 from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
+from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import replica_accelerator, route_table
 from steadyserve.core.autoscale import Policy as AutoscalePolicy
@@ -134,8 +134,6 @@ class ServiceRuntime:
             policy_workdir=lambda: self.home.version_workdir(self.name, self.row.version),
         )
         self._own_counts: asyncio.Task[None] | None = None
-        # The step machine, weights and analysis (controller/canary.py).
-        self.canary = CanaryDriver(self)
         tls = self.spec.service.tls  # the LB terminates service.tls
         self.lb.tls_env = tls_env(tls.keyfile, tls.certfile) if tls else {}
         # Replicas listening on a fixed port, not $PORT (fixed_ports.py).
@@ -153,6 +151,11 @@ class ServiceRuntime:
     @property
     def updating(self) -> bool:
         return self.rollout.updating
+
+    @property
+    def canary(self) -> CanaryDriver:
+        """The step machine, weights and analysis: the rollout's (rollout/canary.py)."""
+        return self.rollout.canary
 
     def spec_for(self, version: int) -> ServiceSpec:
         """A version's spec; replicas of older versions may still run and be probed."""
