@@ -243,51 +243,71 @@ class Rollout:
         in_place = mode is UpdateMode.IN_PLACE
         previous = self.update
         old_version, old_spec = rt.row.version, rt.spec
-        if in_place and self.updating and previous is not None and not self.in_place:
-            # A restart update is under way: its target takes the in-place change and it
-            # carries on in its own mode.
-            previous.to_version = version
-            previous.message = f"{previous.message}; then {message}"
-            rt.store.save_update(previous)
-            update = previous
-        else:
-            # The stable version's size now: what it heals back to during the update.
-            # A superseded update's stable version is still this one's, at the size it
-            # had before either began (the target now may be the superseded version's).
-            stable_size = rt.target_replicas()
-            if previous is not None and self.updating and previous.stable_replicas is not None:
-                stable_size = previous.stable_replicas
-            if previous is not None and self.updating:
-                ended = UpdateStatus.ROLLED_BACK if rollback else UpdateStatus.FAILED
-                why = f"superseded by version {version}"
-                with rt.store.transaction():
-                    rt.store.move_update(previous, ended, why, rt.clock.wall())
-                    rt.store.move_outcome(rt.name, previous.to_version, VersionOutcome.SUPERSEDED)
-                rt.stop_setup(previous.to_version, why)
-            update = rt.store.add_update(
-                UpdateRow(
-                    id=None,
-                    service=rt.name,
-                    mode=mode,
-                    from_version=old_version if in_place else rt.row.stable_version,
-                    to_version=version,
-                    status=UPDATE_START,
-                    message=message,
-                    started_at=rt.clock.wall(),
-                    stable_replicas=stable_size,
-                )
+        # An in-place change during a restart update joins it; any other update in
+        # flight is superseded.
+        joins = in_place and self.updating and not self.in_place
+        superseded = previous if self.updating and not joins else None
+        if superseded is not None:
+            # Superseded (one change: its row and its version's outcome), and what it
+            # had not started yet stopped, before the new update starts.
+            ended = UpdateStatus.ROLLED_BACK if rollback else UpdateStatus.FAILED
+            why = f"superseded by version {version}"
+            with rt.store.transaction():
+                rt.store.move_update(superseded, ended, why, rt.clock.wall())
+                rt.store.move_outcome(rt.name, superseded.to_version, VersionOutcome.SUPERSEDED)
+            rt.stop_setup(superseded.to_version, why)
+        # The new update's row, its event and the target version: one change.
+        with rt.store.transaction():
+            if joins and previous is not None:
+                previous.to_version = version
+                previous.message = f"{previous.message}; then {message}"
+                rt.store.save_update(previous)
+                update = previous
+            else:
+                update = self._new_update(superseded, version, mode, message, old_version)
+            rt.store.add_event(
+                rt.name, None, None, EventKind.UPDATE_STARTED, f"{update.mode}: {message}"
             )
-            self.failures = 0
-            self.lost_stable = []
-            self._capacity_note = None
-        self.update = update
-        rt.store.add_event(
-            rt.name, None, None, EventKind.UPDATE_STARTED, f"{update.mode}: {message}"
-        )
-        rt.set_version(version, spec)
+            rt.set_version(version, spec)
         if in_place:
             relabelled = self.relabel(old_version, version)
             self._spawn(self.deliver_in_place(update, old_spec, old_version, relabelled))
+        return update
+
+    def _new_update(
+        self,
+        superseded: UpdateRow | None,
+        version: int,
+        mode: UpdateMode,
+        message: str,
+        old_version: int,
+    ) -> UpdateRow:
+        """Add the row of a new update and make it the one in flight."""
+        rt = self.rt
+        in_place = mode is UpdateMode.IN_PLACE
+        # The stable version's size now: what it heals back to during the update.
+        # A superseded update's stable version is still this one's, at the size it
+        # had before either began (the target now may be the superseded version's).
+        stable_size = rt.target_replicas()
+        if superseded is not None and superseded.stable_replicas is not None:
+            stable_size = superseded.stable_replicas
+        update = rt.store.add_update(
+            UpdateRow(
+                id=None,
+                service=rt.name,
+                mode=mode,
+                from_version=old_version if in_place else rt.row.stable_version,
+                to_version=version,
+                status=UPDATE_START,
+                message=message,
+                started_at=rt.clock.wall(),
+                stable_replicas=stable_size,
+            )
+        )
+        self.failures = 0
+        self.lost_stable = []
+        self._capacity_note = None
+        self.update = update
         return update
 
     def resume(self) -> None:
