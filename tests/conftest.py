@@ -11,8 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from steadyserve.state import STRICT_MOVES_ENV
 from tests.helpers.raycluster import RayCluster
 from tests.helpers.steady import Steady, processes_of_home
+
+# A move outside UPDATE_MOVES / OUTCOME_MOVES raises in every test, also inside the
+# controllers the end-to-end tests start (they inherit the environment).
+os.environ.setdefault(STRICT_MOVES_ENV, "1")
 
 
 @pytest.fixture(scope="session")

@@ -3,31 +3,42 @@
 One file under ``$STEADY_HOME`` in WAL mode, so a controller killed mid-write
 leaves a consistent database and a restarted controller re-adopts what runs.
 Only the controller writes; every method is one short transaction. Rows carry
-the lifecycle enums of ``steadyserve.core.states``: columns are converted here, at the
-boundary, and nowhere else.
+the lifecycle enums of ``steadyserve.core.states`` (rows.py). An update's status and
+a version's outcome change only through :meth:`Store.move_update` and
+:meth:`Store.move_outcome`, checked against ``UPDATE_MOVES`` and ``OUTCOME_MOVES``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from steadyserve.core.states import (
-    Desired,
+    UPDATE_START,
     EventKind,
     EventState,
+    IllegalMove,
     ReplicaStatus,
     ServiceStatus,
-    UpdateMode,
     UpdateStatus,
     VersionOutcome,
+    check_outcome_move,
+    check_update_move,
 )
+from steadyserve.rows import EventRow, ReplicaRow, ServiceRow, UpdateRow, VersionRow
+
+__all__ = ["EventRow", "ReplicaRow", "ServiceRow", "Store", "UpdateRow", "VersionRow"]
+
+log = logging.getLogger("steadyserve.state")
+STRICT_MOVES_ENV = "STEADY_STRICT_MOVES"
+"""Set to ``1`` (the test suite does): a move outside the tables raises instead."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS services (
@@ -99,109 +110,6 @@ CREATE INDEX IF NOT EXISTS events_by_service ON events (service, id);
 """
 
 
-@dataclass
-class ServiceRow:
-    name: str
-    status: ServiceStatus
-    version: int
-    created_at: float
-    port: int
-    lb_pid: int | None = None
-    lb_create_time: float | None = None
-    next_replica_id: int = 1
-    desired: Desired = Desired.RUNNING
-    purge: int = 0
-    stable_version: int = 1
-    owner: str = ""
-    """Who made the service: ``""`` for ``steady up``, ``"fleet:<absolute path>"``
-    for a fleet file. ``steady deploy`` takes down only what its own file made."""
-
-    def __post_init__(self) -> None:
-        self.status = ServiceStatus(self.status)
-        self.desired = Desired(self.desired)
-
-
-@dataclass
-class VersionRow:
-    service: str
-    version: int
-    created_at: float
-    spec_json: str
-    spec_yaml: str
-    workdir_hash: str | None = None
-    mode: UpdateMode = UpdateMode.INITIAL
-    changes: str = ""
-    outcome: VersionOutcome = VersionOutcome.NONE
-    base_version: int | None = None
-    """For an in-place version: the version it was applied onto, whose folder its
-    relabelled replicas still run in (so that folder is kept while they run)."""
-    pruned: int = 0
-    """1 once ``history_limit`` pruned this version's files: it stays in history,
-    but cannot be rolled back to."""
-
-    def __post_init__(self) -> None:
-        self.mode = UpdateMode(self.mode)
-        self.outcome = VersionOutcome(self.outcome)
-
-
-@dataclass
-class ReplicaRow:
-    service: str
-    id: int
-    version: int
-    status: ReplicaStatus
-    launched_at: float
-    ip: str = "127.0.0.1"
-    port: int | None = None
-    pid: int | None = None
-    pid_create_time: float | None = None
-    ready_at: float | None = None
-    control_port: int | None = None
-    assignment: str | None = None
-    """The GPUs, pinned cores and fixed ports it holds (core/capacity.py
-    ``Assignment`` as JSON), so a restarted controller holds the same ones."""
-    netns: str | None = None
-    """The replica's own network namespace (backends/netns.py), or None on the host's."""
-
-    def __post_init__(self) -> None:
-        self.status = ReplicaStatus(self.status)
-
-
-@dataclass
-class UpdateRow:
-    id: int | None
-    service: str
-    mode: UpdateMode
-    from_version: int
-    to_version: int
-    status: UpdateStatus
-    message: str
-    started_at: float
-    finished_at: float | None = None
-    stable_replicas: int | None = None
-    """The stable version's size when the update started: a blue-green or canary
-    update heals it back to this, never up to the new version's target (None: an
-    update recorded by an older release)."""
-
-    def __post_init__(self) -> None:
-        self.mode = UpdateMode(self.mode)
-        self.status = UpdateStatus(self.status)
-
-
-@dataclass
-class EventRow:
-    """An event as recorded: its from/to columns are the value of an
-    :data:`~steadyserve.core.states.EventState` (history may hold kinds of older releases)."""
-
-    id: int
-    service: str
-    replica_id: int | None
-    time: float
-    from_status: str | None
-    to_status: str
-    reason: str
-
-
 def _columns(cls: type[Any]) -> list[str]:
     return [f.name for f in fields(cls)]
 
@@ -240,7 +148,11 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Group writes so a crash leaves all of them or none."""
+        """Group writes so a crash leaves all of them or none; inside another
+        transaction, part of that one (a change of several rows is one transaction)."""
+        if self._db.in_transaction:
+            yield
+            return
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -248,6 +160,11 @@ class Store:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+    def execute(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """One statement on this connection: the rollout's own tables
+        (controller/rollout/tables.py) live in this file and change in its transactions."""
+        return self._db.execute(sql, args).fetchall()
 
     def _insert(self, table: str, row: Any) -> None:
         cols = _columns(type(row))
@@ -334,10 +251,9 @@ class Store:
                 self._db.execute("DELETE FROM events WHERE service = ?", (name,))
             else:
                 # An update cut short by the down must not stay "in progress" forever.
-                self._db.execute(
-                    "UPDATE versions SET outcome = ? WHERE service = ? AND outcome = ?",
-                    (VersionOutcome.CANCELLED, name, VersionOutcome.IN_PROGRESS),
-                )
+                for row in self.versions(name):
+                    if row.outcome is VersionOutcome.IN_PROGRESS:
+                        self.move_outcome(name, row.version, VersionOutcome.CANCELLED)
                 self.add_event(name, None, None, EventKind.DELETED, "service taken down")
 
     # versions
@@ -364,10 +280,46 @@ class Store:
         return int(row[0]) if row and row[0] is not None else 0
 
     def update_version(self, service: str, version: int, **values: Any) -> None:
+        """Other columns than ``outcome``, which only :meth:`move_outcome` writes."""
+        assert "outcome" not in values, "a version's outcome changes only by move_outcome"
         self._update("versions", {"service": service, "version": version}, values)
+
+    def move_outcome(self, service: str, version: int, new: VersionOutcome) -> None:
+        """The one write of a version's outcome, checked against ``OUTCOME_MOVES``."""
+        with self.transaction():
+            row = self.version(service, version)
+            old = row.outcome if row is not None else VersionOutcome.NONE
+            self._checked(service, check_outcome_move, old, new)
+            self._update("versions", {"service": service, "version": version}, {"outcome": new})
+
+    def move_update(
+        self, update: UpdateRow, new: UpdateStatus, message: str, finished_at: float | None
+    ) -> None:
+        """The one write of an update's status, checked against ``UPDATE_MOVES``; the
+        row's message and finish time change with it."""
+        assert update.id is not None
+        with self.transaction():
+            self._checked(update.service, check_update_move, update.status, new)
+            values = {"status": new, "message": message, "finished_at": finished_at}
+            self._update("updates", {"id": update.id}, values)
+        update.status, update.message, update.finished_at = new, message, finished_at
+
+    def _checked(self, service: str, check: Callable[[Any, Any], None], old: Any, new: Any) -> None:
+        """A move outside its table is a controller bug: under ``STEADY_STRICT_MOVES=1``
+        (the tests) it raises; a running controller logs it, records an ``ILLEGAL_MOVE``
+        event and makes the write anyway, as it did before the tables, rather than leave
+        an update half ended or stop supervising the service."""
+        try:
+            check(old, new)
+        except IllegalMove as exc:
+            if os.environ.get(STRICT_MOVES_ENV) == "1":
+                raise
+            log.error("%s: %s", service, exc)
+            self.add_event(service, None, None, EventKind.ILLEGAL_MOVE, str(exc))
 
     # updates
     def add_update(self, update: UpdateRow) -> UpdateRow:
+        assert update.status is UPDATE_START, "an update starts IN_PROGRESS"
         cur = self._db.execute(
             "INSERT INTO updates (service, mode, from_version, to_version, status, message, "
             "started_at, finished_at, stable_replicas) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -404,12 +356,8 @@ class Store:
         self._update(
             "updates",
             {"id": update.id},
-            {
-                "to_version": update.to_version,
-                "status": update.status,
-                "message": update.message,
-                "finished_at": update.finished_at,
-            },
+            # Its status (and the end's message and time) change only by move_update.
+            {"to_version": update.to_version, "message": update.message},
         )
 
     # replicas

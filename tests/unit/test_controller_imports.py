@@ -17,10 +17,16 @@ PACKAGE = ROOT / "src" / "steadyserve" / "controller"
 PREFIX = "steadyserve.controller"
 
 CONVERSATIONS: dict[tuple[str, str], str] = {
-    # The update in flight talks to its runtime; its own port comes with controller/rollout/.
-    ("rollout", "runtime"): "the rollout's port is issue 24 item 1's (controller/rollout/)",
-    ("canary", "runtime"): "the rollout's port is issue 24 item 1's (controller/rollout/)",
-    ("blue_green", "runtime"): "the rollout's port is issue 24 item 1's (controller/rollout/)",
+    # The update in flight talks to its runtime (the rollout's own port is still to come).
+    **{
+        (f"rollout.{part}", "runtime"): "the update in flight names the runtime it steers"
+        for part in ("state", "canary", "blue_green", "holds", "in_place")
+    },
+    # The rollout's parts name the Rollout that owns them (rollout/state.py).
+    **{
+        (f"rollout.{part}", "rollout.state"): "a part of the update state names its owner"
+        for part in ("canary", "blue_green", "holds", "in_place")
+    },
     # The HTTP layer answers for the Controller that serves it.
     ("api", "daemon"): "the HTTP API reads the Controller that serves it",
     ("dashboard", "daemon"): "the dashboard reads the Controller that serves it",

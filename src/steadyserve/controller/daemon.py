@@ -199,7 +199,7 @@ class Controller:
             # version is no longer "active" now that this one is.
             for earlier in self.store.versions(name):
                 if earlier.version < number and earlier.outcome is VersionOutcome.ACTIVE:
-                    self.store.update_version(name, earlier.version, outcome=VersionOutcome.RETIRED)
+                    self.store.move_outcome(name, earlier.version, VersionOutcome.RETIRED)
         except BaseException:
             await asyncio.to_thread(shutil.rmtree, self.home.version_dir(name, number), True)
             raise

@@ -1,6 +1,6 @@
 """``steady promote|pause|resume|abort NAME``: the API of progressive delivery.
 
-A canary update takes all four (controller/canary.py). A rolling or blue-green
+A canary update takes all four (controller/rollout/canary.py). A rolling or blue-green
 update takes ``pause`` (no replica is launched or drained, routing stays as it
 is, the update deadline stops counting), ``resume`` and ``abort``, which rolls
 it back at once (the last good version is the target again; the new replicas
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from steadyserve.controller.canary import MODE as CANARY
 from steadyserve.controller.errors import BadInput
+from steadyserve.controller.rollout.canary import MODE as CANARY
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -38,21 +38,22 @@ def carry_out(runtime: ServiceRuntime, action: str, full: bool = False) -> str:
         runtime.rollout.roll_back("aborted by steady abort")
         return f"{kind} update to version {update.to_version} aborted; rolling back"
     if action == "promote" and update.mode == "blue_green":
-        return runtime.canary.blue_green.promote()
+        return runtime.rollout.blue_green.promote()
     if action == "promote":
         raise BadInput(
             f"{runtime.name}: promote applies to canary updates "
             f"(this {kind} update goes on by itself; steady pause holds it)"
         )
-    held = runtime.canary.held()
+    holds = runtime.rollout.holds
+    held = holds.held()
     if action == "pause":
         if held:
             raise BadInput(f"{runtime.name}: the {kind} update is already paused")
-        runtime.canary.set_held(True)
+        holds.set_held(True)
         return f"{kind} update paused: no replica launched or drained until steady resume"
     if not held:
         raise BadInput(f"{runtime.name}: the {kind} update is not paused")
-    runtime.canary.set_held(False)
+    holds.set_held(False)
     return f"{kind} update resumed"
 
 

@@ -27,7 +27,6 @@ import aiohttp
 from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.controller import draining
 from steadyserve.controller.autoscaler import Autoscaler
-from steadyserve.controller.canary import CanaryDriver
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.exits import reap_exited
@@ -41,6 +40,7 @@ from steadyserve.controller.provisioning import launch, stop_unstarted
 from steadyserve.controller.readopt import readopt
 from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
+from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import replica_accelerator, route_table
 from steadyserve.controller.versions import VersionJudge
@@ -129,15 +129,13 @@ class ServiceRuntime:
         self.autoscaler = Autoscaler(
             self._scaling_policy(),
             self._live_current(),
-            self._record_scaling,
+            lambda why: self.store.add_event(self.name, None, None, EventKind.AUTOSCALE, why),
             name=self.name,
             policy_workdir=lambda: self.home.version_workdir(self.name, self.row.version),
         )
         self._own_counts: asyncio.Task[None] | None = None
         # Multiplexed model ids per replica; a change wakes the loop to publish them.
         self.models = ModelReports(self.wake)
-        # The step machine, weights and analysis (controller/canary.py).
-        self.canary = CanaryDriver(self)
         tls = self.spec.service.tls  # the LB terminates service.tls
         self.lb.tls_env = tls_env(tls.keyfile, tls.certfile) if tls else {}
         # Replicas listening on a fixed port, not $PORT (fixed_ports.py).
@@ -155,6 +153,11 @@ class ServiceRuntime:
     @property
     def updating(self) -> bool:
         return self.rollout.updating
+
+    @property
+    def canary(self) -> CanaryDriver:
+        """The step machine, weights and analysis: the rollout's (rollout/canary.py)."""
+        return self.rollout.canary
 
     def spec_for(self, version: int) -> ServiceSpec:
         """A version's spec; replicas of older versions may still run and be probed."""
@@ -367,9 +370,6 @@ class ServiceRuntime:
         if decision.changed:
             self.wake()
         return decision.target
-
-    def _record_scaling(self, reason: str) -> None:
-        self.store.add_event(self.name, None, None, EventKind.AUTOSCALE, reason)
 
     def _live_current(self) -> int:
         return sum(

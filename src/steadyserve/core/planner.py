@@ -342,7 +342,7 @@ def plan_canary(
     """One step of a canary update (the weights themselves go in the route table).
 
     The new version runs ``new_count`` replicas (what the current weight needs,
-    controller/canary.py sizes it); the old version keeps every replica it has
+    controller/rollout/canary.py sizes it); the old version keeps every replica it has
     until the canary is ``complete`` and ``target`` new replicas are READY, so
     the stable version never drops below its target by the canary's doing, and
     an abort needs no launch. A stable replica that fails meanwhile is replaced

@@ -6,12 +6,16 @@ controller. Each is a :class:`StrEnum`: its value is what the database and the J
 API carry, unchanged from the strings of earlier releases.
 
 :data:`REPLICA_MOVES` is the one table of the replica state changes the
-controller may make; :func:`check_move` refuses every other one.
+controller may make; :func:`check_move` refuses every other one. :data:`UPDATE_MOVES`
+and :data:`OUTCOME_MOVES` are the same for an update's status and a version's
+outcome (:func:`check_update_move`, :func:`check_outcome_move`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from types import MappingProxyType
 
 
 class StrEnum(str, Enum):
@@ -162,6 +166,22 @@ class UpdateMode(StrEnum):
 
 RESTART_MODES = (UpdateMode.ROLLING, UpdateMode.BLUE_GREEN, UpdateMode.CANARY)
 
+_U = UpdateStatus
+UPDATE_START = _U.IN_PROGRESS
+"""The status every update row is added with."""
+UPDATE_MOVES: Mapping[UpdateStatus, frozenset[UpdateStatus]] = MappingProxyType(
+    {
+        # It converged; it failed (or was superseded); a rollback superseded it.
+        _U.IN_PROGRESS: frozenset({_U.SUCCEEDED, _U.FAILED, _U.ROLLED_BACK}),
+        # An update that ended stays ended: a new attempt is a new row.
+        _U.SUCCEEDED: frozenset(),
+        _U.FAILED: frozenset(),
+        _U.ROLLED_BACK: frozenset(),
+    }
+)
+"""Every update status change the controller may make (a new update starts
+``IN_PROGRESS``, :data:`UPDATE_START`)."""
+
 
 class VersionOutcome(StrEnum):
     """What became of a version; empty for versions recorded before outcomes existed."""
@@ -173,6 +193,39 @@ class VersionOutcome(StrEnum):
     FAILED = "failed"
     SUPERSEDED = "superseded"
     CANCELLED = "cancelled"
+
+
+_O = VersionOutcome
+VERSION_STARTS = frozenset({_O.IN_PROGRESS, _O.ACTIVE})
+"""The outcomes a version row is added with: an update's target, or ``up``'s version."""
+OUTCOME_MOVES: Mapping[VersionOutcome, frozenset[VersionOutcome]] = MappingProxyType(
+    {
+        # A version recorded before outcomes existed may be any of these when it ends.
+        _O.NONE: frozenset({_O.ACTIVE, _O.RETIRED, _O.FAILED, _O.SUPERSEDED}),
+        # Its update succeeded, failed (or was rolled back), was superseded by a
+        # newer one, or the service was taken down before it ended.
+        _O.IN_PROGRESS: frozenset({_O.ACTIVE, _O.FAILED, _O.SUPERSEDED, _O.CANCELLED}),
+        # A newer version succeeded, or a new life of the name (down, then up) began.
+        _O.ACTIVE: frozenset({_O.RETIRED}),
+        # A rollback makes a new version: an ended version's outcome is final.
+        _O.RETIRED: frozenset(),
+        _O.FAILED: frozenset(),
+        _O.SUPERSEDED: frozenset(),
+        _O.CANCELLED: frozenset(),
+    }
+)
+"""Every version outcome change the controller may make (a version starts as one of
+:data:`VERSION_STARTS`)."""
+
+
+def check_update_move(old: UpdateStatus, new: UpdateStatus) -> None:
+    if new not in UPDATE_MOVES[old]:
+        raise IllegalMove(f"update status {old} -> {new} is not an allowed move")
+
+
+def check_outcome_move(old: VersionOutcome, new: VersionOutcome) -> None:
+    if new not in OUTCOME_MOVES[old]:
+        raise IllegalMove(f"version outcome '{old}' -> '{new}' is not an allowed move")
 
 
 class EventKind(StrEnum):
@@ -197,6 +250,7 @@ class EventKind(StrEnum):
     NOT_APPLICABLE = "NOT_APPLICABLE"
     SETUP_STOPPED = "SETUP_STOPPED"
     CAPACITY = "CAPACITY"
+    ILLEGAL_MOVE = "ILLEGAL_MOVE"
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind

@@ -3,7 +3,8 @@ for ``steady promote``, and the old version kept warm after the switch.
 
 The planner decides (planner.plan_update's ``switch_allowed`` and ``keep_old``);
 this module tells it what the spec and the commands say, remembers when the
-switch happened and whether it was promoted (in the state database, so a
+switch happened and whether it was promoted (in the rollout's tables of the state
+database, rollout/tables.py, each with its event in one transaction, so a
 restarted controller keeps both), and gives the load balancer the preview.
 """
 
@@ -14,21 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput
 from steadyserve.core.planner import ReplicaView
-from steadyserve.core.states import EventKind, ReplicaStatus
+from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode
 
 if TYPE_CHECKING:
-    from steadyserve.controller.canary_store import CanaryTable
+    from steadyserve.controller.rollout.state import Rollout
+    from steadyserve.controller.rollout.tables import CanaryTable
     from steadyserve.controller.runtime import ServiceRuntime
 
-MODE = "blue_green"
+MODE = UpdateMode.BLUE_GREEN
 EVENT = EventKind.BLUE_GREEN
 
 
 class BlueGreen:
     """The blue-green update in flight of one service (idle otherwise)."""
 
-    def __init__(self, runtime: ServiceRuntime, table: CanaryTable) -> None:
+    def __init__(self, runtime: ServiceRuntime, owner: Rollout, table: CanaryTable) -> None:
         self.rt = runtime
+        self.owner = owner
         self.table = table
         self._for: int | None = None
         self._promoted = False
@@ -36,8 +39,8 @@ class BlueGreen:
         self._announced = False
 
     def _update_id(self) -> int | None:
-        update = self.rt.rollout.update
-        if update is None or update.id is None or not self.rt.updating or update.mode != MODE:
+        update = self.owner.update
+        if update is None or update.id is None or not self.owner.updating or update.mode != MODE:
             return None
         if self._for != update.id:
             self._for = update.id
@@ -59,11 +62,12 @@ class BlueGreen:
             where = f"; preview on port {policy.preview_port}" if policy.preview_port else ""
             self._event(f"{ready} new replicas READY: waiting for steady promote{where}")
         if ready >= target and allowed and self._switched_at is None:
-            self._switched_at = now
-            self.table.set_switch(update_id, self._promoted, now)
             delay = policy.scale_down_delay_s
             warm = f"; version kept warm {delay:g}s for steady abort" if delay else ""
-            self._event(f"switched to version {version}{warm}")
+            with self.rt.store.transaction():  # the switch and its event commit together
+                self.table.set_switch(update_id, self._promoted, now)
+                self._event(f"switched to version {version}{warm}")
+            self._switched_at = now
         delay = policy.scale_down_delay_s
         keep = self._switched_at is not None and delay > 0 and now < self._switched_at + delay
         return {"switch_allowed": allowed, "keep_old": keep}
@@ -79,9 +83,10 @@ class BlueGreen:
             )
         if self._promoted or self._switched_at is not None:
             raise BadInput(f"{self.rt.name}: the blue-green update is already promoted")
+        with self.rt.store.transaction():
+            self.table.set_switch(update_id, True, self._switched_at)
+            self._event("promoted: switching when every new replica is READY")
         self._promoted = True
-        self.table.set_switch(update_id, True, self._switched_at)
-        self._event("promoted: switching when every new replica is READY")
         self.rt.wake()
         return "promoted: the switch happens once every new replica is READY"
 
@@ -91,7 +96,7 @@ class BlueGreen:
         if self._update_id() is None:
             return None
         port = self.rt.spec.service.blue_green.preview_port
-        update = self.rt.rollout.update
+        update = self.owner.update
         if port is None or update is None:
             return None
         return port, update.to_version

@@ -10,17 +10,15 @@ in the same tick, the stable version, which kept its target throughout (a
 stable replica lost meanwhile is replaced: plan_canary's ``launch_old``,
 rollout.heal), takes all traffic again).
 
-The machine's state is saved after every move in a small table of the state
-database (controller/canary_store.py), so a controller killed during a canary
-resumes it at the same step.
+The machine's state is saved after every move in the rollout's tables of the
+state database (rollout/tables.py), in the same transaction as the move's event,
+so a controller killed during a canary resumes it at the same step.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from steadyserve.controller.blue_green import BlueGreen
-from steadyserve.controller.canary_store import CanaryTable
 from steadyserve.controller.errors import BadInput
 from steadyserve.controller.metrics import version_totals
 from steadyserve.core.canary.analysis import Analysis, Counts, Thresholds, Verdict
@@ -35,14 +33,16 @@ from steadyserve.core.canary.steps import (
     start,
 )
 from steadyserve.core.planner import Plan, ReplicaView, plan_canary
-from steadyserve.core.states import EventKind, ReplicaStatus
+from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode
 from steadyserve.wire.counts import LATENCY_BUCKETS
 
 if TYPE_CHECKING:
     from steadyserve.controller.metrics import Traffic
+    from steadyserve.controller.rollout.state import Rollout
+    from steadyserve.controller.rollout.tables import CanaryTable
     from steadyserve.controller.runtime import ServiceRuntime
 
-MODE = "canary"
+MODE = UpdateMode.CANARY
 EVENT_STEP = EventKind.CANARY_STEP
 EVENT_ANALYSIS = EventKind.CANARY_ANALYSIS
 COMMANDS = {
@@ -75,27 +75,24 @@ def thresholds_of(runtime: ServiceRuntime) -> Thresholds:
 class CanaryDriver:
     """The canary of one service's update in flight (idle when there is none)."""
 
-    def __init__(self, runtime: ServiceRuntime) -> None:
+    def __init__(self, runtime: ServiceRuntime, owner: Rollout, table: CanaryTable) -> None:
         self.rt = runtime
-        self.table = CanaryTable(runtime.store.path)
+        self.owner = owner
+        self.table = table
         self.state: CanaryState | None = None
         self._update_id: int | None = None
         self.analysis: Analysis | None = None
         self.last_verdict: Verdict | None = None
-        self._held_for: int | None = None
-        self._hold: tuple[float | None, float] = (None, 0.0)
-        # Blue-green (controller/blue_green.py): preview, promote, warm old version.
-        self.blue_green = BlueGreen(runtime, self.table)
 
     @property
     def active(self) -> bool:
-        update = self.rt.rollout.update
-        return update is not None and update.mode == MODE and self.rt.updating
+        update = self.owner.update
+        return update is not None and update.mode is MODE and self.owner.updating
 
     # state ---------------------------------------------------------------
     def _current(self) -> CanaryState:
         """The state of the update in flight: loaded after a restart, or a new one."""
-        update = self.rt.rollout.update
+        update = self.owner.update
         assert update is not None and update.id is not None
         if self._update_id != update.id or self.state is None:
             self._update_id = update.id
@@ -115,11 +112,12 @@ class CanaryDriver:
         return self.state
 
     def _record(self, state: CanaryState, message: str) -> None:
-        update = self.rt.rollout.update
+        update = self.owner.update
         assert update is not None and update.id is not None
+        with self.rt.store.transaction():  # the step and its event commit together
+            self.table.save(update.id, self.rt.name, state)
+            self._event(EVENT_STEP, message)
         self.state = state
-        self.table.save(update.id, self.rt.name, state)
-        self._event(EVENT_STEP, message)
 
     def _event(self, kind: EventKind, message: str) -> None:
         self.rt.store.add_event(self.rt.name, None, None, kind, message)
@@ -135,42 +133,13 @@ class CanaryDriver:
         )
         self._record(after, f"{where}: weight {after.weight}% ({after.reason})")
 
-    # rolling and blue-green updates: steady pause holds launches and drains -----
-    def held(self) -> bool:
-        """Whether the rolling or blue-green update in flight is held by ``steady pause``."""
-        update = self.rt.rollout.update
-        if update is None or update.id is None or not self.rt.updating or update.mode == MODE:
-            return False
-        if self._held_for != update.id:
-            self._held_for, self._hold = update.id, self.table.hold(update.id)
-        return self._hold[0] is not None
-
-    def paused_seconds(self) -> float:
-        """How long the update in flight has been held, in all (the deadline skips it)."""
-        self.held()
-        since, paused = self._hold
-        return paused + (self.rt.clock.wall() - since if since is not None else 0.0)
-
-    def set_held(self, held: bool) -> None:
-        update = self.rt.rollout.update
-        assert update is not None and update.id is not None
-        self.table.set_held(update.id, held, self.rt.clock.wall())
-        self._held_for, self._hold = update.id, self.table.hold(update.id)
-        self._event(EVENT_STEP, f"{update.mode} update {'paused' if held else 'resumed'}")
-        self.rt.wake()
-
-    def hold_plan(self) -> Plan:
-        """While held: launch and drain nothing, keep routing what was routed."""
-        ready = {r.id for r in self.rt.replicas.values() if r.status == ReplicaStatus.READY}
-        return Plan(routable=self.rt.plan.routable & ready)
-
     # the reconcile tick ---------------------------------------------------
     def tick(self) -> None:
         """Judge, then move the machine; an abort rolls back in this same tick."""
         if not self.active:
             return
         state = self._current()
-        update = self.rt.rollout.update
+        update = self.owner.update
         assert update is not None
         if not state.phase.is_final and self.analysis is not None:
             verdict = self.analysis.check(
@@ -192,12 +161,12 @@ class CanaryDriver:
         )
         self._moved(before, after)
         if after.phase is Phase.ABORTED and before.phase is not Phase.ABORTED:
-            self.rt.rollout.roll_back(f"canary aborted: {after.reason}")
+            self.owner.roll_back(f"canary aborted: {after.reason}")
         return after
 
     def _scaled(self, state: CanaryState) -> bool:
         """Whether the new version has the READY replicas the weight needs."""
-        update = self.rt.rollout.update
+        update = self.owner.update
         assert update is not None
         ready = sum(
             1
@@ -217,9 +186,9 @@ class CanaryDriver:
             new_count=new_replicas(target, state.weight),
             complete=state.phase is Phase.COMPLETE,
             aborted=state.phase is Phase.ABORTED,
-            old_broken=self.rt.rollout.stable_broken(),
-            stable_target=self.rt.rollout.stable_target(),
-            room=self.rt.rollout.room(target),
+            old_broken=self.owner.stable_broken(),
+            stable_target=self.owner.stable_target(),
+            room=self.owner.room(target),
         )
         plan = Plan(
             launch=0 if broken else step.launch,
@@ -240,7 +209,7 @@ class CanaryDriver:
         preview (port, version)."""
         if self.active:
             return routable, self.weights(routable), None
-        preview = self.blue_green.preview()
+        preview = self.owner.blue_green.preview()
         if preview is None:
             return routable, (), None
         version = preview[1]
@@ -265,7 +234,7 @@ class CanaryDriver:
         """The route table's weights: the canary's share, the rest to the old versions."""
         if not self.active:
             return ()
-        update = self.rt.rollout.update
+        update = self.owner.update
         assert update is not None
         new = update.to_version
         weight = self._current().weight  # loaded first if a restart published before a tick
@@ -312,7 +281,7 @@ class CanaryDriver:
         return f"step {after.step + 1}: weight {after.weight}% ({after.phase.value.lower()})"
 
     def _to_version(self) -> int:
-        return self.rt.rollout.update.to_version if self.rt.rollout.update is not None else 0
+        return self.owner.update.to_version if self.owner.update is not None else 0
 
     # status ------------------------------------------------------------------
     def status_json(self) -> dict[str, Any] | None:

@@ -1,27 +1,38 @@
-"""A service's update in flight: one :class:`Rollout` per service runtime.
+"""A service's update in flight: one :class:`Rollout` per service runtime, the one
+owner of update state.
 
 The rollout owns the update row, the count of the new version's failed
-replicas, the tasks that deliver ``user_config`` in place, and the plan that
-converges to the target version; it decides which version is the target
-(begin, finish, roll back, revert), and replaces stable replicas lost while
-the stable version still serves (heal). The planner decides what runs. The
-runtime carries out, and the rollout reaches it only through its public methods
-(``set_version``, ``spec_for``, ``mark_failed``, ``spawn``, ``publish_now``,
-``wake``, ``launch``).
+replicas, the tasks that deliver ``user_config`` in place (rollout/in_place.py),
+the canary step (rollout/canary.py), the hold of a paused rolling or blue-green
+update (rollout/holds.py), the blue-green switch (rollout/blue_green.py), and
+the plan that converges to the target version; it decides which version is the
+target (begin, finish, roll back, revert), and replaces stable replicas lost
+while the stable version still serves (heal). All of it is persisted through
+the :class:`~steadyserve.state.Store` (its one connection; the progressive
+tables are rollout/tables.py), each change one transaction, and every update
+status and version outcome moves by ``Store.move_update``/``move_outcome``,
+checked against ``UPDATE_MOVES``/``OUTCOME_MOVES``. The planner decides what
+runs. The runtime carries out, and the rollout reaches it only through its
+public methods (``set_version``, ``spec_for``, ``mark_failed``, ``spawn``,
+``publish_now``, ``wake``, ``launch``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from steadyserve.backends.netns import path_of as netns_path
-from steadyserve.controller.reconfigure import post_user_config
+import steadyserve.controller.rollout.in_place as in_place
+from steadyserve.controller.rollout.blue_green import BlueGreen
+from steadyserve.controller.rollout.canary import CanaryDriver
+from steadyserve.controller.rollout.holds import Holds
+from steadyserve.controller.rollout.tables import CanaryTable
 from steadyserve.core.planner import Plan, ReplicaView, failed_to_forget, plan_steady, plan_update
 from steadyserve.core.states import (
+    UPDATE_START,
     EventKind,
-    ReplicaStatus,
     UpdateMode,
     UpdateStatus,
     VersionOutcome,
@@ -32,8 +43,6 @@ from steadyserve.state import ReplicaRow, UpdateRow
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime
-
-CONTROL_RECONFIGURE = "/-/reconfigure"
 
 
 class Rollout:
@@ -49,6 +58,13 @@ class Rollout:
         (heal names them). Kept in memory: a restarted controller knows the ones
         re-adoption fails, not those the previous controller saw fail."""
         self._capacity_note: str | None = None
+        self.table = CanaryTable(runtime.store)
+        self.canary = CanaryDriver(runtime, self, self.table)
+        """The step machine, weights and analysis of a canary update."""
+        self.blue_green = BlueGreen(runtime, self, self.table)
+        """Preview, promote and the warm old version of a blue-green update."""
+        self.holds = Holds(runtime, self, self.table)
+        """``steady pause`` of a rolling or blue-green update."""
 
     @property
     def updating(self) -> bool:
@@ -75,11 +91,10 @@ class Rollout:
     ) -> tuple[Plan, bool]:
         """The plan of an update in flight (or of replicas left of another version)."""
         mode = self.update.mode if self.updating and self.update is not None else None
-        canary = self.rt.canary
-        if mode is UpdateMode.CANARY:  # sized by the weight (controller/canary.py)
-            return canary.plan(target, version, views, broken)
-        if canary.held():  # a paused rolling / blue-green update launches and drains nothing
-            return canary.hold_plan(), False
+        if mode is UpdateMode.CANARY:  # sized by the weight (rollout/canary.py)
+            return self.canary.plan(target, version, views, broken)
+        if self.holds.held():  # a paused rolling / blue-green update launches and drains nothing
+            return self.holds.hold_plan(), False
         svc = self.rt.spec.service
         step = plan_update(
             UpdateMode.BLUE_GREEN if mode is UpdateMode.BLUE_GREEN else UpdateMode.ROLLING,
@@ -91,8 +106,8 @@ class Rollout:
             old_broken=self.stable_broken(),
             stable_target=self.stable_target(),
             room=self.room(target),
-            # Blue-green: promote and the warm old version (controller/blue_green.py).
-            **(canary.blue_green.options(target, version, views) if self.updating else {}),
+            # Blue-green: promote and the warm old version (rollout/blue_green.py).
+            **(self.blue_green.options(target, version, views) if self.updating else {}),
         )
         plan = Plan(
             launch=0 if broken else step.launch,
@@ -159,7 +174,7 @@ class Rollout:
         deadline = self.update.started_at + rt.spec.service.update_deadline_s
         # A canary's pauses (and a wait for promote) are its own timeline: no deadline;
         # the time a rolling or blue-green update spends paused does not count.
-        deadline += rt.canary.paused_seconds()
+        deadline += self.holds.paused_seconds()
         if self.update.mode is not UpdateMode.CANARY and rt.clock.wall() > deadline:
             return f"not done within update_deadline_s={rt.spec.service.update_deadline_s:g}"
         limit = max(3, rt.target_replicas())
@@ -186,31 +201,32 @@ class Rollout:
 
     # outcomes ------------------------------------------------------------
     def finish(self, status: UpdateStatus, message: str) -> None:
+        """End the update in flight; a success retires the stable version and makes the
+        target the stable one (one transaction: the update row, its event, the outcomes)."""
         assert self.update is not None
         rt = self.rt
-        self.update.status = status
-        self.update.message = message
-        self.update.finished_at = rt.clock.wall()
-        rt.store.save_update(self.update)
-        rt.store.add_event(rt.name, None, UpdateStatus.IN_PROGRESS, update_event(status), message)
+        store = rt.store
+        with store.transaction():
+            store.move_update(self.update, status, message, rt.clock.wall())
+            store.add_event(rt.name, None, UpdateStatus.IN_PROGRESS, update_event(status), message)
+            if status is UpdateStatus.SUCCEEDED:
+                if rt.row.stable_version != rt.row.version:
+                    store.move_outcome(rt.name, rt.row.stable_version, VersionOutcome.RETIRED)
+                store.set_service_fields(rt.name, stable_version=rt.row.version)
+                store.move_outcome(rt.name, rt.row.version, VersionOutcome.ACTIVE)
         if status is UpdateStatus.SUCCEEDED:
-            if rt.row.stable_version != rt.row.version:
-                rt.store.update_version(
-                    rt.name, rt.row.stable_version, outcome=VersionOutcome.RETIRED
-                )
             rt.row.stable_version = rt.row.version
-            rt.store.set_service_fields(rt.name, stable_version=rt.row.version)
-            rt.store.update_version(rt.name, rt.row.version, outcome=VersionOutcome.ACTIVE)
 
     def roll_back(self, reason: str) -> None:
         """Make the last good version the target again; new replicas drain by the planner."""
         assert self.update is not None
         rt = self.rt
-        rt.store.update_version(rt.name, self.update.to_version, outcome=VersionOutcome.FAILED)
-        self.finish(
-            UpdateStatus.FAILED, f"{reason}; rolled back to version {self.update.from_version}"
-        )
-        rt.set_version(self.update.from_version)
+        with rt.store.transaction():
+            rt.store.move_outcome(rt.name, self.update.to_version, VersionOutcome.FAILED)
+            self.finish(
+                UpdateStatus.FAILED, f"{reason}; rolled back to version {self.update.from_version}"
+            )
+            rt.set_version(self.update.from_version)
         rt.stop_setup(self.update.to_version, reason)
 
     def begin(
@@ -227,53 +243,71 @@ class Rollout:
         in_place = mode is UpdateMode.IN_PLACE
         previous = self.update
         old_version, old_spec = rt.row.version, rt.spec
-        if in_place and self.updating and previous is not None and not self.in_place:
-            # A restart update is under way: its target takes the in-place change and it
-            # carries on in its own mode.
-            previous.to_version = version
-            previous.message = f"{previous.message}; then {message}"
-            rt.store.save_update(previous)
-            update = previous
-        else:
-            # The stable version's size now: what it heals back to during the update.
-            # A superseded update's stable version is still this one's, at the size it
-            # had before either began (the target now may be the superseded version's).
-            stable_size = rt.target_replicas()
-            if previous is not None and self.updating and previous.stable_replicas is not None:
-                stable_size = previous.stable_replicas
-            if previous is not None and self.updating:
-                previous.status = UpdateStatus.ROLLED_BACK if rollback else UpdateStatus.FAILED
-                previous.message = f"superseded by version {version}"
-                previous.finished_at = rt.clock.wall()
+        # An in-place change during a restart update joins it; any other update in
+        # flight is superseded.
+        joins = in_place and self.updating and not self.in_place
+        superseded = previous if self.updating and not joins else None
+        if superseded is not None:
+            # Superseded (one change: its row and its version's outcome), and what it
+            # had not started yet stopped, before the new update starts.
+            ended = UpdateStatus.ROLLED_BACK if rollback else UpdateStatus.FAILED
+            why = f"superseded by version {version}"
+            with rt.store.transaction():
+                rt.store.move_update(superseded, ended, why, rt.clock.wall())
+                rt.store.move_outcome(rt.name, superseded.to_version, VersionOutcome.SUPERSEDED)
+            rt.stop_setup(superseded.to_version, why)
+        # The new update's row, its event and the target version: one change.
+        with rt.store.transaction():
+            if joins and previous is not None:
+                previous.to_version = version
+                previous.message = f"{previous.message}; then {message}"
                 rt.store.save_update(previous)
-                rt.store.update_version(
-                    rt.name, previous.to_version, outcome=VersionOutcome.SUPERSEDED
-                )
-                rt.stop_setup(previous.to_version, previous.message)
-            update = rt.store.add_update(
-                UpdateRow(
-                    id=None,
-                    service=rt.name,
-                    mode=mode,
-                    from_version=old_version if in_place else rt.row.stable_version,
-                    to_version=version,
-                    status=UpdateStatus.IN_PROGRESS,
-                    message=message,
-                    started_at=rt.clock.wall(),
-                    stable_replicas=stable_size,
-                )
+                update = previous
+            else:
+                update = self._new_update(superseded, version, mode, message, old_version)
+            rt.store.add_event(
+                rt.name, None, None, EventKind.UPDATE_STARTED, f"{update.mode}: {message}"
             )
-            self.failures = 0
-            self.lost_stable = []
-            self._capacity_note = None
-        self.update = update
-        rt.store.add_event(
-            rt.name, None, None, EventKind.UPDATE_STARTED, f"{update.mode}: {message}"
-        )
-        rt.set_version(version, spec)
+            rt.set_version(version, spec)
         if in_place:
             relabelled = self.relabel(old_version, version)
             self._spawn(self.deliver_in_place(update, old_spec, old_version, relabelled))
+        return update
+
+    def _new_update(
+        self,
+        superseded: UpdateRow | None,
+        version: int,
+        mode: UpdateMode,
+        message: str,
+        old_version: int,
+    ) -> UpdateRow:
+        """Add the row of a new update and make it the one in flight."""
+        rt = self.rt
+        in_place = mode is UpdateMode.IN_PLACE
+        # The stable version's size now: what it heals back to during the update.
+        # A superseded update's stable version is still this one's, at the size it
+        # had before either began (the target now may be the superseded version's).
+        stable_size = rt.target_replicas()
+        if superseded is not None and superseded.stable_replicas is not None:
+            stable_size = superseded.stable_replicas
+        update = rt.store.add_update(
+            UpdateRow(
+                id=None,
+                service=rt.name,
+                mode=mode,
+                from_version=old_version if in_place else rt.row.stable_version,
+                to_version=version,
+                status=UPDATE_START,
+                message=message,
+                started_at=rt.clock.wall(),
+                stable_replicas=stable_size,
+            )
+        )
+        self.failures = 0
+        self.lost_stable = []
+        self._capacity_note = None
+        self.update = update
         return update
 
     def resume(self) -> None:
@@ -293,104 +327,28 @@ class Rollout:
         ]
         self._spawn(self.deliver_in_place(update, old_spec, update.from_version, relabelled))
 
-    # in place --------------------------------------------------------------
+    # in place (rollout/in_place.py) --------------------------------------
     def relabel(self, old_version: int, new_version: int) -> list[ReplicaRow]:
-        """In place: the running replicas of ``old_version`` now count as ``new_version``."""
-        rt = self.rt
-        moved = []
-        for replica in rt.replicas.values():
-            if replica.status.is_live and replica.version == old_version:
-                rt.store.update_replica(rt.name, replica.id, version=new_version)
-                rt.store.add_event(
-                    rt.name,
-                    replica.id,
-                    replica.status,
-                    replica.status,
-                    f"relabelled from version {old_version} to {new_version} (in place)",
-                )
-                replica.version = new_version
-                moved.append(replica)
-        rt.publish_now()
-        return moved
+        return in_place.relabel(self, old_version, new_version)
 
-    def _spawn(self, coro: object) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def deliver_in_place(
+    def deliver_in_place(
         self,
         update: UpdateRow,
         old_spec: ServiceSpec,
         old_version: int,
         relabelled: list[ReplicaRow],
-    ) -> None:
-        """Hand the new user_config to every relabelled replica; any failure fails the update."""
-        rt = self.rt
-        failed: list[str] = []
-        if rt.spec.service.user_config != old_spec.service.user_config:
-            results = await asyncio.gather(
-                *(
-                    self.deliver_user_config(r)
-                    for r in relabelled
-                    if r.status in (ReplicaStatus.READY, ReplicaStatus.NOT_READY)
-                )
-            )
-            failed = [why for ok, why in results if not ok]
-        if update is not self.update or update.status is not UpdateStatus.IN_PROGRESS:
-            return
-        if failed:
-            self.revert_in_place(update, old_spec, old_version, failed[0])
-        elif update.mode is UpdateMode.IN_PLACE:
-            self.finish(UpdateStatus.SUCCEEDED, f"applied in place to {len(relabelled)} replicas")
-        rt.wake()
-
-    def revert_in_place(
-        self, update: UpdateRow, old_spec: ServiceSpec, back_to: int, why: str
-    ) -> None:
-        """A reconfigure failed: the update fails and the old config comes back, in place."""
-        rt = self.rt
-        rt.store.update_version(rt.name, update.to_version, outcome=VersionOutcome.FAILED)
-        self.finish(UpdateStatus.FAILED, f"{why}; reverted to version {back_to}")
-        rt.set_version(back_to, old_spec)
-        for replica in rt.replicas.values():
-            if replica.status.is_live and replica.version == update.to_version:
-                rt.store.update_replica(rt.name, replica.id, version=back_to)
-                replica.version = back_to
-                if replica.status is ReplicaStatus.READY:
-                    rt.spawn(replica, self._redeliver(replica))
-
-    async def _redeliver(self, replica: ReplicaRow) -> None:
-        await self.deliver_user_config(replica)
+    ) -> Coroutine[Any, Any, None]:
+        return in_place.deliver(self, update, old_spec, old_version, relabelled)
 
     async def deliver_user_config(
         self, replica: ReplicaRow, *, replace_on_refusal: bool = False
     ) -> tuple[bool, str]:
-        """Hand user_config to one replica.
-
-        A replica that cannot be reached is replaced. One that answers a refusal
-        keeps its old config and keeps serving (the update fails instead), unless
-        it is a new replica that must not serve without the config.
-        """
-        rt = self.rt
-        spec = rt.spec_for(replica.version)
-        headers: dict[str, str] = {}
-        if replica.control_port is not None:  # a Python replica: its runner's control port
-            port, path = replica.control_port, CONTROL_RECONFIGURE
-            headers = rt.environment.control_headers(replica)
-        elif spec.service.reconfigure_path is not None and replica.port is not None:
-            port, path = replica.port, spec.service.reconfigure_path
-        else:
-            return True, ""
-        ok, answered, why = await post_user_config(
-            rt.probe_session,
-            replica.ip,
-            port,
-            path,
-            spec.service.user_config,
-            headers=headers,
-            netns=netns_path(replica.netns) if replica.netns is not None else None,
+        """Hand user_config to one replica (rollout/in_place.py)."""
+        return await in_place.deliver_user_config(
+            self.rt, replica, replace_on_refusal=replace_on_refusal
         )
-        if not ok and (replace_on_refusal or not answered) and replica.status.is_live:
-            rt.mark_failed(replica, ReplicaStatus.FAILED, why)
-        return ok, why

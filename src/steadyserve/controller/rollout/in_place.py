@@ -1,0 +1,123 @@
+"""An in-place update: relabel the running replicas with the new version, hand each
+the new ``user_config``, and finish the update, or revert it when a replica
+refuses the config (the old config comes back, in place)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from steadyserve.backends.netns import path_of as netns_path
+from steadyserve.controller.reconfigure import post_user_config
+from steadyserve.core.states import ReplicaStatus, UpdateMode, UpdateStatus, VersionOutcome
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import ReplicaRow, UpdateRow
+
+if TYPE_CHECKING:
+    from steadyserve.controller.rollout.state import Rollout
+    from steadyserve.controller.runtime import ServiceRuntime
+
+CONTROL_RECONFIGURE = "/-/reconfigure"
+
+
+def relabel(rollout: Rollout, old_version: int, new_version: int) -> list[ReplicaRow]:
+    """In place: the running replicas of ``old_version`` now count as ``new_version``."""
+    rt = rollout.rt
+    moved = []
+    for replica in rt.replicas.values():
+        if replica.status.is_live and replica.version == old_version:
+            rt.store.update_replica(rt.name, replica.id, version=new_version)
+            rt.store.add_event(
+                rt.name,
+                replica.id,
+                replica.status,
+                replica.status,
+                f"relabelled from version {old_version} to {new_version} (in place)",
+            )
+            replica.version = new_version
+            moved.append(replica)
+    rt.publish_now()
+    return moved
+
+
+async def deliver(
+    rollout: Rollout,
+    update: UpdateRow,
+    old_spec: ServiceSpec,
+    old_version: int,
+    relabelled: list[ReplicaRow],
+) -> None:
+    """Hand the new user_config to every relabelled replica; any failure fails the update."""
+    rt = rollout.rt
+    failed: list[str] = []
+    if rt.spec.service.user_config != old_spec.service.user_config:
+        results = await asyncio.gather(
+            *(
+                deliver_user_config(rt, r)
+                for r in relabelled
+                if r.status in (ReplicaStatus.READY, ReplicaStatus.NOT_READY)
+            )
+        )
+        failed = [why for ok, why in results if not ok]
+    if update is not rollout.update or update.status is not UpdateStatus.IN_PROGRESS:
+        return
+    if failed:
+        revert(rollout, update, old_spec, old_version, failed[0])
+    elif update.mode is UpdateMode.IN_PLACE:
+        rollout.finish(UpdateStatus.SUCCEEDED, f"applied in place to {len(relabelled)} replicas")
+    rt.wake()
+
+
+def revert(
+    rollout: Rollout, update: UpdateRow, old_spec: ServiceSpec, back_to: int, why: str
+) -> None:
+    """A reconfigure failed: the update fails and the old config comes back, in place."""
+    rt = rollout.rt
+    with rt.store.transaction():
+        rt.store.move_outcome(rt.name, update.to_version, VersionOutcome.FAILED)
+        rollout.finish(UpdateStatus.FAILED, f"{why}; reverted to version {back_to}")
+        rt.set_version(back_to, old_spec)
+        for replica in rt.replicas.values():
+            if replica.status.is_live and replica.version == update.to_version:
+                rt.store.update_replica(rt.name, replica.id, version=back_to)
+    for replica in rt.replicas.values():
+        if replica.status.is_live and replica.version == update.to_version:
+            replica.version = back_to
+            if replica.status is ReplicaStatus.READY:
+                rt.spawn(replica, _redeliver(rt, replica))
+
+
+async def _redeliver(rt: ServiceRuntime, replica: ReplicaRow) -> None:
+    await deliver_user_config(rt, replica)
+
+
+async def deliver_user_config(
+    rt: ServiceRuntime, replica: ReplicaRow, *, replace_on_refusal: bool = False
+) -> tuple[bool, str]:
+    """Hand user_config to one replica.
+
+    A replica that cannot be reached is replaced. One that answers a refusal
+    keeps its old config and keeps serving (the update fails instead), unless
+    it is a new replica that must not serve without the config.
+    """
+    spec = rt.spec_for(replica.version)
+    headers: dict[str, str] = {}
+    if replica.control_port is not None:  # a Python replica: its runner's control port
+        port, path = replica.control_port, CONTROL_RECONFIGURE
+        headers = rt.environment.control_headers(replica)
+    elif spec.service.reconfigure_path is not None and replica.port is not None:
+        port, path = replica.port, spec.service.reconfigure_path
+    else:
+        return True, ""
+    ok, answered, why = await post_user_config(
+        rt.probe_session,
+        replica.ip,
+        port,
+        path,
+        spec.service.user_config,
+        headers=headers,
+        netns=netns_path(replica.netns) if replica.netns is not None else None,
+    )
+    if not ok and (replace_on_refusal or not answered) and replica.status.is_live:
+        rt.mark_failed(replica, ReplicaStatus.FAILED, why)
+    return ok, why
