@@ -115,6 +115,9 @@ RULES: Mapping[Framing, Rule] = {
 
 PENDING = Framing.PENDING
 PASSTHROUGH = Framing.PASSTHROUGH
+# The two rules every response reads, looked up once (upstream.py, per response).
+PENDING_RULE = RULES[PENDING]
+PASSTHROUGH_RULE = RULES[PASSTHROUGH]
 
 
 def choose(
