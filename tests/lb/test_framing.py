@@ -225,3 +225,63 @@ def test_each_mode_forwards_its_bytes_in_every_split(
             assert rig.client_transport.closed == RULES[mode].closes_client
         finally:
             rig.close()
+
+
+# Requests as upstream.py sees them: (the request's bytes, its body still arriving).
+FRAMING_REQUESTS = [
+    GET11,
+    HEAD11,
+    GET10,
+    b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    # Larger than the buffer: routed, and answered, before its body has all arrived.
+    b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 70000\r\n\r\n" + b"x" * 65536,
+]
+
+
+def test_the_connection_frames_every_head_as_choose_does(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    # upstream.py tests choose()'s first case (passthrough) inline before calling
+    # it: the two must agree on every input a real connection can be given.
+    seen = set()
+    for request_, draining, status, hop, has_length, te, interim in itertools.product(
+        FRAMING_REQUESTS,
+        (False, True),
+        (200, 204, 304, 404),
+        (False, True),
+        (False, True),
+        (None, b"chunked", b"gzip, chunked"),
+        (False, True),
+    ):
+        if has_length and te is not None:
+            continue  # httptools refuses both (request smuggling), before any framing
+        head = b"HTTP/1.1 100 Continue\r\n\r\n" if interim else b""
+        head += b"HTTP/1.1 %d X\r\n" % status
+        head += b"keep-alive: 5\r\n" if hop else b""
+        head += b"content-length: 5\r\n" if has_length else b""
+        head += b"transfer-encoding: %s\r\n" % te if te is not None else b""
+        rig = Rig(loop)
+        try:
+            rig.client.data_received(request_)
+            ex = rig.upstream.exchange
+            assert ex is not None
+            rig.proxy.draining = draining
+            rig.upstream.data_received(head + b"\r\n")
+            clean = not hop and te != b"gzip, chunked"
+            want = choose(
+                status,
+                clean,
+                has_length,
+                te,
+                interim,
+                ex.passthrough_ok,
+                ex.request_done,
+                draining,
+                ex.method_head,
+                ex.http10,
+            )
+            assert rig.upstream.framing is want, (request_[:40], head)
+            seen.add(want)
+        finally:
+            rig.close()
+    assert seen == set(Framing) - {F.PENDING}

@@ -354,3 +354,62 @@ def test_the_preview_head_pins_its_version_whatever_the_client_sends() -> None:
     facts = Facts()
     assert decide(head, facts, b"GET", None, True, False, Rules()) is DISPATCH
     assert facts.pin == 4 and b"steady" not in facts.head.lower()
+
+
+# -- the per-request reset: marked heads only ------------------------------------------
+RESET_EXEMPT = {"declined", "host_at", "rejected"}  # outlive the head, or read only when set
+
+
+def reset_state(head: RequestHead) -> dict[str, object]:
+    return {name: getattr(head, name) for name in RequestHead.__slots__ if name not in RESET_EXEMPT}
+
+
+def assert_next_head_is_fresh(loop: asyncio.AbstractEventLoop, raw: bytes) -> None:
+    """begin resets the rarer fields only when a header marked the head, and the
+    connection resets an unmarked one inline: either way, whatever the last head
+    was, the next request's head must start as a new one does."""
+    fresh = reset_state(RequestHead(PEER.encode()))
+    rig = Rig(loop)
+    try:
+        rig.client.data_received(raw + body_of(raw) + b"G")  # the next request begins
+        if rig.client.in_head and not rig.client.closing:  # not refused or upgraded
+            assert reset_state(rig.client.head) == fresh
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize("header", HEADERS)
+def test_after_any_one_header_the_next_request_starts_from_a_fresh_head(
+    loop: asyncio.AbstractEventLoop, header: bytes
+) -> None:
+    for start in (b"GET / HTTP/1.1", b"POST /a HTTP/1.1", b"GET / HTTP/1.0"):
+        assert_next_head_is_fresh(loop, start + b"\r\nHost: h\r\n" + header + b"\r\n\r\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=heads)
+def test_after_any_head_the_next_request_starts_from_a_fresh_head(
+    loop: asyncio.AbstractEventLoop, raw: bytes
+) -> None:
+    assert_next_head_is_fresh(loop, raw)
+
+
+def test_a_preview_connection_pins_each_request_to_the_version_of_its_time(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    from steadyserve.lb.preview import PinnedConnection, Preview
+
+    preview = Preview.__new__(Preview)
+    preview.version = 1
+    rig = Rig(loop)
+    rig.client = PinnedConnection(rig.proxy, preview)
+    rig.client.connection_made(rig.client_transport)  # type: ignore[arg-type]
+    try:
+        for version in (1, 5, 1):  # the rig's replica is version 1: 5 finds none
+            preview.version = version
+            rig.client.data_received(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+            if rig.upstream.exchange is not None:
+                rig.upstream.data_received(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+        assert [ex.pin for ex in rig.records] == [1, 5, 1]
+    finally:
+        rig.close()

@@ -212,7 +212,16 @@ class ClientConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self.in_head = True
         self._head_fed = 0
-        self.head.begin()
+        head = self.head
+        if head.marked:
+            head.begin()
+        else:
+            # RequestHead.begin of an unmarked head, inline: the call would cost more
+            # than its three stores, on every request (tests/lb/test_request_head.py
+            # holds the two to the same state).
+            head.lines = []
+            head.url = b""
+            head.hosts = 0
         self.body_bytes = 0
         ex = Exchange(self)
         self.parsing = ex
@@ -229,6 +238,7 @@ class ClientConnection(asyncio.Protocol):
             guards.disarm(self)
         parser = self.parser
         head = self.head
+        proxy = self.proxy
         keep_alive = parser.should_keep_alive()
         move = decide(
             head,
@@ -238,19 +248,21 @@ class ClientConnection(asyncio.Protocol):
             None if keep_alive and not head.connection_seen else parser.get_http_version(),
             keep_alive,
             head.upgrade and parser.should_upgrade(),
-            self.proxy,
+            proxy,
         )
+        if move is DISPATCH:  # the common case first: no body, no 100 Continue
+            proxy.ready(ex)
+            if self.exchanges[0] is ex:
+                proxy.dispatch(ex)
+            return
         if head.continue_100 and self.exchanges[0] is ex:
             self.write(CONTINUE)
         if move is REJECT:
             rejected = head.rejected
             assert rejected is not None
             raise rejected
-        self.proxy.ready(ex)
-        if move is DISPATCH:
-            if self.exchanges[0] is ex:
-                self.proxy.dispatch(ex)
-        elif move is BUFFER:
+        proxy.ready(ex)
+        if move is BUFFER:
             ex.buffering = True  # dispatched once the body is read (or large)
         else:
             self.upgrading = ex  # routed by hold_for_answer, once httptools stops there

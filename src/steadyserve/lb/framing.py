@@ -6,7 +6,9 @@ does with the rest: how a body byte goes out, what is written when httptools
 finds the end, whether the replica closing the connection is the end (or a
 failure), whether the client connection closes after, and whether the replica
 connection may be pooled again. upstream.py reads the rule; it decides nothing
-about framing itself.
+about framing itself, except that it tests ``choose``'s first case (passthrough)
+inline before calling it, to spare the common response the call
+(tests/lb/test_framing.py holds the two to the same answer on every input).
 
 * ``PASSTHROUGH`` (the common case): the head carries nothing
   connection-specific, the body is framed by Content-Length or chunking (or is
@@ -115,6 +117,9 @@ RULES: Mapping[Framing, Rule] = {
 
 PENDING = Framing.PENDING
 PASSTHROUGH = Framing.PASSTHROUGH
+# The two rules every response reads, looked up once (upstream.py, per response).
+PENDING_RULE = RULES[PENDING]
+PASSTHROUGH_RULE = RULES[PASSTHROUGH]
 
 
 def choose(

@@ -34,6 +34,9 @@ class PinnedHead(RequestHead):
     def begin(self) -> None:
         super().begin()
         self.pin = self._preview.version
+        # Never plain: the connection then calls begin for every request, and the
+        # pin follows the preview version as it moves.
+        self.marked = True
 
     def pin_header(self, value: bytes) -> None:
         """The client's X-Steady-Version: stripped (never forwarded) and ignored."""

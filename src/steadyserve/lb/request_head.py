@@ -35,7 +35,10 @@ one flat object per connection, reset per request; the verdict is a member of a
 small IntEnum, and the request's facts go straight into the exchange the proxy
 reads (``RequestFacts``), so accepting a request costs no record beyond the
 forwarded head's bytes. A rejection, the cold path, allocates its
-``RequestRejected``.
+``RequestRejected``. Most heads carry only Host and end-to-end headers: any
+other header the head watches sets ``marked``, and only a marked head has its
+rarer fields reset (``begin``) and checked (``decide``), so a plain GET costs
+little more than the bytes it forwards (bench/RESULTS.md, per-request instructions).
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ class RequestHead:
         "host_at",
         "hosts",
         "lines",
+        "marked",
         "pin",
         "rejected",
         "upgrade",
@@ -146,6 +150,10 @@ class RequestHead:
         # Set by a declined upgrade's head: its body's framing (declined_upgrade.py).
         # Outlives the head: read when httptools stops at the upgrade.
         self.declined: bytes | None = None
+        self.host_at = -1  # the Host value's index in ``lines``: read only when hosts
+        # Set by ``reject`` and read only when ``decide`` has just returned REJECT.
+        self.rejected: RequestRejected | None = None
+        self.marked = True  # every field below is reset by the first begin
         self.begin()
 
     def peer(self, ip: bytes) -> None:
@@ -154,20 +162,24 @@ class RequestHead:
         self.xff_end = b"x-forwarded-for: %s\r\n\r\n" % ip
 
     def begin(self) -> None:
+        """Reset for the next request. Runs on every request, so only the fields
+        every head writes are reset each time; the rest keep their defaults until
+        a header outside the common case (Host and end-to-end headers) sets
+        ``marked``, and only then are they reset: a plain GET pays three stores."""
         self.lines: list[bytes] = []  # name, b": ", value, b"\r\n" for each header
         self.url = b""
-        self.chunked_te: bytes | None = None  # the Transfer-Encoding header
-        self.content_length = 0
-        self.conn_tokens: set[bytes] | None = None  # Connection options to drop
-        self.connection_seen = False
-        self.upgrade = False  # Connection: upgrade
-        self.upgrade_to: bytes | None = None  # the Upgrade header (lb/websocket.py)
-        self.xff_seen = False
         self.hosts = 0
-        self.host_at = -1  # the Host value's index in ``lines``
-        self.pin: int | None = None  # X-Steady-Version: only this version may answer
-        self.continue_100 = False  # answer 100 Continue (if it is first in line)
-        self.rejected: RequestRejected | None = None
+        if self.marked:
+            self.marked = False
+            self.chunked_te: bytes | None = None  # the Transfer-Encoding header
+            self.content_length = 0
+            self.conn_tokens: set[bytes] | None = None  # Connection options to drop
+            self.connection_seen = False
+            self.upgrade = False  # Connection: upgrade
+            self.upgrade_to: bytes | None = None  # the Upgrade header (lb/websocket.py)
+            self.xff_seen = False
+            self.pin: int | None = None  # X-Steady-Version: only this version may answer
+            self.continue_100 = False  # answer 100 Continue (if it is first in line)
 
     # -- httptools callbacks (the connection's parser calls these directly) --------
     def on_url(self, url: bytes) -> None:
@@ -177,6 +189,7 @@ class RequestHead:
         if len(name) in REQUEST_WATCHED_NAME_LENGTHS:
             lname = name.lower()
             if lname in HOP_BY_HOP:
+                self.marked = True
                 if lname == b"transfer-encoding":
                     self.chunked_te = value
                 elif lname == b"connection":
@@ -191,9 +204,11 @@ class RequestHead:
                     self.upgrade_to = value
                 return
             if lname == PIN_HEADER:  # pin to a version, never forwarded
+                self.marked = True
                 self.pin_header(value)
                 return
             if lname == b"content-length":
+                self.marked = True
                 try:
                     self.content_length = int(value)
                 except ValueError:
@@ -201,6 +216,7 @@ class RequestHead:
                         400, "malformed request: bad Content-Length", "bad_content_length"
                     ) from None
             elif lname == b"x-forwarded-for":
+                self.marked = True
                 self.xff_seen = True
                 value = b"%s, %s" % (value, self.xff)
             elif lname == b"host":
@@ -241,19 +257,23 @@ def decide(
         return head.reject(
             501, "CONNECT is not supported: this is not a forward proxy", "connect_method"
         )
-    upgrade_to = head.upgrade_to
-    content_length = head.content_length
-    chunked = head.chunked_te
-    websocket = (
-        head.upgrade
-        and rules.websockets is not None
-        and is_websocket_upgrade(method, upgrade_to, version == "1.0")
-    )
-    if head.upgrade and not websocket and should_upgrade:
-        # Declined (h2c and the like): served as HTTP/1.1, as nginx does.
-        head.declined = body_framing(content_length, chunked is not None)
-    if content_length > rules.max_body_bytes:
-        return head.reject(413, "request body too large", "body_too_large")
+    # Unmarked (the common head: Host and end-to-end headers only), every field
+    # ``begin`` resets only when marked is at its default: no body, no upgrade, no
+    # Connection options, no X-Forwarded-For of the client's. Its checks are skipped.
+    marked = head.marked
+    buffering = websocket = False
+    if marked:
+        content_length = head.content_length
+        chunked = head.chunked_te
+        if head.upgrade:
+            websocket = rules.websockets is not None and is_websocket_upgrade(
+                method, head.upgrade_to, version == "1.0"
+            )
+            if not websocket and should_upgrade:
+                # Declined (h2c and the like): served as HTTP/1.1, as nginx does.
+                head.declined = body_framing(content_length, chunked is not None)
+        if content_length > rules.max_body_bytes:
+            return head.reject(413, "request body too large", "body_too_large")
     if version is None:
         http10 = False
     else:
@@ -276,21 +296,24 @@ def decide(
     blocked = rules.blocked_paths
     if blocked and is_blocked(url, blocked):
         return head.reject(404, "not found", "blocked_path")
-    buffering = chunked is not None or content_length > 0
-    if buffering and not http10:
-        lines = _without_expect(head, lines)
-    tokens = head.conn_tokens
-    if tokens:
-        lines = [
-            line + b"\r\n"
-            for line in b"".join(lines).split(b"\r\n")
-            if line and header_name(line) not in tokens
-        ]
-    end = b"\r\n" if head.xff_seen else head.xff_end
-    if chunked is not None:
-        end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
-    if websocket:
-        end = b"connection: upgrade\r\nupgrade: %s\r\n%s" % (upgrade_to, end)
+    if marked:
+        buffering = chunked is not None or content_length > 0
+        if buffering and not http10:
+            lines = _without_expect(head, lines)
+        tokens = head.conn_tokens
+        if tokens:
+            lines = [
+                line + b"\r\n"
+                for line in b"".join(lines).split(b"\r\n")
+                if line and header_name(line) not in tokens
+            ]
+        end = b"\r\n" if head.xff_seen else head.xff_end
+        if chunked is not None:
+            end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
+        if websocket:
+            end = b"connection: upgrade\r\nupgrade: %s\r\n%s" % (head.upgrade_to, end)
+    else:
+        end = head.xff_end
     forward = b"".join((method, b" ", url, b" HTTP/1.1\r\n", *lines, end))
     if len(forward) > rules.max_header_bytes + 64:
         return head.reject(431, "request header fields too large", "headers_too_large")

@@ -31,13 +31,15 @@ def is_plain(target: bytes) -> bool:
     """Origin-form with nothing to normalise: the fast path."""
     # Runs on every request: a one-byte needle given as an int is a memchr (13 ns),
     # a bytes needle with ``in`` goes through the buffer protocol (90 ns); ``find``
-    # sits between. "/." is only looked for when there is a dot at all.
+    # parses its arguments from a tuple, where ``partition`` takes its one argument
+    # directly (about 500 instructions less, bench/RESULTS.md). "/." is only looked
+    # for when there is a dot at all.
     return (
         target[:1] == b"/"
         and 37 not in target  # "%"
         and 92 not in target  # "\\"
         and (46 not in target or b"/." not in target)  # "."
-        and target.find(b"//") < 0
+        and not target.partition(b"//")[1]
     )
 
 

@@ -32,7 +32,9 @@ from steadyserve.lb.framing import (
     BODY_CHUNKED,
     BODY_RAW,
     PASSTHROUGH,
+    PASSTHROUGH_RULE,
     PENDING,
+    PENDING_RULE,
     RULES,
     Framing,
     choose,
@@ -125,7 +127,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._conn_tokens: set[bytes] | None = None
         self._interim = False
         self.framing = PENDING
-        self.rule = RULES[PENDING]
+        self.rule = PENDING_RULE
         self.head_sent = False
         self.complete = False
         self.keep_alive = False
@@ -182,18 +184,21 @@ class UpstreamConnection(asyncio.Protocol):
             if self._extra:
                 self._overrun(exchange, data)
                 return
-            first = not self.wrote  # this read holds (the end of) the head
-            self.wrote = True
             held = self._held
-            if first and exchange.request_id is not None:  # stamp the head: X-Request-Id
+            # The access log's X-Request-Id is asked first: off, the check ends here.
+            if exchange.request_id is not None and not self.wrote:
+                # This read holds (the end of) the head: stamp it.
+                self.wrote = True
                 self._held = []
                 exchange.client.write(stamped(b"".join([*held, data]), exchange.request_id))
-            elif held:
-                held.append(data)
-                exchange.client.write_many(held)
-                self._held = []
             else:
-                exchange.client.write(data)
+                self.wrote = True
+                if held:
+                    held.append(data)
+                    exchange.client.write_many(held)
+                    self._held = []
+                else:
+                    exchange.client.write(data)
         else:
             if out:
                 self.wrote = True
@@ -396,6 +401,22 @@ class UpstreamConnection(asyncio.Protocol):
         if status < 200:
             self._interim_head(exchange, status)
             return
+        if (
+            self._clean
+            and exchange.passthrough_ok
+            and exchange.request_done
+            and not self._interim
+            and (self._has_length or self._te is not None or status == 204 or status == 304)
+            and not self.proxy.draining
+        ):
+            # choose()'s first case, tested here first: on every response, its
+            # ten-argument call costs more than the test (tests/lb/test_framing.py
+            # holds the two to the same answer).
+            self.framing = PASSTHROUGH
+            self.rule = PASSTHROUGH_RULE
+            self.head_sent = True
+            exchange.response_started = True
+            return
         framing = choose(
             status,
             self._clean,
@@ -409,11 +430,6 @@ class UpstreamConnection(asyncio.Protocol):
             exchange.http10,
         )
         self.framing = framing
-        if framing is PASSTHROUGH:
-            self.rule = RULES[PASSTHROUGH]
-            self.head_sent = True
-            exchange.response_started = True
-            return
         self._rebuild_head(exchange, status, framing)
 
     def _interim_head(self, exchange: Exchange, status: int) -> None:
