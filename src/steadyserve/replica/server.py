@@ -41,6 +41,7 @@ from steadyserve.replica.loader import Target
 from steadyserve.replica.settings import Settings
 from steadyserve.replica.user import UserClass
 from steadyserve.serve import context, multiplex
+from steadyserve.serve import handle as handles
 
 log = logging.getLogger("steadyserve.replica")
 
@@ -233,12 +234,16 @@ class ReplicaServer:
             if self.user is not None:
                 await self.user.delete()
 
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         try:
             await asyncio.wait_for(release(), timeout_s)
         except asyncio.TimeoutError:
             log.warning("__del__ did not return within %.1fs of the stop", timeout_s)
         except Exception:
             log.exception("__del__ raised while the replica stopped")
+        # What __del__ sent through a handle reaches its callee before the exit.
+        await asyncio.to_thread(handles.settle, deadline - loop.time())
 
     async def _initialize(self, user: UserClass) -> bool:
         """``__init__`` then, with a user_config, ``reconfigure``; False if either

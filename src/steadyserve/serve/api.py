@@ -16,6 +16,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import secrets
 import socket
 import sys
 import time
@@ -29,6 +30,7 @@ from steadyserve import replica_contract as contract
 from steadyserve.cli.client import Client, CommandError
 from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
 from steadyserve.controller.errors import PREFIX_TAKEN
+from steadyserve.core.states import LIVE_REPLICA_STATES, ReplicaStatus
 from steadyserve.paths import Home
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
@@ -108,6 +110,10 @@ def as_app(target: Any) -> Application:
     raise TypeError(f"serve.run takes an application (Deployment.bind()), not {target!r}")
 
 
+CODE_VERSION_KEY = "code_version"
+"""In ``ray_options``: the deployment's code version, Ray's ``version`` or one per run."""
+
+
 def documents(app: Application, name: str, route_prefix: str | None) -> list[dict[str, Any]]:
     """One service document per deployment of ``app``, its graph shipped in a folder
     of the home (the services' workdir)."""
@@ -126,6 +132,10 @@ def documents(app: Application, name: str, route_prefix: str | None) -> list[dic
     ray_app = {"import_path": "serve.run", "runtime_env": {}, "args": {}}
     notices: list[str] = []
     out = []
+    # Ray gives every serve.run a new code version unless the deployment names its
+    # own (``version=``): re-running an unchanged script replaces the replicas
+    # (Ray's test_deploy_basic). A change of it restarts, as a ray_options change.
+    run_version = secrets.token_hex(8)
     for node in nodes:
         info = {
             "name": node.name,
@@ -136,6 +146,8 @@ def documents(app: Application, name: str, route_prefix: str | None) -> list[dic
             "ingress": node is app,
         }
         doc = service_document(name, node.name, info, {}, common, ray_app, notices)
+        declared = node.deployment.user_options.get("version")
+        doc["ray_options"][CODE_VERSION_KEY] = run_version if declared is None else str(declared)
         if node is app:
             doc["service"]["route_prefix"] = route_prefix
         out.append(doc)
@@ -224,16 +236,24 @@ def _call(c: Client, method: str, path: str, body: Any = None) -> Any:
         raise RuntimeError(str(exc)) from None
 
 
+_HOLDING = frozenset(str(s) for s in (*LIVE_REPLICA_STATES, ReplicaStatus.SHUTTING_DOWN))
+"""Replica statuses with a process (or one about to be): not yet gone."""
+
+
 def _ready(svc: dict[str, Any]) -> bool:
     replicas = svc.get("replicas") or []
     current = [r for r in replicas if r.get("version") == svc.get("version")]
     ready = [r for r in current if r.get("status") == "READY"]
     update = svc.get("update") or {}
+    # As Ray's deployment is HEALTHY only once no replica of an older version is
+    # still stopping: a replaced replica's __del__ has run when serve.run returns.
+    stopping = [r for r in replicas if r not in current and r.get("status") in _HOLDING]
     return (
         svc.get("status") == "READY"
         and update.get("status") in (None, "SUCCEEDED")
         and len(ready) >= int(svc.get("target_replicas") or 0)
         and svc.get("active_versions") == [svc.get("version")]
+        and not stopping
     )
 
 

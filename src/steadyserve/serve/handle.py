@@ -56,6 +56,8 @@ class _Runtime:
         self.loop = asyncio.new_event_loop()
         self.routers: dict[str, ServiceRouter] = {}
         self.session: aiohttp.ClientSession | None = None
+        # Calls not answered yet, so a stopping replica can let them finish (settle).
+        self.pending: set[concurrent.futures.Future[Any]] = set()
         thread = threading.Thread(target=self.loop.run_forever, name="steady-handles", daemon=True)
         thread.start()
         atexit.register(self.close)
@@ -67,7 +69,10 @@ class _Runtime:
                 self.submit(self.session.close()).result(timeout=2)
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        self.pending.add(future)
+        future.add_done_callback(self.pending.discard)
+        return future
 
     def router(self, service: str) -> ServiceRouter:
         """On the runtime's loop only."""
@@ -110,6 +115,17 @@ def runtime() -> _Runtime:
         if _runtime is None:
             _runtime = _Runtime()
         return _runtime
+
+
+def settle(timeout_s: float) -> None:
+    """Wait, at most ``timeout_s``, for this process's handle calls to be answered.
+
+    A stopping replica calls it after ``__del__``: a ``.remote()`` made there (Ray's
+    test_replica_upgrade_to_cleanup_resource records an unloaded model so) is
+    delivered, as Ray delivers an actor call, instead of dying with the process."""
+    found = _runtime
+    if found is not None and found.pending:
+        concurrent.futures.wait(list(found.pending), timeout=max(0.0, timeout_s))
 
 
 def set_graph_secret(secret: str | None) -> None:

@@ -19,10 +19,7 @@
 #   ``.multiplexed_model_ids``), which the replicas' own reports fill through the
 #   controller's route table, as Ray's controller broadcasts them.
 #
-# Skipped, counted as a failure:
-# - test_replica_upgrade_to_cleanup_resource: re-running an unchanged app keeps
-#   its replicas here (Ray replaces them), so no replica stops. A stopping
-#   replica does unload its models, calling their ``__del__``.
+# None is skipped.
 # ruff: noqa
 # mypy: ignore-errors
 import asyncio
@@ -524,7 +521,6 @@ def test_setting_model_id_on_handle_does_not_set_it_locally(serve_instance):
     assert handle.options(multiplexed_model_id="foo").remote().result() == "foo"
 
 
-@pytest.mark.skip(reason="re-running an unchanged app keeps its replicas (see the file header)")
 def test_replica_upgrade_to_cleanup_resource(serve_instance):
     """When replica is upgraded, we need to make sure model resources are released."""
 
