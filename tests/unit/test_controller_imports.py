@@ -17,11 +17,6 @@ PACKAGE = ROOT / "src" / "steadyserve" / "controller"
 PREFIX = "steadyserve.controller"
 
 CONVERSATIONS: dict[tuple[str, str], str] = {
-    # The update in flight talks to its runtime (the rollout's own port is still to come).
-    **{
-        (f"rollout.{part}", "runtime"): "the update in flight names the runtime it steers"
-        for part in ("state", "canary", "blue_green", "holds", "in_place")
-    },
     # The rollout's parts name the Rollout that owns them (rollout/state.py).
     **{
         (f"rollout.{part}", "rollout.state"): "a part of the update state names its owner"

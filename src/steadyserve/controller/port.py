@@ -1,7 +1,8 @@
 """The narrow ports the replica helpers reach the runtime through: never the whole runtime.
 
 Provisioning (provisioning.py), probing (probing.py), re-adoption (readopt.py),
-draining (draining.py) and exits (exits.py) each carry out one part of a replica's life. What
+draining (draining.py) and exits (exits.py) each carry out one part of a replica's life;
+the update in flight (rollout/) steers the fleet through :class:`RolloutPort`. What
 all of them need of the service's runtime is :class:`ReplicaPort`: the rows,
 the store and the clock, the one way a state changes (``transition``,
 ``mark_failed``), tasks tied to a replica (``spawn``) and a nudge of the loop
@@ -19,16 +20,19 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import aiohttp
+
 from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import Clock
 from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.routes import RoutePublisher
+from steadyserve.core.planner import Plan
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.paths import Home
 from steadyserve.spec import ReadinessProbe, ServiceSpec
-from steadyserve.state import ReplicaRow, Store
+from steadyserve.state import ReplicaRow, ServiceRow, Store
 
 Prober = Callable[[str, int, ReadinessProbe], Awaitable[tuple[bool, str]]]
 """Probe ``host:port`` once: (ready, why not). The real one is an HTTP GET."""
@@ -163,5 +167,35 @@ class ExitPort(ReplicaPort, Protocol):
 
     home: Home
     held: dict[int, HeldReplica]
+
+    def publish_now(self) -> None: ...
+
+
+class RolloutPort(ReplicaPort, Protocol):
+    """The update in flight (rollout/): the service's row and version, the plan it
+    steers, and the few actions an update takes (launch, stop a setup, publish)."""
+
+    row: ServiceRow
+    plan: Plan
+    """The last reconcile pass's plan (what the update's analysis reads)."""
+    broken_versions: set[int]
+    capacity: CapacityPool
+    environment: ReplicaEnvironment
+    probe_session: aiohttp.ClientSession
+    """For ``user_config`` deliveries in place (rollout/in_place.py)."""
+
+    def target_replicas(self) -> int: ...
+
+    def set_version(self, version: int, spec: ServiceSpec | None = None) -> None:
+        """Make ``version`` the target: the spec new replicas get and probes use."""
+        ...
+
+    def launch(self, version: int) -> None:
+        """Start a replica of ``version`` now."""
+        ...
+
+    def stop_setup(self, version: int, why: str) -> None:
+        """Cut short a version's environment build (its update ended)."""
+        ...
 
     def publish_now(self) -> None: ...

@@ -18,9 +18,9 @@ from steadyserve.core.planner import ReplicaView
 from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode
 
 if TYPE_CHECKING:
+    from steadyserve.controller.port import RolloutPort
     from steadyserve.controller.rollout.state import Rollout
     from steadyserve.controller.rollout.tables import CanaryTable
-    from steadyserve.controller.runtime import ServiceRuntime
 
 MODE = UpdateMode.BLUE_GREEN
 EVENT = EventKind.BLUE_GREEN
@@ -29,7 +29,7 @@ EVENT = EventKind.BLUE_GREEN
 class BlueGreen:
     """The blue-green update in flight of one service (idle otherwise)."""
 
-    def __init__(self, runtime: ServiceRuntime, owner: Rollout, table: CanaryTable) -> None:
+    def __init__(self, runtime: RolloutPort, owner: Rollout, table: CanaryTable) -> None:
         self.rt = runtime
         self.owner = owner
         self.table = table

@@ -38,9 +38,9 @@ from steadyserve.wire.counts import LATENCY_BUCKETS
 
 if TYPE_CHECKING:
     from steadyserve.controller.metrics import Traffic
+    from steadyserve.controller.port import RolloutPort
     from steadyserve.controller.rollout.state import Rollout
     from steadyserve.controller.rollout.tables import CanaryTable
-    from steadyserve.controller.runtime import ServiceRuntime
 
 MODE = UpdateMode.CANARY
 EVENT_STEP = EventKind.CANARY_STEP
@@ -54,12 +54,12 @@ COMMANDS = {
 }
 
 
-def steps_of(runtime: ServiceRuntime) -> list[Step]:
+def steps_of(runtime: RolloutPort) -> list[Step]:
     """The target version's steps (``service.canary.steps``) as the machine takes them."""
     return [Step(weight=s.weight, pause_s=s.pause_s) for s in runtime.spec.service.canary.steps]
 
 
-def thresholds_of(runtime: ServiceRuntime) -> Thresholds:
+def thresholds_of(runtime: RolloutPort) -> Thresholds:
     a = runtime.spec.service.canary.analysis
     return Thresholds(
         max_error_rate=a.max_error_rate,
@@ -75,7 +75,7 @@ def thresholds_of(runtime: ServiceRuntime) -> Thresholds:
 class CanaryDriver:
     """The canary of one service's update in flight (idle when there is none)."""
 
-    def __init__(self, runtime: ServiceRuntime, owner: Rollout, table: CanaryTable) -> None:
+    def __init__(self, runtime: RolloutPort, owner: Rollout, table: CanaryTable) -> None:
         self.rt = runtime
         self.owner = owner
         self.table = table

@@ -14,15 +14,15 @@ from steadyserve.core.planner import Plan
 from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode
 
 if TYPE_CHECKING:
+    from steadyserve.controller.port import RolloutPort
     from steadyserve.controller.rollout.state import Rollout
     from steadyserve.controller.rollout.tables import CanaryTable
-    from steadyserve.controller.runtime import ServiceRuntime
 
 
 class Holds:
     """The hold of one service's rolling or blue-green update in flight."""
 
-    def __init__(self, runtime: ServiceRuntime, owner: Rollout, table: CanaryTable) -> None:
+    def __init__(self, runtime: RolloutPort, owner: Rollout, table: CanaryTable) -> None:
         self.rt = runtime
         self.owner = owner
         self.table = table

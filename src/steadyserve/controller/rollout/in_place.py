@@ -14,8 +14,8 @@ from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow, UpdateRow
 
 if TYPE_CHECKING:
+    from steadyserve.controller.port import RolloutPort
     from steadyserve.controller.rollout.state import Rollout
-    from steadyserve.controller.runtime import ServiceRuntime
 
 CONTROL_RECONFIGURE = "/-/reconfigure"
 
@@ -87,12 +87,12 @@ def revert(
                 rt.spawn(replica, _redeliver(rt, replica))
 
 
-async def _redeliver(rt: ServiceRuntime, replica: ReplicaRow) -> None:
+async def _redeliver(rt: RolloutPort, replica: ReplicaRow) -> None:
     await deliver_user_config(rt, replica)
 
 
 async def deliver_user_config(
-    rt: ServiceRuntime, replica: ReplicaRow, *, replace_on_refusal: bool = False
+    rt: RolloutPort, replica: ReplicaRow, *, replace_on_refusal: bool = False
 ) -> tuple[bool, str]:
     """Hand user_config to one replica.
 

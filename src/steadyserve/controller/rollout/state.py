@@ -42,11 +42,11 @@ from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow, UpdateRow
 
 if TYPE_CHECKING:
-    from steadyserve.controller.runtime import ServiceRuntime
+    from steadyserve.controller.port import RolloutPort
 
 
 class Rollout:
-    def __init__(self, runtime: ServiceRuntime, update: UpdateRow | None) -> None:
+    def __init__(self, runtime: RolloutPort, update: UpdateRow | None) -> None:
         self.rt = runtime
         self.update = update
         """The latest update of the service (finished or not); None before the first."""
