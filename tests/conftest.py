@@ -27,6 +27,19 @@ settings.register_profile("steadyserve", deadline=None)
 settings.load_profile("steadyserve")
 
 
+@pytest.fixture(autouse=True)
+def _multiplexing_is_per_test() -> Iterator[None]:
+    """Whether this process defined a ``@serve.multiplexed`` method is process-wide
+    (a runner hosts one replica); in this one process each test starts from what
+    it was before, so a ported Ray test defining one does not make a later test's
+    replica state report models."""
+    from steadyserve.serve import multiplex
+
+    saved = multiplex._declared
+    yield
+    multiplex._declared = saved
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
     """Two Ray nodes in two network namespaces (tests/helpers/raycluster.py)."""

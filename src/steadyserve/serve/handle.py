@@ -139,8 +139,9 @@ def connect_driver(home: Home, routes_token: str, graph_secret: str) -> None:
     and send pickle, as a replica of that home does."""
     global _driver_home, _driver_token
     _driver_home, _driver_token = home, routes_token
-    if _graph_secret is None:
-        set_graph_secret(graph_secret)
+    # That home's secret, also when the driver followed another home before: its
+    # replicas pickle with this one (a kept one made every pickled answer unreadable).
+    set_graph_secret(graph_secret)
 
 
 def forget_routers() -> None:
