@@ -92,10 +92,28 @@ def _steady_in(cli: Steady, home: Path) -> Iterator[Steady]:
         assert not left, f"orphan processes left behind: {[p.cmdline() for p in left]}"
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+FIGURE_KEY = "steadyserve_figure"
+_SHOWN: list[str] = []  # what the summary prints, gathered from every test's report
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test's figures travel in its report: with pytest-xdist the tests run in
+    worker processes and only their reports reach the process that prints."""
     from tests.helpers.figures import FIGURES
 
-    if FIGURES:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.user_properties.extend((FIGURE_KEY, line) for line in FIGURES)
+    FIGURES.clear()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _SHOWN.extend(str(value) for key, value in report.user_properties if key == FIGURE_KEY)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _SHOWN:
         terminalreporter.section("SteadyServe figures (requests sent / failed, faults)")
-        for line in FIGURES:
+        for line in _SHOWN:
             terminalreporter.write_line(line)
