@@ -275,6 +275,7 @@ def test_replica_environment_is_clean(
         "STEADY_SERVICE_VERSION",
         "STEADY_REPLICA_TAG",
         "HOST",
+        "PYTHONUNBUFFERED",  # 1 unless envs set it (docs/design.md)
         "ENV_DUMP",
         "MY_SETTING",
     }
