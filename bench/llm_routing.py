@@ -32,6 +32,10 @@ between rows.
 
     python bench/llm_routing.py                 # all workloads and rows, ~5 min
     python bench/llm_routing.py --smoke         # a few seconds: CI's smoke test
+    python bench/llm_routing.py --engine llama --llama-server PATH   # real engines
+
+``--engine llama`` runs real llama.cpp servers instead, with smaller workloads
+and no time scale (bench/llm_llama.py says what is scaled and why).
 """
 
 from __future__ import annotations
@@ -429,7 +433,14 @@ def main() -> int:
     p.add_argument("--rows", default=",".join([*ROWS, ORACLE, UPDATE_ROW]))
     p.add_argument("--smoke", action="store_true", help="tiny workloads, a few seconds")
     p.add_argument("--seed", type=int, default=32)
+    p.add_argument("--engine", choices=["sim", "llama"], default="sim")
+    p.add_argument("--llama-server", help="--engine llama: the llama-server binary")
+    p.add_argument("--model", type=Path, help="--engine llama: a GGUF (default: tiny_gguf's)")
     args = p.parse_args()
+    if args.engine == "llama":
+        import llm_llama
+
+        return llm_llama.main_llama(args, p)
     rng = random.Random(args.seed)
     if args.smoke:
         args.scale = min(args.scale, 0.05)

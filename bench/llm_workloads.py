@@ -7,6 +7,9 @@
   own ~100-token question;
 - uniform: unrelated ~2k-token prompts.
 
+Sizes are in the simulated engine's tokens (4 bytes of text); the real-engine
+rows (bench/llm_llama.py) pass smaller ones.
+
 The rate keeps the fleet BUSY (70%) if every prefill were cold, which is what
 least_load gets on the chat workload: prefill (0.2 ms per token, one at a time
 per replica) is the engine's bottleneck.
@@ -70,9 +73,11 @@ class Req:
     tokens: int = 0
 
 
-def chat_workload(sessions: int, turns: int, rng: random.Random) -> list[Req]:
+def chat_workload(
+    sessions: int, turns: int, rng: random.Random, system: int = 2000, question: int = 250
+) -> list[Req]:
     reqs: list[Req] = []
-    histories = [[{"role": "system", "content": text(rng, 2000)}] for _ in range(sessions)]
+    histories = [[{"role": "system", "content": text(rng, system)}] for _ in range(sessions)]
     last: dict[int, int] = {}
     order = list(range(sessions))
     for _turn in range(turns):
@@ -81,7 +86,7 @@ def chat_workload(sessions: int, turns: int, rng: random.Random) -> list[Req]:
         rng.shuffle(order)
         for s in order:
             history = histories[s]
-            history.append({"role": "user", "content": text(rng, 250)})
+            history.append({"role": "user", "content": text(rng, question)})
             body = {"model": "sim", "messages": list(history), "max_tokens": 16, "stream": True}
             body["user"] = f"session-{s}"
             index = len(reqs)
@@ -91,23 +96,25 @@ def chat_workload(sessions: int, turns: int, rng: random.Random) -> list[Req]:
     return reqs
 
 
-def shared_workload(n: int, prompts: int, rng: random.Random) -> list[Req]:
-    systems = [text(rng, 6000) for _ in range(prompts)]
+def shared_workload(
+    n: int, prompts: int, rng: random.Random, system: int = 6000, question: int = 100
+) -> list[Req]:
+    systems = [text(rng, system) for _ in range(prompts)]
     reqs = []
     for i in range(n):
         messages = [
             {"role": "system", "content": rng.choice(systems)},
-            {"role": "user", "content": text(rng, 100)},
+            {"role": "user", "content": text(rng, question)},
         ]
         body = {"model": "sim", "messages": messages, "max_tokens": 16, "stream": True}
         reqs.append(Req(i, {**body, "user": f"request-{i}"}))
     return reqs
 
 
-def uniform_workload(n: int, rng: random.Random) -> list[Req]:
+def uniform_workload(n: int, rng: random.Random, size: int = 2000) -> list[Req]:
     reqs = []
     for i in range(n):
-        messages = [{"role": "user", "content": text(rng, 2000)}]
+        messages = [{"role": "user", "content": text(rng, size)}]
         body = {"model": "sim", "messages": messages, "max_tokens": 16, "stream": True}
         reqs.append(Req(i, {**body, "user": f"request-{i}"}))
     return reqs
