@@ -16,6 +16,13 @@ from steadyserve.state import STRICT_MOVES_ENV
 from tests.helpers.raycluster import RayCluster
 from tests.helpers.steady import Steady, processes_of_home
 
+# The CLI's tables fold at COLUMNS when it is set, else at the width for a pipe; the
+# tests check what a pipe gets. pytest-xdist's workers run with COLUMNS=80 and
+# LINES=24 in their environment, which folded the tables the tests read (7 failures
+# under -n 2), so no test (nor a command it runs) sees the runner's terminal size.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 # A move outside UPDATE_MOVES / OUTCOME_MOVES raises in every test, also inside the
 # controllers the end-to-end tests start (they inherit the environment).
 os.environ.setdefault(STRICT_MOVES_ENV, "1")

@@ -31,6 +31,7 @@ from steadyserve.core.states import (
     VersionOutcome,
     check_outcome_move,
     check_update_move,
+    check_version_start,
 )
 from steadyserve.rows import EventRow, ReplicaRow, ServiceRow, UpdateRow, VersionRow
 
@@ -190,6 +191,7 @@ class Store:
     # services
     def add_service(self, service: ServiceRow, version: VersionRow) -> None:
         with self.transaction():
+            self._check_start(version)
             self._insert("services", service)
             self._insert("versions", version)
             self.add_event(service.name, None, None, service.status, "service created")
@@ -259,7 +261,14 @@ class Store:
     # versions
     def add_version(self, version: VersionRow) -> None:
         with self.transaction():
+            self._check_start(version)
             self._insert("versions", version)
+
+    def _check_start(self, version: VersionRow) -> None:
+        """A new version's outcome is one of ``VERSION_STARTS``, checked as moves are."""
+        self._checked(
+            version.service, lambda _, new: check_version_start(new), None, version.outcome
+        )
 
     def version(self, service: str, version: int) -> VersionRow | None:
         rows: list[VersionRow] = self._select(

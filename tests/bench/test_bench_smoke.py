@@ -233,3 +233,28 @@ def test_llm_routing_prints_its_tables(tmp_path: Path) -> None:
     for row in ("least_load", "prefix_affinity", "oracle"):
         assert row in out
     assert "TTFT p50 ms" in out and "cache hit" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        ([], "--llama-server"),
+        (["--llama-server", "/nonexistent/llama-server"], "--llama-server"),
+        (["--llama-server", sys.executable, "--rows", "power_of_two"], "--rows"),
+        (["--llama-server", sys.executable, "--workloads", "chats"], "--workloads"),
+    ],
+)
+def test_llm_routing_real_engine_rejects_bad_options(flags: list[str], field: str) -> None:
+    """The real-engine mode (--engine llama) needs a llama-server build, so CI only
+    checks its options: one line naming the field, exit 2, before any engine starts."""
+    before = set(Path(tempfile.gettempdir()).glob("steady-bench-llama-*"))
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "llm_routing.py"), "--engine", "llama", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0], proc.stderr
+    assert set(Path(tempfile.gettempdir()).glob("steady-bench-llama-*")) == before

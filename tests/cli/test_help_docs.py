@@ -19,6 +19,8 @@ FACT_COMMANDS = {
     "logs",
     "down",
     "controller status",
+    "jobs pool status",
+    "jobs queue",
 }
 
 

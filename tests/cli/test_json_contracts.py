@@ -4,10 +4,10 @@ reason under `steady status`."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,13 +54,22 @@ def run_json(steady: Steady, *args: str) -> Any:
 
 @pytest.fixture
 def first_port_taken() -> Iterator[None]:
-    """Port 30001 held by something that is not SteadyServe (this test, or whatever
-    already holds it): the default endpoint must move, and say so."""
+    """Port 30001 held by something that is not SteadyServe (this test): the default
+    endpoint must move, and say so. Another test's service (another pytest process)
+    may hold it for a while and then let it go, freeing it for this test's `up`:
+    wait until this test holds it itself (bounded)."""
     holder = socket.socket()
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAITs
-    with contextlib.suppress(OSError):
-        holder.bind(("127.0.0.1", FIRST_PORT))
-        holder.listen()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            holder.bind(("127.0.0.1", FIRST_PORT))
+            holder.listen()
+            break
+        except OSError:
+            if time.monotonic() > deadline:  # held for good by something else: still taken
+                break
+            time.sleep(0.2)
     try:
         yield
     finally:

@@ -219,3 +219,12 @@ def test_a_column_never_folds_inside_a_word(width: int) -> None:
         assert max(len(line) for line in text.splitlines()) <= width, text
         for whole in wanted.split():
             assert whole in text.split(), f"{whole} cut at {width} columns:\n{text}"
+
+
+def test_a_pool_shows_no_endpoint() -> None:
+    """A pool's row keeps a port number, but nothing listens there (docs/pools.md)."""
+    pool = service(name="batch", pool={"policy": {"workers": 2}, "pending_jobs": 0, "jobs": {}})
+    text = render(services_table([service(), pool]), 200)
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[1:]}
+    assert rows["batch"][-1] == "-"
+    assert rows["a-service-with-a-rather-long-name"][-1] == "127.0.0.1:30001"

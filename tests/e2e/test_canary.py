@@ -35,6 +35,7 @@ def spec(
     mode: str = "canary",
     startup: float = 0.0,
     blue_green: str = "{}",
+    gate: Path | None = None,
 ) -> str:
     return textwrap.dedent(f"""\
         name: web
@@ -57,6 +58,7 @@ def spec(
           DELAY_S: "{delay}"
           MARKER: {marker}
           STARTUP_S: "{startup}"
+          START_GATE: "{gate or ""}"
         run: python3 {APP}
         """)
 
@@ -101,6 +103,18 @@ def analysis_events(steady: Steady) -> list[str]:
 
 def canary_events(steady: Steady) -> str:
     return steady.run("status", "web", "--events").stdout
+
+
+def wait_for_event(steady: Steady, text: str, timeout: float = 30.0) -> str:
+    """The events table once it names ``text`` (bounded in time)."""
+    deadline = time.monotonic() + timeout
+    events = ""
+    while time.monotonic() < deadline:
+        events = canary_events(steady)
+        if text in events:
+            return events
+        time.sleep(0.2)
+    raise AssertionError(f"no event {text!r} within {timeout:g} s:\n{events}")
 
 
 def test_canary_share_pin_and_promote(steady: Steady, tmp_path: Path) -> None:
@@ -227,10 +241,15 @@ def test_pause_resume_abort_mid_update(steady: Steady, tmp_path: Path) -> None:
     port = up(steady, tmp_path, spec())
     client = LoadClient(port, max_seconds=90).start()
     steps = "[{weight: 20}, {pause: 2}, {weight: 50}, {pause: {}}, {weight: 100}]"
-    update(steady, tmp_path, spec(steps=steps, marker="v2"))
-    steady.run("pause", "web")  # while scaling for 20%, or in the 2 s pause after it
+    # The canary replica listens only once the gate opens: step 1 (scaling for 20%)
+    # cannot end before `steady pause` has arrived, so the 2 s pause step never starts
+    # early (on a loaded machine the pause command came after it had passed).
+    gate = tmp_path / "gate"
+    update(steady, tmp_path, spec(steps=steps, marker="v2", gate=gate))
+    steady.run("pause", "web")
     held = steady.service("web")["canary"]
-    assert held["phase"] == "PAUSED" and held["step"] in (1, 2) and held["weight"] == 20
+    assert (held["phase"], held["step"], held["weight"]) == ("PAUSED", 1, 20), held
+    gate.touch()
     time.sleep(3)  # longer than scaling and the pause step: a held canary does not move
     still = steady.service("web")["canary"]
     assert (still["phase"], still["step"], still["weight"]) == ("PAUSED", held["step"], 20)
@@ -274,9 +293,13 @@ def test_controller_sigkill_resumes_the_canary_at_its_step(steady: Steady, tmp_p
 def test_rolling_update_pause_resume_and_abort(steady: Steady, tmp_path: Path) -> None:
     port = up(steady, tmp_path, spec(mode="rolling"))
     client = LoadClient(port, max_seconds=90).start()
-    update(steady, tmp_path, spec(mode="rolling", startup=1.5, marker="v2"))
+    # Each new version's replicas listen only once its gate opens: the update cannot
+    # move on (nor, for v3, finish) before the test's command has arrived.
+    gate = tmp_path / "gate-v2"
+    update(steady, tmp_path, spec(mode="rolling", startup=1.5, marker="v2", gate=gate))
     steady.run("pause", "web")
     ids = {r["id"] for r in steady.service("web")["replicas"]}
+    gate.touch()
     time.sleep(3)  # a new replica starts in 1.5 s: unpaused, the update would move on
     svc = steady.service("web")
     assert {r["id"] for r in svc["replicas"]} == ids and svc["update"]["status"] == "IN_PROGRESS"
@@ -287,7 +310,8 @@ def test_rolling_update_pause_resume_and_abort(steady: Steady, tmp_path: Path) -
     svc = steady.wait_for("web", finished, timeout=60, what="rolling update done")
     assert svc["update"]["status"] == "SUCCEEDED" and svc["active_versions"] == [2]
     # Abort: the update rolls back at once, the stable version serves throughout.
-    (tmp_path / "v3.yaml").write_text(spec(mode="rolling", startup=1.5, marker="v3"))
+    v3 = spec(mode="rolling", startup=1.5, marker="v3", gate=tmp_path / "gate-v3")
+    (tmp_path / "v3.yaml").write_text(v3)
     steady.run("update", "web", str(tmp_path / "v3.yaml"))
     steady.run("abort", "web")
     svc = steady.wait_for("web", finished, timeout=30, what="aborted")
@@ -325,9 +349,11 @@ def test_blue_green_preview_promote_and_instant_abort(steady: Steady, tmp_path: 
         return len(ready) == 2
 
     steady.wait_for("web", new_ready, timeout=60, what="every new replica READY")
-    time.sleep(0.5)  # past a tick: had it switched by itself, it would have by now
-    assert steady.service("web")["active_versions"] == [1]
-    assert "waiting for steady promote" in canary_events(steady)
+    # The tick after the new replicas are READY decides: it writes this event and
+    # holds, or (wrongly) switches. Poll for the decision: under load that tick came
+    # later than the fixed 0.5 s the test used to wait.
+    held = wait_for_event(steady, "waiting for steady promote")
+    assert steady.service("web")["active_versions"] == [1], held
     # The preview port serves the new version only; the endpoint still the old one.
     steady_wait_port(preview)
     assert versions_answering(preview) == {"2"}

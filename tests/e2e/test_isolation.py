@@ -125,7 +125,13 @@ def test_http_server_shape_runs_unchanged_through_updates(web: tuple[Steady, Pat
     assert all(a["config"] == {"n": 1} for a in answers(client))  # delivered in, before serving
     svc = steady.service("web")
     assert len(ready(svc)) == 4 and {r["port"] for r in ready(svc)} == {8080}
-    assert len(netns.of_home(steady.home.resolve())) == 4  # old versions' namespaces are gone
+    # The old versions' namespaces go as their replicas finish stopping, which an
+    # update's success does not wait for (as a Deployment's rollout does not wait
+    # for its old pods' termination): bounded, 10 s.
+    deadline = time.monotonic() + 10
+    while len(netns.of_home(steady.home.resolve())) > 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(netns.of_home(steady.home.resolve())) == 4
 
 
 def test_user_config_reaches_isolated_replicas_in_place(web: tuple[Steady, Path]) -> None:

@@ -24,7 +24,7 @@ from steadyserve.backends.cgroups import PREFIX, Cgroups
 from steadyserve.backends.local import LocalBackend, LocalProcess
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
-from steadyserve.core.states import ReplicaStatus
+from steadyserve.core.states import ReplicaStatus, ServiceStatus, VersionOutcome
 from steadyserve.paths import Home
 from steadyserve.spec import parse_service
 from steadyserve.state import ServiceRow, Store, VersionRow
@@ -404,8 +404,13 @@ def test_any_launch_exception_fails_the_replica_with_an_event(tmp_path: Path) ->
     home.version_workdir("boom", 1).mkdir(parents=True)
     store = Store(home.db_path)
     now = time.time()
-    row = ServiceRow(name="boom", status="CONTROLLER_INIT", version=1, created_at=now, port=1)
-    store.add_service(row, VersionRow("boom", 1, now, spec.spec_json(), "run: true\n"))
+    row = ServiceRow(
+        name="boom", status=ServiceStatus.CONTROLLER_INIT, version=1, created_at=now, port=1
+    )
+    version = VersionRow(
+        "boom", 1, now, spec.spec_json(), "run: true\n", outcome=VersionOutcome.ACTIVE
+    )
+    store.add_service(row, version)
 
     async def scenario() -> str:
         async with new_probe_session() as session:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from steadyserve.backends.fake import FakeBackend, FakeReplica
+from steadyserve.controller.pool_runtime import runtime_class
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.paths import Home
@@ -90,7 +91,8 @@ class Probes:
 
 
 def spec_of(fields: dict[str, Any], tmp_path: Path) -> ServiceSpec:
-    return parse_service({"name": "svc", "run": "serve", **fields}, base_dir=tmp_path)
+    command = {} if "pool" in fields else {"run": "serve"}  # a pool's jobs bring theirs
+    return parse_service({"name": "svc", **command, **fields}, base_dir=tmp_path)
 
 
 class World:
@@ -115,7 +117,9 @@ class World:
         self.store.add_service(row, self.version_row(1, spec, UpdateMode.INITIAL))
         self.runtime = self.new_runtime()
 
-    def version_row(self, number: int, spec: ServiceSpec, mode: UpdateMode) -> VersionRow:
+    def version_row(
+        self, number: int, spec: ServiceSpec, mode: UpdateMode, base_version: int | None = None
+    ) -> VersionRow:
         return VersionRow(
             service="svc",
             version=number,
@@ -124,13 +128,14 @@ class World:
             spec_yaml="",
             mode=mode,
             outcome=VersionOutcome.ACTIVE if number == 1 else VersionOutcome.IN_PROGRESS,
+            base_version=base_version,
         )
 
     def new_runtime(self) -> ServiceRuntime:
         """A runtime as a (re)started controller makes it: from the store's rows."""
         row = self.store.service("svc")
         assert row is not None
-        return ServiceRuntime(
+        return runtime_class(self.store, row)(  # a pool's for a pool
             self.home,
             self.store,
             self.backend,
@@ -142,9 +147,14 @@ class World:
             lb=self.lb,  # type: ignore[arg-type]
         )
 
-    def add_version(self, number: int, fields: dict[str, Any]) -> ServiceSpec:
+    def add_version(
+        self, number: int, fields: dict[str, Any], mode: UpdateMode = UpdateMode.ROLLING
+    ) -> ServiceSpec:
+        """Record version ``number`` as ``steady update`` does (an in-place one is
+        applied onto the current version, its ``base_version``)."""
         spec = spec_of(fields, self.tmp_path)
-        self.store.add_version(self.version_row(number, spec, UpdateMode.ROLLING))
+        base = self.runtime.row.version if mode is UpdateMode.IN_PLACE else None
+        self.store.add_version(self.version_row(number, spec, mode, base))
         return spec
 
     # driving -------------------------------------------------------------
@@ -199,7 +209,7 @@ class World:
         return [r["id"] for r in self.runtime.routes.table.get("replicas", [])]
 
 
-def run(world: World, scenario: Callable[[], Awaitable[None]]) -> None:
+def run(world: World, scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run one scenario on a fresh event loop (it cancels what is left), then close the store."""
     try:
         asyncio.run(scenario())

@@ -2,9 +2,13 @@
 
 On these machines Ray binds the host's own network address unless it runs in
 a namespace that has nothing else, so each node gets its own namespace and the
-two are joined by a veth pair (10.77.0.1 head, 10.77.0.2 worker): replicas then
-have distinct node addresses, as on two machines, and nothing reaches the
-machine's own address. The controller, its load balancers and the test's
+two are joined by a veth pair (10.77.N.1 head, 10.77.N.2 worker, N the
+pytest-xdist worker's number, 0 without xdist): replicas then have distinct node
+addresses, as on two machines, and nothing reaches the machine's own address.
+Each xdist worker builds its own cluster: the namespaces and veth ends are named
+by the process id, the addresses by the worker, so no two clusters on one machine
+share a name or a GCS address (Ray finds "its" running GCS by scanning the
+machine's processes for that address). The controller, its load balancers and the test's
 clients run beside the head: the test's thread enters the head's namespace
 (``setns``), and every process it starts inherits it.
 
@@ -17,9 +21,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,8 +37,15 @@ BACKENDS = ["local", "ray"]
 """What the core and update end-to-end tests run on: ``pytestmark =
 pytest.mark.parametrize("steady", BACKENDS, indirect=True)`` in their module."""
 
-HEAD_IP = "10.77.0.1"
-WORKER_IP = "10.77.0.2"
+
+def _worker_number() -> int:
+    """pytest-xdist's worker number (``gw3`` is 3), 0 outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) % 250 if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
+HEAD_IP = f"10.77.{_worker_number()}.1"
+WORKER_IP = f"10.77.{_worker_number()}.2"
 GCS_PORT = 6379
 WORKER_RESOURCE = "steady_test_worker"
 """A custom resource only the worker node has: a test pins replicas with it."""
@@ -78,8 +91,13 @@ class RayCluster:
     worker_ns: str = ""
     address: str = f"{HEAD_IP}:{GCS_PORT}"
     _started: list[str] = field(default_factory=list)
+    _temp: str = ""
 
     def start(self) -> RayCluster:
+        # Ray's AF_UNIX socket paths live under the temp dir and must fit 107 bytes:
+        # under pytest-xdist the tmp_path (".../popen-gw0/ray0/head") made the
+        # plasma store's path too long and `ray start --head` failed.
+        self._temp = tempfile.mkdtemp(prefix="steady-ray-", dir="/tmp")
         suffix = str(os.getpid() % 100000)
         self.head_ns, self.worker_ns = f"steady-ha{suffix}", f"steady-wk{suffix}"
         veth_head, veth_worker = f"sth{suffix}", f"stw{suffix}"
@@ -87,9 +105,12 @@ class RayCluster:
             _ip("netns", "add", ns)
             self._started.append(ns)
             _ip("-n", ns, "link", "set", "lo", "up")
-        _ip("link", "add", veth_head, "type", "veth", "peer", "name", veth_worker)
-        _ip("link", "set", veth_head, "netns", self.head_ns)
-        _ip("link", "set", veth_worker, "netns", self.worker_ns)
+        # Both ends are made inside their namespaces: a start that fails half-way
+        # leaves no veth in the machine's namespace (deleting a namespace deletes them).
+        _ip(
+            "link", "add", veth_head, "netns", self.head_ns,
+            "type", "veth", "peer", "name", veth_worker, "netns", self.worker_ns,
+        )  # fmt: skip
         _ip("-n", self.head_ns, "addr", "add", f"{HEAD_IP}/24", "dev", veth_head)
         _ip("-n", self.worker_ns, "addr", "add", f"{WORKER_IP}/24", "dev", veth_worker)
         _ip("-n", self.head_ns, "link", "set", veth_head, "up")
@@ -104,7 +125,7 @@ class RayCluster:
             "--include-dashboard",
             "false",
             "--temp-dir",
-            str(self.root / "head"),
+            self._temp,
         )
         self.start_worker()
         return self
@@ -118,17 +139,20 @@ class RayCluster:
             RAY_health_check_period_ms="1000",
             RAY_health_check_failure_threshold="3",
         )
-        subprocess.run(
+        done = subprocess.run(
             [
                 "ip", "netns", "exec", ns, _ray(), "start", *args,
                 "--num-cpus", "8", "--object-store-memory", str(80 * 1024 * 1024),
                 "--disable-usage-stats",
             ],
-            check=True,
             capture_output=True,
+            text=True,
             timeout=120,
             env=env,
         )  # fmt: skip
+        if done.returncode != 0:  # say why: a bare exit status hides Ray's own message
+            tail = (done.stdout + done.stderr).strip()[-2000:]
+            raise AssertionError(f"ray start in {ns} exited {done.returncode}:\n{tail}")
 
     def start_worker(self) -> None:
         self._ray_start(
@@ -202,3 +226,6 @@ class RayCluster:
             with contextlib.suppress(subprocess.CalledProcessError):
                 _ip("netns", "delete", ns)
         self._started.clear()
+        if self._temp:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self._temp = ""

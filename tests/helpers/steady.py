@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 import psutil
 
 from steadyserve import replica_contract as contract
+from steadyserve.paths import Home
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -64,8 +67,34 @@ class Steady:
         return data
 
     def service(self, name: str) -> dict[str, Any]:
-        services: list[dict[str, Any]] = self.status(name)["services"]
+        services = self._api_services(name)
+        if services is None:
+            services = self.status(name)["services"]
         return services[0]
+
+    def _api_services(self, name: str) -> list[dict[str, Any]] | None:
+        """What ``steady status NAME --json`` lists, asked of the running controller
+        from this process; None when none answers (the CLI then starts one).
+
+        Tests poll a service every 0.1 s: as a ``steady`` subprocess each poll cost
+        about 0.5 s of CPU, most of a core on this two-core machine, taken from the
+        controller and replicas under test. The CLI's own status is tested by the
+        tests that run it."""
+        where = Home(self.home)
+        info = where.read_controller_info()
+        if not info or not isinstance(info.get("url"), str):
+            return None
+        try:
+            token = self.env.get("STEADY_TOKEN") or api_secret(self.home)
+            request = urllib.request.Request(
+                f"{info['url']}/api/v1/services?name={urllib.parse.quote(name)}",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                services = json.loads(response.read())["services"]
+        except (OSError, ValueError, KeyError):
+            return None
+        return services if isinstance(services, list) else None
 
     def wait_for(
         self, name: str, predicate: Any, timeout: float = 60, what: str = ""

@@ -29,6 +29,7 @@ CONVERSATIONS: dict[tuple[str, str], str] = {
     ("routes_socket", "daemon"): "the routes-only socket serves the Controller's route tables",
     ("metrics", "daemon"): "/metrics reads the Controller's services",
     ("progressive", "daemon"): "promote/pause/resume/abort find the service's runtime",
+    ("pool_api", "daemon"): "the jobs' API finds the pool's runtime",
     ("updates", "daemon"): "an update reads the Controller's store and home",
 }
 """(importer, imported) -> why: the type-only imports a cycle may pass through."""

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from steadyserve.controller.routing import replica_accelerator, route_table
 from steadyserve.core.autoscale import QpsPolicy, policy_for
-from steadyserve.core.autoscale.policies import per_replica_qps
+from steadyserve.core.autoscale.instance_aware import capacity
 from steadyserve.core.routing.instance_aware import (
     InstanceAwareLeastLoad,
     capacity_for,
@@ -196,15 +196,16 @@ def test_replica_accelerator_reads_accelerators_then_any_of() -> None:
 # ------------------------------------------------------------------ the autoscaler
 
 
-def test_the_autoscaler_sizes_by_the_replicas_accelerator() -> None:
+def test_the_autoscaler_keeps_the_map_and_assumes_the_best_for_a_new_replica() -> None:
     s = spec({"H100:1": 10, "L4": 3}, {"accelerators": "L4:1"})
-    policy = policy_for(s.service, replica_accelerator(s, None))
-    assert policy == QpsPolicy(1, 8, 3.0)
+    policy = policy_for(s.service)
+    pairs = (("H100:1", 10.0), ("L4", 3.0))
+    assert policy == QpsPolicy(1, 8, 10.0, per_accelerator=pairs)
+    assert policy.targets == {"H100:1": 10.0, "L4": 3.0}
 
 
 def test_an_unknown_accelerator_is_sized_as_the_slowest() -> None:
     """SkyServe's instance-aware autoscaler falls back to the map's smallest target."""
-    assert per_replica_qps({"H100:1": 10.0, "L4": 3.0}, "A10G") == 3.0
-    assert per_replica_qps({"H100:1": 10.0, "L4": 3.0}, None) == 3.0
-    assert per_replica_qps({"H100:1": 10.0, "L4": 3.0}, "H100") == 10.0
-    assert per_replica_qps(2.5, "H100") == 2.5
+    assert capacity({"H100:1": 10.0, "L4": 3.0}, "A10G") == 3.0
+    assert capacity({"H100:1": 10.0, "L4": 3.0}, None) == 3.0
+    assert capacity({"H100:1": 10.0, "L4": 3.0}, "H100") == 10.0

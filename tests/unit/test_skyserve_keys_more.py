@@ -1,5 +1,6 @@
 """SkyServe keys named, refused or checked before anything starts: ``image_id``,
-``controller_resources``, ``config``, ``pool``, and a TLS pair that must match."""
+``controller_resources``, ``config``, ``pool`` (SkyPilot's two spellings), and a TLS pair
+that must match."""
 
 from __future__ import annotations
 
@@ -69,13 +70,40 @@ def test_controller_resources_and_config_are_named_and_never_stored(tmp_path: Pa
     assert spec.spec_json() == plain.spec_json()  # changing them is never an update
 
 
-def test_a_pool_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_top_level_pool_is_the_service_sections_pool(tmp_path: Path) -> None:
+    """SkyPilot's pool file (``pool:`` at the top, ``setup``, no ``run``) is the same
+    spec as SkyPilot's service section with ``pool:`` and ``workers`` beside it."""
+    top = _parse({"setup": "echo ready", "pool": {"workers": 2}}, tmp_path)
+    inside = _parse({"setup": "echo ready", "service": {"pool": {}, "workers": 2}}, tmp_path)
+    assert top.service.pool is not None and top.service.pool.workers == 2
+    assert top.service.replicas == 2 and top.replica_kind == "worker"
+    assert top.spec_json() == inside.spec_json()
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (
+            {"run": "x", "pool": {"workers": 2}},
+            "run: a pool's workers run no command of their own: jobs bring theirs"
+            " (steady jobs launch --pool NAME job.yaml)",
+        ),
+        (
+            {"pool": {"workers": 2}, "service": {"pool": {"workers": 3}}},
+            "(top level): pool is given twice, at the top and as service.pool: keep one",
+        ),
+        (
+            {"pool": {"workers": 2}, "service": {"replicas": 3}},
+            "service: replicas does not apply to a pool (size it with pool.workers, or"
+            " pool.min_workers and pool.max_workers)",
+        ),
+        ({"pool": {"workers": -1}}, "service.pool.workers: must be an integer >= 0"),
+    ],
+)
+def test_a_bad_pool_is_refused_in_one_line(data: dict[str, Any], line: str, tmp_path: Path) -> None:
     with pytest.raises(SpecError) as refused:
-        _parse({"run": "x", "pool": {"workers": 2}}, tmp_path)
-    assert _lines(refused) == [
-        "pool: a SkyPilot pool (workers for managed jobs, sky jobs pool apply) is not a"
-        " service; SteadyServe runs services (service: with replicas behind an endpoint)"
-    ]
+        _parse(data, tmp_path)
+    assert _lines(refused) == [line]
 
 
 def test_a_key_that_does_not_match_its_certificate_is_refused(tmp_path: Path) -> None:
@@ -111,15 +139,3 @@ def test_files_that_are_not_pem_are_refused_naming_both(tmp_path: Path) -> None:
         f"service.tls: certfile {tmp_path / 'c.pem'} and keyfile {tmp_path / 'k.pem'}: they do"
         " not load as a PEM certificate and key"
     )
-
-
-def test_a_pool_inside_service_is_refused_in_one_line(tmp_path: Path) -> None:
-    """SkyPilot's spec keeps a pool in the service section (``pool:`` beside its
-    ``workers:``); that is the same pool, refused the same way, and its workers
-    are not reported as a second, unknown field."""
-    with pytest.raises(SpecError) as refused:
-        _parse({"run": "x", "service": {"pool": {}, "workers": 3}}, tmp_path)
-    assert _lines(refused) == [
-        "service.pool: a SkyPilot pool (workers for managed jobs, sky jobs pool apply) is not"
-        " a service; SteadyServe runs services (service: with replicas behind an endpoint)"
-    ]

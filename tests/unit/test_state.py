@@ -6,14 +6,24 @@ import os
 import stat
 from pathlib import Path
 
+from steadyserve.core.states import ReplicaStatus, ServiceStatus, VersionOutcome
 from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
 
 
 def make_store(tmp_path: Path) -> Store:
     store = Store(tmp_path / "state.db")
     store.add_service(
-        ServiceRow(name="svc", status="CONTROLLER_INIT", version=1, created_at=1.0, port=30001),
-        VersionRow(service="svc", version=1, created_at=1.0, spec_json="{}", spec_yaml="run: x"),
+        ServiceRow(
+            name="svc", status=ServiceStatus.CONTROLLER_INIT, version=1, created_at=1.0, port=30001
+        ),
+        VersionRow(
+            service="svc",
+            version=1,
+            created_at=1.0,
+            spec_json="{}",
+            spec_yaml="run: x",
+            outcome=VersionOutcome.ACTIVE,
+        ),
     )
     return store
 
@@ -36,10 +46,12 @@ def test_replica_ids_are_never_reused(tmp_path: Path) -> None:
 
 def test_replica_transitions_are_events(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    replica = ReplicaRow(service="svc", id=1, version=1, status="PENDING", launched_at=2.0)
+    replica = ReplicaRow(
+        service="svc", id=1, version=1, status=ReplicaStatus.PENDING, launched_at=2.0
+    )
     store.add_replica(replica, "launch")
-    store.set_replica_status(replica, "STARTING", "process started", pid=123, port=4000)
-    store.set_replica_status(replica, "READY", "probe passed")
+    store.set_replica_status(replica, ReplicaStatus.STARTING, "process started", pid=123, port=4000)
+    store.set_replica_status(replica, ReplicaStatus.READY, "probe passed")
     [row] = store.replicas("svc")
     assert (row.status, row.pid, row.port) == ("READY", 123, 4000)
     events = [(e.replica_id, e.from_status, e.to_status, e.reason) for e in store.events("svc")]
@@ -56,7 +68,14 @@ def test_replica_transitions_are_events(tmp_path: Path) -> None:
 def test_versions_and_delete(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     store.add_version(
-        VersionRow(service="svc", version=2, created_at=3.0, spec_json="{}", spec_yaml="")
+        VersionRow(
+            service="svc",
+            version=2,
+            created_at=3.0,
+            spec_json="{}",
+            spec_yaml="",
+            outcome=VersionOutcome.IN_PROGRESS,
+        )
     )
     assert store.latest_version_number("svc") == 2
     assert [v.version for v in store.versions("svc")] == [1, 2]

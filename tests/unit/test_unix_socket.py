@@ -1,6 +1,7 @@
 """The Unix sockets isolated replicas reach by path (unix_socket.py): only the
-home's owner connects, a socket left by a killed process is replaced, a path too
-long for ``bind(2)`` is one clear error."""
+home's owner connects, a socket left by a killed process is replaced, a home's
+path longer than ``sun_path`` still binds and connects, a directory another user
+made (or a symlink in its place) is refused, a name too long is one clear error."""
 
 from __future__ import annotations
 
@@ -96,8 +97,59 @@ def test_a_stale_socket_is_replaced_and_other_files_are_not(base: Path) -> None:
     assert path.read_text() == "not a socket"
 
 
-def test_a_path_too_long_is_one_line(base: Path) -> None:
-    path = base / ("d" * 120) / "routes.sock"
+def test_a_long_home_binds_and_connects(base: Path) -> None:
+    home = Home(base / ("d" * 120) / "home")
+    path = home.call_socket("web", 3)
+    assert len(str(path)) > 108 and unix_socket.bindable(path)
+    with unix_socket.bind_private(path) as sock, socket.socket(socket.AF_UNIX) as client:
+        assert stat.S_ISSOCK(path.stat().st_mode)  # the file is where a short path puts it
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(home.sockets_dir.stat().st_mode) == 0o700
+        client.connect(unix_socket.address(path))
+        sock.accept()[0].close()
+    unix_socket.bind_private(path).close()  # left by a killed process: replaced
+    unix_socket.bind_private(path).close()
+    unix_socket.remove(path)
+    assert list(home.sockets_dir.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making another user's directory needs root")
+@pytest.mark.parametrize("long", [False, True])
+def test_a_directory_another_user_made_is_refused(base: Path, long: bool) -> None:
+    """Its owner could swap our socket for theirs and read the tokens sent to it."""
+    home = Home(base / ("d" * 120 if long else "h") / "home")
+    home.sockets_dir.mkdir(parents=True)
+    os.chown(home.sockets_dir, 65534, 65534)
+    os.chmod(home.sockets_dir, 0o777)
+    path = home.call_socket("web", 1)
+    with pytest.raises(unix_socket.SocketPathError) as info:
+        unix_socket.bind_private(path)
+    assert "owned by uid 65534" in str(info.value) and "\n" not in str(info.value)
+    assert stat.S_IMODE(home.sockets_dir.stat().st_mode) == 0o777  # left as it was
+    assert list(home.sockets_dir.iterdir()) == []
+    with pytest.raises(unix_socket.SocketPathError):
+        unix_socket.address(path)  # nor connected into
+
+
+@pytest.mark.parametrize("long", [False, True])
+def test_a_symlink_in_place_of_the_directory_is_refused(base: Path, long: bool) -> None:
+    home = Home(base / ("d" * 120 if long else "h") / "home")
+    elsewhere = base / "elsewhere"
+    elsewhere.mkdir(mode=0o777)
+    home.root.mkdir(parents=True)
+    home.sockets_dir.symlink_to(elsewhere)
+    path = home.call_socket("web", 1)
+    with pytest.raises(unix_socket.SocketPathError) as info:
+        unix_socket.bind_private(path)
+    assert "symlink" in str(info.value) and "\n" not in str(info.value)
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(unix_socket.SocketPathError):
+        unix_socket.address(path)
+
+
+def test_a_name_too_long_is_one_line(base: Path) -> None:
+    path = base / "d" / ("s" * 100 + ".sock")
+    assert not unix_socket.bindable(path)
     with pytest.raises(unix_socket.SocketPathError) as info:
         unix_socket.bind_private(path)
     assert "too long for a Unix socket" in str(info.value) and "\n" not in str(info.value)

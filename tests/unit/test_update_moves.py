@@ -42,6 +42,7 @@ ALLOWED_OUTCOME = {
     (O.IN_PROGRESS, O.FAILED),
     (O.IN_PROGRESS, O.SUPERSEDED),
     (O.IN_PROGRESS, O.CANCELLED),
+    (O.IN_PROGRESS, O.RETIRED),  # an in-place change joined its update, which succeeded
     (O.ACTIVE, O.RETIRED),
 }
 
@@ -159,4 +160,39 @@ def test_a_down_cancels_each_version_in_progress_through_the_checked_writer(
     store, _ = _store(tmp_path)
     store.delete_service("svc", purge=False)
     assert [v.outcome for v in store.versions("svc")] == [O.ACTIVE, O.CANCELLED]
+    store.close()
+
+
+@pytest.mark.parametrize("outcome", list(O))
+def test_a_new_version_starts_only_as_the_table_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcome: VersionOutcome
+) -> None:
+    """Under strict moves a version row is added ``in progress`` or ``active`` only,
+    by ``add_version`` and by ``add_service`` alike (the legacy ``""`` included)."""
+    monkeypatch.setenv(STRICT_MOVES_ENV, "1")
+    store, _ = _store(tmp_path)
+    other = ServiceRow(name="other", status=ServiceStatus.READY, version=1, created_at=1.0, port=2)
+    if outcome in VERSION_STARTS:
+        store.add_version(VersionRow("svc", 3, 3.0, "{}", "", outcome=outcome))
+        store.add_service(other, VersionRow("other", 1, 1.0, "{}", "", outcome=outcome))
+        assert store.versions("svc")[-1].outcome is outcome
+    else:
+        with pytest.raises(IllegalMove, match="a new version"):
+            store.add_version(VersionRow("svc", 3, 3.0, "{}", "", outcome=outcome))
+        with pytest.raises(IllegalMove, match="a new version"):
+            store.add_service(other, VersionRow("other", 1, 1.0, "{}", "", outcome=outcome))
+        assert [v.version for v in store.versions("svc")] == [1, 2]  # nothing written
+        assert store.service("other") is None and store.versions("other") == []
+    store.close()
+
+
+def test_a_running_controller_records_a_new_version_outside_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(STRICT_MOVES_ENV, raising=False)
+    store, _ = _store(tmp_path)
+    store.add_version(VersionRow("svc", 3, 3.0, "{}", "", outcome=O.RETIRED))
+    assert store.versions("svc")[-1].outcome is O.RETIRED
+    illegal = [e.reason for e in store.events("svc") if e.to_status == EventKind.ILLEGAL_MOVE]
+    assert illegal == ["a new version with outcome 'retired' is not an allowed start"]
     store.close()

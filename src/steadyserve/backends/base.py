@@ -67,6 +67,9 @@ class LaunchRequest:
     isolate: bool = False
     """``service.isolation`` resolved to ``network``: the replica gets its own
     network namespace where the backend can make one (docs/isolation.md)."""
+    setup_in_log: bool = True
+    """The log starts with the version's setup output (a replica's does; a pool's
+    job, which runs after its worker's setup, logs only its own output)."""
 
 
 class ReplicaHandle(Protocol):

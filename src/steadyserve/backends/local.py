@@ -322,9 +322,9 @@ class LocalBackend:
         if control_port is not None:  # a Python replica
             env[contract.CONTROL_PORT] = str(control_port)
             # Handle calls from replicas in their own network namespace arrive by path
-            # (none where the home's path is too long for a Unix socket).
+            # (bound through its directory's descriptor where the home's path is long).
             call_socket = self.home.call_socket(request.service, request.replica_id)
-            if unix_socket.fits(call_socket):
+            if unix_socket.bindable(call_socket):
                 env[contract.CALL_SOCKET] = str(call_socket)
             if name is not None:  # its handles reach the host only through the home
                 env[contract.ROUTES_SOCKET] = str(self.home.routes_socket)
@@ -332,7 +332,7 @@ class LocalBackend:
         setup_log = self.home.version_dir(request.service, request.version) / "setup.log"
         with open(request.log_path, "ab") as log:
             os.chmod(request.log_path, 0o600)
-            if setup_log.exists():
+            if request.setup_in_log and setup_log.exists():
                 log.write(b"--- setup output of this version ---\n" + setup_log.read_bytes())
                 log.write(b"--- replica output ---\n")
                 log.flush()

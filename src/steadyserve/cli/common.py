@@ -118,6 +118,17 @@ ignore_image_option = click.option(
     help="Start even when the file names resources.image_id (replicas run on the host).",
 )
 
+follow_option = click.option(
+    "--follow/--no-follow", default=True, show_default=True, help="Keep printing new lines."
+)
+tail_option = click.option(
+    "--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines."
+)
+controller_log_option = click.option(
+    "--controller", "controller_log", is_flag=True, help="The controller's log."
+)
+"""The log options SkyPilot's ``sky serve logs`` and ``sky jobs pool logs`` share."""
+
 env_option = click.option(
     "--env",
     "envs",
@@ -140,8 +151,18 @@ def _print_notes(notes: list[str]) -> None:
         click.echo(f"note: {note}", err=True)
 
 
-def _print_created(created: dict[str, Any], as_json: bool, scheme: str = "http") -> None:
-    """The real endpoint first; then, on stderr, why it is not the usual port."""
+def _print_created(
+    created: dict[str, Any], as_json: bool, scheme: str = "http", pool: bool = False
+) -> None:
+    """The real endpoint first; then, on stderr, why it is not the usual port. A pool
+    has no endpoint (nothing listens on it): how to give it jobs instead."""
+    if not as_json and pool:
+        name = created["name"]
+        console.print(
+            f"Pool [bold]{name}[/] is starting: its workers run setup, then take jobs"
+            f" (steady jobs launch --pool {name} JOB.yaml)"
+        )
+        return
     if not as_json:
         console.print(
             f"Service [bold]{created['name']}[/] is starting at {scheme}://{created['endpoint']}"

@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-EPOCH_KEYS = ("launched_at", "created_at", "started_at", "finished_at", "time")
+EPOCH_KEYS = (
+    "launched_at",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "time",
+    "submitted_at",
+    "ended_at",
+)
 
 
 def with_iso(value: Any) -> Any:
@@ -117,6 +125,7 @@ class Service(TypedDict):
     load_balancer_pid: int | None
     replicas: list[Replica]
     canary: dict[str, Any] | None
+    pool: dict[str, Any] | None
 
 
 class Change(TypedDict):
@@ -183,6 +192,25 @@ class LogLine(TypedDict):
     line: str
 
 
+class Job(TypedDict):
+    """One job of a pool (``steady jobs queue --json``)."""
+
+    id: int
+    pool: str
+    name: str
+    status: str
+    worker: int | None
+    exit_code: int | None
+    reason: str
+    submitted_at: float
+    submitted_at_iso: str
+    started_at: float | None
+    started_at_iso: str | None
+    ended_at: float | None
+    ended_at_iso: str | None
+    log: str
+
+
 class ControllerStatus(TypedDict):
     running: bool
     pid: int | None
@@ -198,6 +226,7 @@ PLAN = Shape.of(Plan, (("changes[]", CHANGE),))
 HISTORY_VERSION = Shape.of(HistoryVersion)
 DEPLOY_ITEM = Shape.of(DeployItem)
 LOG_LINE = Shape.of(LogLine)
+JOB = Shape.of(Job)
 
 
 @dataclass(frozen=True)
@@ -262,6 +291,20 @@ CONTRACTS: dict[str, Contract] = {
         "docs/observability.md).",
     ),
     "down": Contract("One object: the services taken `down`.", Shape.of(Down)),
+    "jobs pool status": Contract(
+        "One object, `pools`: a list (every pool, or the ones named), each as a service "
+        "of `status --json`.",
+        Shape(("pools",), (("pools[]", SERVICE),)),
+        "`pool` is the pool's `policy` (its `service.pool`), `pending_jobs`, and `jobs` "
+        "(the job id each busy worker runs, by worker id); `replicas` are its workers.",
+    ),
+    "jobs queue": Contract(
+        "One object, `jobs`: every job (of `--pool` only, when given), oldest first.",
+        Shape(("jobs",), (("jobs[]", JOB),)),
+        "`status` is `PENDING`, `STARTING`, `RUNNING`, `CANCELLING`, `SUCCEEDED`, "
+        "`FAILED` or `CANCELLED`; `worker` is null until one is given; `log` is the "
+        "job's log file (docs/pools.md).",
+    ),
     "controller status": Contract(
         "One object. Exit code 1 when no controller runs.",
         Shape.of(ControllerStatus),

@@ -22,6 +22,7 @@ from steadyserve.cli.common import (
     console,
     json_option,
     reports_errors,
+    tail_option,
     utc_option,
 )
 from steadyserve.cli.tables import (
@@ -73,7 +74,7 @@ def history(name: str, as_json: bool, utc: bool) -> None:
     help="The service's request log: who called, what, how it went (service.access_log).",
 )
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines.")
-@click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
+@tail_option
 @click.option(
     "--timestamps",
     is_flag=True,

@@ -18,11 +18,14 @@ import click
 
 from steadyserve.cli.client import Client, CommandError
 from steadyserve.cli.common import (
+    controller_log_option,
     env_option,
+    follow_option,
     ignore_image_option,
     ignore_resources_option,
     reports_errors,
     secret_option,
+    tail_option,
 )
 from steadyserve.spec import ServiceSpec
 
@@ -185,12 +188,10 @@ def serve_group(
     @serve.command("logs")
     @click.argument("name")
     @click.argument("replica_id", required=False, type=int)
-    @click.option("--controller", "controller_log", is_flag=True, help="The controller's log.")
+    @controller_log_option
     @click.option("--load-balancer", "lb_log", is_flag=True, help="The load balancer's log.")
-    @click.option(
-        "--follow/--no-follow", default=True, show_default=True, help="Keep printing new lines."
-    )
-    @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
+    @follow_option
+    @tail_option
     @click.pass_context
     @reports_errors
     def serve_logs(

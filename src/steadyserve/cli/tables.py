@@ -153,7 +153,7 @@ def services_table(services: list[dict[str, Any]], verbose: bool = False) -> Tab
             format_uptime(svc["uptime_s"]),
             svc["status"],
             f"{svc['ready_replicas']}/{svc['total_replicas']}",
-            svc["endpoint"],
+            svc["endpoint"] if svc.get("pool") is None else "-",  # a pool has none
         ]
         if verbose:
             autoscaling = svc.get("autoscaling") or {}

@@ -128,13 +128,6 @@ def check_file_mounts(mounts: dict[str, Any]) -> None:
 # ------------------------------------------------------------- not applicable
 
 
-POOL_REFUSED = (
-    "a SkyPilot pool (workers for managed jobs, sky jobs pool apply) is not a"
-    " service; SteadyServe runs services (service: with replicas behind an endpoint)"
-)
-"""Why ``pool:`` is refused, at the top level and inside ``service:`` (where
-SkyPilot's own spec keeps it): a pool has workers for jobs, no endpoint."""
-
 SPOT_POLICY_KEYS = ("base_ondemand_fallback_replicas", "dynamic_ondemand_fallback", "spot_placer")
 """SkyServe's spot keys of ``replica_policy``: a local replica is never preempted."""
 

@@ -17,8 +17,8 @@ from aiohttp.typedefs import Middleware
 
 from steadyserve import replica_contract as contract
 from steadyserve.compat.ray_deployment import ingress_of
-from steadyserve.controller import dashboard, dashboard_login, progressive
-from steadyserve.controller.errors import ApiError, BadInput, NotFound
+from steadyserve.controller import dashboard, dashboard_login, pool_api, progressive
+from steadyserve.controller.errors import ApiError, BadInput, NotFound, json_object
 from steadyserve.wire.load_report import LoadReport
 from steadyserve.wire.routes import APP_INGRESS_ROUTE
 
@@ -113,15 +113,6 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
     observer = dashboard.add_routes(app, controller)  # /metrics and the dashboard
     dashboard_login.add_routes(app, logins)  # its one-time links
 
-    async def body(request: web.Request) -> dict[str, Any]:
-        try:
-            data = await request.json()
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadInput("request body is not JSON") from exc
-        if not isinstance(data, dict):
-            raise BadInput("request body must be a JSON object")
-        return data
-
     @routes.get("/api/v1/health")
     async def health(request: web.Request) -> web.Response:
         return web.json_response(controller.info())
@@ -153,7 +144,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
 
     @routes.post("/api/v1/services")
     async def create_service(request: web.Request) -> web.Response:
-        data = await body(request)
+        data = await json_object(request)
         spec_json, spec_yaml = data.get("spec"), data.get("yaml", "")
         if not isinstance(spec_json, str) or not isinstance(spec_yaml, str):
             raise BadInput("'spec' must be the service spec as a JSON string")
@@ -162,7 +153,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
 
     @routes.post("/api/v1/services/{name}/update")
     async def update_service(request: web.Request) -> web.Response:
-        data = await body(request)
+        data = await json_object(request)
         spec_json, spec_yaml = data.get("spec"), data.get("yaml", "")
         mode = data.get("mode")
         if not isinstance(spec_json, str) or not isinstance(spec_yaml, str):
@@ -181,7 +172,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
 
     @routes.post("/api/v1/services/{name}/rollback")
     async def rollback(request: web.Request) -> web.Response:
-        data = await body(request)
+        data = await json_object(request)
         to = data.get("to")
         if to is not None and (not isinstance(to, int) or isinstance(to, bool)):
             raise BadInput("--to must be a version number")
@@ -192,7 +183,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
 
     @routes.post("/api/v1/deploy")
     async def deploy(request: web.Request) -> web.Response:
-        data = await body(request)
+        data = await json_object(request)
         items = data.get("services")
         if not isinstance(items, list) or not all(
             isinstance(i, dict) and isinstance(i.get("spec"), str) for i in items
@@ -258,7 +249,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
     @routes.post("/api/v1/lb/{name}/report")
     async def lb_report(request: web.Request) -> web.Response:
         runtime = controller.runtime(request.match_info["name"])
-        data = await body(request)
+        data = await json_object(request)
         try:
             report = LoadReport.from_json(data)
         except ValueError as exc:
@@ -307,6 +298,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
 
     add_route_calls(routes, controller)  # also on the routes-only socket
     progressive.add_routes(routes, controller)  # promote / pause / resume / abort
+    pool_api.add_routes(routes, controller)  # pools' jobs: steady jobs launch|queue|cancel
     app.add_routes(routes)
     return app
 

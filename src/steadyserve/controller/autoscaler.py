@@ -20,12 +20,13 @@ service down to its minimum nor up to its initial count.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from steadyserve.controller.load import ServiceLoad
 from steadyserve.controller.policy_runner import PolicyRunner
+from steadyserve.controller.routing import replica_accelerator
 from steadyserve.core.autoscale import (
     Decision,
     FixedPolicy,
@@ -35,11 +36,16 @@ from steadyserve.core.autoscale import (
     ScaleState,
     decide,
     mean_ongoing,
+    policy_for,
     qps,
     request_waiting_at_zero,
 )
 from steadyserve.core.autoscale.context import context_fields
+from steadyserve.core.autoscale.instance_aware import FleetReplica, capacity
 from steadyserve.core.autoscale.policies import QPS_WINDOW_S, clip
+from steadyserve.core.states import ReplicaStatus
+from steadyserve.spec import ServiceSpec
+from steadyserve.state import ReplicaRow
 
 
 def policy_name(policy: Policy) -> str:
@@ -53,13 +59,44 @@ def policy_name(policy: Policy) -> str:
 
 def policy_label(policy: Policy) -> str:
     """One short line for the status table, e.g. ``ongoing 1/replica [1..3]``."""
-    if isinstance(policy, QpsPolicy):
+    if isinstance(policy, QpsPolicy) and policy.targets is not None:
+        what = "qps " + ", ".join(f"{k} {v:g}" for k, v in policy.per_accelerator) + "/replica"
+    elif isinstance(policy, QpsPolicy):
         what = f"qps {policy.target_qps_per_replica:g}/replica"
     elif isinstance(policy, OngoingPolicy):
         what = f"ongoing {policy.target_ongoing_requests:g}/replica"
     else:
         return f"fixed {policy.replicas}"
     return f"{what} [{policy.min_replicas}..{policy.max_replicas}]"
+
+
+SIZED_STATES = frozenset(
+    {ReplicaStatus.PENDING, ReplicaStatus.PROVISIONING, ReplicaStatus.STARTING, ReplicaStatus.READY}
+)
+"""The replicas whose capacity a per-accelerator target counts (SkyServe's
+PROVISIONING, STARTING and READY; PENDING waits here for a GPU, as a cloud
+replica waits while it provisions). A NOT_READY replica carries nothing."""
+
+
+def fleet_of(spec: ServiceSpec, replicas: Iterable[ReplicaRow], version: int) -> list[FleetReplica]:
+    """The replicas of ``version`` that count, and the accelerator each holds (the
+    GPU inventory's assignment, else the spec's first choice): what a
+    per-accelerator target sizes the service by."""
+    return [
+        FleetReplica(replica_accelerator(spec, r), r.status is ReplicaStatus.READY)
+        for r in replicas
+        if r.status in SIZED_STATES and r.version == version
+    ]
+
+
+def capacities_of(spec: ServiceSpec, replicas: Iterable[ReplicaRow]) -> dict[int, float]:
+    """What each replica carries under a per-accelerator target (empty without one):
+    the planner stops the smaller first when the target drops."""
+    policy = policy_for(spec.service)
+    targets = policy.targets if isinstance(policy, QpsPolicy) else None
+    if targets is None:
+        return {}
+    return {r.id: capacity(targets, replica_accelerator(spec, r)) for r in replicas}
 
 
 def _span(policy: Policy) -> float:
@@ -143,8 +180,16 @@ class Autoscaler:
         if isinstance(policy, FixedPolicy):
             self.state = ScaleState(policy.replicas)
 
-    def step(self, now: float, serving: int, running_ids: list[int] | None = None) -> Decision:
-        """One decision at ``now`` with ``serving`` replicas routable."""
+    def step(
+        self,
+        now: float,
+        serving: int,
+        running_ids: list[int] | None = None,
+        fleet: Sequence[FleetReplica] = (),
+    ) -> Decision:
+        """One decision at ``now`` with ``serving`` replicas routable; ``fleet``: the
+        current version's live replicas and their accelerators (a per-accelerator
+        target sizes by their capacity)."""
         policy = self.policy
         if isinstance(policy, OngoingPolicy) and policy.policy_function is not None:
             held = self._ask_custom(policy, now, serving, running_ids or [])
@@ -153,7 +198,9 @@ class Autoscaler:
                 return held
         else:
             self.close()
-        decision = decide(policy, self.state, self.load.window, now, serving, self._custom)
+        decision = decide(
+            policy, self.state, self.load.window, now, serving, self._custom, fleet=fleet
+        )
         self._take(decision)
         return decision
 

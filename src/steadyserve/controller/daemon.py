@@ -31,10 +31,11 @@ from steadyserve.controller import fleet, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
-from steadyserve.controller.endpoint import endpoint_port, port_notice
+from steadyserve.controller.endpoint import EndpointClaims, endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
 from steadyserve.controller.orphans import reap_orphans
+from steadyserve.controller.pool_runtime import runtime_class, same_kind
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
@@ -62,8 +63,8 @@ class Controller:
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._ports_chosen: set[int] = set()
-        """Endpoint ports of services being created and not recorded yet."""
+        self.endpoints = EndpointClaims()
+        """Endpoint ports of this controller's services, claimed against other homes'."""
         self._resumed_downs: list[asyncio.Task[None]] = []
         # The gateway port (Ray Serve's http_options.port).
         self.gateway = GatewaySupervisor(
@@ -142,14 +143,15 @@ class Controller:
     async def _create(
         self, name: str, spec: ServiceSpec, spec_yaml: str, spec_file: str | None, owner: str
     ) -> dict[str, Any]:
-        # Chosen and held at once (no await between): a create running beside this
-        # one must not choose the same port before either is recorded.
-        port = endpoint_port(self.store, spec.service.port, self._ports_chosen)
-        self._ports_chosen.add(port)
+        # Chosen and claimed at once (no await between): a create running beside this
+        # one, here or in another home, must not choose the same port.
+        port = self.endpoints.choose(self.store, spec.service.port)
         try:
             return await self._create_on(port, name, spec, spec_yaml, spec_file, owner)
-        finally:
-            self._ports_chosen.discard(port)
+        except BaseException:
+            if self.store.service(name) is None:
+                self.endpoints.release(port)
+            raise
 
     async def _create_on(
         self,
@@ -225,6 +227,7 @@ class Controller:
         source_workdir: Path | None = None,
         rollback_to: int | None = None,
         spec_file: str | None = None,
+        keep_files: bool = False,
     ) -> dict[str, Any]:
         """Make a new version from a spec: in place when the classifier allows, else by mode."""
         runtime = self.runtime(name)
@@ -234,6 +237,7 @@ class Controller:
         if spec.name != name:
             spec = spec.model_copy(update={"name": name})
         self._check_placeable(spec)
+        same_kind(runtime.spec, spec, name)
         if dry_run:  # writes nothing: no need to wait for, or refuse on, another command
             return await updates.apply(
                 self,
@@ -245,6 +249,7 @@ class Controller:
                 source_workdir=source_workdir,
                 rollback_to=rollback_to,
                 spec_file=spec_file,
+                keep_files=keep_files,
             )
         async with self._claim(name):
             self._still_up(name, runtime)
@@ -258,6 +263,7 @@ class Controller:
                 source_workdir=source_workdir,
                 rollback_to=rollback_to,
                 spec_file=spec_file,
+                keep_files=keep_files,
             )
 
     def _still_up(self, name: str, runtime: ServiceRuntime) -> None:
@@ -337,7 +343,7 @@ class Controller:
             endpoint_port(self.store, spec.service.port)
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
-        runtime = ServiceRuntime(
+        runtime = runtime_class(self.store, row)(  # a pool's, or a service's
             self.home,
             self.store,
             self.backend,
@@ -380,8 +386,10 @@ class Controller:
             self.services.pop(name, None)
             self._down_tasks.pop(name, None)
             self.capacity.changed()  # its GPUs are free for the others
+            if self.store.service(name) is None:  # gone: its port is free for others
+                self.endpoints.release(runtime.row.port)
         if not self.services:  # nothing left to serve (serve shutdown)
-            await self.gateway.configure(None)
+            await self.gateway.stop_if_idle()
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -408,6 +416,10 @@ class Controller:
         self.url = f"http://{shown}:{sock.getsockname()[1]}"
         routes_runner = await routes_socket.start(self)  # for replicas in their own netns
         for row in self.store.services():
+            if not self.endpoints.hold(row.port):
+                log.warning(
+                    "service %s: endpoint port %d is claimed by another process", row.name, row.port
+                )
             self._new_runtime(row).start()
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         claimed |= self.gateway.pids

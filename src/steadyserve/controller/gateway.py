@@ -122,6 +122,7 @@ class GatewaySupervisor:
         self.listener6: socket.socket | None = None  # ::1, when this host has IPv6
         self._last_start = 0.0
         self.problem: str | None = None
+        self._configuring = asyncio.Lock()  # one port change (and its stop) at a time
         self._load()
 
     @property
@@ -172,8 +173,23 @@ class GatewaySupervisor:
 
     async def configure(self, port: int | None) -> None:
         """Serve the gateway on ``port`` (None: no gateway); restarts it on a new port."""
-        if port == self.port:
-            return
+        async with self._configuring:
+            if port != self.port:
+                await self._restart_on(port)
+
+    async def stop_if_idle(self) -> None:
+        """Stop the gateway if no service is left to serve (``serve.shutdown``).
+
+        Checked under the same lock as :meth:`configure`: a deploy that came while
+        the last service went down keeps its gateway (before, a stop that was
+        draining when that deploy found the port unchanged then set it to None,
+        leaving the new application without a gateway)."""
+        async with self._configuring:
+            if self.port is not None and not list(self._specs()):
+                await self._restart_on(None)
+
+    async def _restart_on(self, port: int | None) -> None:
+        self.port = None  # supervision must not start it again while it stops
         await self.stop()
         self.port = port
         self._save()

@@ -99,6 +99,10 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
     while replica.status.is_probed:
         spec = rt.spec_for(replica.version)
         probe, port = probe_target(rt, replica, spec)
+        if spec.service.pool is not None:  # a worker: ready once setup ran and it runs
+            worker_ready(rt, replica)
+            await rt.clock.sleep(svc.health_check_period_s)
+            continue
         if replica.netns is None:
             ok, why = await rt.prober(replica.ip, port, probe)
         else:  # in its own network namespace (service.isolation)
@@ -121,6 +125,20 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
             await rt.clock.sleep(interval)
         else:
             await rt.clock.sleep(svc.health_check_period_s)
+
+
+def worker_ready(rt: ProbePort, replica: ReplicaRow) -> None:
+    """A pool's worker has no probe: READY once its setup ran and its process runs
+    (an exit fails it, as a replica's does: exits.py)."""
+    if replica.status is ReplicaStatus.STARTING:
+        rt.transition(
+            replica,
+            ReplicaStatus.READY,
+            "setup finished: the worker takes jobs",
+            ready_at=rt.clock.wall(),
+        )
+        rt.version_served(replica.version)
+        rt.wake()
 
 
 def apply_probe(rt: ProbePort, replica: ReplicaRow, ok: bool, why: str) -> None:

@@ -17,6 +17,10 @@ from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
 
+WORKER_HOLDS = "import signal; signal.pause()"
+"""A pool worker's own process: it waits (SIGTERM ends it) while jobs run in its
+environment (controller/pool.py); its life is the worker's."""
+
 
 class ReplicaEnvironment:
     """One service's replica environments; needs only the home and the service name."""
@@ -85,6 +89,8 @@ class ReplicaEnvironment:
 
     @staticmethod
     def command(spec: ServiceSpec) -> list[str]:
+        if spec.service.pool is not None:  # a worker holds its environment; jobs run beside it
+            return [sys.executable, "-c", WORKER_HOLDS]
         if spec.run is not None:
             return ["bash", "-c", spec.run]
         assert spec.import_path is not None

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from steadyserve import replica_contract as contract
 from steadyserve.backends.netns import path_of as netns_path
-from steadyserve.core.capacity import Assignment
+from steadyserve.core.capacity import Assignment, matches
 from steadyserve.core.routing.instance_aware import capacity_for
 from steadyserve.core.routing.options import PolicyOptions, ReplicaMetrics
 from steadyserve.core.states import ReplicaStatus
@@ -117,22 +117,20 @@ def _route(
 def replica_accelerator(spec: ServiceSpec, row: ReplicaRow | None) -> str | None:
     """The accelerator a replica runs on (its name, without a count), or None.
 
-    The GPUs it holds say (the machine's inventory named them when it was
-    assigned: core/capacity.py); without an assignment (no inventory, or the
-    autoscaler asking before any replica runs), the spec's first choice of
-    ``resources.accelerators``, else of the first ``any_of``/``ordered``
-    alternative that names one."""
-    held = _accelerator(row) if row is not None else None
-    if held is not None:
-        return held
+    The GPUs it holds say: the spec's accelerator name their device matched when
+    they were assigned (``A100`` for ``NVIDIA A100-SXM4-80GB``, core/capacity.py),
+    the name a per-accelerator map is keyed by, as SkyPilot's launched resources
+    name it; the device's own name if none matches. Without an assignment (no
+    inventory, a replica waiting for a GPU, or the autoscaler asking before any
+    replica runs), the spec's first choice of ``resources.accelerators``, else of
+    the first ``any_of``/``ordered`` alternative that names one."""
     resources = spec.resources
     candidates: list[Resources] = [resources, *(resources.any_of or ()), *(resources.ordered or ())]
-    for candidate in candidates:
-        choices = candidate.accelerator_choices()
-        if choices:
-            name: str = choices[0][0]
-            return name
-    return None
+    names: list[str] = [c[0] for r in candidates for c in r.accelerator_choices()]
+    held = _accelerator(row) if row is not None else None
+    if held is not None:
+        return next((name for name in names if matches(name, held)), held)
+    return names[0] if names else None
 
 
 def blocked_paths(spec: ServiceSpec) -> list[str]:

@@ -26,7 +26,7 @@ import aiohttp
 
 from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.controller import draining
-from steadyserve.controller.autoscaler import Autoscaler
+from steadyserve.controller.autoscaler import Autoscaler, fleet_of
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.exits import reap_exited
@@ -42,7 +42,7 @@ from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.routes import RoutePublisher
-from steadyserve.controller.routing import replica_accelerator, route_table
+from steadyserve.controller.routing import route_table
 from steadyserve.controller.versions import VersionJudge
 from steadyserve.core.autoscale import Policy as AutoscalePolicy
 from steadyserve.core.autoscale import policy_for
@@ -117,13 +117,11 @@ class ServiceRuntime:
         self.ready_versions, self.broken_versions = self.versions.ready, self.versions.broken
         self._specs: dict[int, ServiceSpec] = {}
         self.lb = lb or LoadBalancerProcess(home, self.name, row.port)
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._wake, self._task = asyncio.Event(), None  # type: asyncio.Event, asyncio.Task[None] | None
         self._stops: set[asyncio.Task[None]] = set()
         # Recent reconcile tick durations, for /api/v1/metrics and the benchmarks.
         self.tick_seconds: deque[float] = deque(maxlen=200)
-        self._stopping = False
-        self.plan = Plan()
+        self._stopping, self.plan = False, Plan()
         self.rollout = Rollout(self, store.latest_update(self.name))
         # The target every plan sizes to (controller/autoscaler.py).
         self.autoscaler = Autoscaler(
@@ -234,9 +232,8 @@ class ServiceRuntime:
         self.store.delete_service(self.name, purge=purge)
 
     async def _stop_loop(self) -> None:
-        """Cancel the reconcile loop, again if need be: before Python 3.12,
-        ``asyncio.wait_for`` swallows a cancel that lands as the wake event fires
-        (an update's wake just before a down), and the loop would run on."""
+        """Cancel the reconcile loop, again if need be: before Python 3.12, ``asyncio.wait_for``
+        swallows a cancel landing as the wake fires (an update's wake just before a down)."""
         for _ in range(100):
             if self._task is None or self._task.done():
                 return
@@ -352,14 +349,14 @@ class ServiceRuntime:
         return self.autoscaler.target()
 
     def _scaling_policy(self) -> AutoscalePolicy:
-        """The autoscaling policy of the current spec; a per-accelerator target is
-        read for the accelerator its replicas get."""
-        return policy_for(self.spec.service, replica_accelerator(self.spec, None))
+        """The autoscaling policy of the current spec."""
+        return policy_for(self.spec.service)
 
     def _autoscale(self, tick: Tick) -> None:
         self.autoscaler.set_policy(self._scaling_policy())
         routable = sorted(tick.plan.routable)  # the last tick's plan
-        self.autoscaler.step(self.clock.now(), len(routable), routable)
+        fleet = fleet_of(self.spec, self.replicas.values(), self.row.version)
+        self.autoscaler.step(self.clock.now(), len(routable), routable, fleet)
         if self.autoscaler.scales and not self.updating:  # an update keeps the cap it met
             wanted = self.autoscaler.state.target
             self.autoscaler.cap(*self.capacity.cap(self.spec, wanted, self._live_current()))
@@ -393,7 +390,7 @@ class ServiceRuntime:
         plan = tick.plan
         status = service_status(
             shutting_down=self._stopping,
-            lb_ready=self.lb.running and self.routes.polls_since_start > 0,
+            lb_ready=self.lb_ready(),
             target=self.target_replicas(),
             replicas=self.views(),
             routable=plan.routable,
@@ -408,6 +405,9 @@ class ServiceRuntime:
                 status, self.lb.failure, self.row.version, len(plan.routable), tick.target
             )
             self.store.set_service_status(self.name, old, status, why)
+
+    def lb_ready(self) -> bool:  # a pool has no load balancer to wait for (pool_runtime.py)
+        return self.lb.running and self.routes.polls_since_start > 0
 
     def _publish(self, routable: frozenset[int]) -> None:
         routable, weights, preview = self.canary.route_fields(routable)

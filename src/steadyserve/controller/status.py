@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from steadyserve.controller.pool_runtime import PoolRuntime
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.capacity import Assignment
 from steadyserve.core.states import ReplicaStatus
@@ -90,6 +91,8 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "application": runtime.spec.application,
         "deployment": runtime.spec.ray_options.get("deployment"),
         "route_prefix": runtime.spec.service.route_prefix,
+        # A pool's policy, queue and jobs by worker (docs/pools.md); None for a service.
+        "pool": runtime.jobs.status_json() if isinstance(runtime, PoolRuntime) else None,
         "replicas": [
             {
                 "id": r.id,

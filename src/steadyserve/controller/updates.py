@@ -67,7 +67,12 @@ async def apply(
     source_workdir: Path | None,
     rollback_to: int | None,
     spec_file: str | None = None,
+    keep_files: bool = False,
 ) -> dict[str, Any]:
+    """``keep_files``: the new version has the current version's files, as they are
+    stored (``steady jobs pool apply --workers N``, which names no file): the
+    spec's workdir is not read again, so neither an edit made there since nor
+    the service file itself (which no file names for exclusion) makes a change."""
     store, home, name = controller.store, controller.home, runtime.name
     if spec.service.port is not None and spec.service.port != runtime.row.port:
         raise BadInput(
@@ -82,8 +87,14 @@ async def apply(
     source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
     current = store.version(name, runtime.row.version)
     assert current is not None
-    exclude = relative_excludes(source, [spec_file] if spec_file else [])
-    new_hash = await hash_workdir(source, exclude, home) if source is not None else None
+    if keep_files:
+        kept = home.version_workdir(name, runtime.row.version)
+        source = kept if current.workdir_hash is not None and kept.is_dir() else None
+        exclude: set[str] = set()
+        new_hash = current.workdir_hash
+    else:
+        exclude = relative_excludes(source, [spec_file] if spec_file else [])
+        new_hash = await hash_workdir(source, exclude, home) if source is not None else None
     changes = classify(
         runtime.spec, spec, old_workdir_hash=current.workdir_hash, new_workdir_hash=new_hash
     )
@@ -133,7 +144,11 @@ async def apply(
     if dry_run:
         return result
     number = store.latest_version_number(name) + 1
-    workdir_hash = await take_snapshot(home, name, number, source, exclude, new_hash)
+    workdir_hash = await take_snapshot(
+        home, name, number, source, exclude, None if keep_files else new_hash
+    )
+    if keep_files:  # the copy may hold setup's output; the files are the current ones
+        workdir_hash = current.workdir_hash
     old_marker = home.version_dir(name, runtime.row.version) / SETUP_MARKER
     if in_place and old_marker.exists():  # setup is unchanged: it already ran for this code
         (home.version_dir(name, number) / SETUP_MARKER).touch()

@@ -79,6 +79,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "websocket_drain_s": "applies to the next drain",
     "route_prefix": "applied by the gateway",
     "served_model_names": "applied by the gateway",
+    "pool": "pool size changes in place (the workers are reused)",
 }
 
 # Top-level fields that describe a service without changing its replicas.

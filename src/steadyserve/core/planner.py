@@ -10,7 +10,7 @@ same way. Keeping this free of processes lets the tests walk every case.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from steadyserve.core.autoscale.victims import Candidate, choose_victims
@@ -39,6 +39,18 @@ class ReplicaView:
 
 Drains = tuple[tuple[int, str], ...]
 """``(replica id, reason)`` pairs."""
+
+SCALED_DOWN = "scaled down to"
+"""How a drain for a smaller target begins (``scaled down to 2``): a pool swaps a busy
+worker so drained for an idle one (controller/pool.py), and only such a drain."""
+
+
+def scaled_down(target: int) -> str:
+    return f"{SCALED_DOWN} {target}"
+
+
+def is_scale_down(why: str) -> bool:
+    return why.startswith(SCALED_DOWN)
 
 
 @dataclass(frozen=True, init=False)
@@ -93,13 +105,20 @@ _PLAN_FIELDS = tuple(f.name for f in fields(Plan))
 
 
 def plan_steady(
-    target: int, version: int, replicas: Sequence[ReplicaView], *, version_broken: bool
+    target: int,
+    version: int,
+    replicas: Sequence[ReplicaView],
+    *,
+    version_broken: bool,
+    capacities: Mapping[int, float] | None = None,
 ) -> Plan:
     """Keep ``target`` live replicas of ``version``; retire replicas of other versions.
 
     A broken version (its replicas failed before any was ever ready) is not
-    relaunched, so a bug does not become a crash loop.
+    relaunched, so a bug does not become a crash loop. ``capacities``: what each
+    replica carries under a per-accelerator target; the smaller go first.
     """
+    carries = capacities or {}
     live = [r for r in replicas if r.status.is_live]
     current = [r for r in live if r.version == version]
     stop: list[tuple[int, str]] = [
@@ -107,11 +126,13 @@ def plan_steady(
     ]
     surplus = len(current) - target
     if surplus > 0:
-        # Not-ready first, then the newest (ids are never reused: a higher id is newer).
-        candidates = [Candidate(r.id, r.status is ReplicaStatus.READY, r.id) for r in current]
-        stop.extend(
-            (rid, f"scaled down to {target}") for rid in choose_victims(candidates, surplus)
-        )
+        # Not-ready first, then the smaller capacity, then the newest (ids are never
+        # reused: a higher id is newer).
+        candidates = [
+            Candidate(r.id, r.status is ReplicaStatus.READY, r.id, carries.get(r.id, 0.0))
+            for r in current
+        ]
+        stop.extend((rid, scaled_down(target)) for rid in choose_victims(candidates, surplus))
     launch = 0 if version_broken else max(0, target - len(current))
     stopping = {rid for rid, _ in stop}
     routable = frozenset(
@@ -258,7 +279,7 @@ def plan_update(
     surplus_new = len(new) - target
     if surplus_new > 0:
         order = sorted(new, key=lambda r: (_STOP_ORDER[r.status], -r.id))
-        drain.extend((r.id, f"scaled down to {target}") for r in order[:surplus_new])
+        drain.extend((r.id, scaled_down(target)) for r in order[:surplus_new])
         gone = {rid for rid, _ in drain}
         new = [r for r in new if r.id not in gone]
     new_ready = [r for r in new if r.status is ReplicaStatus.READY]

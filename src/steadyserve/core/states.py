@@ -8,7 +8,8 @@ API carry, unchanged from the strings of earlier releases.
 :data:`REPLICA_MOVES` is the one table of the replica state changes the
 controller may make; :func:`check_move` refuses every other one. :data:`UPDATE_MOVES`
 and :data:`OUTCOME_MOVES` are the same for an update's status and a version's
-outcome (:func:`check_update_move`, :func:`check_outcome_move`).
+outcome (:func:`check_update_move`, :func:`check_outcome_move`), and
+:data:`VERSION_STARTS` the outcomes a version starts with (:func:`check_version_start`).
 """
 
 from __future__ import annotations
@@ -203,8 +204,9 @@ OUTCOME_MOVES: Mapping[VersionOutcome, frozenset[VersionOutcome]] = MappingProxy
         # A version recorded before outcomes existed may be any of these when it ends.
         _O.NONE: frozenset({_O.ACTIVE, _O.RETIRED, _O.FAILED, _O.SUPERSEDED}),
         # Its update succeeded, failed (or was rolled back), was superseded by a
-        # newer one, or the service was taken down before it ended.
-        _O.IN_PROGRESS: frozenset({_O.ACTIVE, _O.FAILED, _O.SUPERSEDED, _O.CANCELLED}),
+        # newer one, or the service was taken down before it ended; or an in-place
+        # change joined its update, which then succeeded at the newer version.
+        _O.IN_PROGRESS: frozenset({_O.ACTIVE, _O.FAILED, _O.SUPERSEDED, _O.CANCELLED, _O.RETIRED}),
         # A newer version succeeded, or a new life of the name (down, then up) began.
         _O.ACTIVE: frozenset({_O.RETIRED}),
         # A rollback makes a new version: an ended version's outcome is final.
@@ -226,6 +228,13 @@ def check_update_move(old: UpdateStatus, new: UpdateStatus) -> None:
 def check_outcome_move(old: VersionOutcome, new: VersionOutcome) -> None:
     if new not in OUTCOME_MOVES[old]:
         raise IllegalMove(f"version outcome '{old}' -> '{new}' is not an allowed move")
+
+
+def check_version_start(outcome: VersionOutcome) -> None:
+    """A version row is added as one of :data:`VERSION_STARTS`; the legacy ``""`` is
+    only ever read from a database older than outcomes."""
+    if outcome not in VERSION_STARTS:
+        raise IllegalMove(f"a new version with outcome '{outcome}' is not an allowed start")
 
 
 class EventKind(StrEnum):

@@ -49,6 +49,9 @@ CONSUMER = "gateway"
 DRAIN_SECONDS = 10.0
 SWEEP_SECONDS = 1.0
 POLL_WAIT_S = 25.0
+FIRST_ROUTES_WAIT_S = 10.0
+"""How long a starting gateway waits for its map and its lanes' first replica tables
+before it serves anyway (connections wait meanwhile in the port's backlog)."""
 
 
 class _GatewayRouteClient(RouteClient):
@@ -94,6 +97,7 @@ class Lane:
         self.proxy.metrics = metrics
         self.proxy.zero = ZeroHold(self.proxy, controller_asker(home, service))
         self.access_log = access_log_path(home, service)
+        self.tabled = asyncio.Event()  # set once its first replica table is applied
         self.client = _GatewayRouteClient(home, service, self.apply_table, POLL_WAIT_S)
         self.reporter = _GatewayReporter(home, service, self._snapshot, 0.5)
         loop = asyncio.get_running_loop()
@@ -102,6 +106,7 @@ class Lane:
     def apply_table(self, table: RouteTable) -> None:
         self.proxy.apply_table(table)
         follow_access_log(self.proxy.metrics, table.access_log, self.access_log, GATEWAY)
+        self.tabled.set()
 
     def _snapshot(self) -> dict[str, Any]:
         return {
@@ -124,6 +129,7 @@ class Gateway:
         self.lanes: dict[str, Lane] = {}
         self.metrics: dict[str, LBMetrics] = {}  # per service, kept across its lanes
         self.known = ""
+        self.mapped = asyncio.Event()  # set once the first route map is applied
         self._tasks: list[asyncio.Task[None]] = []
         self._server: asyncio.AbstractServer | None = None
         self._more: list[asyncio.AbstractServer] = []
@@ -188,11 +194,34 @@ class Gateway:
                     {str(k): str(v) for k, v in models.items()},
                 )
                 self.known = key
+            self.mapped.set()
+
+    async def first_routes(self, timeout: float) -> bool:
+        """Until the first route map and each of its lanes' first replica tables are
+        applied (False if ``timeout`` passed first). A gateway that served before
+        would answer its first requests 404 (no lanes yet) or 503 (a lane with no
+        replicas yet) for a route whose replicas are ready."""
+
+        async def routed() -> None:
+            await self.mapped.wait()
+            for lane in list(self.lanes.values()):
+                await lane.tabled.wait()
+
+        try:
+            await asyncio.wait_for(routed(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     async def start(self, listen_fds: list[int], host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self.follow_map()))
         self._tasks.append(loop.create_task(self._sweep()))
+        if not await self.first_routes(FIRST_ROUTES_WAIT_S):
+            log.warning(
+                "no route map from the controller within %gs: serving without it",
+                FIRST_ROUTES_WAIT_S,
+            )
         if listen_fds:
             # 127.0.0.1 and, when the controller could bind it, ::1.
             for fd in listen_fds:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from steadyserve import replica_contract as contract
+from steadyserve import unix_socket
 from steadyserve.cli.client import Client, CommandError
 from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
 from steadyserve.controller.errors import PREFIX_TAKEN
@@ -402,7 +403,7 @@ def _get_over_unix(path: str, target: str, headers: dict[str, str]) -> tuple[int
         def connect(self) -> None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(self.timeout)
-            sock.connect(path)
+            sock.connect(unix_socket.address(path))  # a long home's path too
             self.sock = sock
 
     conn = UnixConnection("localhost", timeout=10.0)

@@ -210,8 +210,8 @@ class ServiceRouter:
                     exclude.clear()  # no news in a while: try everyone again
                 continue
             self.inflight[replica.id] = self.inflight.get(replica.id, 0) + 1
-            session, url = self._call_target(replica)
             try:
+                session, url = self._call_target(replica)
                 response = await session.post(url, data=body, headers=dict(headers))
             except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
                 # Refused or closed before an answer: the replica is gone or going.
@@ -237,7 +237,11 @@ class ServiceRouter:
         if now - self._woke_at < WAKE_EVERY_S:
             return
         self._woke_at = now
-        session, url = self._controller(self._home)
+        try:
+            session, url = self._controller(self._home)
+        except aiohttp.ClientConnectionError as exc:  # no routes socket to ask at
+            log.debug("wake for %s failed: %s", self.service, exc)
+            return
         if url is not None:
             self._wake_task = asyncio.ensure_future(
                 self._post_wake(session, service_url(url, self.service, "wake"))

@@ -9,7 +9,9 @@ the route tables, and every Python replica's app server also listens on its
 HTTP as over TCP.
 
 aiohttp's ``UnixConnector`` connects to one path, so there is one session per
-path: the routes socket's, and one per callee replica. A replica's session is
+path: the routes socket's, and one per callee replica. A home's path may be too
+long for ``sun_path``: the session then connects to the same file through its
+directory's descriptor (``unix_socket.address``). A replica's session is
 closed once it left the route table and no call of this process is on it
 (closing it earlier would cut the answers of a replica that is draining).
 """
@@ -20,6 +22,8 @@ import asyncio
 import contextlib
 
 import aiohttp
+
+from steadyserve import unix_socket
 
 BASE_URL = "http://localhost"
 """The host part of a URL sent over a Unix socket (the socket is the address)."""
@@ -33,12 +37,23 @@ class UnixSessions:
         self._closing: set[asyncio.Task[None]] = set()
 
     def session(self, path: str) -> aiohttp.ClientSession:
-        """On the handles' loop only."""
+        """On the handles' loop only. Raises ``aiohttp.ClientConnectionError`` when
+        the socket's directory is missing or not this user's (nobody to call there)."""
+        try:
+            where = unix_socket.address(path)
+        except OSError as exc:
+            raise aiohttp.ClientConnectionError(f"{path}: {exc}") from None
         found = self._sessions.get(path)
+        connector = None if found is None else found.connector
+        if found is not None and (
+            not isinstance(connector, aiohttp.UnixConnector) or connector.path != where
+        ):
+            self.drop(path)  # its directory was made anew: another descriptor
+            found = None
         if found is None or found.closed:
             # One connection per call, as over TCP: a stopping replica never gets a
             # call on a kept-alive connection it is about to close.
-            connector = aiohttp.UnixConnector(path=path, force_close=True, limit=0)
+            connector = aiohttp.UnixConnector(path=where, force_close=True, limit=0)
             found = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=None, connect=10)
             )

@@ -330,12 +330,22 @@ def _qps_target(value: object) -> float | dict[str, float]:
     if not value:
         raise _fail(_QPS_TARGET_MESSAGE)
     out: dict[str, float] = {}
+    named: dict[str, str] = {}
     for key, qps in value.items():
         if not isinstance(key, str) or not _accelerator_count_ok(key):
             raise _fail(f"key {key!r} is not an accelerator like H100 or H100:1")
         number = _finite(qps)
         if number is None or number <= 0:
             raise _fail(f"[{key}] must be a number > 0")
+        # A replica is matched by its accelerator's name, so a second key for
+        # the same name could never apply.
+        name = key.partition(":")[0]
+        if name in named:
+            raise _fail(
+                f"keys {named[name]!r} and {key!r} both name {name} (a replica is matched by"
+                " its accelerator's name; give each accelerator one target)"
+            )
+        named[name] = key
         out[key] = number
     return out
 

@@ -10,11 +10,12 @@ from pydantic import (
     Field,
     StrictBool,
     StrictStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from steadyserve.compat.skypilot import POOL_REFUSED, check_file_mounts
+from steadyserve.compat.skypilot import check_file_mounts
 from steadyserve.envs.plan import requirements_path
 from steadyserve.spec.base import _Model
 from steadyserve.spec.convert import _validate
@@ -157,15 +158,35 @@ class ServiceSpec(_Model):
     config: JsonMapping | None = Field(default=None, exclude=True)
     """SkyPilot's per-task overrides of its ``~/.sky/config.yaml`` (docker run
     options, Kubernetes pod settings, ...): named once as not applicable, never stored."""
-    pool: Any = Field(default=None, exclude=True)
-    """SkyPilot's ``pool:`` makes a file a pool of workers for managed jobs, not a
-    service; refused (see :meth:`_not_a_pool`)."""
 
-    @field_validator("pool")
+    @model_validator(mode="before")
     @classmethod
-    def _not_a_pool(cls, value: Any) -> Any:
-        if value is not None:
-            raise _fail(POOL_REFUSED)
+    def _top_level_pool(cls, data: Any) -> Any:
+        """SkyPilot's pool file has ``pool:`` at the top; its spec keeps it in the
+        service section, and so does this one (sections.py): one model, one check."""
+        if not isinstance(data, dict) or "pool" not in data:
+            return data
+        rest = {k: v for k, v in data.items() if k != "pool"}
+        service = rest.get("service")
+        if service is None:
+            service = {}
+        if not isinstance(service, dict):
+            return data  # the service section's own check says what is wrong
+        if service.get("pool") is not None:
+            raise _fail("pool is given twice, at the top and as service.pool: keep one")
+        return {**rest, "service": {**service, "pool": data["pool"]}}
+
+    @field_validator("run", "import_path")
+    @classmethod
+    def _a_pool_runs_jobs(cls, value: Any, info: ValidationInfo) -> Any:
+        """A pool's workers only ran ``setup``; each job brings its own ``run``
+        (SkyPilot refuses ``run`` in a pool file too)."""
+        service = info.data.get("service")
+        if value is not None and isinstance(service, ServiceSection) and service.pool:
+            raise _fail(
+                "a pool's workers run no command of their own: jobs bring theirs"
+                " (steady jobs launch --pool NAME job.yaml)"
+            )
         return value
 
     @field_validator("file_mounts")
@@ -189,6 +210,8 @@ class ServiceSpec(_Model):
                 "run and import_path are mutually exclusive"
                 " (a replica is a command or a Python class, not both)"
             )
+        if self.service.pool is not None:
+            return self  # run and import_path were refused (_a_pool_runs_jobs)
         if self.run is None and self.import_path is None:
             raise _fail(
                 "one of run or import_path is required"
@@ -197,7 +220,9 @@ class ServiceSpec(_Model):
         return self
 
     @property
-    def replica_kind(self) -> Literal["command", "python"]:
+    def replica_kind(self) -> Literal["command", "python", "worker"]:
+        if self.service.pool is not None:
+            return "worker"
         return "command" if self.run is not None else "python"
 
     def spec_json(self) -> str:

@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from steadyserve.compat.skypilot import POOL_REFUSED, TlsConfig
+from steadyserve.compat.skypilot import TlsConfig
 from steadyserve.core.routing.options import (
     DEFAULT_BLOCK_BYTES,
     DEFAULT_EPSILON,
@@ -48,6 +48,7 @@ from steadyserve.spec.fields import (
     UpdateModeField,
     UrlPath,
 )
+from steadyserve.spec.pool import PoolPolicy, fold_workers
 
 
 class ReadinessProbe(_Model):
@@ -198,24 +199,35 @@ class ServiceSection(_Model):
     """SkyServe's resources for its controller VM; the controller here is a process on
     this machine, so it is named once as not applicable and never stored."""
 
-    pool: Any = Field(default=None, exclude=True)
-    """SkyPilot's spec keeps a pool here (``pool:`` beside its ``workers:``), as a
-    file's top-level ``pool:`` means: refused the same way, in one line."""
+    pool: PoolPolicy | None = None
+    """SkyPilot's pool (``sky jobs pool apply``): the replicas are workers that run
+    jobs (``steady jobs launch --pool``), with no load balancer and no endpoint
+    (docs/pools.md). A file's top-level ``pool:`` lands here (models.py)."""
 
     @model_validator(mode="before")
     @classmethod
-    def _a_pool_owns_its_workers(cls, data: Any) -> Any:
-        """``workers`` belongs to the pool that is refused: not a second, unknown field."""
-        if isinstance(data, dict) and data.get("pool") is not None:
-            return {key: value for key, value in data.items() if key != "workers"}
-        return data
-
-    @field_validator("pool")
-    @classmethod
-    def _not_a_pool(cls, value: Any) -> Any:
-        if value is not None:
-            raise _fail(POOL_REFUSED)
-        return value
+    def _a_pool_is_sized_by_its_workers(cls, data: Any) -> Any:
+        """``workers`` beside ``pool:`` is the pool's size (SkyPilot's spec); a
+        pool's replica count is its floor of workers, never ``replicas``."""
+        data = fold_workers(data)
+        if not isinstance(data, dict) or data.get("pool") is None:
+            return data
+        pool = data["pool"]
+        size = None
+        if isinstance(pool, dict):
+            low = pool.get("min_workers")
+            size = low if low is not None else pool.get("workers")
+        fits = isinstance(size, int) and not isinstance(size, bool) and size >= 0
+        size = size if fits else 0  # a bad size: the pool's own check says so
+        # A stored spec carries the replicas this made (its normal form): the same count.
+        for key in ("replicas", "replica_policy", "autoscaling_config"):
+            if data.get(key) is not None and not (key == "replicas" and data[key] == size):
+                raise _fail(
+                    "{key} does not apply to a pool (size it with pool.workers, or"
+                    " pool.min_workers and pool.max_workers)",
+                    key=key,
+                )
+        return {**data, "replicas": size}
 
     @model_validator(mode="before")
     @classmethod
@@ -253,6 +265,7 @@ class ServiceSection(_Model):
             and data.get("replicas") is None
             and data.get("replica_policy") is None
             and data.get("autoscaling_config") is None
+            and data.get("pool") is None  # a pool's size is its workers
         ):
             return {**data, "replicas": 1}
         return data

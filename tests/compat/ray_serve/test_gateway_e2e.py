@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -131,9 +132,15 @@ def test_rolling_update_through_the_gateway_fails_nothing(steady: Steady, tmp_pa
     assert "restart" in out
     assert all(c.failed == 0 and c.sent > 20 for c in clients)
     assert json.loads(clients[0].bodies[-1][1])["greeting"] == "hello"
-    after = steady.service("translate-echo")
+    # The update succeeds once version 2 serves alone; the old replicas finish
+    # stopping after that, within their drain (graceful_shutdown_timeout_s: 5).
+    after = steady.wait_for(
+        "translate-echo",
+        lambda s: not before & {r["pid"] for r in s["replicas"]},
+        timeout=15,
+        what="the old replicas gone",
+    )
     assert after["version"] == 2
-    assert not before & {r["pid"] for r in after["replicas"]}
     assert steady.service("summarize-echo")["version"] == 1
 
     # Observable like the endpoint's traffic: /metrics counts every request that
@@ -238,6 +245,37 @@ def test_gateway_traffic_is_counted_and_logged_apart_from_the_endpoints(
         ("gateway", "/web/g?n=2"),
     ]
     assert {x["version"] for x in lines} == {1}
+
+
+def test_a_starting_gateway_answers_only_once_it_has_its_routes(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """A request that reaches the gateway port while the gateway process starts
+    waits for the route map. Before, the process served the connections queued on
+    its port before its first map arrived, with no lanes: 404 for a route that
+    exists (Ray's test_status_constructor_error saw it after serve.shutdown had
+    stopped the gateway and the next serve.run started another)."""
+    port = free_port()
+    statuses: list[int] = []
+
+    def probe() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status, _ = http_get(port, "/summarize", timeout=30)
+            except OSError:  # nothing listens yet
+                time.sleep(0.005)
+                continue
+            statuses.append(status)
+            if status == 200:
+                return
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    steady.run("deploy", str(write_config(tmp_path, port)), "--wait", "--timeout", "90")
+    prober.join(30)
+    assert statuses and statuses[-1] == 200, statuses
+    assert 404 not in statuses, statuses
 
 
 def test_a_mistake_in_a_ray_config_changes_nothing(steady: Steady, tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ FAIL_PERCENT: that share of GET / answers 500 (counter-based, so exact), never
 /health. DELAY_S: every GET / waits that long first. The answer carries the
 X-Steady-Version header the replica received, if any (it never should).
 STARTUP_S: wait that long before listening (a slow start, to pause an update mid-way).
+START_GATE: a path; listen only once that file exists (bounded): a test holds an
+update at its first step until its command has arrived, whatever the machine's load.
 """
 
 import itertools
@@ -42,4 +44,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 time.sleep(float(os.environ.get("STARTUP_S", "0")))
+GATE = os.environ.get("START_GATE", "")
+for _ in range(1200):  # at most 120 s: a test that never opens the gate ends anyway
+    if not GATE or os.path.exists(GATE):
+        break
+    time.sleep(0.1)
 ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()

@@ -1,6 +1,8 @@
 """An in-place update: relabel the running replicas with the new version, hand each
 the new ``user_config``, and finish the update, or revert it when a replica
-refuses the config (the old config comes back, in place)."""
+refuses the config (the old config comes back, in place). An in-place change
+during a restart update joins it (``Rollout.begin``): a refusal then reverts
+only the change, and the restart goes on."""
 
 from __future__ import annotations
 
@@ -71,11 +73,19 @@ async def deliver(
 def revert(
     rollout: Rollout, update: UpdateRow, old_spec: ServiceSpec, back_to: int, why: str
 ) -> None:
-    """A reconfigure failed: the update fails and the old config comes back, in place."""
+    """A reconfigure failed: the in-place version fails and the old config comes back,
+    in place. An in-place update ends FAILED; a restart update the change had joined
+    carries on to the version it had (``back_to``), and ends as it would have."""
     rt = rollout.rt
     with rt.store.transaction():
         rt.store.move_outcome(rt.name, update.to_version, VersionOutcome.FAILED)
-        rollout.finish(UpdateStatus.FAILED, f"{why}; reverted to version {back_to}")
+        if update.mode is UpdateMode.IN_PLACE:
+            rollout.finish(UpdateStatus.FAILED, f"{why}; reverted to version {back_to}")
+        else:
+            failed = update.to_version
+            update.to_version = back_to
+            update.message = f"{update.message}; version {failed} failed ({why}), reverted"
+            rt.store.save_update(update)
         rt.set_version(back_to, old_spec)
         for replica in rt.replicas.values():
             if replica.status.is_live and replica.version == update.to_version:

@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import steadyserve.controller.rollout.in_place as in_place
+from steadyserve.controller.autoscaler import capacities_of
 from steadyserve.controller.rollout.blue_green import BlueGreen
 from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.rollout.holds import Holds
@@ -81,7 +82,9 @@ class Rollout:
         version = self.rt.row.version
         converging = any(v.status.is_live and v.version != version for v in views)
         if self.in_place or not (self.updating or converging):
-            return plan_steady(target, version, views, version_broken=broken), False
+            carries = capacities_of(self.rt.spec, self.rt.replicas.values())
+            plan = plan_steady(target, version, views, version_broken=broken, capacities=carries)
+            return plan, False
         plan, done = self._converging_plan(target, version, views, broken)
         # A long update with a crash loop must not grow the replica list without bound.
         return replace(plan, forget=failed_to_forget(views, version, updating=True)), done
@@ -209,13 +212,34 @@ class Rollout:
         with store.transaction():
             store.move_update(self.update, status, message, rt.clock.wall())
             store.add_event(rt.name, None, UpdateStatus.IN_PROGRESS, update_event(status), message)
-            if status is UpdateStatus.SUCCEEDED:
+            # What an in-place change joined it on top of was reached (and retired by the
+            # newer version) or failed with it.
+            succeeded = status is UpdateStatus.SUCCEEDED
+            ended = VersionOutcome.RETIRED if succeeded else VersionOutcome.FAILED
+            self._end_joined(self.update, ended)
+            if succeeded:
                 if rt.row.stable_version != rt.row.version:
                     store.move_outcome(rt.name, rt.row.stable_version, VersionOutcome.RETIRED)
                 store.set_service_fields(rt.name, stable_version=rt.row.version)
                 store.move_outcome(rt.name, rt.row.version, VersionOutcome.ACTIVE)
         if status is UpdateStatus.SUCCEEDED:
             rt.row.stable_version = rt.row.version
+
+    def _end_joined(self, update: UpdateRow, outcome: VersionOutcome) -> None:
+        """End the versions in-place changes joined ``update`` on top of, as it ends.
+
+        An in-place change during a restart update becomes the update's target
+        (``begin``); the version it was applied onto, the restart's target until
+        then, is its ``base_version``, and so on down to the update's own first
+        target. Read from the rows, so a restarted controller ends them too."""
+        store, name = self.rt.store, self.rt.name
+        row = store.version(name, update.to_version)
+        while row is not None and row.base_version not in (None, update.from_version):
+            assert row.base_version is not None
+            row = store.version(name, row.base_version)
+            if row is None or row.outcome is not VersionOutcome.IN_PROGRESS:
+                return  # ended already: not one of this update's
+            store.move_outcome(name, row.version, outcome)
 
     def roll_back(self, reason: str) -> None:
         """Make the last good version the target again; new replicas drain by the planner."""
@@ -255,6 +279,7 @@ class Rollout:
             with rt.store.transaction():
                 rt.store.move_update(superseded, ended, why, rt.clock.wall())
                 rt.store.move_outcome(rt.name, superseded.to_version, VersionOutcome.SUPERSEDED)
+                self._end_joined(superseded, VersionOutcome.SUPERSEDED)
             rt.stop_setup(superseded.to_version, why)
         # The new update's row, its event and the target version: one change.
         with rt.store.transaction():

@@ -24,8 +24,10 @@ after the last such moment the target never goes down.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from steadyserve.core.autoscale.instance_aware import FleetReplica, capacity, needed
 from steadyserve.core.autoscale.policies import (
     BURST_FRACTION,
     BURST_RATIO,
@@ -120,16 +122,46 @@ class _Reading:
     value: float
     period: float
     per_replica: float
+    fleet: tuple[int, float] | None = None
+    """Sized by capacity (a per-accelerator target): the live replicas and the
+    requests per second they carry together."""
+    need: int | None = None
+    """What the capacity rule asks for, before bounds (with ``fleet``)."""
 
     def says(self, count: int) -> str:
+        if self.fleet is not None:
+            live, carried = self.fleet
+            against = f"capacity {carried:g} of {_replicas(live)}"
+        else:
+            against = f"target {self.per_replica:g}"
         return (
             f"{self.metric} {_num(self.value)} over {_secs(self.period)} s"
-            f" / target {self.per_replica:g} -> {_replicas(count)}"
+            f" / {against} -> {_replicas(count)}"
         )
 
     def needs(self) -> int:
         """Replicas that carry this load at the target, before bounds."""
+        if self.need is not None:
+            return self.need
         return math.ceil(self.value / self.per_replica)
+
+
+def _qps_reading(
+    policy: QpsPolicy, rate: float, period: float, fleet: Sequence[FleetReplica]
+) -> _Reading:
+    """The request rate against one target, or against the fleet's capacity."""
+    targets = policy.targets
+    if targets is None:
+        return _Reading("qps", rate, period, policy.target_qps_per_replica)
+    carried = sum(capacity(targets, r.accelerator) for r in fleet)
+    return _Reading(
+        "qps",
+        rate,
+        period,
+        policy.target_qps_per_replica,
+        fleet=(len(fleet), carried),
+        need=needed(targets, rate, fleet),
+    )
 
 
 def _bounds_note(policy: Policy, reading: _Reading, count: int) -> str:
@@ -147,11 +179,13 @@ def decide(
     now: float,
     current_replicas: int,
     custom_desired: float | None = None,
+    fleet: Sequence[FleetReplica] = (),
 ) -> Decision:
     """The target for ``now``, given the samples in ``window`` and the number of
     replicas serving (READY) now. ``custom_desired``: what Ray's custom policy
-    function answered, in place of Ray's default policy. Pure: same inputs, same
-    decision."""
+    function answered, in place of Ray's default policy. ``fleet``: the live
+    replicas of the current version and their accelerators, which a
+    per-accelerator target sizes by. Pure: same inputs, same decision."""
     previous = state.target
     if isinstance(policy, FixedPolicy):
         reason = f"fixed size -> {_replicas(policy.replicas)}"
@@ -175,8 +209,8 @@ def decide(
     ongoing = mean_ongoing(samples)
     if isinstance(policy, QpsPolicy):
         rate = qps(samples, span)
-        reading = _Reading("qps", rate, span, policy.target_qps_per_replica)
-        burst_reading = _Reading("qps", qps(short, short_span), short_span, reading.per_replica)
+        reading = _qps_reading(policy, rate, span, fleet)
+        burst_reading = _qps_reading(policy, qps(short, short_span), short_span, fleet)
         measured_qps: float | None = rate
     else:
         reading = _Reading("ongoing", ongoing, span, policy.target_ongoing_requests)
@@ -200,8 +234,11 @@ def decide(
     # Burst (on request): short-window load over twice what the serving replicas carry.
     burst_until = state.burst_until
     if policy.burst:
-        capacity = current_replicas * reading.per_replica
-        if short and burst_reading.value > BURST_RATIO * capacity:
+        carried = current_replicas * reading.per_replica
+        if isinstance(policy, QpsPolicy) and policy.targets is not None:
+            serving = [r for r in fleet if r.ready]
+            carried = sum(capacity(policy.targets, r.accelerator) for r in serving)
+        if short and burst_reading.value > BURST_RATIO * carried:
             burst_until = now + span
             burst_target = clip(burst_reading.needs(), policy)
             if burst_target > previous:
@@ -216,9 +253,8 @@ def decide(
         if state.next_at is not None and now < state.next_at:
             reason = f"next decision in {_secs(state.next_at - now)} s"
             return decision(previous, reason, replace(state, burst_until=burst_until), False)
-        step = hysteresis(
-            policy, previous, SkyCounts(state.up_count, state.down_count), reading.value
-        )
+        counts = SkyCounts(state.up_count, state.down_count)
+        step = hysteresis(policy, previous, counts, clip(reading.needs(), policy))
         if step.desired < previous and bursting:
             step = replace(step, target=previous, counts=SkyCounts(), needed=0)
             reason = (

@@ -26,7 +26,6 @@ __all__ = [
     "QpsPolicy",
     "clip",
     "ongoing_desired",
-    "per_replica_qps",
     "policy_for",
     "qps_desired",
 ]
@@ -75,10 +74,20 @@ class QpsPolicy:
     """SkyServe decides once this often (sky_policy.py), not on every tick."""
     burst: bool = False
     """SteadyServe's burst mode (decide.py), only on request."""
+    per_accelerator: tuple[tuple[str, float], ...] = ()
+    """A per-accelerator target as (key, target) pairs, in the file's order: the
+    service is sized by the capacity of its replicas (instance_aware.py), and
+    ``target_qps_per_replica`` is the map's largest target, what a replica still
+    to launch is assumed to carry. Empty: one target for every replica."""
 
     @property
     def window_s(self) -> float:
         return QPS_WINDOW_S
+
+    @property
+    def targets(self) -> dict[str, float] | None:
+        """The per-accelerator map, or None for one target."""
+        return dict(self.per_accelerator) if self.per_accelerator else None
 
     @property
     def upscale_delay(self) -> float:
@@ -167,40 +176,26 @@ def _first(*values: float | None) -> float | None:
     return next((v for v in values if v is not None), None)
 
 
-def per_replica_qps(target: float | Mapping[str, float], accelerator: str | None) -> float:
-    """The request rate one replica on ``accelerator`` is meant to carry.
-
-    A per-accelerator map follows SkyServe's instance-aware autoscaler
-    (``_get_target_qps_for_gpu_type``): the accelerator's own key, else a key whose
-    name before ``:`` is the accelerator's, else the map's smallest target (an
-    accelerator it does not name, or none known, is sized as the slowest)."""
-    if not isinstance(target, Mapping):
-        return target
-    if accelerator is not None:
-        if accelerator in target:
-            return target[accelerator]
-        for key, qps in target.items():
-            if key.split(":")[0] == accelerator:
-                return qps
-    return min(target.values())
-
-
-def policy_for(service: ServiceSection, accelerator: str | None = None) -> Policy:
-    """The policy a validated ``service:`` section asks for; ``accelerator`` is the
-    one its replicas run on, which a per-accelerator target is looked up by."""
+def policy_for(service: ServiceSection) -> Policy:
+    """The policy a validated ``service:`` section asks for."""
     spec = service.replica_policy
     if spec is None:
         return FixedPolicy(service.target_replicas)
     if spec.target_qps_per_replica is not None:
+        target = spec.target_qps_per_replica
+        per_accelerator: tuple[tuple[str, float], ...] = ()
+        if isinstance(target, Mapping):
+            per_accelerator, target = tuple(target.items()), max(target.values())
         return QpsPolicy(
             min_replicas=spec.min_replicas,
             max_replicas=spec.max_replicas,
-            target_qps_per_replica=per_replica_qps(spec.target_qps_per_replica, accelerator),
+            target_qps_per_replica=target,
             upscale_delay_seconds=spec.upscale_delay_seconds,
             downscale_delay_seconds=spec.downscale_delay_seconds,
             num_overprovision=spec.num_overprovision or 0,
             decision_interval_s=spec.decision_interval_s,
             burst=spec.burst,
+            per_accelerator=per_accelerator,
         )
     if spec.target_ongoing_requests is not None:
         return OngoingPolicy(

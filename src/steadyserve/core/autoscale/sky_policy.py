@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from steadyserve.core.autoscale.policies import QpsPolicy, qps_desired
+from steadyserve.core.autoscale.policies import QpsPolicy
 
 __all__ = [
     "DEFAULT_DECISION_INTERVAL_S",
@@ -76,9 +76,10 @@ def decision_interval(policy: QpsPolicy, target: int) -> float:
     return policy.decision_interval_s
 
 
-def hysteresis(policy: QpsPolicy, target: int, counts: SkyCounts, rate: float) -> SkyStep:
-    """SkyServe's ``_set_target_num_replicas_with_hysteresis`` at request rate ``rate``."""
-    desired = qps_desired(policy, rate)
+def hysteresis(policy: QpsPolicy, target: int, counts: SkyCounts, desired: int) -> SkyStep:
+    """SkyServe's ``_set_target_num_replicas_with_hysteresis`` when the rate asks for
+    ``desired`` replicas (within the bounds): ``ceil(rate / target)``, or by the
+    replicas' capacity with a per-accelerator target (instance_aware.py)."""
     up_after, down_after = thresholds(policy)
     if target == 0:
         return SkyStep(desired, counts, desired)

@@ -1,8 +1,10 @@
 """Which replicas go when the target drops: those not serving first, then the newest.
 
 A replica that is not READY carries no traffic, so stopping it costs nothing
-(SkyServe orders scale-down by status the same way). Among READY ones the
-newest goes first: the oldest have warm caches and a record of working.
+(SkyServe orders scale-down by status the same way). With a per-accelerator
+target, the replicas that carry least go next (SkyServe's instance-aware
+autoscaler: the count it kept assumed the largest stay). Then the newest goes
+first: the oldest have warm caches and a record of working.
 """
 
 from __future__ import annotations
@@ -18,15 +20,18 @@ class Candidate:
     replica_id: int
     ready: bool
     launched_at: float
+    capacity: float = 0.0
+    """The requests per second its accelerator carries (per-accelerator targets only)."""
 
 
 def choose_victims(candidates: Iterable[Candidate], count: int) -> list[int]:
     """Ids of ``count`` replicas to stop (fewer if there are fewer), in stopping order.
 
-    Not-ready before ready; within each, newest first (later launch, then the
-    higher id, which is newer because ids are never reused).
+    Not-ready before ready; within each, the smaller capacity first, then the
+    newest (later launch, then the higher id, which is newer because ids are
+    never reused).
     """
     if count <= 0:
         return []
-    ranked = sorted(candidates, key=lambda c: (c.ready, -c.launched_at, -c.replica_id))
+    ranked = sorted(candidates, key=lambda c: (c.ready, c.capacity, -c.launched_at, -c.replica_id))
     return [c.replica_id for c in ranked[:count]]

@@ -7,16 +7,23 @@ a validated ``service.replica_policy`` (``steadyserve.spec``) and its
 decision of ``steadyserve.core.autoscale.decide`` at the time of the next
 decision; the request timestamps become one load report of that many requests;
 the scaling decisions are the launches and stops of SteadyServe's planner
-(``plan_steady``) for the autoscaler's final target. Nothing here computes a result.
+(``plan_steady``) for the autoscaler's final target. A SkyPilot replica's cluster
+handle (``global_user_state.get_handle_from_cluster_name``) is what its
+``launched_resources.accelerators`` name: here the replica's ``Assignment``, the
+GPUs the inventory gave it, which the controller's ``fleet_of`` reads the
+accelerator from. Nothing here computes a result.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from steadyserve.controller.autoscaler import fleet_of
 from steadyserve.core.autoscale import (
     LoadSample,
     LoadWindow,
@@ -27,10 +34,13 @@ from steadyserve.core.autoscale import (
     policy_for,
     sky_policy,
 )
+from steadyserve.core.autoscale.instance_aware import FleetReplica
 from steadyserve.core.autoscale.policies import QPS_WINDOW_S
+from steadyserve.core.capacity import Assignment
 from steadyserve.core.planner import ReplicaView, plan_steady
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, parse_service
+from steadyserve.state import ReplicaRow
 
 _HERE = Path(__file__).parent
 
@@ -78,10 +88,38 @@ def make_ready_replica(replica_id: int, version: int) -> ReplicaView:
     return ReplicaView(replica_id, version, ReplicaStatus.READY)
 
 
+def cluster_name(replica_id: int) -> str:
+    """SkyPilot's test names replica N's cluster ``replica-N``."""
+    return f"replica-{replica_id}"
+
+
+def make_handle(accelerator: str) -> Assignment:
+    """SkyPilot's cluster handle launched with ``{accelerator: 1}``: the assignment of
+    one GPU of that name from the inventory."""
+    return Assignment(gpus=(0,), uuids=("GPU-0",), accelerator=accelerator)
+
+
+global_user_state = SimpleNamespace(get_handle_from_cluster_name=lambda name: None)
+"""SkyPilot's cluster table: a replica's handle by cluster name (None: not known,
+as for a replica no test gave a handle)."""
+
+
+def _fleet(spec: ServiceSpec, views: list[ReplicaView], version: int) -> list[FleetReplica]:
+    """The replicas as the controller's rows: each holding its handle's GPUs."""
+    rows = []
+    for view in views:
+        held = global_user_state.get_handle_from_cluster_name(cluster_name(view.id))
+        assignment = held.to_json() if held is not None else None
+        row = ReplicaRow("svc", view.id, view.version, view.status, 0.0, assignment=assignment)
+        rows.append(row)
+    return fleet_of(spec, rows, version)
+
+
 class Autoscaler:
     """SkyServe's ``RequestRateAutoscaler``: a QpsPolicy and its ScaleState."""
 
     def __init__(self, spec: ServiceSpec) -> None:
+        self.spec = spec
         policy = policy_for(spec.service)
         assert isinstance(policy, QpsPolicy)
         self.policy = policy
@@ -101,12 +139,13 @@ class Autoscaler:
     def target_num_replicas(self, value: int) -> None:
         self.state = type(self.state)(target=value)
 
-    def _set_target_num_replicas_with_hysteresis(self) -> None:
+    def _set_target_num_replicas_with_hysteresis(self, fleet: Sequence[FleetReplica] = ()) -> None:
         now = self.state.next_at if self.state.next_at is not None else 0.0
         window = LoadWindow(span=QPS_WINDOW_S)
         started = len(self.request_timestamps)
         window.add(LoadSample(now, (ReplicaLoad(0, started=started),)))
-        self.state = decide(self.policy, self.state, window, now, self.state.target).next_state
+        current = self.state.target
+        self.state = decide(self.policy, self.state, window, now, current, fleet=fleet).next_state
 
     def get_final_target_num_replicas(self) -> int:
         return sky_policy.final_target(self.policy, self.state.target)
@@ -117,7 +156,10 @@ class Autoscaler:
     def _generate_scaling_decisions(
         self, replica_infos: list[ReplicaView]
     ) -> list[AutoscalerDecision]:
-        self._set_target_num_replicas_with_hysteresis()
+        # SkyServe's instance-aware autoscaler sizes by the replicas it is given.
+        self._set_target_num_replicas_with_hysteresis(
+            _fleet(self.spec, replica_infos, self.latest_version)
+        )
         plan = plan_steady(
             self.get_final_target_num_replicas(),
             self.latest_version,

@@ -4,7 +4,8 @@
 # (sky_adapter.py maps SkyPilot's spec and autoscaler onto SteadyServe's spec,
 # decide() and planner). The helpers keep their names; their bodies build
 # SteadyServe's values (a ready replica is a READY ReplicaView, requests are a
-# load report).
+# load report, a cluster handle launched with an accelerator is the replica's
+# GPU assignment, which global_user_state hands out by cluster name).
 #
 # Skipped because they test a SkyPilot internal with no SteadyServe counterpart:
 # - test_controller_autoscaler_latest_version_initialized: the private
@@ -16,7 +17,11 @@ import pytest
 
 from tests.compat.skyserve.peer import sky_adapter as autoscalers
 from tests.compat.skyserve.peer import sky_adapter as serve_controller
-from tests.compat.skyserve.peer.sky_adapter import SkyServiceSpec, serve_constants
+from tests.compat.skyserve.peer.sky_adapter import (
+    SkyServiceSpec,
+    global_user_state,
+    serve_constants,
+)
 
 INTERNAL = "tests a SkyPilot internal with no SteadyServe counterpart (see the file header)"
 
@@ -46,6 +51,10 @@ def _build_request_autoscaler(**overrides) -> autoscalers.Autoscaler:
 
 def _set_requests(autoscaler: autoscalers.Autoscaler, count: int) -> None:
     autoscaler.request_timestamps = [0.0] * count
+
+
+def _make_handle(accelerator: str):
+    return autoscalers.make_handle(accelerator)
 
 
 @pytest.mark.skip(reason=INTERNAL)
@@ -134,11 +143,6 @@ def test_overprovision_scales_up_extra_replica():
 
 def test_instance_aware_autoscaler_scales_up(monkeypatch):
     """Instance-aware autoscaler scales up when demand exceeds capacity."""
-    pytest.skip(
-        "per-accelerator target_qps_per_replica: local replicas have no"
-        " accelerator type, so SteadyServe has no instance-aware autoscaler"
-    )
-    # SkyPilot's body, kept as written (not run):
     spec = _build_request_service_spec(
         load_balancing_policy="instance_aware_least_load",
         target_qps_per_replica={"A100": 10, "V100": 5},

@@ -3,36 +3,65 @@
 Source: repository skypilot-org/skypilot, path
 tests/unit_tests/test_sky/test_service_spec.py, commit
 e072ff3524df137f5028155776e381254c05cafb. Every test function is here, in its
-order, with its inputs as written; only the call surface is translated.
-SkyPilot's ``SkyServiceSpec.from_yaml_config(config)`` takes the ``service:``
-section of a task, so here it is :func:`steadyserve.spec.parse_service` of a file
-whose ``service:`` is that config (``run`` is the only other key a file needs).
+order, with its inputs and expected values as written; only the call surface is
+translated. SkyPilot's ``SkyServiceSpec.from_yaml_config(config)`` takes the
+``service:`` section of a task, so here it is :func:`steadyserve.spec.parse_service`
+of a file whose ``service:`` is that config; a pool file needs nothing else (no
+``run``: its workers run the jobs' own). SkyPilot's spec answers with replica
+counts (``min_replicas``, ``max_replicas``) and the pool's knobs; ours keeps them
+as the pool's (``spec.service.pool``: ``floor``, ``max_workers``, ...), so the
+adapter reads them off as SkyPilot names them.
 
 At this commit the file tests one thing: SkyPilot's *pools* (``pool:``, workers
-that run managed jobs, ``sky jobs pool apply``). A pool is not a service: it has
-no endpoint and no load balancer, and SteadyServe refuses it in one line, at the
-top level (``pool:``) and inside ``service:`` (docs/skyserve.md, "Every SkyServe
-key"). So:
-
-- the 4 cases where SkyPilot raises ValueError for a bad pool pass when ours
-  refuses too: a :class:`SpecError` (a ValueError), one line, naming
-  ``service.pool``. SkyPilot's message is its own (it explains which pool field
-  is missing); each case keeps it as ``skypilot_says``;
-- the 6 cases where SkyPilot accepts a pool are skipped, and counted as
-  failures: a pool is a feature SteadyServe does not have, not an internal.
-  Their bodies are kept as written, so they run as they are if pools ever come.
+that run managed jobs, ``sky jobs pool apply``; here ``steady jobs pool apply``,
+docs/pools.md). The 4 bad pools are refused in one line naming ``service.pool``
+and what is wrong (SkyPilot's message is kept as ``skypilot_says``, with the
+words both name); the 6 good ones are accepted with SkyPilot's values.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
+from steadyserve.spec.pool import PoolPolicy
 
-NO_POOLS = "a SkyPilot pool is refused here by design (not a service); counted as a failure"
+
+@dataclass(frozen=True)
+class SkyPoolView:
+    """The attributes SkyPilot's ``SkyServiceSpec`` gives a pool, read off ours."""
+
+    spec: ServiceSpec
+
+    @property
+    def _pool(self) -> PoolPolicy:
+        pool = self.spec.service.pool
+        assert pool is not None, "not a pool"
+        return pool
+
+    @property
+    def min_replicas(self) -> int:
+        return self._pool.floor
+
+    @property
+    def max_replicas(self) -> int | None:
+        return self._pool.max_workers
+
+    @property
+    def queue_length_threshold(self) -> int | None:
+        return self._pool.threshold if self._pool.autoscales else None
+
+    @property
+    def upscale_delay_seconds(self) -> float | None:
+        return self._pool.upscale_delay_seconds
+
+    @property
+    def downscale_delay_seconds(self) -> float | None:
+        return self._pool.downscale_delay_seconds
 
 
 class service_spec:
@@ -40,24 +69,29 @@ class service_spec:
 
     class SkyServiceSpec:
         @staticmethod
-        def from_yaml_config(config: dict[str, Any]) -> ServiceSpec:
-            return parse_service({"run": "x", "service": config}, base_dir=Path(__file__).parent)
+        def from_yaml_config(config: dict[str, Any]) -> SkyPoolView:
+            spec = parse_service({"service": config}, base_dir=Path(__file__).parent)
+            return SkyPoolView(spec)
 
 
 def refuses(config: dict[str, Any], skypilot_says: str) -> None:
     """Ours refuses where SkyPilot raises ``ValueError(skypilot_says)``: one line,
-    naming the field and why."""
+    naming ``service.pool`` and the pool fields SkyPilot's message names."""
     with pytest.raises(SpecError) as refused:
         service_spec.SkyServiceSpec.from_yaml_config(config)
     assert refused.value.lines() == [str(refused.value)], refused.value.lines()
     assert refused.value.path == "service.pool", str(refused.value)
-    assert "SkyPilot pool" in refused.value.message and "not a service" in refused.value.message
+    fields = {"workers", "min_workers", "max_workers", "queue_length_threshold"}
+    named = {word.strip("(),") for word in skypilot_says.split()} & fields
+    assert named and all(field in refused.value.message for field in named), (
+        named,
+        refused.value.message,
+    )
 
 
 class TestPoolConfiguration:
     """Test pool configuration validation in SkyServiceSpec."""
 
-    @pytest.mark.skip(reason=NO_POOLS)
     def test_pool_with_min_and_max_workers_without_workers(self) -> None:
         config = {
             "pool": {
@@ -70,7 +104,6 @@ class TestPoolConfiguration:
         assert spec.min_replicas == 1
         assert spec.max_replicas == 5
 
-    @pytest.mark.skip(reason=NO_POOLS)
     def test_pool_with_only_workers(self) -> None:
         config = {
             "pool": {},
@@ -81,7 +114,6 @@ class TestPoolConfiguration:
         assert spec.min_replicas == 3
         assert spec.max_replicas is None
 
-    @pytest.mark.skip(reason=NO_POOLS)
     def test_pool_with_min_max_workers_and_queue_length_threshold(self) -> None:
         config = {
             "pool": {
@@ -96,7 +128,6 @@ class TestPoolConfiguration:
         assert spec.max_replicas == 10
         assert spec.queue_length_threshold == 5
 
-    @pytest.mark.skip(reason=NO_POOLS)
     def test_pool_with_min_max_workers_and_delays(self) -> None:
         config = {
             "pool": {
@@ -155,7 +186,6 @@ class TestPoolConfiguration:
             skypilot_says="max_workers must be set when queue_length_threshold is specified",
         )
 
-    @pytest.mark.skip(reason=NO_POOLS)
     def test_pool_with_zero_min_workers(self) -> None:
         config = {
             "pool": {
@@ -168,7 +198,6 @@ class TestPoolConfiguration:
         assert spec.min_replicas == 0
         assert spec.max_replicas == 5
 
-    @pytest.mark.skip(reason=NO_POOLS)
     def test_pool_with_equal_min_and_max_workers(self) -> None:
         config = {
             "pool": {
