@@ -309,9 +309,15 @@ def wait_update(
             ready = [r for r in svc["replicas"] if r["status"] == "READY"]
             new = sum(1 for r in ready if r["version"] == version)
             routing = ",".join(str(v) for v in svc["active_versions"]) or "-"
+            drains = [r["draining"] for r in svc["replicas"] if r.get("draining")]
+            draining = (
+                f", {len(drains)} draining ({sum(d['in_flight'] for d in drains)} in flight)"
+                if drains
+                else ""
+            )
             progress.show(
                 f"{name}: version {version} {new}/{svc['target_replicas']} ready, "
-                f"older {len(ready) - new} ready, routing to version {routing}"
+                f"older {len(ready) - new} ready, routing to version {routing}{draining}"
             )
             if time.monotonic() > deadline:
                 raise CommandError(f"{name}: update not done after {timeout:.0f}s")
@@ -319,7 +325,24 @@ def wait_update(
     if update["status"] != "SUCCEEDED":
         raise CommandError(f"{name}: update {update['status']}: {update['message']}")
     out.print(f"{name}: update to version {version} SUCCEEDED")
+    for line in draining_lines(svc):  # the old replicas finish their streams meanwhile
+        out.print(line, markup=False, highlight=False)
     return dict(update)
+
+
+def draining_lines(svc: dict[str, Any]) -> list[str]:
+    """One line per replica still draining: it stops once its last in-flight request
+    ends (an update's SUCCEEDED does not wait for that), at the latest at its limit."""
+    lines = []
+    for rep in svc.get("replicas") or []:
+        drain = rep.get("draining")
+        if drain:
+            lines.append(
+                f"{svc['name']}: replica {rep['id']} (version {rep['version']}) draining:"
+                f" {drain['in_flight']} request(s) in flight, waited {drain['waited_s']:.0f}s"
+                f" of drain_timeout_s {drain['limit_s']:g}"
+            )
+    return lines
 
 
 def after_plan(

@@ -94,6 +94,7 @@ class Replica(TypedDict):
     reason: str | None
     assignment: dict[str, Any] | None
     pending_reason: str | None
+    draining: dict[str, Any] | None
 
 
 class Event(TypedDict):
@@ -254,7 +255,9 @@ CONTRACTS: dict[str, Contract] = {
         "`new_replicas_wanted`, `pause_left_s` during a timed pause, and `analysis` "
         "(`outcome`, `reason`) after the first check (docs/canary.md). When NAMES are "
         "given, `down` lists those that are down but kept their history (`name`, and "
-        "`events` with `--events`).",
+        "`events` with `--events`). A replica's `draining` is null, or while it drains "
+        "(SHUTTING_DOWN): `in_flight` (requests the load balancer still has on it), "
+        "`waited_s` and `limit_s` (`service.drain_timeout_s`).",
     ),
     "history": Contract(
         "One object: the service's `name`, whether it is `down` (history kept after "

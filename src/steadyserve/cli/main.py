@@ -30,6 +30,7 @@ from steadyserve.cli.common import (
     _wait_ready,
     after_plan,
     console,
+    draining_lines,
     env_option,
     ignore_image_option,
     ignore_resources_option,
@@ -237,6 +238,9 @@ def status(
     console.print()
     console.print("Service Replicas", style="bold")
     _print_table(replicas_table(services))
+    for svc in services:
+        for line in draining_lines(svc):
+            console.print(line, highlight=False, markup=False)
     for svc in services:  # replicas on a fixed port (controller/fixed_ports.py)
         for rep in svc["replicas"]:
             if rep.get("notice"):

@@ -4,7 +4,11 @@ and forgotten; and a failed replica's process stopped.
 
 The order is the zero-failed-requests guarantee of docs/design.md ("A replica
 leaves service in this order"): never stop a process the load balancer may
-still send a request to.
+still send a request to, nor one that still streams a response through it. An
+LLM stream may run for minutes, so a drain waits for the last in-flight request
+as long as ``drain_timeout_s`` allows (minutes), not the fixed seconds of
+``graceful_shutdown_timeout_s`` that Kubernetes and Ray Serve give; what a drain
+past that bound cuts is recorded as a DRAIN_TIMEOUT event.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Awaitable
 
 from steadyserve.backends.base import ReplicaHandle
 from steadyserve.controller.port import DrainPort
-from steadyserve.core.states import ReplicaStatus
+from steadyserve.core.states import EventKind, ReplicaStatus
 from steadyserve.state import ReplicaRow
 
 
@@ -49,18 +53,36 @@ def stop_all(rt: DrainPort) -> list[Awaitable[None]]:
 
 
 async def retire(rt: DrainPort, replica: ReplicaRow, reason: str) -> None:
-    """Drain (out of routing, LB acknowledged, nothing in flight), then stop and forget."""
+    """Drain (out of routing, LB acknowledged, nothing in flight), then stop and forget.
+
+    While the load balancer reports requests in flight on the replica, the wait is
+    bounded by ``drain_timeout_s``; while it reports none but has not acknowledged
+    the table without the replica (it is silent: restarting, or gone), by
+    ``graceful_shutdown_timeout_s``, as before streams were waited for. Then the
+    stop, with ``graceful_shutdown_timeout_s`` from SIGTERM to SIGKILL."""
     svc = rt.spec.service
     removed_in = rt.routes.version
-    deadline = rt.clock.now() + svc.graceful_shutdown_timeout_s
+    held = rt.hold(replica.id)
+    started = held.draining_since = rt.clock.now()  # status shows how long it has waited
     while rt.lb.running and not rt.routes.drained(replica.id, removed_in):
-        if rt.clock.now() >= deadline:
+        waited = rt.clock.now() - started
+        carrying = rt.routes.inflight.get(replica.id, 0)
+        if waited >= svc.drain_timeout_s:
+            if carrying:
+                rt.store.add_event(
+                    rt.name,
+                    replica.id,
+                    None,
+                    EventKind.DRAIN_TIMEOUT,
+                    f"{carrying} request(s) still in flight after drain_timeout_s="
+                    f"{svc.drain_timeout_s:g}: stopping it cuts them",
+                )
             break
-        await rt.clock.sleep(
-            min(svc.graceful_shutdown_wait_loop_s, max(0.0, deadline - rt.clock.now()))
-        )
-    held = rt.held.get(replica.id)
-    if held is not None and held.handle is not None:
+        if not carrying and waited >= svc.graceful_shutdown_timeout_s:
+            break
+        limit = svc.drain_timeout_s if carrying else svc.graceful_shutdown_timeout_s
+        await rt.clock.sleep(min(svc.graceful_shutdown_wait_loop_s, max(0.0, limit - waited)))
+    if held.handle is not None:
         await rt.backend.stop(held.handle, svc.graceful_shutdown_timeout_s)
     rt.replicas.pop(replica.id, None)
     rt.held.pop(replica.id, None)

@@ -48,6 +48,8 @@ class HeldReplica:
     handle: ReplicaHandle | None = None
     started_at: float | None = None
     failed_probes: int = 0
+    draining_since: float | None = None
+    """When its drain began (the clock's monotonic time); None while it serves."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -180,6 +182,8 @@ class RolloutPort(ReplicaPort, Protocol):
     """The last reconcile pass's plan (what the update's analysis reads)."""
     broken_versions: set[int]
     capacity: CapacityPool
+    routes: RoutePublisher
+    """The load balancer's in-flight counts: scale-down stops the idle first."""
     environment: ReplicaEnvironment
     probe_session: aiohttp.ClientSession
     """For ``user_config`` deliveries in place (rollout/in_place.py)."""

@@ -108,9 +108,26 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
                 "reason": runtime.failure_reasons.get(r.id),
                 "assignment": assignment_json(Assignment.from_json(r.assignment)),
                 "pending_reason": runtime.waiting.get(r.id),
+                "draining": draining_json(runtime, r.id),
             }
             for r in replicas
         ],
+    }
+
+
+def draining_json(runtime: ServiceRuntime, replica_id: int) -> dict[str, Any] | None:
+    """A draining replica's wait: what it still carries, for how long it has waited.
+
+    An update's SUCCEEDED does not wait for the old replicas to drain (a stream may
+    run for minutes), so this is where a user sees them finish."""
+    held = runtime.held.get(replica_id)
+    since = held.draining_since if held is not None else None
+    if since is None:
+        return None
+    return {
+        "in_flight": runtime.routes.inflight.get(replica_id, 0),
+        "waited_s": round(max(0.0, runtime.clock.now() - since), 1),
+        "limit_s": runtime.spec.service.drain_timeout_s,
     }
 
 

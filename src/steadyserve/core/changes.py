@@ -66,6 +66,7 @@ _IN_PLACE_SERVICE_FIELDS: dict[str, str] = {
     "cold_start_timeout_s": "enforced by the load balancer",
     "graceful_shutdown_wait_loop_s": "applies to the next drain",
     "graceful_shutdown_timeout_s": "applies to the next drain",
+    "drain_timeout_s": "applies to the next drain",
     "health_check_period_s": "applies to the next probe",
     "health_check_timeout_s": "applies to the next probe",
     "readiness_probe": "applies to the next probe",

@@ -111,14 +111,17 @@ def plan_steady(
     *,
     version_broken: bool,
     capacities: Mapping[int, float] | None = None,
+    in_flight: Mapping[int, int] | None = None,
 ) -> Plan:
     """Keep ``target`` live replicas of ``version``; retire replicas of other versions.
 
     A broken version (its replicas failed before any was ever ready) is not
     relaunched, so a bug does not become a crash loop. ``capacities``: what each
     replica carries under a per-accelerator target; the smaller go first.
+    ``in_flight``: the load balancer's requests on each replica; the idle go first.
     """
     carries = capacities or {}
+    busy = in_flight or {}
     live = [r for r in replicas if r.status.is_live]
     current = [r for r in live if r.version == version]
     stop: list[tuple[int, str]] = [
@@ -126,10 +129,16 @@ def plan_steady(
     ]
     surplus = len(current) - target
     if surplus > 0:
-        # Not-ready first, then the smaller capacity, then the newest (ids are never
-        # reused: a higher id is newer).
+        # The idle first, then not-ready, then the smaller capacity, then the newest
+        # (ids are never reused: a higher id is newer).
         candidates = [
-            Candidate(r.id, r.status is ReplicaStatus.READY, r.id, carries.get(r.id, 0.0))
+            Candidate(
+                r.id,
+                r.status is ReplicaStatus.READY,
+                r.id,
+                carries.get(r.id, 0.0),
+                busy.get(r.id, 0),
+            )
             for r in current
         ]
         stop.extend((rid, scaled_down(target)) for rid in choose_victims(candidates, surplus))

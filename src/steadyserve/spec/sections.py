@@ -177,6 +177,12 @@ class ServiceSection(_Model):
     arrives while no replica serves, waiting for the first to become ready (503 after)."""
     graceful_shutdown_wait_loop_s: PositiveSeconds = 2.0
     graceful_shutdown_timeout_s: Seconds = 20.0
+    """After a drain, the time from SIGTERM to SIGKILL: what the replica's own server
+    gets to finish work the load balancer did not send (Ray Serve's meaning)."""
+    drain_timeout_s: Seconds = 600.0
+    """The longest a drain waits for the load balancer's in-flight requests to a
+    leaving replica (long LLM streams): past it the replica is stopped anyway and an
+    event says what that cut."""
     health_check_period_s: PositiveSeconds = 10.0
     health_check_timeout_s: PositiveSeconds = 30.0
     user_config: JsonData = None

@@ -1,10 +1,14 @@
-"""Which replicas go when the target drops: those not serving first, then the newest.
+"""Which replicas go when the target drops: the idle first, then those not serving,
+then the newest.
 
-A replica that is not READY carries no traffic, so stopping it costs nothing
-(SkyServe orders scale-down by status the same way). With a per-accelerator
-target, the replicas that carry least go next (SkyServe's instance-aware
-autoscaler: the count it kept assumed the largest stay). Then the newest goes
-first: the oldest have warm caches and a record of working.
+A replica with requests in flight (a long LLM stream) must drain before it stops,
+and cutting nothing is the point: the one with the fewest in flight goes first, so
+an idle replica is never kept while a busy one drains. Then a replica that is
+not READY carries no traffic, so stopping it costs nothing (SkyServe orders
+scale-down by status the same way). With a per-accelerator target, the replicas
+that carry least go next (SkyServe's instance-aware autoscaler: the count it kept
+assumed the largest stay). Then the newest goes first: the oldest have warm
+caches and a record of working.
 """
 
 from __future__ import annotations
@@ -22,16 +26,21 @@ class Candidate:
     launched_at: float
     capacity: float = 0.0
     """The requests per second its accelerator carries (per-accelerator targets only)."""
+    in_flight: int = 0
+    """Requests the load balancer has on it now."""
 
 
 def choose_victims(candidates: Iterable[Candidate], count: int) -> list[int]:
     """Ids of ``count`` replicas to stop (fewer if there are fewer), in stopping order.
 
-    Not-ready before ready; within each, the smaller capacity first, then the
-    newest (later launch, then the higher id, which is newer because ids are
-    never reused).
+    Fewest requests in flight first; then not-ready before ready; within each, the
+    smaller capacity first, then the newest (later launch, then the higher id,
+    which is newer because ids are never reused).
     """
     if count <= 0:
         return []
-    ranked = sorted(candidates, key=lambda c: (c.ready, c.capacity, -c.launched_at, -c.replica_id))
+    ranked = sorted(
+        candidates,
+        key=lambda c: (c.in_flight, c.ready, c.capacity, -c.launched_at, -c.replica_id),
+    )
     return [c.replica_id for c in ranked[:count]]

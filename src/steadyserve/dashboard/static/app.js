@@ -86,11 +86,17 @@ function renderService(svc) {
   root.querySelector(".update-box").innerHTML = renderUpdate(svc.update);
   const rows = svc.replicas.map((r) => `
     <tr data-replica="${r.id}"><td>${r.id}</td><td>v${r.version}</td>
-    <td><span class="badge ${esc(r.status)}">${esc(r.status)}</span></td>
+    <td><span class="badge ${esc(r.status)}">${esc(r.status)}</span>${drainingNote(r.draining)}</td>
     <td>${esc(r.node)}</td><td>${esc(r.port ?? "")}</td><td>${age(r.age_s)}</td></tr>`);
   root.querySelector(".replicas").innerHTML =
     "<tr><th>ID</th><th>VERSION</th><th>STATE</th><th>NODE</th><th>PORT</th><th>AGE</th></tr>" +
     (rows.join("") || '<tr><td colspan="6" class="muted">no replicas</td></tr>');
+}
+
+// A draining replica finishes its in-flight requests (long streams) before it stops.
+function drainingNote(d) {
+  if (!d) return "";
+  return ` <span class="muted">draining: ${d.in_flight} in flight, ${age(d.waited_s)} of ${age(d.limit_s)}</span>`;
 }
 
 function renderUpdate(update) {
