@@ -20,9 +20,10 @@ from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.state import ReplicaRow
 
-# A replica that is still starting is probed this often (backing off to the
-# configured period), so it turns READY within moments of listening.
-STARTING_PROBE_MIN_S = 0.1
+# A replica that is still starting is probed this often, however long it takes to
+# load: the first request of a service at zero waits for it, so a back-off (to
+# health_check_period_s, 10 s in SkyServe files) would add up to that much to it.
+STARTING_PROBE_S = 0.1
 FAILED_PROBES_TO_REPLACE = 3
 CONTROL_HEALTH = "/-/healthz"
 
@@ -92,10 +93,9 @@ def probe_target(
 
 
 async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
-    """Probe while the replica's process runs: quickly while it starts, then every
+    """Probe while the replica's process runs: every 0.1 s while it starts, then every
     ``health_check_period_s``. A new replica gets its user_config before it serves."""
     svc = rt.spec.service
-    interval = STARTING_PROBE_MIN_S
     while replica.status.is_probed:
         spec = rt.spec_for(replica.version)
         probe, port = probe_target(rt, replica, spec)
@@ -121,8 +121,7 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
                 return
         apply_probe(rt, replica, ok, why)
         if replica.status is ReplicaStatus.STARTING:
-            interval = min(interval * 1.5, svc.health_check_period_s)
-            await rt.clock.sleep(interval)
+            await rt.clock.sleep(STARTING_PROBE_S)
         else:
             await rt.clock.sleep(svc.health_check_period_s)
 
