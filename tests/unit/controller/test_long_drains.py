@@ -92,7 +92,9 @@ def test_a_drain_past_drain_timeout_s_says_what_it_cut(tmp_path: Path) -> None:
             await world.advance(1)
         assert victim.id not in world.runtime.replicas
         (event,) = world.events(EventKind.DRAIN_TIMEOUT)
-        assert event == "3 request(s) still in flight after drain_timeout_s=60: stopping it cuts them"
+        assert event == (
+            "3 request(s) still in flight after drain_timeout_s=60: stopping it cuts them"
+        )
 
     run(world, scenario)
 
