@@ -50,8 +50,9 @@ class Upstream:
     """A replica made of http.server threads, scripted by request path.
 
     Paths: /echo (JSON of method, path, headers, body digest), /chunked, /close
-    (body until close), /sse (first event, then waits for ``gate``), /hold (waits
-    for ``gate``), /die (closes the connection with a reset, no response),
+    (body until close), /sse (first event, then waits for ``gate``), /ssedie (first
+    event, then at ``gate`` a reset), /hold (waits for ``gate``), /die (closes the
+    connection with a reset, no response),
     /halfdie (reset after part of the body), /big?n=BYTES, /status/CODE.
     HEAD works on all of them. ``die=True`` answers every path like /die.
     """
@@ -152,6 +153,19 @@ class Upstream:
                 self.gate.wait(GATE_TIMEOUT)
                 event = b"data: second\n\n"
                 h.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
+            elif path == "/ssedie":  # the first event, then (at ``gate``) a reset mid-stream
+                h.send_response(200)
+                h.send_header("Content-Type", "text/event-stream")
+                h.send_header("Transfer-Encoding", "chunked")
+                h.end_headers()
+                event = b"data: first\n\n"
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                h.wfile.flush()
+                self.gate.wait(GATE_TIMEOUT)
+                sock = h.connection
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
+                h.close_connection = True
             elif path == "/hold":
                 self.gate.wait(GATE_TIMEOUT)
                 self._send(h, 200, b"held " + self.name.encode(), head)

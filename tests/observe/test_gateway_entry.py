@@ -71,6 +71,7 @@ class _Ex:
 
     head = b"GET /x HTTP/1.1\r\n\r\n"
     status = 200
+    outcome = "completed"
     request_id = b"test-1"
     client = SimpleNamespace(
         head=SimpleNamespace(xff=b"127.0.0.1"), proxy=SimpleNamespace(limits=Limits())
@@ -88,7 +89,7 @@ def test_the_gateway_and_the_load_balancer_share_the_log_and_its_rotation(
     gateway = AccessLog(path, max_bytes=4000, backups=5, entry="gateway")
     for _ in range(30):
         for log in (endpoint, gateway):
-            log.request(_Ex(), 1, 1, 0.001, 10)  # type: ignore[arg-type]
+            log.request(_Ex(), 1, 1, 0.001, 10, 0.0005)  # type: ignore[arg-type]
             log.flush()
     endpoint.close()
     gateway.close()

@@ -17,7 +17,7 @@ from steadyserve.controller.metrics import Traffic, quantile
 from steadyserve.core.changes import classify
 from steadyserve.lb.access_log import AccessLog
 from steadyserve.spec import ServiceSpec, SpecError, load_service_file
-from steadyserve.wire.counts import LATENCY_BUCKETS, merge_counts
+from steadyserve.wire.counts import LATENCY_BUCKETS, TTFB_BUCKETS, merge_counts
 from steadyserve.wire.exposition import families
 from steadyserve.wire.routes import Limits
 from tests.observe._observe import get
@@ -76,6 +76,12 @@ def test_lb_metrics_port_shows_requests_by_version_replica_method_and_class(
         ("svc", "1", "1", "GET", "4xx"): 1.0,
     }
     assert {s.labels["entry"] for s in parsed["steady_lb_requests"].samples} == {"endpoint"}
+    assert {s.labels["outcome"] for s in parsed["steady_lb_requests"].samples} == {"completed"}
+    first = parsed["steady_lb_time_to_first_byte_seconds"]
+    assert first.type == "histogram"
+    first_buckets = [s for s in first.samples if s.name.endswith("_bucket")]
+    assert [s.labels["le"] for s in first_buckets] == [*(str(b) for b in TTFB_BUCKETS), "+Inf"]
+    assert first_buckets[-1].value == 6.0  # every response came from the replica
     assert parsed["steady_lb_requests"].type == "counter"
     histogram = parsed["steady_lb_request_duration_seconds"]
     assert histogram.type == "histogram"
@@ -105,7 +111,11 @@ def test_lb_metrics_port_shows_requests_by_version_replica_method_and_class(
         "time", "method", "path", "status", "replica", "version", "latency_ms", "bytes", "entry",
         # The day-two fields (docs/observability.md): who called, when, and the request id.
         "ts", "client", "user_agent", "request_id",
+        # How it ended, and its time to first byte (lb/access_log.py).
+        "outcome", "ttfb_ms",
     }  # fmt: skip
+    assert {x["outcome"] for x in lines} == {"completed"}
+    assert all(0 < x["ttfb_ms"] <= x["latency_ms"] for x in lines)
     assert {x["entry"] for x in lines} == {"endpoint"}
     assert [(x["method"], x["path"], x["status"]) for x in lines[3:5]] == [
         ("POST", "/echo", 200),
@@ -190,13 +200,14 @@ def test_access_log_rotates_and_keeps_a_bounded_number_of_files(tmp_path: Path) 
 
         head = b"GET /x HTTP/1.1\r\n\r\n"
         status = 200
+        outcome = "completed"
         request_id = b"test-1"
         client = SimpleNamespace(
             head=SimpleNamespace(xff=b"127.0.0.1"), proxy=SimpleNamespace(limits=Limits())
         )
 
     for _ in range(400):
-        log.request(Ex(), 1, 1, 0.001, 10)  # type: ignore[arg-type]
+        log.request(Ex(), 1, 1, 0.001, 10, 0.0005)  # type: ignore[arg-type]
         log.flush()
     log.close()
     files = sorted(p.name for p in tmp_path.iterdir())

@@ -39,7 +39,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from steadyserve.core.states import ReplicaStatus, UpdateStatus
-from steadyserve.wire.counts import ENDPOINT, LATENCY_BUCKETS, merge_counts
+from steadyserve.wire.counts import (
+    BROKEN_BY_REPLICA,
+    ENDPOINT,
+    LATENCY_BUCKETS,
+    merge_counts,
+    request_key,
+)
 from steadyserve.wire.exposition import families
 
 if TYPE_CHECKING:
@@ -57,21 +63,27 @@ class VersionTotals:
     """One version's cumulative counts, summed over replicas, methods and classes."""
 
     requests: float = 0.0
-    errors: float = 0.0  # 5xx
+    errors: float = 0.0  # 5xx, and responses the replica broke off (BROKEN_BY_REPLICA)
     buckets: list[float] = field(default_factory=list)  # per bucket (+Inf last), no sum
+    ttfb: list[float] = field(default_factory=list)  # time to first byte, the same way
 
 
 def version_totals(counts: Mapping[str, Any]) -> dict[str, VersionTotals]:
-    """Per-version totals of a report's counters (version "0": the LB answered itself)."""
+    """Per-version totals of a report's counters (version "0": the LB answered itself).
+
+    A stream the replica broke mid-response went out as a 200: it is an error all
+    the same, or a version that crashes mid-stream would pass its canary."""
     out: dict[str, VersionTotals] = {}
     for key, n in (counts.get("requests") or {}).items():
-        version, _, _, code_class = str(key).split(" ")
+        version, _, _, code_class, outcome = request_key(key)
         totals = out.setdefault(version, VersionTotals())
         totals.requests += n
-        if code_class == "5":
+        if code_class == "5" or outcome in BROKEN_BY_REPLICA:
             totals.errors += n
     for version, slots in (counts.get("latency") or {}).items():
         out.setdefault(version, VersionTotals()).buckets = list(slots[:-1])
+    for version, slots in (counts.get("ttfb") or {}).items():
+        out.setdefault(version, VersionTotals()).ttfb = list(slots[:-1])
     return out
 
 

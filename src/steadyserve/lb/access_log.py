@@ -63,8 +63,13 @@ class AccessLog:
         self._second_text = ""
         self._networks: dict[tuple[str, ...], tuple[Network, ...]] = {}
 
-    def request(self, ex: Exchange, version: int, replica: int, elapsed: float, sent: int) -> None:
-        """Log one finished request (the hot path, when the log is on).
+    def request(
+        self, ex: Exchange, version: int, replica: int, elapsed: float, sent: int, ttfb: float
+    ) -> None:
+        """Log one request, however it ended (the hot path, when the log is on):
+        ``outcome`` says how, ``latency_ms`` and ``bytes`` are what it took and
+        sent until then, ``ttfb_ms`` the time to its first body byte (null when no
+        replica answered; ``ttfb`` is then negative).
 
         Formatted by hand rather than with ``json.dumps`` of a dict (a third of
         the cost); the method and path are the only free text and go through the
@@ -93,6 +98,7 @@ class AccessLog:
             f'{{"time":{now:.6f},"ts":"{self._iso(now)}","method":{_quote(method)},'
             f'"path":{_quote(path)},"status":{ex.status},"replica":{replica or "null"},'
             f'"version":{version or "null"},"latency_ms":{elapsed * 1000:.3f},"bytes":{sent},'
+            f'"outcome":"{ex.outcome}","ttfb_ms":{f"{ttfb * 1000:.3f}" if ttfb >= 0 else "null"},'
             f'"client":{_quote(client.decode("latin-1"))},'
             f'"user_agent":{"null" if agent is None else _quote(agent.decode("latin-1"))},'
             f'"request_id":{_quote(rid.decode("latin-1"))}' + tail

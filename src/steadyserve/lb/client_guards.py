@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from steadyserve.lb.exchange import DONE, ROUTED, Exchange
 from steadyserve.lb.http import simple_response
+from steadyserve.wire.counts import CLIENT_ABORTED
 
 if TYPE_CHECKING:
     from steadyserve.lb.downstream import ClientConnection
@@ -175,6 +176,7 @@ def reject(
         started = ex.response_started
         conn.proxy.abort(ex)
         if started:
+            ex.outcome = CLIENT_ABORTED  # broke the protocol mid-response: its response is cut
             conn.close()
         else:
             ex.keep_alive = False

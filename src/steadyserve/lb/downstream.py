@@ -56,6 +56,7 @@ from steadyserve.lb.request_head import (
     decide,
 )
 from steadyserve.lb.websocket import after_refusal, hold_for_answer
+from steadyserve.wire.counts import CLIENT_ABORTED, COMPLETED
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -148,13 +149,18 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
-        self.proxy.clients.discard(self)
+        proxy = self.proxy
+        proxy.clients.discard(self)
         guards.stop_timers(self)
         exchanges = list(self.exchanges)
         self.exchanges.clear()
         self.parsing = None
         for ex in exchanges:
-            self.proxy.abort(ex)
+            if ex.state is not DONE and ex.outcome == COMPLETED:
+                ex.outcome = CLIENT_ABORTED  # the client left first
+            proxy.abort(ex)
+            if ex.head:  # a whole request head was read: it gets its one access-log line
+                proxy.metrics.record(ex, self)
 
     def data_received(self, data: bytes) -> None:
         if self.closing or self.read_paused & PAUSE_BROKEN:

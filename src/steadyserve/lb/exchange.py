@@ -27,6 +27,8 @@ from enum import IntEnum
 from time import perf_counter
 from typing import TYPE_CHECKING
 
+from steadyserve.wire.counts import COMPLETED
+
 if TYPE_CHECKING:
     from steadyserve.lb.balancer import ReplicaState
     from steadyserve.lb.downstream import ClientConnection
@@ -99,12 +101,14 @@ class Exchange:
         "buffering",
         "client",
         "deadline",
+        "first_byte",
         "head",
         "http10",
         "idempotent",
         "keep_alive",
         "local",
         "method_head",
+        "outcome",
         "passthrough_ok",
         "pending",
         "pending_size",
@@ -147,7 +151,9 @@ class Exchange:
         self.buffering = False
         self.deadline = 0.0  # loop time by which the response must be complete; 0: none
         self.started = perf_counter()  # for the latency metrics
-        self.status = 0  # of the response the client got
+        self.first_byte = 0.0  # perf_counter() at the response body's first byte (TTFB)
+        self.outcome = COMPLETED  # how it ended, for the access log (wire/counts.py)
+        self.status = 0  # of the response the client got; 0: none reached it
         self.served: ReplicaState | None = None  # the replica that answered
         self.pin: int | None = None  # X-Steady-Version: only this version may answer
         # What a request-aware policy read from this request (its prompt's chain,

@@ -127,9 +127,6 @@ class GatewayProxy(Proxy):
         self.models = dict(models or {})
         self._order = sorted(lanes, key=len, reverse=True)
 
-    def forget(self, ex: Exchange) -> Proxy | None:
-        return self.routed.pop(ex, None)
-
     def dispatch(self, ex: Exchange) -> None:
         prefix = match_prefix(request_path(ex.head), self._order)
         by_prefix = self.lanes.get(prefix) if prefix is not None else None
@@ -154,7 +151,8 @@ class GatewayProxy(Proxy):
         lane.dispatch(ex)
 
     def abort(self, ex: Exchange) -> None:
-        lane = self.forget(ex)
+        # Kept in ``routed``: its access-log line, which follows, is the lane's.
+        lane = self.routed.get(ex)
         if lane is not None:
             lane.abort(ex)
         else:

@@ -1,7 +1,8 @@
 """The load balancer's traffic counters, and their Prometheus form.
 
 The hot path pays for one ``record`` per finished request: a tuple key, a dict
-increment and a ``bisect`` into a per-version bucket list, with plain ints and
+increment and a ``bisect`` into a per-version bucket list (two for a response
+from a replica: its duration and its time to first byte), with plain ints and
 floats (no prometheus_client object is touched per request). Everything else
 happens at scrape or report time: ``report`` turns the counters into JSON (what the
 load balancer posts to the controller twice a second) and
@@ -34,6 +35,9 @@ from steadyserve.wire.counts import (
     NO_REPLICA,
     SLOTS,
     SUM_SLOT,
+    TTFB_BUCKETS,
+    TTFB_SLOTS,
+    TTFB_SUM_SLOT,
 )
 
 log = logging.getLogger("steadyserve.lb")
@@ -43,10 +47,12 @@ class LBMetrics:
     """Plain counters the proxy updates as requests finish."""
 
     def __init__(self) -> None:
-        # (version, replica id, method, status class) -> requests
-        self.requests: dict[tuple[int, int, bytes, int], int] = {}
+        # (version, replica id, method, status class, outcome) -> requests
+        self.requests: dict[tuple[int, int, bytes, int, str], int] = {}
         # version -> bucket counts, +Inf count, latency sum (see SLOTS)
         self.latency: dict[int, list[float]] = {}
+        # version -> time-to-first-byte bucket counts, +Inf count, sum (TTFB_SLOTS)
+        self.ttfb: dict[int, list[float]] = {}
         self.bytes_in = 0
         self.bytes_out = 0
         self.retries = 0
@@ -54,17 +60,28 @@ class LBMetrics:
         self.access_log: AccessLog | None = None
 
     def record(self, ex: Exchange, client: ClientConnection) -> None:
-        """Count one finished request (called once per exchange, from the client)."""
-        elapsed = perf_counter() - ex.started
+        """Count one finished request (called once per exchange, from the client),
+        however it ended (``ex.outcome``): a cut stream is counted with its time so far."""
+        now = perf_counter()
+        started = ex.started
+        elapsed = now - started
         replica = ex.served
         if replica is None:
             version = rid = NO_REPLICA
+            ttfb = -1.0
         else:
             version = replica.version
             rid = replica.id
+            # A response without a body (204, HEAD) has its first byte at its end.
+            ttfb = (ex.first_byte or now) - started
+            slots = self.ttfb.get(version)
+            if slots is None:
+                slots = self.ttfb[version] = [0.0] * TTFB_SLOTS
+            slots[bisect_left(TTFB_BUCKETS, ttfb)] += 1
+            slots[TTFB_SUM_SLOT] += ttfb
         head = ex.head
         method = head[: head.find(b" ")] if head else b""
-        key = (version, rid, method, ex.status // 100)
+        key = (version, rid, method, ex.status // 100, ex.outcome)
         requests = self.requests
         requests[key] = requests.get(key, 0) + 1
         buckets = self.latency.get(version)
@@ -78,17 +95,19 @@ class LBMetrics:
         self.bytes_in += client.bytes_in
         client.bytes_in = 0
         if self.access_log is not None:
-            self.access_log.request(ex, version, rid, elapsed, sent)
+            self.access_log.request(ex, version, rid, elapsed, sent, ttfb)
 
     def report(self) -> dict[str, Any]:
         """The counters as JSON: cumulative since this process started."""
         return {
             "requests": {
-                f"{v} {r} {m.decode('latin-1') or '-'} {c}": n
-                for (v, r, m, c), n in self.requests.items()
+                f"{v} {r} {m.decode('latin-1') or '-'} {c} {o}": n
+                for (v, r, m, c, o), n in self.requests.items()
             },
             "latency_buckets": list(LATENCY_BUCKETS),
             "latency": {str(v): list(b) for v, b in self.latency.items()},
+            "ttfb_buckets": list(TTFB_BUCKETS),
+            "ttfb": {str(v): list(b) for v, b in self.ttfb.items()},
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
             "retries": self.retries,

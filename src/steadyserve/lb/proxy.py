@@ -44,6 +44,7 @@ from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.request_key import route_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
+from steadyserve.wire.counts import CUT_BY_DRAIN, REPLICA_FAILED, TIMED_OUT
 from steadyserve.wire.routes import Limits, RouteTable
 
 if TYPE_CHECKING:
@@ -340,6 +341,7 @@ class Proxy:
         replica.errors += 1
         if conn.wrote:
             ex.state = step(ex.state, DONE)
+            self._cut(ex, conn, replica, TIMED_OUT)
             self._release(replica)
             ex.client.abort_response(ex)
             return
@@ -383,11 +385,22 @@ class Proxy:
             replica.errors += 1
             ex.replica = None
             ex.state = step(ex.state, DONE)
+            # A replica out of the table was stopped by its drain's bound (or the
+            # load balancer is stopping): the drain cut it, not a fault of the replica.
+            gone = not replica.in_table or self.draining
+            self._cut(ex, conn, replica, CUT_BY_DRAIN if gone else REPLICA_FAILED)
             self._release(replica)
             ex.client.abort_response(ex)
             return
         ex.response_started = False  # nothing reached the client: a clean 502 is possible
         self._failed(ex, replica, retry=ex.idempotent)
+
+    @staticmethod
+    def _cut(ex: Exchange, conn: UpstreamConnection, replica: ReplicaState, outcome: str) -> None:
+        """A response ended before its end: what the access log and metrics say of it."""
+        ex.outcome = outcome
+        ex.served = replica
+        ex.status = conn.status
 
     def _failed(self, ex: Exchange, replica: ReplicaState, retry: bool) -> None:
         """An attempt failed before any response byte reached the client."""
@@ -405,7 +418,8 @@ class Proxy:
         self._release(replica)
 
     def abort(self, ex: Exchange) -> None:
-        """Forget ``ex`` (its client left or broke the protocol); keep the counts right."""
+        """Forget ``ex`` (its client left or broke the protocol); keep the counts right,
+        and what the access log says of it: the replica and the status it had sent."""
         state = ex.state
         if state is DONE:
             return  # answered already: nothing is held
@@ -418,10 +432,13 @@ class Proxy:
         conn = ex.upstream
         if conn is not None:
             ex.upstream = None
+            ex.status = conn.status if conn.wrote else 0
             conn.close()
         replica = ex.replica
         if replica is not None:
             ex.replica = None
+            if state is SENT:
+                ex.served = replica
             self._release(replica)
 
     def switched(
@@ -485,7 +502,11 @@ class Proxy:
                 conn.close()
 
     def close_all(self) -> None:
+        """The load balancer stops: what is still in flight was cut by its drain."""
         for client in list(self.clients):
+            for ex in client.exchanges:
+                if ex.state is not DONE:
+                    ex.outcome = CUT_BY_DRAIN
             client.close()
         for replica in list(self.balancer.known.values()):
             replica.close_idle()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from time import perf_counter
 from typing import TYPE_CHECKING, cast
 
 import httptools
@@ -478,6 +479,9 @@ class UpstreamConnection(asyncio.Protocol):
         exchange.response_started = True
 
     def on_body(self, body: bytes) -> None:
+        exchange = self.exchange
+        if exchange is not None and not exchange.first_byte:
+            exchange.first_byte = perf_counter()  # time to first byte (first token)
         mode = self.rule.body
         if mode == BODY_RAW:
             self._out.append(body)

@@ -62,6 +62,8 @@ class CanaryAnalysis(_Model):
     """Fail when the canary's error rate exceeds the stable version's by more than this."""
     max_p99_ratio: PositiveNumber | None = None
     """Fail when the canary's p99 exceeds the stable version's p99 times this."""
+    max_p99_ttfb_ms: PositiveNumber | None = None
+    """Fail when the canary's p99 time to first byte (an LLM's first token) exceeds this."""
     interval_s: PositiveSeconds = 10.0
     """The sliding window and the time between two checks."""
     failure_limit: PositiveInt = 1

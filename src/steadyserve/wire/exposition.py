@@ -18,7 +18,14 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from steadyserve.wire.counts import COMMON_METHODS, ENDPOINT, LATENCY_BUCKETS, NO_REPLICA
+from steadyserve.wire.counts import (
+    COMMON_METHODS,
+    ENDPOINT,
+    LATENCY_BUCKETS,
+    NO_REPLICA,
+    TTFB_BUCKETS,
+    request_key,
+)
 
 
 def _version_label(version: str | int) -> str:
@@ -39,13 +46,21 @@ def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
     """
     requests = CounterMetricFamily(
         "steady_lb_requests",
-        "Requests answered by the load balancer, by version, replica, method and status class"
-        " (version and replica 'none': answered by the load balancer itself).",
-        labels=["service", "entry", "version", "replica", "method", "code"],
+        "Requests through the load balancer, by version, replica, method, status class and"
+        " outcome (completed, client_aborted, replica_failed, cut_by_drain, timed_out);"
+        " version and replica 'none': answered by the load balancer itself; code 'none':"
+        " no response reached the client.",
+        labels=["service", "entry", "version", "replica", "method", "code", "outcome"],
     )
     latency = HistogramMetricFamily(
         "steady_lb_request_duration_seconds",
-        "Time from a request's first byte to the end of its response, by version.",
+        "Time from a request's first byte to the end of its response (or to its cut), by version.",
+        labels=["service", "entry", "version"],
+    )
+    ttfb = HistogramMetricFamily(
+        "steady_lb_time_to_first_byte_seconds",
+        "Time from a request's first byte to the first byte of its response body (a token"
+        " stream's first token), by version; responses from replicas only.",
         labels=["service", "entry", "version"],
     )
     inflight = GaugeMetricFamily(
@@ -94,22 +109,27 @@ def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
     )
     for service, report in reports:
         entry = str(report.get("entry") or ENDPOINT)
-        merged: dict[tuple[str, str, str, str], float] = {}
+        merged: dict[tuple[str, str, str, str, str], float] = {}
         for key, n in (report.get("requests") or {}).items():
-            v, r, m, c = str(key).split(" ")
-            label = (_version_label(v), "none" if r == "0" else r, _method_label(m), f"{c}xx")
+            v, r, m, c, o = request_key(key)
+            code = "none" if c == "0" else f"{c}xx"
+            label = (_version_label(v), "none" if r == "0" else r, _method_label(m), code, o)
             merged[label] = merged.get(label, 0) + n
-        for (v, r, m, c), n in sorted(merged.items()):
-            requests.add_metric([service, entry, v, r, m, c], n)
-        bounds = list(report.get("latency_buckets") or LATENCY_BUCKETS)
-        for version, counts in sorted((report.get("latency") or {}).items()):
-            cumulative, running = [], 0.0
-            for bound, count in zip([*map(_bound, bounds), "+Inf"], counts, strict=False):
-                running += count
-                cumulative.append((bound, running))
-            latency.add_metric(
-                [service, entry, _version_label(version)], cumulative, sum_value=counts[-1]
-            )
+        for (v, r, m, c, o), n in sorted(merged.items()):
+            requests.add_metric([service, entry, v, r, m, c, o], n)
+        for histogram, name, default in (
+            (latency, "latency", LATENCY_BUCKETS),
+            (ttfb, "ttfb", TTFB_BUCKETS),
+        ):
+            bounds = list(report.get(f"{name}_buckets") or default)
+            for version, counts in sorted((report.get(name) or {}).items()):
+                cumulative, running = [], 0.0
+                for bound, count in zip([*map(_bound, bounds), "+Inf"], counts, strict=False):
+                    running += count
+                    cumulative.append((bound, running))
+                histogram.add_metric(
+                    [service, entry, _version_label(version)], cumulative, sum_value=counts[-1]
+                )
         inflight.add_metric([service, entry], float(report.get("inflight_total") or 0))
         queued.add_metric([service, entry], float(report.get("queued") or 0))
         retries.add_metric([service, entry], float(report.get("retries") or 0))
@@ -126,6 +146,7 @@ def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
     yield from (
         requests,
         latency,
+        ttfb,
         inflight,
         queued,
         retries,

@@ -34,7 +34,7 @@ from steadyserve.core.canary.steps import (
 )
 from steadyserve.core.planner import Plan, ReplicaView, plan_canary
 from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode
-from steadyserve.wire.counts import LATENCY_BUCKETS
+from steadyserve.wire.counts import LATENCY_BUCKETS, TTFB_BUCKETS
 
 if TYPE_CHECKING:
     from steadyserve.controller.metrics import Traffic
@@ -66,6 +66,7 @@ def thresholds_of(runtime: RolloutPort) -> Thresholds:
         max_p99_latency_ms=a.max_p99_latency_ms,
         max_error_rate_increase=a.max_error_rate_increase,
         max_p99_ratio=a.max_p99_ratio,
+        max_p99_ttfb_ms=a.max_p99_ttfb_ms,
         min_requests=a.min_requests,
         interval_s=a.interval_s,
         failure_limit=a.failure_limit,
@@ -96,7 +97,7 @@ class CanaryDriver:
         assert update is not None and update.id is not None
         if self._update_id != update.id or self.state is None:
             self._update_id = update.id
-            self.analysis = Analysis(thresholds_of(self.rt), LATENCY_BUCKETS)
+            self.analysis = Analysis(thresholds_of(self.rt), LATENCY_BUCKETS, TTFB_BUCKETS)
             self.last_verdict = None
             loaded = self.table.load(update.id)
             if loaded is None:
@@ -253,7 +254,7 @@ class CanaryDriver:
         if traffic is None or not self.active or self.analysis is None:
             return
         totals = {
-            int(v): Counts(t.requests, t.errors, tuple(t.buckets))
+            int(v): Counts(t.requests, t.errors, tuple(t.buckets), tuple(t.ttfb))
             for v, t in version_totals(traffic.counts()).items()
             if v.isdigit()
         }

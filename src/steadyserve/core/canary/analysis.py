@@ -1,8 +1,9 @@
 """Judging a canary against the stable version, from the load balancer's counts.
 
-The load balancers count, per version, the requests they answered, the 5xx
-among them (a replica's 5xx, and the 502 the load balancer answers when a
-replica's connection fails) and a latency histogram; the controller receives
+The load balancers count, per version, the requests they answered, the failures
+among them (a replica's 5xx, the 502 the load balancer answers when a replica's
+connection fails, and a response the replica broke off mid-stream, which went
+out as a 200), a latency histogram and a time-to-first-byte histogram; the controller receives
 those cumulative counts twice a second. :class:`Window` keeps timestamped
 snapshots and gives the difference over the last ``interval_s`` seconds, so
 every verdict is about recent traffic only, and both versions are measured over
@@ -28,17 +29,15 @@ class Counts:
     failures: float = 0.0
     buckets: tuple[float, ...] = ()
     """Non-cumulative histogram counts, one per bound and a last one for +Inf."""
+    ttfb: tuple[float, ...] = ()
+    """The time-to-first-byte histogram, the same way (its own bounds)."""
 
     def minus(self, earlier: Counts) -> Counts:
-        buckets = self.buckets
-        if earlier.buckets:
-            buckets = tuple(
-                max(0.0, a - b) for a, b in zip(self.buckets, earlier.buckets, strict=False)
-            )
         return Counts(
             max(0.0, self.requests - earlier.requests),
             max(0.0, self.failures - earlier.failures),
-            buckets,
+            _minus(self.buckets, earlier.buckets),
+            _minus(self.ttfb, earlier.ttfb),
         )
 
     @property
@@ -46,15 +45,25 @@ class Counts:
         return self.failures / self.requests if self.requests else 0.0
 
 
+def _minus(later: tuple[float, ...], earlier: tuple[float, ...]) -> tuple[float, ...]:
+    if not earlier:
+        return later
+    return tuple(max(0.0, a - b) for a, b in zip(later, earlier, strict=False))
+
+
 def p99_ms(counts: Counts, bounds: Sequence[float]) -> float | None:
     """The 99th percentile latency in ms: the upper bound of the bucket that holds it
     (a conservative figure: never below the true value's bucket)."""
-    total = sum(counts.buckets)
+    return _p99_ms(counts.buckets, bounds)
+
+
+def _p99_ms(buckets: Sequence[float], bounds: Sequence[float]) -> float | None:
+    total = sum(buckets)
     if total <= 0:
         return None
     rank = 0.99 * total
     seen = 0.0
-    for i, n in enumerate(counts.buckets):
+    for i, n in enumerate(buckets):
         seen += n
         if seen >= rank:
             return (bounds[i] if i < len(bounds) else bounds[-1] * 2) * 1000.0
@@ -69,6 +78,7 @@ class Thresholds:
     max_p99_latency_ms: float | None = None
     max_error_rate_increase: float | None = None
     max_p99_ratio: float | None = None
+    max_p99_ttfb_ms: float | None = None
     min_requests: int = 100
     interval_s: float = 10.0
     failure_limit: int = 1
@@ -82,6 +92,7 @@ class Thresholds:
                 self.max_p99_latency_ms,
                 self.max_error_rate_increase,
                 self.max_p99_ratio,
+                self.max_p99_ttfb_ms,
             )
         )
 
@@ -100,7 +111,13 @@ class Verdict:
         return self.outcome == "failed"
 
 
-def judge(canary: Counts, stable: Counts, limits: Thresholds, bounds: Sequence[float]) -> Verdict:
+def judge(
+    canary: Counts,
+    stable: Counts,
+    limits: Thresholds,
+    bounds: Sequence[float],
+    ttfb_bounds: Sequence[float] = (),
+) -> Verdict:
     """Compare one window's canary counts with the limits and with the stable version's."""
     if canary.requests < max(1, limits.min_requests):
         why = f"{canary.requests:g} canary requests in the window, {limits.min_requests} needed"
@@ -127,6 +144,10 @@ def judge(canary: Counts, stable: Counts, limits: Thresholds, bounds: Sequence[f
     ratio = limits.max_p99_ratio
     if ratio is not None and p99 is not None and base_p99 and p99 > base_p99 * ratio:
         problems.append(f"p99 {p99:g} ms > {ratio:g} x stable p99 {base_p99:g} ms (max_p99_ratio)")
+    first = limits.max_p99_ttfb_ms
+    ttfb = _p99_ms(canary.ttfb, ttfb_bounds) if ttfb_bounds else None
+    if first is not None and ttfb is not None and ttfb > first:
+        problems.append(f"p99 time to first byte {ttfb:g} ms > max_p99_ttfb_ms {first:g}")
     if problems:
         return Verdict("failed", "; ".join(problems), canary, stable)
     return Verdict("passed", figures, canary, stable)
@@ -163,6 +184,7 @@ class Analysis:
 
     limits: Thresholds
     bounds: tuple[float, ...]
+    ttfb_bounds: tuple[float, ...] = ()
     window: Window = field(init=False)
     failures_in_row: int = 0
     last_check: float | None = None
@@ -181,7 +203,11 @@ class Analysis:
             return None
         self.last_check = now
         verdict = judge(
-            self.window.delta(canary), self.window.delta(stable), self.limits, self.bounds
+            self.window.delta(canary),
+            self.window.delta(stable),
+            self.limits,
+            self.bounds,
+            self.ttfb_bounds,
         )
         if verdict.outcome == "failed":
             self.failures_in_row += 1
