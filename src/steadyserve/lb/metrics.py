@@ -42,6 +42,9 @@ from steadyserve.wire.counts import (
 
 log = logging.getLogger("steadyserve.lb")
 
+BOTH_SLOTS = SLOTS + TTFB_SLOTS
+TTFB_SUM = SLOTS + TTFB_SUM_SLOT
+
 
 class LBMetrics:
     """Plain counters the proxy updates as requests finish."""
@@ -49,10 +52,9 @@ class LBMetrics:
     def __init__(self) -> None:
         # (version, replica id, method, status class, outcome) -> requests
         self.requests: dict[tuple[int, int, bytes, int, str], int] = {}
-        # version -> bucket counts, +Inf count, latency sum (see SLOTS)
+        # version -> bucket counts, +Inf count, latency sum (see SLOTS), then the
+        # same of the time to first byte (TTFB_SLOTS): one list, one lookup a request
         self.latency: dict[int, list[float]] = {}
-        # version -> time-to-first-byte bucket counts, +Inf count, sum (TTFB_SLOTS)
-        self.ttfb: dict[int, list[float]] = {}
         self.bytes_in = 0
         self.bytes_out = 0
         self.retries = 0
@@ -68,17 +70,9 @@ class LBMetrics:
         replica = ex.served
         if replica is None:
             version = rid = NO_REPLICA
-            ttfb = -1.0
         else:
             version = replica.version
             rid = replica.id
-            # A response without a body (204, HEAD) has its first byte at its end.
-            ttfb = (ex.first_byte or now) - started
-            slots = self.ttfb.get(version)
-            if slots is None:
-                slots = self.ttfb[version] = [0.0] * TTFB_SLOTS
-            slots[bisect_left(TTFB_BUCKETS, ttfb)] += 1
-            slots[TTFB_SUM_SLOT] += ttfb
         head = ex.head
         method = head[: head.find(b" ")] if head else b""
         key = (version, rid, method, ex.status // 100, ex.outcome)
@@ -86,9 +80,16 @@ class LBMetrics:
         requests[key] = requests.get(key, 0) + 1
         buckets = self.latency.get(version)
         if buckets is None:
-            buckets = self.latency[version] = [0.0] * SLOTS
+            buckets = self.latency[version] = [0.0] * BOTH_SLOTS
         buckets[bisect_left(LATENCY_BUCKETS, elapsed)] += 1
         buckets[SUM_SLOT] += elapsed
+        if replica is None:
+            ttfb = -1.0
+        else:
+            # A response without a body (204, HEAD) has its first byte at its end.
+            ttfb = (ex.first_byte or now) - started
+            buckets[SLOTS + bisect_left(TTFB_BUCKETS, ttfb)] += 1
+            buckets[TTFB_SUM] += ttfb
         sent = client.bytes_out
         client.bytes_out = 0
         self.bytes_out += sent
@@ -105,9 +106,9 @@ class LBMetrics:
                 for (v, r, m, c, o), n in self.requests.items()
             },
             "latency_buckets": list(LATENCY_BUCKETS),
-            "latency": {str(v): list(b) for v, b in self.latency.items()},
+            "latency": {str(v): b[:SLOTS] for v, b in self.latency.items()},
             "ttfb_buckets": list(TTFB_BUCKETS),
-            "ttfb": {str(v): list(b) for v, b in self.ttfb.items()},
+            "ttfb": {str(v): b[SLOTS:] for v, b in self.latency.items() if v != NO_REPLICA},
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
             "retries": self.retries,

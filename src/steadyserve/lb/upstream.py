@@ -479,9 +479,9 @@ class UpstreamConnection(asyncio.Protocol):
         exchange.response_started = True
 
     def on_body(self, body: bytes) -> None:
-        exchange = self.exchange
-        if exchange is not None and not exchange.first_byte:
-            exchange.first_byte = perf_counter()  # time to first byte (first token)
+        exchange = self.exchange  # set: httptools is fed only while a request is out
+        if not exchange.first_byte:  # type: ignore[union-attr]
+            exchange.first_byte = perf_counter()  # type: ignore[union-attr]  # TTFB
         mode = self.rule.body
         if mode == BODY_RAW:
             self._out.append(body)
