@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.exchange import DONE, ROUTED, Exchange
-from steadyserve.lb.http import simple_response
+from steadyserve.lb.local_answer import answer, target_of
 from steadyserve.wire.counts import CLIENT_ABORTED
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def reject(
             ex.keep_alive = False
             ex.response_started = True
             ex.status = status
-            conn.write(simple_response(status, message, close=True))
+            conn.write(answer(status, message, reason, target_of(ex.head), close=True))
             conn.exchange_done(ex)
         return
     if ex is not None and exchanges and exchanges[-1] is ex:
@@ -190,7 +190,7 @@ def reject(
     error = Exchange(conn)
     error.reason = reason
     error.received = received(conn) if line is None else line
-    error.local = simple_response(status, message, close=True)
+    error.local = answer(status, message, reason, target_of(error.received), close=True)
     error.status = status
     error.keep_alive = False
     error.request_done = True

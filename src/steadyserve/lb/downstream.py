@@ -45,6 +45,7 @@ from steadyserve.lb.client_guards import (
 from steadyserve.lb.declined_upgrade import parser_after
 from steadyserve.lb.exchange import DONE, READY, SENT, Exchange
 from steadyserve.lb.http import set_nodelay, simple_response
+from steadyserve.lb.local_answer import answer, target_of
 from steadyserve.lb.proxy import Proxy
 from steadyserve.lb.request_head import (
     BUFFER,
@@ -340,11 +341,17 @@ class ClientConnection(asyncio.Protocol):
             self.bytes_out += sum(map(len, data))
 
     def respond_local(self, ex: Exchange, status: int, message: str) -> None:
-        """Answer ``ex`` from the load balancer itself."""
+        """Answer ``ex`` from the load balancer itself (OpenAI-shaped on ``/v1/``)."""
         if self.proxy.draining:
             ex.keep_alive = False
+        reason = getattr(ex, "reason", None)
+        data = answer(status, message, reason, target_of(ex.head), close=not ex.keep_alive)
+        self.respond_with(ex, status, data)
+
+    def respond_with(self, ex: Exchange, status: int, data: bytes) -> None:
+        """Answer ``ex`` with ``data``, a whole response the load balancer made."""
         ex.status = status
-        self.write(simple_response(status, message, close=not ex.keep_alive))
+        self.write(data)
         self.response_done(ex)
 
     def response_done(self, ex: Exchange) -> None:

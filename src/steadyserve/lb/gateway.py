@@ -21,7 +21,10 @@ with it in ``X-Steady-Root-Path`` (first among the headers), which the Python
 runner hands its ASGI app as ``root_path``: Ray Serve's proxy sets ``root_path``
 to the route prefix, and FastAPI routes and docs pages rely on it. It is read per
 request, so an in-place ``route_prefix`` change needs no restart. An unknown
-route is a 404 naming nothing internal.
+route is a 404 naming nothing internal; an OpenAI request (``/v1/...``) naming a
+model no service serves, under no route prefix, is answered as vLLM answers it
+(404, "The model `x` does not exist."), and ``GET /v1/models`` lists the served
+model names in OpenAI's shape (lb/local_answer.py).
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ import re
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer
+from steadyserve.lb.local_answer import (
+    MODELS_PATH,
+    UNKNOWN_MODEL,
+    is_openai,
+    models_answer,
+    unknown_model_message,
+)
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.proxy import Exchange, Proxy
 from steadyserve.lb.target import is_blocked
@@ -128,21 +138,32 @@ class GatewayProxy(Proxy):
         self._order = sorted(lanes, key=len, reverse=True)
 
     def dispatch(self, ex: Exchange) -> None:
-        prefix = match_prefix(request_path(ex.head), self._order)
+        path = request_path(ex.head)
+        models = self.models
+        if models and path == MODELS_PATH and ex.head.startswith(b"GET "):
+            # Every served model, as an OpenAI (or vLLM) server lists its own.
+            listed = models_answer(models, close=not ex.keep_alive or self.draining)
+            self._respond_with(ex, 200, listed, "model_list")
+            return
+        prefix = match_prefix(path, self._order)
         by_prefix = self.lanes.get(prefix) if prefix is not None else None
         lane = None
-        if self.models:
+        model = None
+        if models:
             model = request_model(ex.pending)
-            lane = self.models.get(model) if model is not None else None
+            lane = models.get(model) if model is not None else None
         if lane is None:
             lane = by_prefix
         elif lane is not by_prefix:
             prefix = None  # chosen by its model: no route prefix was matched for it
         if lane is None:
-            self._respond(ex, 404, NOT_FOUND, "unknown_route")
+            if model is not None and is_openai(path):  # as vLLM answers a model it lacks
+                self._respond(ex, 404, unknown_model_message(model), UNKNOWN_MODEL)
+            else:
+                self._respond(ex, 404, NOT_FOUND, "unknown_route")
             return
         blocked = lane.blocked_paths
-        if blocked and is_blocked(request_path(ex.head), blocked):
+        if blocked and is_blocked(path, blocked):
             self._respond(ex, 404, NOT_FOUND, "blocked_path")
             return
         if prefix is not None and prefix != b"/":  # the runner's root_path, as Ray's proxy sets

@@ -463,6 +463,15 @@ class Proxy:
         ex.response_started = True
         ex.client.respond_local(ex, status, message)
 
+    def _respond_with(self, ex: Exchange, status: int, data: bytes, reason: str) -> None:
+        """Answer ``ex`` with a whole response the load balancer made (not an error)."""
+        ex.reason = reason
+        ex.state = step(ex.state, DONE)
+        ex.response_started = True
+        if self.draining:
+            ex.keep_alive = False
+        ex.client.respond_with(ex, status, data)
+
     # -- lifecycle ---------------------------------------------------------------
     def begin_drain(self) -> None:
         """Stop keeping connections alive; in-flight and queued requests still finish."""
