@@ -116,3 +116,43 @@ def test_scale_down_stops_the_idle_replica_not_the_one_streaming(tmp_path: Path)
         assert stopping == [ids[1]]
 
     run(world, scenario)
+
+
+def test_a_draining_replica_keeps_its_gpus_until_its_last_stream_ends(tmp_path: Path) -> None:
+    """A full machine: the new version's replica waits for the old one's GPUs, which
+    the old one holds for as long as it drains (its stream), never shared."""
+    from steadyserve.controller.capacity import CapacityPool
+    from steadyserve.core.capacity import Assignment, Gpu, Inventory
+
+    gpus = {"accelerators": "A100:2"}
+    service = {**FIELDS["service"], "replicas": 1}
+    world = World(tmp_path, {"service": service, "resources": gpus})
+    inventory = Inventory(gpus=(Gpu(0, "GPU-0", "NVIDIA A100-SXM4-80GB"), Gpu(1, "GPU-1", "A100")))
+    world.runtime.capacity = CapacityPool(inventory, lambda: list(world.runtime.replicas.values()))
+
+    def held() -> list[int]:
+        out: list[int] = []
+        for r in world.replicas():
+            if r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN:
+                got = Assignment.from_json(r.assignment)
+                out.extend(got.gpus if got else ())
+        return out
+
+    async def scenario() -> None:
+        await serving(world, 1)
+        (old,) = world.replicas()
+        spec = world.add_version(2, {"service": service, "resources": gpus, "run": "serve 2"})
+        world.runtime.rollout.begin(2, spec, UpdateMode.ROLLING, "run changed")
+        for _ in range(30):  # a 30 s stream on the old replica
+            lb_reports(world, {old.id: 1})
+            await world.advance(1)
+            assert len(held()) == len(set(held())) <= 2, world.describe()
+        assert world.runtime.replicas[old.id].status is ReplicaStatus.SHUTTING_DOWN
+        # No version-2 replica runs (none, or PENDING): the old one holds both GPUs.
+        assert all(r.status is ReplicaStatus.PENDING for r in world.replicas() if r.version == 2)
+        assert Assignment.from_json(world.runtime.replicas[old.id].assignment).gpus == (0, 1)
+        lb_reports(world, {})  # the stream ended: the GPUs go to the new version
+        await world.until("v2 ready", lambda: len(world.replicas(READY)) == 1, seconds=30)
+        assert [r.version for r in world.replicas()] == [2] and sorted(held()) == [0, 1]
+
+    run(world, scenario)
