@@ -82,3 +82,23 @@ def test_each_ending_of_a_request_is_one_line_with_its_outcome(tmp_path: Path) -
         "replica_failed": 1.0,
         "cut_by_drain": 1.0,
     }
+
+
+def test_a_stream_past_request_timeout_s_is_timed_out(tmp_path: Path) -> None:
+    log = tmp_path / "access.log"
+    with (
+        Upstream("a") as up,
+        FakeController(tmp_path) as ctl,
+        LBProcess(tmp_path, "--access-log", str(log)) as lb,
+    ):
+        ctl.set_table([(1, up.port)], extra={"request_timeout_s": 0.5})
+        wait_for(lambda: ctl.polls.count(f"{ctl.epoch}:{ctl.version}") >= 1, what="table acked")
+        with _first_event(lb.port, "/sse") as s:  # the second event never comes in time
+            s.settimeout(10)
+            while s.recv(65536):
+                pass
+        up.gate.set()
+        lb.stop()
+    [line] = _lines(log)
+    assert (line["outcome"], line["status"], line["replica"]) == ("timed_out", 200, 1)
+    assert 500 <= line["latency_ms"] < 5000  # type: ignore[operator]
