@@ -228,3 +228,20 @@ def test_a_pool_shows_no_endpoint() -> None:
     rows = {line.split()[0]: line.split() for line in text.splitlines()[1:]}
     assert rows["batch"][-1] == "-"
     assert rows["a-service-with-a-rather-long-name"][-1] == "127.0.0.1:30001"
+
+
+def test_draining_replicas_are_listed_with_what_they_still_carry() -> None:
+    from steadyserve.cli.common import draining_lines
+
+    svc = {
+        "name": "chat",
+        "replicas": [
+            {"id": 1, "version": 1, "draining": {"in_flight": 3, "waited_s": 41.6, "limit_s": 600}},
+            {"id": 2, "version": 2, "draining": None},
+        ],
+    }
+    assert draining_lines(svc) == [
+        "chat: replica 1 (version 1) draining: 3 request(s) in flight, waited 42s"
+        " of drain_timeout_s 600"
+    ]
+    assert draining_lines({"name": "chat", "replicas": [{"id": 2, "version": 2}]}) == []
