@@ -5,7 +5,7 @@ default) with the real ``steady up`` in a temporary STEADY_HOME, and for each of
   1. rolling     (an env change: new replicas)
   2. blue_green  (another env change, --mode blue_green)
   3. scale_down  (replicas 2 -> 1, in place)
-opens ``--streams`` SSE streams of ``--stream-s`` seconds (a token every
+opens ``--streams`` SSE streams of ``--duration`` seconds (a token every
 ``--interval`` s, as an LLM engine streams them) through the load balancer, runs
 the real ``steady update --wait`` once every stream has its first token, and
 reports: how long the update took (command to SUCCEEDED), how long the old
@@ -14,6 +14,9 @@ through the API), and how many chunks each stream received of those sent.
 
     python bench/long_streams.py                     # 4 streams of 60 s: about 3.5 min
     PYTHONPATH=/path/to/other/src python bench/long_streams.py   # the same on other code
+
+Writes bench/out/long_streams.png: the chunks each stream received over time,
+with the moments the update returned and the old replicas were gone.
 """
 
 from __future__ import annotations
@@ -28,7 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchlib import ROOT, SteadyHome, fmt, machine_line, service_yaml, steady_home, table
+from benchlib import (
+    ROOT,
+    SteadyHome,
+    fmt,
+    machine_line,
+    plot_path,
+    pyplot,
+    service_yaml,
+    steady_home,
+    table,
+)
 
 import steadyserve
 
@@ -43,6 +56,7 @@ class Stream(threading.Thread):
         self.port, self.path = port, f"/stream?n={tokens}&interval={interval}"
         self.first = threading.Event()
         self.received = 0
+        self.arrivals: list[float] = []  # time.time() of each chunk
         self.ended_at = 0.0
 
     def run(self) -> None:
@@ -53,6 +67,7 @@ class Stream(threading.Thread):
             while line := response.readline():
                 if line.startswith(b"data: "):
                     self.received += 1
+                    self.arrivals.append(time.time())
                     self.first.set()
             conn.close()
         except (OSError, http.client.HTTPException):
@@ -70,6 +85,7 @@ class Result:
     received: list[int]
     sent: int
     stream_end_s: float  # from the command to the last stream's end
+    arrivals: list[list[float]]  # per stream, seconds from the command to each chunk
 
 
 def spec(app: Path, rev: str, replicas: int) -> dict[str, Any]:
@@ -93,7 +109,7 @@ def scenario(
 ) -> Result:
     port = int(str(home.service(NAME)["endpoint"]).rsplit(":", 1)[1])
     before = {r["id"] for r in live(home)}
-    tokens = round(args.stream_s / args.interval)
+    tokens = round(args.duration / args.interval)
     streams = [Stream(port, tokens, args.interval) for _ in range(args.streams)]
     for s in streams:
         s.start()
@@ -103,12 +119,12 @@ def scenario(
     home.run("update", NAME, str(file), *mode, "--wait", "--timeout", "900")
     t_ret = time.time()
     leaving = before - {r["id"] for r in live(home) if r["status"] == "READY"}
-    deadline = time.monotonic() + args.stream_s * 3 + 60
+    deadline = time.monotonic() + args.duration * 3 + 60
     while time.monotonic() < deadline and leaving & {r["id"] for r in live(home)}:
         time.sleep(0.2)
     t_gone = time.time()
     for s in streams:
-        s.join(args.stream_s * 2 + 60)
+        s.join(args.duration * 2 + 60)
     return Result(
         name,
         t_ret - t_cmd,
@@ -116,19 +132,20 @@ def scenario(
         [s.received for s in streams],
         tokens,
         max(s.ended_at for s in streams) - t_cmd,
+        [[t - t_cmd for t in s.arrivals] for s in streams],
     )
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--stream-s", type=float, default=60.0, help="each stream's length")
+    p.add_argument("--duration", type=float, default=60.0, help="each stream's length, seconds")
     p.add_argument("--interval", type=float, default=0.02, help="seconds between tokens")
     p.add_argument("--streams", type=int, default=4, help="streams in flight per scenario")
     args = p.parse_args()
     print(machine_line())
     print(f"steadyserve from {Path(steadyserve.__file__).parent}")
     results = []
-    with steady_home("steady-streams-") as home:
+    with steady_home("steady-bench-streams-") as home:
         app = home.tmp / "app"
         app.mkdir()
         shutil.copy(ROOT / "examples" / "http_server" / "server.py", app / "server.py")
@@ -152,7 +169,7 @@ def main() -> int:
         for r in results
     ]
     print(
-        f"\n{args.streams} streams of {args.stream_s:g} s ({round(args.stream_s / args.interval)}"
+        f"\n{args.streams} streams of {args.duration:g} s ({round(args.duration / args.interval)}"
         " tokens) in flight during each change:\n"
     )
     print(
@@ -169,7 +186,28 @@ def main() -> int:
             rows,
         )
     )
+    plot(results)
     return 0
+
+
+def plot(results: list[Result]) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.2), sharey=True)
+    for ax, r in zip(axes, results, strict=True):
+        for arrivals in r.arrivals:
+            ax.plot(arrivals, range(1, len(arrivals) + 1), linewidth=1)
+        ax.axvline(r.update_s, color="green", linestyle="--", label="update SUCCEEDED")
+        ax.axvline(r.update_s + r.linger_s, color="red", linestyle=":", label="old replica gone")
+        ax.set_title(r.name)
+        ax.set_xlabel("seconds since the update command")
+    axes[0].set_ylabel("chunks received per stream")
+    axes[0].legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    path = plot_path("long_streams.png")
+    fig.savefig(path, dpi=100)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":

@@ -209,6 +209,23 @@ def test_updates_under_load_prints_its_table(tmp_path: Path) -> None:
         assert "ray code update" in out and "ray user_config" in out, out
 
 
+def test_long_streams_prints_its_table(tmp_path: Path) -> None:
+    out = run_bench(
+        "long_streams.py",
+        "--duration",
+        "0.5",
+        "--interval",
+        "0.05",
+        "--streams",
+        "2",
+        out=tmp_path,
+        timeout=300,
+    )
+    for change in ("rolling", "blue_green", "scale_down"):
+        assert change in out
+    assert "old replicas linger s" in out
+
+
 def test_controller_scale_prints_its_table(tmp_path: Path) -> None:
     out = run_bench(
         "controller_scale.py",
