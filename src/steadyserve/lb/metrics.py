@@ -44,6 +44,7 @@ log = logging.getLogger("steadyserve.lb")
 
 BOTH_SLOTS = SLOTS + TTFB_SLOTS
 TTFB_SUM = SLOTS + TTFB_SUM_SLOT
+FIRST_TTFB_BOUND = TTFB_BUCKETS[0]
 
 
 class LBMetrics:
@@ -88,7 +89,10 @@ class LBMetrics:
         else:
             # A response without a body (204, HEAD) has its first byte at its end.
             ttfb = (ex.first_byte or now) - started
-            buckets[SLOTS + bisect_left(TTFB_BUCKETS, ttfb)] += 1
+            if ttfb <= FIRST_TTFB_BOUND:  # most answers that are not streams: no bisect
+                buckets[SLOTS] += 1
+            else:
+                buckets[SLOTS + bisect_left(TTFB_BUCKETS, ttfb)] += 1
             buckets[TTFB_SUM] += ttfb
         sent = client.bytes_out
         client.bytes_out = 0
