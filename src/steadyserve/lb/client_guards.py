@@ -53,6 +53,35 @@ def idle_victims(clients: Iterable[ClientConnection], batch: int) -> list[Client
     return [client for _, client in (idle + reading)[:batch]]
 
 
+def connection_cap(max_connections: int, fd_cap: int | None) -> int:
+    """``max_connections``, lowered to what the file-descriptor limit allows."""
+    if fd_cap is not None and max_connections > fd_cap:
+        log.warning(
+            "max_connections %d lowered to %d: the file-descriptor limit allows no more",
+            max_connections,
+            fd_cap,
+        )
+        return fd_cap
+    return max_connections
+
+
+def make_room(clients: set[ClientConnection], max_connections: int) -> bool:
+    """At ``max_connections``: close the connections that hold no request, idle
+    ones first, oldest first (a batch, so a flood of connects costs one scan per
+    batch); False when every connection is busy with a request."""
+    victims = idle_victims(clients, max(1, max_connections // 100))
+    if not victims:
+        return False
+    log.warning(
+        "%d client connections (max_connections): closing the %d oldest without a request",
+        len(clients),
+        len(victims),
+    )
+    for client in victims:
+        client.close()
+    return True
+
+
 def _first(item: tuple[float, ClientConnection]) -> float:
     return item[0]
 

@@ -350,6 +350,8 @@ class ClientConnection(asyncio.Protocol):
 
     def respond_with(self, ex: Exchange, status: int, data: bytes) -> None:
         """Answer ``ex`` with ``data``, a whole response the load balancer made."""
+        if self.proxy.draining:
+            ex.keep_alive = False  # ``data`` says so: it was made with the proxy's state
         ex.status = status
         self.write(data)
         self.response_done(ex)

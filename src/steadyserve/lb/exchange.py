@@ -165,6 +165,14 @@ UNREAD = object()
 """An exchange's ``route_key`` before the policy's extractor ran on it."""
 
 
+def cut_short(ex: Exchange, status: int, replica: ReplicaState, outcome: str) -> None:
+    """A response broke off before its end: what the access log and the counts say
+    of it (the replica that was answering, the status its head had sent)."""
+    ex.outcome = outcome
+    ex.served = replica
+    ex.status = status
+
+
 # Loop timers fire on millisecond ticks: a deadline this close counts as passed,
 # or a timer armed for it could fire a hair early and re-arm itself for nothing.
 CLOCK_SLACK = 0.001

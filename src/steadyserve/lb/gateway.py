@@ -143,7 +143,7 @@ class GatewayProxy(Proxy):
         if models and path == MODELS_PATH and ex.head.startswith(b"GET "):
             # Every served model, as an OpenAI (or vLLM) server lists its own.
             listed = models_answer(models, close=not ex.keep_alive or self.draining)
-            self._respond_with(ex, 200, listed, "model_list")
+            self._respond(ex, 200, "", "model_list", listed)
             return
         prefix = match_prefix(path, self._order)
         by_prefix = self.lanes.get(prefix) if prefix is not None else None

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from steadyserve.backends.netns_socket import create_connection
 from steadyserve.lb import request_id
 from steadyserve.lb.balancer import Balancer, ReplicaState
-from steadyserve.lb.client_guards import idle_victims
+from steadyserve.lb.client_guards import connection_cap, make_room
 from steadyserve.lb.exchange import (
     CONNECTING,
     DONE,
@@ -35,6 +35,7 @@ from steadyserve.lb.exchange import (
     SENT,
     WAITING,
     Deadlines,
+    cut_short,
     step,
 )
 
@@ -106,18 +107,7 @@ class Proxy:
         self.deadlines = Deadlines()
         # Each client connection may hold one replica connection: two descriptors.
         self.fd_cap = max(1, (fd_limit - FD_RESERVE) // 2) if fd_limit else None
-        self.max_connections = self._connection_cap()
-
-    def _connection_cap(self) -> int:
-        cap = self.limits.max_connections
-        if self.fd_cap is not None and cap > self.fd_cap:
-            log.warning(
-                "max_connections %d lowered to %d: the file-descriptor limit allows no more",
-                cap,
-                self.fd_cap,
-            )
-            cap = self.fd_cap
-        return cap
+        self.max_connections = connection_cap(self.limits.max_connections, self.fd_cap)
 
     # -- phases -------------------------------------------------------------------
     # The proxy is the only writer of Exchange.state, always through
@@ -146,7 +136,7 @@ class Proxy:
         limits = table.limits or self.default_limits
         if limits != self.limits:
             self.limits = limits
-            self.max_connections = self._connection_cap()
+            self.max_connections = connection_cap(limits.max_connections, self.fd_cap)
             log.info("limits: %s", limits)
         if self.zero is not None:
             self.zero.on_table()
@@ -341,7 +331,7 @@ class Proxy:
         replica.errors += 1
         if conn.wrote:
             ex.state = step(ex.state, DONE)
-            self._cut(ex, conn, replica, TIMED_OUT)
+            cut_short(ex, conn.status, replica, TIMED_OUT)
             self._release(replica)
             ex.client.abort_response(ex)
             return
@@ -385,22 +375,14 @@ class Proxy:
             replica.errors += 1
             ex.replica = None
             ex.state = step(ex.state, DONE)
-            # A replica out of the table was stopped by its drain's bound (or the
-            # load balancer is stopping): the drain cut it, not a fault of the replica.
+            # Out of the table (or the LB stops): a drain's bound cut it, not a fault.
             gone = not replica.in_table or self.draining
-            self._cut(ex, conn, replica, CUT_BY_DRAIN if gone else REPLICA_FAILED)
+            cut_short(ex, conn.status, replica, CUT_BY_DRAIN if gone else REPLICA_FAILED)
             self._release(replica)
             ex.client.abort_response(ex)
             return
         ex.response_started = False  # nothing reached the client: a clean 502 is possible
         self._failed(ex, replica, retry=ex.idempotent)
-
-    @staticmethod
-    def _cut(ex: Exchange, conn: UpstreamConnection, replica: ReplicaState, outcome: str) -> None:
-        """A response ended before its end: what the access log and metrics say of it."""
-        ex.outcome = outcome
-        ex.served = replica
-        ex.status = conn.status
 
     def _failed(self, ex: Exchange, replica: ReplicaState, retry: bool) -> None:
         """An attempt failed before any response byte reached the client."""
@@ -418,8 +400,7 @@ class Proxy:
         self._release(replica)
 
     def abort(self, ex: Exchange) -> None:
-        """Forget ``ex`` (its client left or broke the protocol); keep the counts right,
-        and what the access log says of it: the replica and the status it had sent."""
+        """Forget ``ex`` (its client left or broke the protocol); keep the counts right."""
         state = ex.state
         if state is DONE:
             return  # answered already: nothing is held
@@ -456,21 +437,18 @@ class Proxy:
         ex.response_started = True
         switch(ex.client, ex, transport, head, rest)
 
-    def _respond(self, ex: Exchange, status: int, message: str, reason: str) -> None:
-        """Answer ``ex`` from the load balancer; ``reason`` goes to the access log."""
+    def _respond(
+        self, ex: Exchange, status: int, message: str, reason: str, data: bytes = b""
+    ) -> None:
+        """Answer ``ex`` from the load balancer: an error ``message``, or ``data``, a
+        whole response it made; ``reason`` goes to the access log."""
         ex.reason = reason
         ex.state = step(ex.state, DONE)
         ex.response_started = True
-        ex.client.respond_local(ex, status, message)
-
-    def _respond_with(self, ex: Exchange, status: int, data: bytes, reason: str) -> None:
-        """Answer ``ex`` with a whole response the load balancer made (not an error)."""
-        ex.reason = reason
-        ex.state = step(ex.state, DONE)
-        ex.response_started = True
-        if self.draining:
-            ex.keep_alive = False
-        ex.client.respond_with(ex, status, data)
+        if data:
+            ex.client.respond_with(ex, status, data)
+        else:
+            ex.client.respond_local(ex, status, message)
 
     # -- lifecycle ---------------------------------------------------------------
     def begin_drain(self) -> None:
@@ -481,20 +459,8 @@ class Proxy:
                 client.close()
 
     def make_room(self) -> bool:
-        """At ``max_connections``: close the connections that hold no request, idle
-        ones first, oldest first (a batch, so a flood of connects costs one scan per
-        batch); False when every connection is busy with a request."""
-        victims = idle_victims(self.clients, max(1, self.max_connections // 100))
-        if not victims:
-            return False
-        log.warning(
-            "%d client connections (max_connections): closing the %d oldest without a request",
-            len(self.clients),
-            len(victims),
-        )
-        for client in victims:
-            client.close()
-        return True
+        """At ``max_connections``: room made by closing idle connections (client_guards)."""
+        return make_room(self.clients, self.max_connections)
 
     def sweep(self) -> None:
         """Close idle client connections and pooled replica connections gone cold."""
