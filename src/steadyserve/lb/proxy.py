@@ -42,6 +42,7 @@ from steadyserve.lb.exchange import (
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.request_key import route_key
+from steadyserve.lb.target import blocked_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
 from steadyserve.wire.routes import Limits, RouteTable
@@ -141,7 +142,7 @@ class Proxy:
     def apply_table(self, table: RouteTable) -> None:
         """Switch routes; queued requests may now fit (or have nowhere left to go)."""
         self.balancer.apply(table)
-        self.blocked_paths = table.blocked_paths
+        self.blocked_paths = frozenset(blocked_key(path) for path in table.blocked_paths)
         limits = table.limits or self.default_limits
         if limits != self.limits:
             self.limits = limits
