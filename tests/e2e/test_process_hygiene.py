@@ -498,3 +498,32 @@ def test_the_home_is_owner_only_and_replicas_keep_the_users_umask(
             loose.append(f"{oct(mode)} {path.relative_to(steady.home)}")
     assert not loose, loose
     steady.run("down", "modes")
+
+
+def test_a_chatty_replica_log_is_rotated_under_its_cap_and_reads_as_one(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """1 MB a second into a log capped at 500 KB: copies appear and stay at most
+    STEADY_REPLICA_LOG_BACKUPS, the replica keeps writing to its own file (the
+    controller is not in its output path), and ``steady logs`` reads across."""
+    chatty = Steady(
+        steady.home,
+        {"STEADY_REPLICA_LOG_MAX_BYTES": "500000", "STEADY_REPLICA_LOG_BACKUPS": "2"},
+    )
+    writer = "(while true; do head -c 1000000 /dev/zero | tr '\\0' x; echo; sleep 1; done) & "
+    spec = command_service(tmp_path, "chatty", writer + HTTP_SERVER, {})
+    chatty.run("up", str(spec), "--wait", "--timeout", "60")
+    replica = chatty.service("chatty")["replicas"][0]
+    log = Home(steady.home).replica_log("chatty", replica["id"])
+    deadline = time.monotonic() + 40
+    while not log.with_name(f"{log.name}.2").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert log.with_name(f"{log.name}.2").exists(), "the log was not rotated twice"
+    assert not log.with_name(f"{log.name}.3").exists()
+    # The replica's stdout is still its own log file, appended at the truncated end.
+    assert os.readlink(f"/proc/{replica['pid']}/fd/1") == str(log)
+    assert log.stat().st_size < 4_000_000
+    out = chatty.run("logs", "chatty", str(replica["id"])).stdout  # the copies, then the file
+    assert out.count("x" * 1000) >= 2
+    assert chatty.service("chatty")["replicas"][0]["pid"] == replica["pid"]
+    chatty.run("down", "chatty")
