@@ -111,6 +111,7 @@ def test_streams_outlive_updates_and_scale_down(steady: Steady, tmp_path: Path) 
     rolling = streams(port, 2, "rolling")
     out = update(steady, tmp_path, spec_text(2, "v2"))
     assert "SUCCEEDED" in out
+    assert "(version 1) draining: 1 request(s) in flight" in out  # update --wait says so
     svc = steady.service("chat")
     draining = [r for r in svc["replicas"] if r["draining"]]
     assert draining and all(r["version"] == 1 for r in draining), svc["replicas"]
