@@ -129,7 +129,7 @@ def plan_steady(
     ]
     surplus = len(current) - target
     if surplus > 0:
-        # The idle first, then not-ready, then the smaller capacity, then the newest
+        # Not-ready first, then the smaller capacity, then the idlest, then the newest
         # (ids are never reused: a higher id is newer).
         candidates = [
             Candidate(

@@ -1,14 +1,13 @@
-"""Which replicas go when the target drops: the idle first, then those not serving,
+"""Which replicas go when the target drops: those not serving first, then the idlest,
 then the newest.
 
-A replica with requests in flight (a long LLM stream) must drain before it stops,
-and cutting nothing is the point: the one with the fewest in flight goes first, so
-an idle replica is never kept while a busy one drains. Then a replica that is
-not READY carries no traffic, so stopping it costs nothing (SkyServe orders
-scale-down by status the same way). With a per-accelerator target, the replicas
-that carry least go next (SkyServe's instance-aware autoscaler: the count it kept
-assumed the largest stay). Then the newest goes first: the oldest have warm
-caches and a record of working.
+A replica that is not READY takes no new request, so stopping it costs nothing
+(SkyServe orders scale-down by status the same way). With a per-accelerator
+target, the replicas that carry least go next (SkyServe's instance-aware
+autoscaler: the count it kept assumed the largest stay). Then the replica with the
+fewest requests in flight: a stopping replica drains first, so a busy one (a long
+LLM stream) would linger for minutes while an idle one stayed. Then the newest:
+the oldest have warm caches and a record of working.
 """
 
 from __future__ import annotations
@@ -33,14 +32,14 @@ class Candidate:
 def choose_victims(candidates: Iterable[Candidate], count: int) -> list[int]:
     """Ids of ``count`` replicas to stop (fewer if there are fewer), in stopping order.
 
-    Fewest requests in flight first; then not-ready before ready; within each, the
-    smaller capacity first, then the newest (later launch, then the higher id,
+    Not-ready before ready; within each, the smaller capacity first, then the
+    fewest requests in flight, then the newest (later launch, then the higher id,
     which is newer because ids are never reused).
     """
     if count <= 0:
         return []
     ranked = sorted(
         candidates,
-        key=lambda c: (c.in_flight, c.ready, c.capacity, -c.launched_at, -c.replica_id),
+        key=lambda c: (c.ready, c.capacity, c.in_flight, -c.launched_at, -c.replica_id),
     )
     return [c.replica_id for c in ranked[:count]]
