@@ -44,6 +44,23 @@ LINES = [
         "reason": "blocked_path",
         "entry": "endpoint",
     },
+    {
+        "time": 1764547262.25,
+        "ts": "2025-12-01T00:01:02.250Z",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "status": 200,
+        "replica": 4,
+        "version": 2,
+        "latency_ms": 61283.114,
+        "bytes": 402113,
+        "outcome": "client_aborted",
+        "ttfb_ms": 201.377,
+        "client": "127.0.0.1",
+        "user_agent": None,
+        "request_id": "a1b2c3d4e5f6-21",
+        "entry": "endpoint",
+    },
 ]
 
 
@@ -73,6 +90,8 @@ def test_people_get_one_line_a_request(tmp_path: Path) -> None:
         ' a1b2c3d4e5f6-1f "curl/8.5.0"',
         "2025-12-01T00:00:01.500Z 127.0.0.1 POST /-/%72econfigure 404 0.1ms lb:blocked_path"
         " a1b2c3d4e5f6-20 -",
+        "2025-12-01T00:01:02.250Z 127.0.0.1 POST /v1/chat/completions 200:client_aborted"
+        " 61283.1ms v2/r4 a1b2c3d4e5f6-21 -",
     ]
 
 

@@ -74,8 +74,9 @@ class LineWriter:
 
 class AccessWriter(LineWriter):
     """A service's request log (``steady logs NAME --access``): one line a request,
-    ``TIME CLIENT METHOD PATH STATUS LATENCY vVERSION/rREPLICA REQUEST_ID "AGENT"``,
-    or with ``--json`` the log's own JSON lines unchanged (docs/observability.md)."""
+    ``TIME CLIENT METHOD PATH STATUS LATENCY vVERSION/rREPLICA REQUEST_ID "AGENT"``
+    (STATUS followed by ``:OUTCOME`` when the response did not complete), or with
+    ``--json`` the log's own JSON lines unchanged (docs/observability.md)."""
 
     @property
     def raw(self) -> bool:
@@ -96,12 +97,14 @@ class AccessWriter(LineWriter):
             else f"lb:{entry.get('reason') or '-'}"
         )
         agent = entry.get("user_agent")
+        outcome = entry.get("outcome")
+        cut = f":{outcome}" if outcome and outcome != "completed" else ""
         fields = [
             when,
             str(entry.get("client") or "-"),
             str(entry.get("method") or "-"),
             str(entry.get("path") or "-"),
-            str(entry.get("status")),
+            f"{entry.get('status')}{cut}",
             f"{entry.get('latency_ms', 0):.1f}ms",
             served,
             str(entry.get("request_id") or "-"),
