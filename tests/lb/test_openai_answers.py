@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from _lb_helpers import LBProcess, Upstream, request, wait_for
+from _lb_helpers import FakeController, LBProcess, Upstream, request, wait_for
 
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
@@ -46,6 +46,14 @@ def test_a_full_queue_answers_openai_json_with_retry_after(tmp_path: Path) -> No
         assert body == b"service 'svc' is at capacity, queue full\n"
         up.gate.set()
         held.join(15)
+
+
+def test_no_replica_answers_openai_json_with_a_longer_retry_after(tmp_path: Path) -> None:
+    with FakeController(tmp_path) as ctl, LBProcess(tmp_path) as lb:
+        wait_for(lambda: len(ctl.polls) >= 2, what="LB polled and acknowledged")
+        status, headers, body = request(lb.port, "POST", "/v1/completions", body=b"{}")
+        assert (status, headers["retry-after"]) == (503, "5")
+        assert json.loads(body)["error"]["code"] == "no_replica"
 
 
 class Written:
