@@ -39,7 +39,8 @@ def test_p99_time_to_first_byte_fails_a_canary_whose_first_token_is_slow() -> No
     limits = Thresholds(max_p99_ttfb_ms=1000, min_requests=100)
     fast = Counts(200, 0, (), _ttfb(0, 200))
     slow = Counts(200, 0, (), _ttfb(10, 200))
-    assert judge(fast, fast, limits, LATENCY_BUCKETS, TTFB_BUCKETS).outcome == "passed"
+    passed = judge(fast, fast, limits, LATENCY_BUCKETS, TTFB_BUCKETS)
+    assert passed.outcome == "passed" and passed.reason.endswith("p99 time to first byte 100 ms")
     verdict = judge(slow, fast, limits, LATENCY_BUCKETS, TTFB_BUCKETS)
     assert verdict.outcome == "failed"
     assert verdict.reason == "p99 time to first byte 3000 ms > max_p99_ttfb_ms 1000"

@@ -150,6 +150,8 @@ def judge(
         problems.append(f"p99 time to first byte {ttfb:g} ms > max_p99_ttfb_ms {first:g}")
     if problems:
         return Verdict("failed", "; ".join(problems), canary, stable)
+    if first is not None and ttfb is not None:
+        figures += f", p99 time to first byte {ttfb:g} ms"
     return Verdict("passed", figures, canary, stable)
 
 
