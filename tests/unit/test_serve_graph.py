@@ -241,7 +241,7 @@ def test_frames_split_anywhere_come_out_whole_and_errors_raise() -> None:
 
 
 def test_the_cli_fills_service_fields_from_rays_options(tmp_path: Path) -> None:
-    from steadyserve.cli.python_defaults import with_deployment_defaults
+    from steadyserve.client.python_defaults import with_deployment_defaults
     from steadyserve.spec import parse_service
 
     (tmp_path / "queued.py").write_text(

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from steadyserve.cli.client import Client, CommandError
+from steadyserve.client.connection import Client, CommandError
 from steadyserve.paths import Home
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from steadyserve import replica_contract as contract
 from steadyserve import unix_socket
-from steadyserve.cli.client import Client, CommandError
+from steadyserve.client.connection import Client, CommandError
 from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
 from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.core.states import LIVE_REPLICA_STATES, ReplicaStatus

@@ -94,7 +94,7 @@ from typing import Any
 import pytest
 
 from steadyserve.backends import netns
-from steadyserve.cli.client import Client
+from steadyserve.client.connection import Client
 from steadyserve.paths import Home
 from tests.conftest import _steady_in
 from tests.helpers.steady import Steady

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from steadyserve.backends import backend_name
-from steadyserve.cli.common import _with_defaults
+from steadyserve.client.service_files import with_defaults
 from steadyserve.compat.file_mounts import staged
 from steadyserve.compat.ray_serve import Translation, load_deploy_file
 from steadyserve.compat.skyserve import preflight
@@ -29,7 +29,7 @@ def deploy_request(
     plan = load_deploy_file(file)  # a fleet file or a Ray Serve config
     where = "services[{}]." if plan.scope == "all" else "applications: {}: "
     specs = [
-        _with_defaults(spec, item, file, where.format(i if plan.scope == "all" else spec.name))
+        with_defaults(spec, item, file, where.format(i if plan.scope == "all" else spec.name))
         for i, (spec, item) in enumerate(zip(plan.specs, plan.documents, strict=True))
     ]
     mistakes: list[SpecError] = []

@@ -1,4 +1,5 @@
-"""The CLI's way to the controller: find it, start it on demand, call its API.
+"""The way to the controller for the CLI, the SDK and the serve API: find it, start
+it on demand, call its API.
 
 Plain urllib keeps every ``steady`` command quick to start; the controller's
 answers carry one-line errors that map to exit codes.
