@@ -19,10 +19,11 @@ import pytest
 
 from steadyserve.backends import netns
 from steadyserve.backends.netns_socket import socket_in
-from steadyserve.compat.skypilot import fixed_port_problem, isolated, isolation_problem
+from steadyserve.compat.skypilot import fixed_port_problem, isolation_problem
 from steadyserve.controller.capacity import request_for
 from steadyserve.controller.fixed_ports import listening_ports
 from steadyserve.spec import SpecError, parse_service
+from steadyserve.spec.ports import isolated
 from steadyserve.wire.routes import ReplicaRoute
 
 FIXED = {"run": "python3 server.py --port 8080", "resources": {"ports": 8080}}

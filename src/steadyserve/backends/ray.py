@@ -31,9 +31,9 @@ from typing import Any
 from steadyserve import replica_contract as contract
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError
 from steadyserve.backends.ray_placement import Placement, placement_of, unsatisfiable
-from steadyserve.compat.skypilot import fixed_port
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.ports import fixed_port
 
 log = logging.getLogger(__name__)
 

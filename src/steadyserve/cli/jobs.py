@@ -39,9 +39,9 @@ from steadyserve.client.connection import Client, CommandError
 from steadyserve.client.python_defaults import raw_document
 from steadyserve.client.service_files import load_one
 from steadyserve.compat.file_mounts import staged
-from steadyserve.compat.sky_env_vars import cli_values
 from steadyserve.compat.sky_jobs import parse_job
 from steadyserve.spec import SpecError
+from steadyserve.spec.variables import cli_values
 
 FOLLOW_POLL_S = 0.2
 ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})

@@ -11,9 +11,10 @@ from typing import Any
 from steadyserve.backends import backend_name
 from steadyserve.client.service_files import with_defaults
 from steadyserve.compat.file_mounts import staged
-from steadyserve.compat.ray_serve import Translation, load_deploy_file
+from steadyserve.compat.formats import load_deploy_file
 from steadyserve.compat.skyserve import preflight
 from steadyserve.spec import SpecError
+from steadyserve.spec.fleet import Fleet
 
 
 @contextlib.contextmanager
@@ -23,7 +24,7 @@ def deploy_request(
     notes: list[str],
     ignore_resources: bool = False,
     ignore_image: bool = False,
-) -> Iterator[tuple[dict[str, Any], Translation]]:
+) -> Iterator[tuple[dict[str, Any], Fleet]]:
     """The dry-run request for FILE (every mistake of every service raised at once,
     as one SpecError), with its file_mounts staged while the block runs."""
     plan = load_deploy_file(file)  # a fleet file or a Ray Serve config

@@ -11,9 +11,9 @@ from typing import Any
 
 from steadyserve.backends import backend_name
 from steadyserve.client.python_defaults import raw_document, with_deployment_defaults
-from steadyserve.compat.sky_env_vars import cli_values
 from steadyserve.compat.skyserve import preflight
 from steadyserve.spec import SpecError, load_service_file
+from steadyserve.spec.variables import cli_values
 
 
 def load_one(

@@ -15,7 +15,6 @@ import math
 from collections.abc import Callable, Iterable
 
 from steadyserve.backends import netns
-from steadyserve.compat.skypilot import fixed_port, isolated
 from steadyserve.core.capacity import (
     Assignment,
     Insufficient,
@@ -29,6 +28,7 @@ from steadyserve.core.capacity import gpu_count as whole_gpus
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.models import Resources
+from steadyserve.spec.ports import fixed_port, isolated
 from steadyserve.state import ReplicaRow
 
 Rows = Callable[[], Iterable[ReplicaRow]]

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from steadyserve import replica_contract as contract
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ReplicaHandle
-from steadyserve.compat.skypilot import isolated
 from steadyserve.controller.job_tables import JobRow, JobTable
 from steadyserve.core.autoscale import queue
 from steadyserve.core.jobs import JobStatus, JobView, assign, busy_workers, ended_as
@@ -33,6 +32,7 @@ from steadyserve.core.states import EventKind, ReplicaStatus
 from steadyserve.oneline import one_line
 from steadyserve.paths import Home
 from steadyserve.spec.pool import PoolPolicy
+from steadyserve.spec.ports import isolated
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime

@@ -44,7 +44,8 @@ from steadyserve.spec.errors import (
     SpecError,
 )
 from steadyserve.spec.fields import LoadBalancingPolicy, UpdateMode
-from steadyserve.spec.loading import load_fleet_file, load_service_file, parse_service
+from steadyserve.spec.fleet import load_fleet_file
+from steadyserve.spec.loading import load_service_file, parse_service
 from steadyserve.spec.models import Resources, ServiceSpec
 from steadyserve.spec.sections import (
     AutoscalingConfig,

@@ -88,7 +88,6 @@ def _load(fields: dict[str, Any], notes: list[str] | None = None) -> ServiceSpec
 
 def _warn_deprecations(spec: ServiceSpec) -> None:
     """SteadyServe's notices about Ray's deprecated fields, as Ray's DeprecationWarning."""
-    # Imported here: steadyserve.compat.skypilot must not be imported before steadyserve.spec.
     from steadyserve.compat.skypilot import not_applicable_notes
 
     for note in not_applicable_notes(spec):
