@@ -36,6 +36,7 @@ from steadyserve.client.contracts import (
     Update,
     with_iso,
 )
+from steadyserve.core.strategies import selectable_modes
 from steadyserve.paths import Home
 from steadyserve.spec import SpecError
 
@@ -53,7 +54,6 @@ __all__ = [
 ]
 
 POLL_S = 0.2
-MODES = ("rolling", "blue_green", "canary")
 
 
 class SteadyError(Exception):
@@ -151,8 +151,9 @@ def update(
     from steadyserve.client.service_files import load_one
     from steadyserve.compat.file_mounts import staged
 
-    if mode is not None and mode not in MODES:
-        raise SteadyError(f"mode: must be one of {', '.join(MODES)}, not {mode!r}", 2)
+    modes = selectable_modes()
+    if mode is not None and mode not in modes:
+        raise SteadyError(f"mode: must be one of {', '.join(modes)}, not {mode!r}", 2)
     file = Path(task)
     with _errors():
         spec = load_one(file, service_name, [], ignore_resources, ignore_image)

@@ -58,6 +58,7 @@ from steadyserve.client.python_defaults import raw_document
 from steadyserve.client.service_files import load_one
 from steadyserve.compat.file_mounts import staged
 from steadyserve.compat.skyserve import unique_name
+from steadyserve.core.strategies import selectable_modes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -255,7 +256,7 @@ def status(
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--mode",
-    type=click.Choice(["rolling", "blue_green", "canary"]),
+    type=click.Choice(list(selectable_modes())),
     default=None,
     help="How replicas restart (default: the file's service.update_mode).",
 )

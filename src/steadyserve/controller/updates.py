@@ -2,8 +2,8 @@
 
 The classifier decides in place versus restart; the runtime carries it out. A
 dry run gives the same answer and writes nothing; the counts it (and every
-update) shows are the planner's (core/update_counts.py), not a formula of its own. The caller (the
-controller) holds the service's command lock around :func:`apply`, so version
+update) shows are the update strategy's (core/strategies/), not a formula of its
+own. The caller (the controller) holds the service's command lock around :func:`apply`, so version
 numbers and snapshot folders are never shared by two commands.
 """
 
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from steadyserve.controller.errors import BadInput
 from steadyserve.core.changes import classify, shown
 from steadyserve.core.states import (
-    RESTART_MODES,
     UpdateMode,
     UpdateStatus,
     VersionOutcome,
 )
+from steadyserve.core.strategies import selectable_modes, strategy_of
 from steadyserve.core.update_counts import update_counts
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.workdir import (
@@ -50,8 +50,9 @@ log = logging.getLogger("steadyserve.controller")
 
 def _mode(spec: ServiceSpec, requested: str | None) -> UpdateMode:
     mode = requested or spec.service.update_mode
-    if mode not in RESTART_MODES:
-        choices = " or ".join(RESTART_MODES)
+    modes = selectable_modes()
+    if mode not in modes:
+        choices = " or ".join(modes)
         raise BadInput(f"update mode {mode}: use {choices}")
     return UpdateMode(mode)
 
@@ -139,7 +140,7 @@ async def apply(
     if changes.empty:
         result.update(launch=0, stop=0, mode="none")
         return result
-    if chosen is UpdateMode.BLUE_GREEN:
+    if strategy_of(chosen).doubles:
         _check_blue_green_fits(runtime, spec, "--mode" if mode else "service.update_mode")
     if dry_run:
         return result

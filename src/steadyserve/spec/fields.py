@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
 )
 
+from steadyserve.core.strategies import selectable_modes
 from steadyserve.oneline import is_number
 from steadyserve.spec.errors import _NAME_RULE, NAME_PATTERN, _fail
 
@@ -90,6 +91,15 @@ def _choice(kind: Any) -> Callable[[object], str]:
         return value
 
     return check
+
+
+def _update_mode(value: object) -> str:
+    """One of the update strategies a user may ask for (core/strategies/), read from
+    the registry when a file is checked, so a strategy registered later is accepted."""
+    modes = selectable_modes()
+    if not isinstance(value, str) or value not in modes:
+        raise _fail("must be one of " + ", ".join(modes))
+    return value
 
 
 def _url_path(value: object) -> str:
@@ -426,7 +436,6 @@ EnvName = Annotated[str, BeforeValidator(_env_name)]
 HeaderName = Annotated[str, BeforeValidator(_header_name)]
 ScalarText = Annotated[str, BeforeValidator(_scalar_text)]
 JsonData = Annotated[Any, BeforeValidator(_json_data)]
-UpdateMode = Literal["rolling", "blue_green", "canary"]
 LoadBalancingPolicy = Literal[
     "least_load",
     "round_robin",
@@ -436,7 +445,7 @@ LoadBalancingPolicy = Literal[
     "session_affinity",
 ]
 
-UpdateModeField = Annotated[UpdateMode, BeforeValidator(_choice(UpdateMode))]
+UpdateModeField = Annotated[str, BeforeValidator(_update_mode)]
 LoadBalancingPolicyField = Annotated[
     LoadBalancingPolicy, BeforeValidator(_choice(LoadBalancingPolicy))
 ]
