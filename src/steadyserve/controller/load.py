@@ -25,9 +25,9 @@ from typing import Any
 
 import aiohttp
 
-from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.controller.netns_http import request_in
 from steadyserve.core.autoscale import LoadSample, LoadWindow, ReplicaLoad
+from steadyserve.wire.netns import path_of as netns_path
 
 log = logging.getLogger("steadyserve.controller")
 

@@ -57,7 +57,6 @@ from steadyserve.core.states import (
 )
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.spec.machine import this_inventory
 from steadyserve.state import ReplicaRow, ServiceRow, Store
 from steadyserve.wire.lb_process import env_for as tls_env
 
@@ -104,8 +103,8 @@ class ServiceRuntime:
         self.held: dict[int, HeldReplica] = {}
         # The machine's GPUs, cores and fixed ports, shared with every other service
         # of the controller (controller/capacity.py); alone, this service's rows.
-        self.capacity = capacity or CapacityPool(
-            this_inventory(gpus=False), lambda: list(self.replicas.values())
+        self.capacity = capacity or CapacityPool.alone(
+            backend, lambda: list(self.replicas.values())
         )
         self.waiting: dict[int, str] = {}
         """PENDING replicas that do not fit yet, and what they miss (status notices)."""

@@ -24,7 +24,6 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
-from steadyserve.backends.netns_socket import create_connection
 from steadyserve.lb import request_id
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.lb.client_guards import idle_victims
@@ -44,6 +43,7 @@ from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.request_key import route_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
+from steadyserve.wire.netns import create_connection
 from steadyserve.wire.routes import Limits, RouteTable
 
 if TYPE_CHECKING:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.controller.reconfigure import post_user_config
 from steadyserve.core.states import ReplicaStatus, UpdateStatus, VersionOutcome
 from steadyserve.core.strategies import strategy_of
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow, UpdateRow
+from steadyserve.wire.netns import path_of as netns_path
 
 if TYPE_CHECKING:
     from steadyserve.controller.port import RolloutPort
