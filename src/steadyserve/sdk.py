@@ -37,7 +37,7 @@ from steadyserve.client.contracts import (
     with_iso,
 )
 from steadyserve.core.strategies import selectable_modes
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import SpecError
 
 __all__ = [

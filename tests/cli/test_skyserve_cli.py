@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from steadyserve.client.connection import controller_alive
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from tests.helpers.certs import make_pair
 from tests.helpers.steady import Steady, http_get
 

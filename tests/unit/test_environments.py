@@ -20,8 +20,8 @@ from steadyserve.core.changes import classify
 from steadyserve.envs import build as eb
 from steadyserve.envs import plan as envs
 from steadyserve.envs import seal
+from steadyserve.home.paths import Home
 from steadyserve.oneline import last_lines
-from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError
 from steadyserve.spec.loading import parse_service
 

@@ -23,7 +23,7 @@ from steadyserve.core.routing.instance_aware import (
 from steadyserve.core.routing.policies import make_policy
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 from steadyserve.wire.routes import RouteTable
 
 IA = "instance_aware_least_load"

@@ -29,7 +29,7 @@ from steadyserve.core.capacity import Assignment
 from steadyserve.core.planner import ReplicaView, plan_steady
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 AV = {"A100": 10.0, "V100": 5.0}
 

@@ -27,7 +27,7 @@ from steadyserve.envs.workdir import (
     snapshot,
 )
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 
 def make(root: Path, files: dict[str, bytes | str]) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from steadyserve.backends.base import Backend
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 BACKEND_ENV = "STEADY_BACKEND"
 RAY_ADDRESS_ENV = "STEADY_RAY_ADDRESS"

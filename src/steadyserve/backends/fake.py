@@ -19,7 +19,7 @@ from typing import cast
 
 from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 _ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\n\r\nok\n"
 # Far above any real pid, so a fake replica's number never names a real process.

@@ -21,8 +21,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from steadyserve import replica_contract as contract
-from steadyserve import unix_socket
 from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup
@@ -36,7 +34,9 @@ from steadyserve.backends.processes import (
 )
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
-from steadyserve.paths import Home
+from steadyserve.home import unix_socket
+from steadyserve.home.paths import Home
+from steadyserve.wire import replica_contract as contract
 
 _log = logging.getLogger("steadyserve.controller")
 

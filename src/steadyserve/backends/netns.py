@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 
-from steadyserve import replica_contract as contract
+from steadyserve.wire import replica_contract as contract
 from steadyserve.wire.netns import NETNS_DIR, path_of
 
 HOMES_DIR = Path("/run/steadyserve/netns-homes")

@@ -14,9 +14,9 @@ import time
 
 import psutil
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends.base import ReplicaHandle
 from steadyserve.backends.cgroups import ReplicaCgroup, memory_text
+from steadyserve.wire import replica_contract as contract
 
 
 class LocalProcess:

@@ -28,13 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError
 from steadyserve.backends.ray_placement import Placement, placement_of, unsatisfiable
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.ports import fixed_port
+from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger(__name__)
 

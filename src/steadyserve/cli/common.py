@@ -25,7 +25,7 @@ from steadyserve.client.connection import (
 )
 from steadyserve.client.contracts import with_iso
 from steadyserve.core.states import FAILED_REPLICA_STATES
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import SpecError
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import click
 
 from steadyserve.client.connection import Client, CommandError
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 
 def dashboard_url(controller_url: str, code: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from steadyserve.client.connection import Client, CommandError
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 
 def _send(name: str, action: str, body: dict[str, bool] | None = None) -> None:

@@ -20,9 +20,10 @@ from typing import Any
 
 import psutil
 
-from steadyserve import api_token, oneline
+from steadyserve import oneline
 from steadyserve.backends import BACKEND_ENV, BackendChoiceError, backend_name
-from steadyserve.paths import Home
+from steadyserve.home import api_token
+from steadyserve.home.paths import Home
 
 START_TIMEOUT_S = 30.0
 

@@ -20,7 +20,7 @@ import click
 
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
 from steadyserve.spec.loading import read_document
 

@@ -45,7 +45,7 @@ from steadyserve.core.autoscale.instance_aware import FleetReplica, capacity
 from steadyserve.core.autoscale.policies import QPS_WINDOW_S, clip
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 
 def policy_name(policy: Policy) -> str:

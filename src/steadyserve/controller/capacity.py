@@ -30,7 +30,7 @@ from steadyserve.spec import ServiceSpec
 from steadyserve.spec.machine import this_inventory
 from steadyserve.spec.models import Resources
 from steadyserve.spec.ports import fixed_port, isolated
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 Rows = Callable[[], Iterable[ReplicaRow]]
 

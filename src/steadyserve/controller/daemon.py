@@ -41,10 +41,10 @@ from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
 from steadyserve.core.states import Desired, EventKind, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.envs.workdir import relative_excludes
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.machine import this_inventory
-from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
+from steadyserve.store import ReplicaRow, ServiceRow, Store, VersionRow
 
 log = logging.getLogger("steadyserve.controller")
 

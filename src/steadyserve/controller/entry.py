@@ -18,7 +18,7 @@ import uvloop
 
 from steadyserve.backends import BackendChoiceError
 from steadyserve.controller.daemon import Controller
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 log = logging.getLogger("steadyserve.controller")
 

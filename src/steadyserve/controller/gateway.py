@@ -32,7 +32,7 @@ from steadyserve.backends.processes import LocalProcess, same_process_alive, sto
 from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.controller.routes import RoutePublisher
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.wire.counts import GATEWAY
 

@@ -26,7 +26,7 @@ from steadyserve.envs.plan import needs_environment
 from steadyserve.oneline import one_line
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.ports import fixed_port, isolated
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 log = logging.getLogger("steadyserve.controller")
 

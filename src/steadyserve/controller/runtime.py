@@ -55,9 +55,9 @@ from steadyserve.core.states import (
     UpdateStatus,
     check_move,
 )
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, ServiceRow, Store
+from steadyserve.store import ReplicaRow, ServiceRow, Store
 from steadyserve.wire.lb_process import env_for as tls_env
 
 log = logging.getLogger("steadyserve.controller")

@@ -36,10 +36,10 @@ from steadyserve.envs.workdir import (
     snapshot,
 )
 from steadyserve.envs.workdir_diff import workdir_diff
-from steadyserve.paths import Home
-from steadyserve.replica_contract import SETUP_MARKER
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import Store, VersionRow
+from steadyserve.store import Store, VersionRow
+from steadyserve.wire.replica_contract import SETUP_MARKER
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller

@@ -41,10 +41,10 @@ import steadyserve
 from steadyserve.envs import outputs as outputs
 from steadyserve.envs import plan as plan
 from steadyserve.envs import seal as seal
+from steadyserve.home.paths import Home
 from steadyserve.oneline import last_lines
-from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 log = logging.getLogger("steadyserve.controller")
 

@@ -13,7 +13,7 @@ from steadyserve.controller.reconfigure import post_user_config
 from steadyserve.core.states import ReplicaStatus, UpdateStatus, VersionOutcome
 from steadyserve.core.strategies import strategy_of
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, UpdateRow
+from steadyserve.store import ReplicaRow, UpdateRow
 from steadyserve.wire.netns import path_of as netns_path
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ update (rollout/holds.py), the blue-green switch (rollout/blue_green.py), and
 the plan that converges to the target version; it decides which version is the
 target (begin, finish, roll back, revert), and replaces stable replicas lost
 while the stable version still serves (heal). All of it is persisted through
-the :class:`~steadyserve.state.Store` (its one connection; the progressive
+the :class:`~steadyserve.store.Store` (its one connection; the progressive
 tables are rollout/tables.py), each change one transaction, and every update
 status and version outcome moves by ``Store.move_update``/``move_outcome``,
 checked against ``UPDATE_MOVES``/``OUTCOME_MOVES``. The planner decides what
@@ -41,7 +41,7 @@ from steadyserve.core.states import (
 )
 from steadyserve.core.strategies import UpdateStep, strategy_of
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, UpdateRow
+from steadyserve.store import ReplicaRow, UpdateRow
 
 if TYPE_CHECKING:
     from steadyserve.controller.port import RolloutPort

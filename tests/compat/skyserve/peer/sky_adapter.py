@@ -40,7 +40,7 @@ from steadyserve.core.capacity import Assignment
 from steadyserve.core.planner import ReplicaView, plan_steady
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, parse_service
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 _HERE = Path(__file__).parent
 

@@ -95,7 +95,7 @@ import pytest
 
 from steadyserve.backends import netns
 from steadyserve.client.connection import Client
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from tests.conftest import _steady_in
 from tests.helpers.steady import Steady
 
