@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyserve.controller.routing import replica_accelerator, route_table
-from steadyserve.core.autoscale import QpsPolicy, policy_for
+from steadyserve.core.autoscale import QpsPolicy
 from steadyserve.core.autoscale.instance_aware import capacity
 from steadyserve.core.routing.instance_aware import (
     InstanceAwareLeastLoad,
@@ -23,6 +23,7 @@ from steadyserve.core.routing.instance_aware import (
 from steadyserve.core.routing.policies import make_policy
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
+from steadyserve.spec.autoscaling import policy_for
 from steadyserve.store import ReplicaRow
 from steadyserve.wire.routes import RouteTable
 

@@ -45,7 +45,6 @@ from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import route_table
 from steadyserve.controller.versions import VersionJudge
 from steadyserve.core.autoscale import Policy as AutoscalePolicy
-from steadyserve.core.autoscale import policy_for
 from steadyserve.core.planner import Plan, ReplicaView, service_status, status_reason
 from steadyserve.core.states import (
     Desired,
@@ -57,6 +56,7 @@ from steadyserve.core.states import (
 )
 from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.autoscaling import policy_for
 from steadyserve.store import ReplicaRow, ServiceRow, Store
 from steadyserve.wire.lb_process import env_for as tls_env
 

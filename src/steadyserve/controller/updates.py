@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput
-from steadyserve.core.changes import classify, shown
 from steadyserve.core.states import (
     UpdateMode,
     UpdateStatus,
@@ -25,6 +24,7 @@ from steadyserve.core.states import (
 from steadyserve.core.strategies import selectable_modes, strategy_of
 from steadyserve.core.update_counts import update_counts
 from steadyserve.envs import build as environment_build
+from steadyserve.envs.plan import PipSpec, needs_environment
 from steadyserve.envs.workdir import (
     WorkdirError,
     check_root,
@@ -38,6 +38,7 @@ from steadyserve.envs.workdir import (
 from steadyserve.envs.workdir_diff import workdir_diff
 from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.changes import classify, shown
 from steadyserve.store import Store, VersionRow
 from steadyserve.wire.replica_contract import SETUP_MARKER
 
@@ -310,13 +311,28 @@ async def prune(
 async def prune_environments(store: Store, home: Home) -> None:
     """delete the virtualenvs no kept version (of any service) uses."""
     try:
-        kept = environment_build.kept_versions(home, store)
+        kept = _kept_versions(home, store)
         freed = await asyncio.to_thread(environment_build.prune_unused, home, kept)
     except OSError:  # unreclaimed space is not a reason to fail the command
         log.exception("could not delete unused environments")
         return
     if freed:
         log.info("deleted %d unused environments: %s", len(freed), [k[:16] for k in freed])
+
+
+def _kept_versions(home: Home, store: Store) -> list[tuple[Path, str | None, PipSpec]]:
+    """What every version whose files are kept needs an environment for (read
+    from the store, so call it where the store lives)."""
+    found: list[tuple[Path, str | None, PipSpec]] = []
+    for service in store.services():
+        for row in store.versions(service.name):
+            if row.pruned:
+                continue
+            spec = ServiceSpec.from_json(row.spec_json)
+            if needs_environment(spec.setup, spec.pip):
+                workdir = home.version_workdir(service.name, row.version)
+                found.append((workdir, spec.setup, spec.pip))
+    return found
 
 
 def rollback_target(store: Store, runtime: ServiceRuntime, to: int | None) -> VersionRow:

@@ -12,8 +12,8 @@ import yaml
 
 from steadyserve.compat.formats import load_deploy_file
 from steadyserve.compat.ray_serve import translate
-from steadyserve.core.changes import classify
 from steadyserve.spec import SpecError
+from steadyserve.spec.changes import classify
 from steadyserve.spec.loading import read_document
 
 # The Ray docs' serve_config.yaml for the text_ml example (serve build output).

@@ -1,6 +1,6 @@
 """In place: the running replicas are relabelled as the new version and take the
 change where they run (``user_config`` delivered, controller/rollout/in_place.py);
-none restarts. Chosen by the change itself (core/changes.py), never asked for."""
+none restarts. Chosen by the change itself (spec/changes.py), never asked for."""
 
 from __future__ import annotations
 

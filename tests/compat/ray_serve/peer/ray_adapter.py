@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from steadyserve.core.autoscale import OngoingPolicy, policy_for, ray_policy
+from steadyserve.core.autoscale import OngoingPolicy, ray_policy
 from steadyserve.core.autoscale.context import AutoscalingContext as AutoscalingContext
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
-from steadyserve.spec.autoscaling import DEFAULT_POLICY_FUNCTION
+from steadyserve.spec.autoscaling import DEFAULT_POLICY_FUNCTION, policy_for
 
 __all__ = [
     "CONTROL_LOOP_INTERVAL_S",
