@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyserve import serve
-from steadyserve.replica.errors import LoadError
 from steadyserve.replica.loader import load
 from steadyserve.serve import wire
+from steadyserve.serve.errors import LoadError
 from steadyserve.serve.graph import describe_app
 from steadyserve.serve.handle import DeploymentHandle
 from steadyserve.serve.names import attr_name, default_service_name
