@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyserve.core.routing.policies import LeastLoad, PowerOfTwo, RoundRobin, make_policy
+from steadyserve.core.routing.policies import LeastLoad, PowerOfTwo, RoundRobin
+from steadyserve.core.routing.registry import make_policy
 
 
 @dataclass

@@ -20,7 +20,7 @@ from steadyserve.core.routing.instance_aware import (
     normalized_load,
     target_qps_for,
 )
-from steadyserve.core.routing.policies import make_policy
+from steadyserve.core.routing.registry import make_policy
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
 from steadyserve.spec.autoscaling import policy_for

@@ -32,7 +32,8 @@ from urllib.parse import quote
 import aiohttp
 
 from steadyserve.core.routing.multiplex import ModelAffinity
-from steadyserve.core.routing.policies import Policy, make_policy
+from steadyserve.core.routing.policies import Policy
+from steadyserve.core.routing.registry import make_policy
 from steadyserve.home.paths import Home
 from steadyserve.serve import wire
 from steadyserve.serve.unix_calls import BASE_URL, UnixSessions

@@ -23,7 +23,6 @@ __all__ = [
     "CanaryAnalysis",
     "CanaryPolicy",
     "CanaryStep",
-    "LoadBalancingPolicy",
     "ReadinessProbe",
     "ReplicaPolicy",
     "Resources",
@@ -44,7 +43,6 @@ from steadyserve.spec.errors import (
     NAME_PATTERN,
     SpecError,
 )
-from steadyserve.spec.fields import LoadBalancingPolicy
 from steadyserve.spec.fleet import load_fleet_file
 from steadyserve.spec.loading import load_service_file, parse_service
 from steadyserve.spec.models import Resources, ServiceSpec

@@ -6,13 +6,16 @@ tested exhaustively without sockets. A candidate (:class:`Candidate`) carries
 what any policy may weigh: its in-flight count, version, capacity and
 accelerator (the route table's fields, wire/routes.py). ``request_key`` is
 what a request-aware policy asked the load balancer to extract from the request
-(:attr:`Policy.request_key` says what); today's policies read nothing from the
-request, so it is always None for them. A policy only ever picks a replica that is
+(:attr:`Policy.request_key` says what: prefix_affinity the prompt, session_affinity
+a header, cookie or JSON field); it is None for the policies that ask for nothing
+(least_load, round_robin, power_of_two, instance_aware_least_load). A policy only
+ever picks a replica that is
 below ``max_ongoing`` and not in ``exclude`` (replicas already tried for this
 request, or ejected after a refused connection); it returns ``None`` only when no
 replica is eligible, which the proxy turns into queueing or an error.
 
-Policies keep a little state of their own (a rotating start, a random generator),
+Every policy is registered by its name in registry.py. Policies keep a little
+state of their own (a rotating start, a random generator),
 so one instance lives as long as the load balancer's routing table says to use it.
 """
 
@@ -21,9 +24,6 @@ from __future__ import annotations
 import random
 from collections.abc import Container, Sequence
 from typing import Protocol, TypeVar
-
-from steadyserve.core.routing.instance_aware import InstanceAwareLeastLoad
-from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions
 
 
 class Candidate(Protocol):
@@ -195,40 +195,3 @@ class PowerOfTwo:
 
     def forget(self, replica_id: int) -> None:
         """Nothing is kept per replica."""
-
-
-POLICIES: tuple[str, ...] = (
-    "least_load",
-    "round_robin",
-    "power_of_two",
-    "instance_aware_least_load",
-    "prefix_affinity",
-    "session_affinity",
-)
-"""Every ``load_balancing_policy`` name; SkyServe's instance-aware one and the
-request-aware ones live in their own modules (instance_aware.py, prefix.py,
-affinity.py) and are built by :func:`make_policy`."""
-
-
-def make_policy(
-    name: str, rng: random.Random | None = None, options: PolicyOptions = DEFAULT_OPTIONS
-) -> Policy:
-    """Build the policy called ``name``; ValueError names the valid choices."""
-    if name == PowerOfTwo.name:
-        return PowerOfTwo(rng)
-    if name == LeastLoad.name:
-        return LeastLoad()
-    if name == RoundRobin.name:
-        return RoundRobin()
-    if name == InstanceAwareLeastLoad.name:
-        return InstanceAwareLeastLoad()
-    # Imported here: those modules build on this one's helpers.
-    if name == "prefix_affinity":
-        from steadyserve.core.routing.prefix import PrefixAffinity
-
-        return PrefixAffinity(options)
-    if name == "session_affinity":
-        from steadyserve.core.routing.affinity import SessionAffinity
-
-        return SessionAffinity(options)
-    raise ValueError(f"unknown load balancing policy {name!r}; expected one of {sorted(POLICIES)}")
