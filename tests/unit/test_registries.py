@@ -22,17 +22,20 @@ from tests.helpers.fake_controller import STEP_S, World, run
 from tests.helpers.toy_policy import LowestId
 from tests.helpers.toy_strategy import Recreate
 
+from steadyserve import backends
+from steadyserve.backends.fake import FakeBackend
 from steadyserve.core import strategies
 from steadyserve.core.planner import ReplicaView
 from steadyserve.core.routing import registry as routing
 from steadyserve.core.states import ReplicaStatus, UpdateMode, UpdateStatus
 from steadyserve.core.update_counts import update_counts
+from steadyserve.home.paths import Home
 from steadyserve.lb.__main__ import build_parser
 from steadyserve.lb.balancer import Balancer
 from steadyserve.spec import SpecError, parse_service
 from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
-DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "design.md"
 READY = ReplicaStatus.READY
 
 
@@ -75,7 +78,7 @@ def test_every_registered_policy_is_built_under_its_own_name() -> None:
 def test_the_route_table_the_lb_flag_and_the_reference_name_every_policy() -> None:
     reference = next(
         line
-        for line in DESIGN.read_text().splitlines()
+        for line in REFERENCE.read_text().splitlines()
         if "`service.load_balancing_policy`" in line
     )
     documented = re.findall(r"`(\w+)`", reference.split("|")[2])
@@ -181,3 +184,12 @@ def test_a_new_routing_policy_is_accepted_by_the_spec_and_the_load_balancer(
     assert first is not None
     balancer.release(first)
     assert (chosen := balancer.choose(None)) is not None and chosen.id == 1
+
+
+def test_backends_are_chosen_from_one_registry(tmp_path: Path, monkeypatch: Any) -> None:
+    assert backends.NAMES == ("local", "ray")
+    with pytest.raises(backends.BackendChoiceError, match=r"'nope' \(use local or ray\)"):
+        backends.backend_name({backends.BACKEND_ENV: "nope"})
+    monkeypatch.setenv(backends.BACKEND_ENV, "fake")
+    chosen = backends.choose_backend(Home(tmp_path))
+    assert isinstance(chosen, FakeBackend) and chosen.places
