@@ -159,13 +159,6 @@ def ongoing_of(info: Mapping[str, Any] | None) -> float | None:
     return float(value)
 
 
-async def read_own_count(
-    session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
-) -> float | None:
-    """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
-    return ongoing_of(await read_info(session, target, timeout))
-
-
 InfoSink = Callable[[int, Mapping[str, Any]], None]
 """Told each replica's ``/-/info`` answer (replica id, the JSON): the models a
 multiplexed replica holds are in it (controller/multiplexed.py)."""

@@ -98,7 +98,7 @@ class ServiceRuntime:
         self.name = row.name
         self.failure_reasons: dict[int, str] = {}  # why each replica failed, for status
         self.environment = ReplicaEnvironment(home, self.name)
-        self.routes = RoutePublisher(epoch, self.clock.now, self.clock.wall)
+        self.routes = RoutePublisher(epoch, self.clock.now)
         self.replicas: dict[int, ReplicaRow] = {r.id: r for r in store.replicas(self.name)}
         self.held: dict[int, HeldReplica] = {}
         # The machine's GPUs, cores and fixed ports, shared with every other service

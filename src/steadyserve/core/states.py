@@ -2,8 +2,9 @@
 docs/design.md "States"), update statuses and modes, version outcomes, event kinds.
 
 The store reads and writes these enums, so no state is ever a bare string in the
-controller. Each is a :class:`StrEnum`: its value is what the database and the JSON
-API carry, unchanged from the strings of earlier releases.
+controller. Each is a :class:`StrEnum` (an update's mode an interned string, as
+strategies register their own): its value is what the database and the JSON API
+carry, unchanged from the strings of earlier releases.
 
 :data:`REPLICA_MOVES` is the one table of the replica state changes the
 controller may make; :func:`check_move` refuses every other one. :data:`UPDATE_MOVES`

@@ -84,10 +84,6 @@ class QpsPolicy:
         return dict(self.per_accelerator) if self.per_accelerator else None
 
     @property
-    def upscale_delay(self) -> float:
-        return self.upscale_delay_seconds
-
-    @property
     def initial(self) -> int:
         return self.min_replicas
 
@@ -117,10 +113,6 @@ class OngoingPolicy:
     @property
     def window_s(self) -> float:
         return self.look_back_period_s
-
-    @property
-    def upscale_delay(self) -> float:
-        return self.upscale_delay_s
 
     @property
     def initial(self) -> int:
