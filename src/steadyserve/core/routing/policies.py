@@ -22,7 +22,8 @@ so one instance lives as long as the load balancer's routing table says to use i
 from __future__ import annotations
 
 import random
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
+from operator import attrgetter
 from typing import Protocol, TypeVar
 
 
@@ -56,6 +57,40 @@ def has_room(inflight: int, max_ongoing: int) -> bool:
 
 
 _has_room = has_room
+
+inflight_of: Callable[[Candidate], float] = attrgetter("inflight")
+"""A candidate's load for the policies that weigh in-flight requests (a C getter: this
+is the load balancer's per-request path)."""
+
+
+def least_loaded(
+    replicas: Sequence[C],
+    start: int,
+    load: Callable[[C], float],
+    max_ongoing: int,
+    exclude: Container[int] = NO_EXCLUDE,
+    *,
+    floor: float | None = 0,
+) -> C | None:
+    """The one least-load scan: of the replicas below ``max_ongoing`` in flight and not
+    in ``exclude``, the one whose ``load`` is least, ties going to the first found
+    from index ``start`` on (a rotating start spreads sequential requests). None when
+    none is eligible. The scan stops at a load of ``floor``, which nothing can beat
+    (0 for counts; None scans every replica: a load a replica reports may be negative)."""
+    n = len(replicas)
+    best: C | None = None
+    best_load = 0.0
+    for i in range(n):
+        r = replicas[(start + i) % n]
+        if r.id in exclude or (max_ongoing > 0 and r.inflight >= max_ongoing):
+            continue
+        value = load(r)
+        if best is None or value < best_load:
+            best = r
+            best_load = value
+            if value == floor:
+                break
+    return best
 
 
 def load_of(candidate: Candidate) -> float:
@@ -117,19 +152,7 @@ class LeastLoad:
             return None
         start = self._start % n
         self._start = start + 1
-        best: C | None = None
-        best_load = 0
-        for i in range(n):
-            r = replicas[(start + i) % n]
-            load = r.inflight
-            if (best is None or load < best_load) and _has_room(load, max_ongoing):
-                if r.id in exclude:
-                    continue
-                best = r
-                best_load = load
-                if load == 0:
-                    break
-        return best
+        return least_loaded(replicas, start, inflight_of, max_ongoing, exclude)
 
     def forget(self, replica_id: int) -> None:
         """Nothing is kept per replica."""
