@@ -35,7 +35,7 @@ from steadyserve.backends.processes import (
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
 from steadyserve.home import unix_socket
-from steadyserve.home.paths import Home
+from steadyserve.home.paths import Home, user_umask
 from steadyserve.wire import replica_contract as contract
 
 _log = logging.getLogger("steadyserve.controller")
@@ -140,6 +140,7 @@ class LocalBackend:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    umask=user_umask(),
                 )
                 try:
                     code = await proc.wait()
@@ -246,6 +247,7 @@ class LocalBackend:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    umask=user_umask(),
                 )
             except BaseException:
                 if cgroup is not None:
