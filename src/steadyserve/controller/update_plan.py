@@ -90,7 +90,7 @@ def chosen_mode(spec: ServiceSpec, requested: str | None) -> UpdateMode:
     return UpdateMode(mode)
 
 
-def plan_update(
+def describe_update(
     old: ServiceSpec,
     new: ServiceSpec,
     *,

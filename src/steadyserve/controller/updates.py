@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput
-from steadyserve.controller.update_plan import UpdatePlan, check_unchangeable, plan_update
+from steadyserve.controller.update_plan import UpdatePlan, check_unchangeable, describe_update
 from steadyserve.core.states import (
     UpdateStatus,
     VersionOutcome,
@@ -75,7 +75,7 @@ async def apply(
     current = store.version(name, runtime.row.version)
     assert current is not None
     files = await _new_files(home, runtime, current, spec, source_workdir, spec_file, keep_files)
-    plan = plan_update(
+    plan = describe_update(
         runtime.spec,
         spec,
         old_hash=current.workdir_hash,
