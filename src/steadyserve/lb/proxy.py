@@ -224,9 +224,8 @@ class Proxy:
                         key = route_key(ex, balancer.read_key)
                         replica = balancer.choose(ex.tried, ex.pin, key)
                     if replica is None:
-                        if balancer.has_candidate(ex.tried, ex.pin) or (
-                            self.zero and self.zero.keep()
-                        ):
+                        zero = self.zero
+                        if balancer.has_candidate(ex.tried, ex.pin) or (zero and zero.keep()):
                             break
                         waiting.popleft()
                         self._no_route(ex)
