@@ -24,7 +24,6 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
-from steadyserve.backends.netns_socket import create_connection
 from steadyserve.lb import request_id
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.lb.client_guards import broken, connection_cap, make_room
@@ -47,6 +46,7 @@ from steadyserve.lb.target import blocked_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
 from steadyserve.wire.counts import CUT_BY_DRAIN, REPLICA_FAILED, TIMED_OUT
+from steadyserve.wire.netns import create_connection
 from steadyserve.wire.routes import Limits, RouteTable
 
 if TYPE_CHECKING:
@@ -210,9 +210,8 @@ class Proxy:
                         key = route_key(ex, balancer.read_key)
                         replica = balancer.choose(ex.tried, ex.pin, key)
                     if replica is None:
-                        if balancer.has_candidate(ex.tried, ex.pin) or (
-                            self.zero and self.zero.keep()
-                        ):
+                        zero = self.zero
+                        if balancer.has_candidate(ex.tried, ex.pin) or (zero and zero.keep()):
                             break
                         waiting.popleft()
                         self._no_route(ex)
