@@ -16,7 +16,7 @@ import pytest
 
 from steadyserve.replica.app import ClassApp
 from steadyserve.replica.user import UserClass
-from steadyserve.spec import load_fleet_file
+from tests.helpers.fleet import load_fleet_file
 from tests.replica._asgi import Reply, call, host
 from tests.replica._proc import HOST, Replica
 

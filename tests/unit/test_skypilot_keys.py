@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.helpers.fleet import load_fleet_file
 
 from steadyserve.compat.skypilot import fixed_port_problem, not_applicable_notes
-from steadyserve.spec import SpecError, load_fleet_file, load_service_file, parse_service
+from steadyserve.spec import SpecError, load_service_file, parse_service
 from steadyserve.spec.machine import Machine, resource_problems
 from steadyserve.spec.ports import fixed_port
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from tests.helpers.fleet import load_fleet_file
 
 from steadyserve.spec import (
     MAX_FILE_BYTES,
@@ -23,7 +24,6 @@ from steadyserve.spec import (
     ServiceSection,
     ServiceSpec,
     SpecError,
-    load_fleet_file,
     load_service_file,
     parse_service,
 )

@@ -31,7 +31,6 @@ __all__ = [
     "ServiceSpec",
     "SpecError",
     "UpdateMode",
-    "load_fleet_file",
     "load_service_file",
     "parse_service",
 ]
@@ -43,7 +42,6 @@ from steadyserve.spec.errors import (
     NAME_PATTERN,
     SpecError,
 )
-from steadyserve.spec.fleet import load_fleet_file
 from steadyserve.spec.loading import load_service_file, parse_service
 from steadyserve.spec.models import Resources, ServiceSpec
 from steadyserve.spec.sections import (

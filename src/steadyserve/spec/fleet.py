@@ -12,7 +12,7 @@ from typing import Any
 
 from steadyserve.spec.convert import _format_loc
 from steadyserve.spec.errors import SpecError
-from steadyserve.spec.loading import kind_of, parse_service, read_document
+from steadyserve.spec.loading import kind_of, parse_service
 from steadyserve.spec.models import ServiceSpec
 
 
@@ -108,12 +108,3 @@ def _gateway_port(data: dict[str, Any], specs: list[ServiceSpec]) -> int | None:
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise SpecError("gateway.port", "must be a port, 1 to 65535")
     return port
-
-
-def load_fleet_file(path: str | Path) -> list[ServiceSpec]:
-    """The services of a fleet file (SteadyServe's own format only: a peer's deploy
-    file goes through compat/formats.py's loader)."""
-    try:
-        return parse_fleet(read_document(path), Path(path).absolute().parent).specs
-    except SpecError as exc:
-        raise exc.in_file(str(path)) from None
