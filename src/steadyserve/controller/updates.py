@@ -25,6 +25,7 @@ from steadyserve.core.states import (
 )
 from steadyserve.core.update_counts import update_counts
 from steadyserve.envs import build as environment_build
+from steadyserve.envs import manifest
 from steadyserve.envs.workdir import (
     WorkdirError,
     check_root,
@@ -33,6 +34,7 @@ from steadyserve.envs.workdir import (
     max_bytes_from_env,
     relative_excludes,
     remove_snapshot,
+    scan,
     snapshot,
 )
 from steadyserve.envs.workdir_diff import workdir_diff
@@ -87,17 +89,24 @@ async def apply(
     source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
     current = store.version(name, runtime.row.version)
     assert current is not None
+    current_files = home.version_workdir(name, runtime.row.version)
+    recorded = manifest.read(home.version_dir(name, runtime.row.version))
+    old_hash = current.workdir_hash
     if keep_files:
-        kept = home.version_workdir(name, runtime.row.version)
-        source = kept if current.workdir_hash is not None and kept.is_dir() else None
-        exclude: set[str] = set()
+        kept = current.workdir_hash is not None and current_files.is_dir()
+        source = current_files if kept else None
+        exclude: set[str] = set(recorded.left_out)
         new_hash = current.workdir_hash
     else:
-        exclude = relative_excludes(source, [spec_file] if spec_file else [])
+        # The service files of both versions are left out of both sides (envs/manifest.py).
+        exclude = set(recorded.left_out) | relative_excludes(
+            source, [spec_file] if spec_file else []
+        )
         new_hash = await hash_workdir(source, exclude, home) if source is not None else None
-    changes = classify(
-        runtime.spec, spec, old_workdir_hash=current.workdir_hash, new_workdir_hash=new_hash
-    )
+        old_hash = await asyncio.to_thread(
+            manifest.old_hash, current_files, recorded, exclude, current.workdir_hash
+        )
+    changes = classify(runtime.spec, spec, old_workdir_hash=old_hash, new_workdir_hash=new_hash)
     in_place = not changes.needs_restart
     chosen = UpdateMode.IN_PLACE if in_place else _mode(spec, mode)
     target = spec.service.target_replicas
@@ -129,13 +138,12 @@ async def apply(
         "dry_run": dry_run,
     }
     for change in result["changes"]:
-        if change["path"] == "workdir" and change["old"] and change["new"] and source:
+        both = bool(change["old"] and change["new"]) and current_files.is_dir()
+        if change["path"] == "workdir" and both and source is not None:
             # The files, not two content hashes (envs/workdir_diff.py).
-            current_files = home.version_workdir(name, runtime.row.version)
-            if current_files.is_dir():
-                change["files"] = await asyncio.to_thread(
-                    workdir_diff, current_files, source, exclude
-                )
+            change["files"] = await asyncio.to_thread(
+                workdir_diff, current_files, source, exclude, old_manifest=recorded
+            )
     if changes.empty:
         result.update(launch=0, stop=0, mode="none")
         return result
@@ -231,13 +239,14 @@ async def take_snapshot(
     stale = home.version_dir(name, number)
     if stale.exists():
         await asyncio.to_thread(shutil.rmtree, stale, True)
+    dest = home.version_workdir(name, number)
     try:
         if source is not None:
             check_root(source, home.root)
-        return await asyncio.to_thread(
+        stored = await asyncio.to_thread(
             snapshot,
             source,
-            home.version_workdir(name, number),
+            dest,
             exclude,
             objects=home.service_dir(name) / "objects",
             max_bytes=_max_bytes(),
@@ -245,6 +254,11 @@ async def take_snapshot(
         )
     except WorkdirError as exc:
         raise BadInput(str(exc)) from exc
+    # ``exclude`` is the service files left out; what the copy holds, before any
+    # replica or setup writes into it.
+    entries = await asyncio.to_thread(scan, dest) if source is not None else []
+    await asyncio.to_thread(manifest.write, stale, exclude, entries)
+    return stored
 
 
 def protected_versions(store: Store, runtime: ServiceRuntime, keep: int | None) -> set[int]:
