@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from steadyserve.cli import progressive, ray_status
+from steadyserve.cli import json_errors, progressive, ray_status
 from steadyserve.cli.client import (
     Client,
     CommandError,
@@ -67,7 +67,26 @@ the usual table is one line per row, and a long cell folds instead of hiding."""
 WAIT_POLL_S = 0.2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class SteadyGroup(click.Group):
+    """The ``steady`` group: under ``--json`` anywhere on the command line, click's
+    own errors (a missing argument, an unknown option) are a JSON object on stdout
+    too, with click's exit code (cli/json_errors.py)."""
+
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if "--json" not in argv:
+            return super().main(argv, *rest, **kwargs)
+        try:
+            return super().main(argv, *rest, **{**kwargs, "standalone_mode": False})
+        except click.ClickException as exc:
+            click.echo(json_errors.dumps(json_errors.from_click(exc)))
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo(json_errors.dumps(json_errors.error_object("aborted", 1)))
+            sys.exit(1)
+
+
+@click.group(cls=SteadyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="steadyserve")
 def main() -> None:
     """SteadyServe: replicas behind one endpoint, updated without dropping a request.
@@ -106,11 +125,13 @@ def up(
     as_json: bool,
     envs: tuple[str, ...] = (),
     secrets: tuple[str, ...] = (),
+    skyserve_names: bool = False,
 ) -> None:
     """Start a service from FILE.
 
     Without -n and name:, the service is named after the file's folder, or
-    sky-service-xxxx when a service of that name already runs.
+    sky-service-xxxx when a service of that name runs or was taken down with
+    its history kept (steady serve up: always sky-service-xxxx, as SkyServe).
 
     \b
     Example:
@@ -129,12 +150,7 @@ def up(
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
     if name is None and not (raw_document(file) or {}).get("name"):
-        # A second file from the same folder gets a new name.
-        taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
-        if spec.name in taken:
-            new = unique_name(taken)
-            notes.append(f"name: {spec.name} is taken, so this service is {new} (-n chooses)")
-            spec = spec.model_copy(update={"name": new})
+        spec = spec.model_copy(update={"name": unnamed(client, spec.name, notes, skyserve_names)})
     _print_notes(notes)
     with staged(spec, file) as sent:  # file_mounts copied into the workdir
         created = client.call(
@@ -143,11 +159,37 @@ def up(
             {"spec": sent.spec_json(), "yaml": text, "file": str(file.resolve())},
         )
     scheme = "https" if spec.service.tls else "http"
+    _print_notes(created.get("notes") or [])
+    notes.extend(created.get("notes") or [])
     _print_created(created, as_json, scheme, pool=spec.service.pool is not None)
     if wait:
-        _wait_ready(client, created["name"], timeout, to_stderr=as_json)
-    if as_json:
-        _echo_json({"notice": None, **created, "notes": notes})
+        _wait_ready(client, created["name"], timeout, as_json=as_json)
+    if as_json:  # with --wait, the last of its JSON lines
+        _echo_json({"notice": None, **created, "notes": notes}, line=wait)
+
+
+def unnamed(client: Client, derived: str, notes: list[str], skyserve_names: bool) -> str:
+    """The name of a service whose file names none.
+
+    ``steady serve up`` names it as SkyServe does, ``sky-service-xxxx``. ``steady up``
+    names it after the file's folder, unless that name is a service's, running or
+    down with its history kept (another file of the same folder, SkyPilot's
+    ``examples/serve/`` files): then ``sky-service-xxxx`` too, so an unrelated
+    file never becomes a version of a service that is down."""
+    taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
+    if skyserve_names:
+        return unique_name(taken)
+    if derived not in taken:
+        try:
+            client.call("GET", f"/api/v1/services/{derived}/history")
+        except CommandError as exc:
+            if exc.exit_code != 2:
+                raise
+            return derived  # no such service, running or down: the folder's name is free
+        taken.add(derived)
+    new = unique_name(taken)
+    notes.append(f"name: {derived} is taken, so this service is {new} (-n chooses)")
+    return new
 
 
 @main.command()
@@ -409,13 +451,13 @@ def deploy(
     if wait and not dry_run:
         for item in result["services"]:
             if item["action"] == "create":
-                _wait_ready(client, item["name"], timeout, to_stderr=as_json)
+                _wait_ready(client, item["name"], timeout, as_json=as_json)
             elif item["action"] == "update":
                 item["update"] = wait_update(
-                    client, item["name"], item["version"], timeout, to_stderr=as_json
+                    client, item["name"], item["version"], timeout, as_json=as_json
                 )
     if as_json:
-        _echo_json(result)
+        _echo_json(result, line=wait and not dry_run)
 
 
 @main.command()

@@ -23,6 +23,7 @@ from steadyserve.cli.common import (
     follow_option,
     ignore_image_option,
     ignore_resources_option,
+    json_option,
     reports_errors,
     secret_option,
     tail_option,
@@ -89,12 +90,13 @@ def serve_group(
 
     @serve.command("up")
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-    @click.option("-n", "--service-name", "name", help="Service name (default: as steady up).")
+    @click.option("-n", "--service-name", "name", help="Service name (default: sky-service-xxxx).")
     @yes_accepted
     @ignore_resources_option
     @ignore_image_option
     @env_option
     @secret_option
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_up(
@@ -106,6 +108,7 @@ def serve_group(
         ignore_image: bool,
         envs: tuple[str, ...],
         secrets: tuple[str, ...],
+        as_json: bool,
     ) -> None:
         """sky serve up -n NAME FILE: start a service (steady up).
 
@@ -121,6 +124,8 @@ def serve_group(
             ignore_image=ignore_image,
             envs=envs,
             secrets=secrets,
+            skyserve_names=True,
+            as_json=as_json,
         )
 
     @serve.command("status")
@@ -128,10 +133,16 @@ def serve_group(
     @click.option("-v", "--verbose", is_flag=True, help="Add the policy columns.")
     @click.option("--endpoint", is_flag=True, help="Print only NAME's endpoint URL (one line).")
     @click.option("-u", "--all-users", is_flag=True, help="Accepted (one user here).")
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_status(
-        ctx: click.Context, names: tuple[str, ...], verbose: bool, endpoint: bool, all_users: bool
+        ctx: click.Context,
+        names: tuple[str, ...],
+        verbose: bool,
+        endpoint: bool,
+        all_users: bool,
+        as_json: bool,
     ) -> None:
         """sky serve status [--endpoint] [NAMES]: services and replicas (steady status).
 
@@ -139,7 +150,7 @@ def serve_group(
         Example:
           steady serve status --endpoint http-server
         """
-        ctx.invoke(status, names=names, verbose=verbose, endpoint=endpoint)
+        ctx.invoke(status, names=names, verbose=verbose, endpoint=endpoint, as_json=as_json)
 
     @serve.command("update")
     @click.argument("name")
@@ -155,6 +166,7 @@ def serve_group(
     @ignore_image_option
     @env_option
     @secret_option
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_update(
@@ -167,6 +179,7 @@ def serve_group(
         ignore_image: bool,
         envs: tuple[str, ...],
         secrets: tuple[str, ...],
+        as_json: bool,
     ) -> None:
         """sky serve update NAME FILE --mode blue_green -y: a new version (steady update).
 
@@ -183,6 +196,7 @@ def serve_group(
             ignore_image=ignore_image,
             envs=envs,
             secrets=secrets,
+            as_json=as_json,
         )
 
     @serve.command("logs")
@@ -192,6 +206,7 @@ def serve_group(
     @click.option("--load-balancer", "lb_log", is_flag=True, help="The load balancer's log.")
     @follow_option
     @tail_option
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_logs(
@@ -202,6 +217,7 @@ def serve_group(
         lb_log: bool,
         follow: bool,
         tail: int | None,
+        as_json: bool,
     ) -> None:
         """sky serve logs NAME [ID]: a replica's log, followed as SkyServe does (steady logs).
 
@@ -217,6 +233,7 @@ def serve_group(
             lb_log=lb_log,
             follow=follow,
             tail=tail,
+            as_json=as_json,
         )
 
     @serve.command("down")
@@ -224,10 +241,16 @@ def serve_group(
     @click.option("-a", "--all", "all_", is_flag=True, help="Take down every service.")
     @click.option("-p", "--purge", is_flag=True, help="Also forget versions, events and logs.")
     @click.option("-y", "--yes", is_flag=True, help="Do not ask before taking down.")
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_down(
-        ctx: click.Context, names: tuple[str, ...], all_: bool, purge: bool, yes: bool
+        ctx: click.Context,
+        names: tuple[str, ...],
+        all_: bool,
+        purge: bool,
+        yes: bool,
+        as_json: bool,
     ) -> None:
         """sky serve down NAME -y (or --all): stop services (steady down).
 
@@ -235,6 +258,6 @@ def serve_group(
         Example:
           steady serve down http-server -y
         """
-        ctx.invoke(down, names=names, all_=all_, purge=purge, yes=yes)
+        ctx.invoke(down, names=names, all_=all_, purge=purge, yes=yes, as_json=as_json)
 
     return serve

@@ -168,8 +168,8 @@ class Controller:
         expected = (
             await updates.hash_workdir(source, exclude, self.home) if source is not None else None
         )
-        # A name that was taken down (not purged) keeps its history: continue after it.
-        number = self.store.latest_version_number(name) + 1
+        notes = await self._free_name(name)
+        number = 1
         workdir_hash = await updates.take_snapshot(
             self.home, name, number, source, exclude, expected
         )
@@ -197,11 +197,6 @@ class Controller:
         )
         try:
             self.store.add_service(row, version)
-            # The name's earlier life (taken down, history kept) ended: its last
-            # version is no longer "active" now that this one is.
-            for earlier in self.store.versions(name):
-                if earlier.version < number and earlier.outcome is VersionOutcome.ACTIVE:
-                    self.store.move_outcome(name, earlier.version, VersionOutcome.RETIRED)
         except BaseException:
             await asyncio.to_thread(shutil.rmtree, self.home.version_dir(name, number), True)
             raise
@@ -214,7 +209,24 @@ class Controller:
             "name": name,
             "endpoint": f"127.0.0.1:{port}",
             "notice": port_notice(self.store, port) if spec.service.port is None else None,
+            "notes": notes,
         }
+
+    async def _free_name(self, name: str) -> list[str]:
+        """A name freed by ``steady down`` starts again at version 1, as in SkyServe:
+        the history the down kept is forgotten now (with a note), so a new file
+        under that name never becomes a later version of the service that was down."""
+        versions = [v.version for v in self.store.versions(name)]
+        if not versions:
+            return []
+        self.store.delete_service(name, purge=True)
+        await asyncio.to_thread(shutil.rmtree, self.home.service_dir(name), ignore_errors=True)
+        first, last = versions[0], versions[-1]
+        shown = f"version {first}" if first == last else f"versions {first}-{last}"
+        return [
+            f"name: {name} was taken down earlier; its history ({shown}) is forgotten"
+            " and this service starts at version 1"
+        ]
 
     async def update_service(
         self,
