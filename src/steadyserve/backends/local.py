@@ -29,7 +29,7 @@ from steadyserve import unix_socket
 from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup, memory_text
-from steadyserve.backends.ports import PortReservations, PortsExhausted
+from steadyserve.backends.ports import PortsExhausted, for_this_machine
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
 from steadyserve.paths import Home
@@ -157,7 +157,7 @@ class LocalBackend:
         self._setup_locks: dict[tuple[str, int], asyncio.Lock] = {}
         # The virtualenv each prepared version runs in, if any.
         self.environments: dict[tuple[str, int], environment_build.Environment] = {}
-        self.ports = PortReservations()
+        self.ports = for_this_machine()  # STEADY_PORTS, else 20000-29999
         self._cgroups: Cgroups | None = None
         self._said: set[str] = set()
 

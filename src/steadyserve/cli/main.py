@@ -108,6 +108,12 @@ for _command in progressive.COMMANDS:  # steady promote / pause / resume / abort
 @click.option("--wait", is_flag=True, help="Wait until every replica is READY.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; start nothing.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="The endpoint's port (the file's service.port; taken as named).",
+)
 @ignore_resources_option
 @ignore_image_option
 @env_option
@@ -120,6 +126,7 @@ def up(
     wait: bool,
     timeout: float,
     dry_run: bool,
+    port: int | None,
     ignore_resources: bool,
     ignore_image: bool,
     as_json: bool,
@@ -139,6 +146,8 @@ def up(
     """
     notes: list[str] = []
     spec = load_one(file, name, notes, ignore_resources, ignore_image, envs, secrets)
+    if port is not None:  # the file stays as it is; the endpoint is this port
+        spec = spec.model_copy(update={"service": spec.service.model_copy(update={"port": port})})
     if dry_run:  # every file error was raised above; nothing is started, not even a controller
         _print_notes(notes)
         plan = up_plan(spec)
@@ -429,8 +438,9 @@ def deploy(
                 _confirm(f"deploy takes down {', '.join(removals)}", yes)
             request = {**request, "dry_run": False, "expect_down": removals}
         result = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
-    if plan.gateway_port is not None and not as_json and not dry_run:
-        console.print(f"gateway: http://127.0.0.1:{plan.gateway_port}")
+    gateway = (result.get("gateway") or {}).get("port")
+    if gateway is not None and not as_json and not dry_run:
+        console.print(f"gateway: http://127.0.0.1:{gateway}")
     for item in result["services"]:
         if item["action"] == "create":
             if item.get("notice"):

@@ -75,6 +75,9 @@ class Translation:
     specs: list[ServiceSpec] = field(default_factory=list)
     gateway_port: int | None = RAY_DEFAULT_PORT
     """None: no gateway (a fleet file without ``gateway:``)."""
+    gateway_named: bool = False
+    """The file names the port (``http_options.port``, ``gateway: {port}``): taken as
+    named; else Ray's default, which ``STEADY_PORTS`` replaces with a port of its range."""
     notices: list[str] = field(default_factory=list)
     access_log: bool | None = None
     """The top-level ``logging_config.enable_access_log``, for applications that
@@ -126,6 +129,7 @@ def _top_level(key: str, value: Any, out: Translation, mistakes: list[SpecError]
                     mistakes.append(SpecError("http_options.port", "must be a port, 1 to 65535"))
                 else:
                     out.gateway_port = item
+                    out.gateway_named = True
             elif sub == "host":
                 if item not in ("127.0.0.1", "localhost"):
                     out.notices.append(
@@ -343,6 +347,7 @@ def load_deploy_file(path: str | Path, describe: Describe = describe_graph) -> T
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise SpecError("gateway.port", "must be a port, 1 to 65535", file=label)
         out.gateway_port = port
+        out.gateway_named = True
     elif any(spec.service.route_prefix is not None for spec in specs):
         raise SpecError(
             "gateway",

@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from steadyserve import port_range
 from steadyserve.backends import backend_name, choose_backend, netns
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
@@ -31,7 +32,13 @@ from steadyserve.controller import fleet, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
-from steadyserve.controller.endpoint import EndpointClaims, endpoint_port, port_notice
+from steadyserve.controller.endpoint import (
+    EndpointClaims,
+    controller_port,
+    endpoint_port,
+    gateway_port_in,
+    port_notice,
+)
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
 from steadyserve.controller.orphans import reap_orphans
@@ -89,6 +96,7 @@ class Controller:
             "epoch": self.epoch,
             "started_at": self.started_at,
             "backend": self.backend_name,
+            "ports": str(found) if (found := port_range.from_env()) else None,
         }
 
     # service operations (called by the API) ---------------------------
@@ -329,6 +337,14 @@ class Controller:
             gateway_port=gateway_port,
         )
 
+    def gateway_default(self, port: int | None) -> int | None:
+        """A gateway port the file did not name (Ray's 8000): kept, unless
+        ``STEADY_PORTS`` confines ports to a range (port_range.py)."""
+        found = port_range.from_env()
+        if found is None or port is None:
+            return port
+        return gateway_port_in(found, self.gateway.port, {r.port for r in self.store.services()})
+
     def _parse(self, spec_json: str) -> ServiceSpec:
         try:
             return ServiceSpec.from_json(spec_json)
@@ -420,7 +436,7 @@ class Controller:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, int(os.environ.get("STEADY_CONTROLLER_PORT", "0"))))
+        sock.bind((host, controller_port()))
         site = web.SockSite(runner, sock)
         await site.start()
         shown = "127.0.0.1" if host in ("0.0.0.0", "localhost") else host
