@@ -20,6 +20,7 @@ from typing import BinaryIO
 from steadyserve.backends import netns
 from steadyserve.compat.skypilot import (
     IGNORE_IMAGE_HINT,
+    endpoint_port_problem,
     fixed_port_problem,
     image_problems,
     isolation_problem,
@@ -53,6 +54,7 @@ def preflight(
     for problem in (
         fixed_port_problem(spec, backend, no_isolation),
         isolation_problem(spec, backend, no_isolation),
+        endpoint_port_problem(spec),
     ):
         if problem is not None:
             problems.append(_split(prefix, problem))

@@ -318,12 +318,8 @@ class ServiceSection(_Model):
                 "replica_policy.target_qps_per_replica: a per-accelerator mapping needs"
                 " load_balancing_policy: instance_aware_least_load"
             )
-        if instance_aware and not per_accelerator:
-            raise _fail(
-                "load_balancing_policy: instance_aware_least_load needs"
-                " replica_policy.target_qps_per_replica as a mapping of accelerators to"
-                ' targets, like {"H100:1": 10, L4: 3}'
-            )
+        # instance_aware_least_load without a mapping: every replica weighs the same
+        # (capacity 1.0), as SkyPilot falls back to even weights: least load.
         return self
 
     @model_validator(mode="wrap")

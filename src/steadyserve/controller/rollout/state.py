@@ -83,7 +83,15 @@ class Rollout:
         converging = any(v.status.is_live and v.version != version for v in views)
         if self.in_place or not (self.updating or converging):
             carries = capacities_of(self.rt.spec, self.rt.replicas.values())
-            plan = plan_steady(target, version, views, version_broken=broken, capacities=carries)
+            policy = self.rt.spec.service.replica_policy
+            plan = plan_steady(
+                target,
+                version,
+                views,
+                version_broken=broken,
+                capacities=carries,
+                replace_failed=policy is None or policy.auto_restart,
+            )
             return plan, False
         plan, done = self._converging_plan(target, version, views, broken)
         # A long update with a crash loop must not grow the replica list without bound.
