@@ -29,7 +29,7 @@ from steadyserve.cli.tables import (
     fit,
 )
 from steadyserve.compat.sky_env_vars import cli_values
-from steadyserve.compat.skyserve import preflight
+from steadyserve.compat.skyserve import preflight, unique_name
 from steadyserve.core.states import FAILED_REPLICA_STATES
 from steadyserve.paths import Home
 from steadyserve.spec import SpecError, load_service_file
@@ -370,3 +370,27 @@ def after_plan(
         )
     if as_json:
         _echo_json(result, line=wait)  # --wait streams: JSON lines, this one the last
+
+
+def unnamed(client: Client, derived: str, notes: list[str], skyserve_names: bool) -> str:
+    """The name of a service whose file names none.
+
+    ``steady serve up`` names it as SkyServe does, ``sky-service-xxxx``. ``steady up``
+    names it after the file's folder, unless that name is a service's, running or
+    down with its history kept (another file of the same folder, SkyPilot's
+    ``examples/serve/`` files): then ``sky-service-xxxx`` too, so an unrelated
+    file never becomes a version of a service that is down."""
+    taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
+    if skyserve_names:
+        return unique_name(taken)
+    if derived not in taken:
+        try:
+            client.call("GET", f"/api/v1/services/{derived}/history")
+        except CommandError as exc:
+            if exc.exit_code != 2:
+                raise
+            return derived  # no such service, running or down: the folder's name is free
+        taken.add(derived)
+    new = unique_name(taken)
+    notes.append(f"name: {derived} is taken, so this service is {new} (-n chooses)")
+    return new

@@ -37,6 +37,7 @@ from steadyserve.cli.common import (
     load_one,
     reports_errors,
     secret_option,
+    unnamed,
     utc_option,
     wait_update,
     yes_option,
@@ -57,7 +58,6 @@ from steadyserve.cli.tables import (
     update_notes,
 )
 from steadyserve.compat.file_mounts import staged
-from steadyserve.compat.skyserve import unique_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -175,30 +175,6 @@ def up(
         _wait_ready(client, created["name"], timeout, as_json=as_json)
     if as_json:  # with --wait, the last of its JSON lines
         _echo_json({"notice": None, **created, "notes": notes}, line=wait)
-
-
-def unnamed(client: Client, derived: str, notes: list[str], skyserve_names: bool) -> str:
-    """The name of a service whose file names none.
-
-    ``steady serve up`` names it as SkyServe does, ``sky-service-xxxx``. ``steady up``
-    names it after the file's folder, unless that name is a service's, running or
-    down with its history kept (another file of the same folder, SkyPilot's
-    ``examples/serve/`` files): then ``sky-service-xxxx`` too, so an unrelated
-    file never becomes a version of a service that is down."""
-    taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
-    if skyserve_names:
-        return unique_name(taken)
-    if derived not in taken:
-        try:
-            client.call("GET", f"/api/v1/services/{derived}/history")
-        except CommandError as exc:
-            if exc.exit_code != 2:
-                raise
-            return derived  # no such service, running or down: the folder's name is free
-        taken.add(derived)
-    new = unique_name(taken)
-    notes.append(f"name: {derived} is taken, so this service is {new} (-n chooses)")
-    return new
 
 
 @main.command()
