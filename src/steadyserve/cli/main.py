@@ -417,9 +417,12 @@ def deploy(
     gateway = (result.get("gateway") or {}).get("port")
     if gateway is not None and not as_json and not dry_run:
         console.print(f"gateway: http://127.0.0.1:{gateway}")
+    said: set[str] = set()  # a notice shared by several services is said once
     for item in result["services"]:
         if item["action"] == "create":
-            if item.get("notice"):
+            _print_notes(item.get("notes") or [])
+            if item.get("notice") and item["notice"] not in said:
+                said.add(item["notice"])
                 click.echo(f"warning: {item['name']}: {item['notice']}", err=True)
             if not as_json:
                 where = f" at http://{item['endpoint']}" if item.get("endpoint") else ""

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from steadyserve import port_range
 from steadyserve.cli.client import Client, CommandError
 from steadyserve.cli.common import (
     controller_log_option,
@@ -47,7 +48,12 @@ def up_plan(spec: ServiceSpec) -> dict[str, Any]:
 
 
 def plan_line(plan: dict[str, Any]) -> str:
-    where = plan["endpoint"] or "the next free port from 30001"
+    try:
+        found = port_range.from_env()
+    except port_range.PortRangeError as exc:
+        raise CommandError(str(exc), 2) from None
+    first = found.low if found is not None else 30001
+    where = plan["endpoint"] or f"the next free port from {first}"
     count = plan["replicas"]
     return (
         f"{plan['name']}: would be created with {count} {plan['kind']}"
