@@ -10,6 +10,7 @@ the earlier tests' kind run beside its own.
 
 from __future__ import annotations
 
+import http.client
 import json
 import tempfile
 import textwrap
@@ -188,3 +189,31 @@ def test_a_port_range_holds_every_port_of_a_three_replica_service(
     outside = {port: what for port, what in ports.items() if port not in RANGE}
     assert not outside, f"listening outside {PORTS}: {outside}"
     steady.run("down", "three", "again")
+
+
+def test_auth_key_is_asked_of_every_request(steady: Steady, tmp_path: Path) -> None:
+    """SkyServe's service.auth_key (SkyPilot's examples/serve/auth-server.yaml): the
+    load balancer answers 401 without ``Authorization: Bearer KEY``."""
+    key = "sky-authkey-3d2105b9"
+    path = service_file(tmp_path / "guarded", "guarded.yaml", name="guarded", replicas=1)
+    path.write_text(path.read_text().replace("service:\n", f"service:\n  auth_key: {key}\n", 1))
+    steady.run("up", str(path), "--wait", "--timeout", "90")
+    port = int(steady.service("guarded")["endpoint"].rsplit(":", 1)[1])
+
+    def get(headers: dict[str, str]) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("GET", "/", headers=headers)
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    assert get({}) == 401
+    assert get({"Authorization": "Bearer wrong"}) == 401
+    assert get({"Authorization": f"Bearer {key}"}) == 200
+    other = path.read_text().replace(key, "another-key")
+    path.write_text(other)
+    refused = steady.run("update", "guarded", str(path), check=False)
+    assert refused.returncode == 2 and "service.auth_key: " in refused.stderr
+    assert key not in refused.stderr and "another-key" not in refused.stderr
+    steady.run("down", "guarded")

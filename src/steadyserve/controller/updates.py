@@ -81,6 +81,11 @@ async def apply(
             f"service.port: the endpoint port cannot change in an update "
             f"(it is {runtime.row.port}; take the service down and up again)"
         )
+    if spec.service.auth_key != runtime.spec.service.auth_key:  # the LB reads it at start
+        raise BadInput(
+            "service.auth_key: the endpoint's key cannot change in an update"
+            " (take the service down and up again)"
+        )
     if spec.service.tls != runtime.spec.service.tls:  # the LB reads it at start
         raise BadInput(
             "service.tls: the endpoint's TLS files cannot change in an update"

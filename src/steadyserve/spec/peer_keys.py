@@ -10,11 +10,6 @@ models; docs/skyserve.md has the whole table, both kinds.
 from __future__ import annotations
 
 REFUSED: dict[str, str] = {
-    "service.auth_key": (
-        "SkyServe's bearer token, which its load balancer asks of every request"
-        " (Authorization: Bearer KEY), is not checked here; remove it and check the"
-        " header in the app, or put an authenticating proxy in front of the endpoint"
-    ),
     "service.load_balancer.stream_timeout_seconds": (
         "SkyServe's limit on a streamed response's silence; here"
         " service.request_timeout_s cuts a replica's answer off after that many seconds"

@@ -30,6 +30,7 @@ from steadyserve.spec.canary import CanaryStep as CanaryStep
 from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import (
     AffinityKey,
+    AuthKey,
     HeaderName,
     JsonData,
     JsonMapping,
@@ -190,6 +191,9 @@ class ServiceSection(_Model):
     """The endpoint's port; None means the next free one from 30001."""
     tls: TlsConfig | None = None
     """SkyServe's ``service.tls`` (older ``https``): the load balancer serves HTTPS."""
+    auth_key: AuthKey | None = None
+    """SkyServe's ``auth_key``: the load balancer answers 401 to a request without
+    ``Authorization: Bearer <auth_key>``."""
     ports: PortNumber | None = None
     """SkyServe's replica port: what a replica listens on when ``run`` ignores ``$PORT``."""
     isolation: Literal["auto", "none", "network"] = "auto"
@@ -304,6 +308,17 @@ class ServiceSection(_Model):
                     "replicas and autoscaling_config are mutually exclusive"
                     " (a fixed count, or autoscaling bounds)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _auth_key_on_its_endpoint(self) -> ServiceSection:
+        """The key is checked by the service's own load balancer; the gateway (a
+        ``route_prefix``) would serve the service without it."""
+        if self.auth_key is not None and self.route_prefix is not None:
+            raise _fail(
+                "auth_key: checked on the service's own endpoint only, and route_prefix"
+                " also serves it on the gateway, without the check: drop one of them"
+            )
         return self
 
     @model_validator(mode="after")

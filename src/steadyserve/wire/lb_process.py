@@ -13,13 +13,20 @@ import socket
 
 KEYFILE_ENV = "STEADY_LB_TLS_KEYFILE"
 CERTFILE_ENV = "STEADY_LB_TLS_CERTFILE"
+AUTH_KEY_ENV = "STEADY_LB_AUTH_KEY"
+"""``service.auth_key``: in the environment (read by the owner and root only), never
+on the command line, which every local user can read."""
 
 
-def env_for(keyfile: str | None, certfile: str | None) -> dict[str, str]:
-    """The LB process's environment entries for these files ({} without TLS)."""
+def env_for(
+    keyfile: str | None, certfile: str | None, auth_key: str | None = None
+) -> dict[str, str]:
+    """The LB process's environment entries for these files and the service's
+    bearer token ({} without TLS and without one)."""
+    env = {AUTH_KEY_ENV: auth_key} if auth_key is not None else {}
     if keyfile is None or certfile is None:
-        return {}
-    return {KEYFILE_ENV: keyfile, CERTFILE_ENV: certfile}
+        return env
+    return {**env, KEYFILE_ENV: keyfile, CERTFILE_ENV: certfile}
 
 
 def worker_count(value: int | str) -> int:
