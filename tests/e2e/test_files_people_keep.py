@@ -172,7 +172,13 @@ def test_a_port_range_holds_every_port_of_a_three_replica_service(
     assert int(svc["endpoint"].rsplit(":", 1)[1]) in RANGE.endpoints
     assert all(r["port"] in RANGE.replicas for r in svc["replicas"]), svc["replicas"]
 
-    # An unchanged file's endpoint, from the command line; a second service, no warning.
+    # A second service gets the next port without a word: the first is this home's.
+    idle = service_file(tmp_path / "idle", "idle.yaml", name="idle", replicas=0)
+    second = steady.run("up", str(idle), "--json")
+    assert "warning" not in second.stderr and json.loads(second.stdout)["notice"] is None
+    assert int(json.loads(second.stdout)["endpoint"].rsplit(":", 1)[1]) in RANGE.endpoints
+
+    # An unchanged file's endpoint, from the command line.
     named = RANGE.endpoints[-1]
     again = service_file(tmp_path / "again", "again.yaml", name="again", replicas=1)
     out = json.loads(steady.run("up", str(again), "--port", str(named), "--json").stdout)
@@ -188,7 +194,7 @@ def test_a_port_range_holds_every_port_of_a_three_replica_service(
     assert len([p for p in ports if p in RANGE.singles]) == 3, ports
     outside = {port: what for port, what in ports.items() if port not in RANGE}
     assert not outside, f"listening outside {PORTS}: {outside}"
-    steady.run("down", "three", "again")
+    steady.run("down", "three", "again", "idle")
 
 
 def test_auth_key_is_asked_of_every_request(steady: Steady, tmp_path: Path) -> None:

@@ -38,3 +38,12 @@ def test_first_free_skips_what_is_taken() -> None:
     taken = {31500, 31501}
     assert first_free(range(31500, 31510), free=lambda p: p not in taken) == 31502
     assert first_free(range(31500, 31502), free=lambda p: p not in taken) is None
+
+
+def test_an_unnamed_gateway_takes_a_port_of_the_range_and_keeps_it() -> None:
+    from steadyserve.controller.endpoint import gateway_port_in
+
+    found = parse("31748-31795")
+    assert gateway_port_in(found, 31750, set()) == 31750  # in the range: kept
+    port = gateway_port_in(found, 8000, {31748})  # Ray's default: moved into the range
+    assert port in found.endpoints and port != 31748
