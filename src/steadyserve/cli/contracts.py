@@ -376,7 +376,8 @@ CONTRACTS: dict[str, Contract] = {
     "controller status": Contract(
         "One object. Exit code 1 when no controller runs.",
         Shape.of(ControllerStatus),
-        "A running controller adds `home`, `epoch` and `started_at` (`started_at_iso`).",
+        "A running controller adds `home`, `epoch`, `started_at` (`started_at_iso`),"
+        " `backend`, and `ports`: its `STEADY_PORTS` range, or null.",
     ),
     "controller start": Contract(
         "One object: the running controller, as `controller status --json`.",

@@ -2,8 +2,9 @@
 
 The hash is what an update compares: a workdir whose files did not change is
 not a reason to restart replicas (SkyServe restarts on any workdir). Two kinds
-of file are not part of the code: the service or fleet file being deployed
-(users keep it beside the code and edit it to change ``user_config``), and
+of file are not part of the code: the service or fleet files of the service
+(users keep them beside the code and edit them to change ``user_config``: the
+caller names them, envs/manifest.py keeps which), and
 whatever ``.skyignore`` and ``.steadyignore`` list (gitignore rules through
 ``pathspec``, negation included, as SkyPilot reads ``.skyignore``: a SkyServe
 workdir leaves out here what it leaves out on a cloud), and ``__pycache__`` folders.
