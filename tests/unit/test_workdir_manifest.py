@@ -53,3 +53,21 @@ def test_a_version_without_a_manifest_reads_as_one_that_left_nothing_out(tmp_pat
     assert manifest.read(tmp_path) == manifest.Manifest(frozenset(), None)
     (tmp_path / manifest.MANIFEST).write_text("{not json")
     assert manifest.read(tmp_path) == manifest.Manifest(frozenset(), None)
+
+
+def test_a_version_stored_before_manifests_keeps_its_hash_for_its_own_file(
+    tmp_path: Path,
+) -> None:
+    """The first update after an upgrade, from the same file: the old copy never held
+    that file, so its recorded hash is compared as it is (a file setup wrote into the
+    copy since is not read)."""
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "svc.yaml").write_text("a")
+    (source / "server.py").write_text("x")
+    copy = tmp_path / "v1" / "workdir"
+    stored = snapshot(source, copy, {"svc.yaml"}, objects=tmp_path / "objects")
+    (copy / "model.bin").write_text("written by setup")
+    old = manifest.Manifest(frozenset(), None)  # no manifest: an older release's version
+    assert manifest.old_hash(copy, old, {"svc.yaml"}, stored) == stored
+    assert stored == content_hash(source, {"svc.yaml"})

@@ -74,4 +74,12 @@ def old_hash(root: Path, manifest: Manifest, exclude: set[str], recorded: str | 
     stored hash) when nothing more is left out than the version itself left out."""
     if recorded is None or exclude <= manifest.left_out or not root.is_dir():
         return recorded
+    extra = exclude - manifest.left_out
+    held = (
+        {e.rel for e in manifest.entries}
+        if manifest.entries is not None
+        else {rel for rel in extra if (root / rel).is_file() or (root / rel).is_symlink()}
+    )
+    if not extra & held:  # the copy never held them: leaving them out changes nothing
+        return recorded
     return hash_entries(root, kept_entries(root, manifest, exclude))
