@@ -11,9 +11,9 @@ from urllib.parse import quote
 
 import click
 
-from steadyserve.cli.client import Client
 from steadyserve.cli.common import _echo_json, json_option, reports_errors
-from steadyserve.paths import Home
+from steadyserve.client.connection import Client
+from steadyserve.home.paths import Home
 
 
 def dashboard_url(controller_url: str, code: str) -> str:

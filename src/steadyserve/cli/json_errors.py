@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from steadyserve.cli.client import CommandError
+from steadyserve.client.connection import CommandError
 from steadyserve.spec import SpecError
 
 _STEP = r"[a-z_][a-z0-9_]*(?:\[\d+\])?"

@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from steadyserve.cli.client import Client
 from steadyserve.cli.common import _echo_json, json_option, reports_errors
-from steadyserve.paths import Home
+from steadyserve.client.connection import Client
+from steadyserve.home.paths import Home
 
 
 def _send(name: str, action: str, as_json: bool, body: dict[str, bool] | None = None) -> None:

@@ -17,7 +17,6 @@ from typing import Any
 import click
 
 from steadyserve import port_range
-from steadyserve.cli.client import Client, CommandError
 from steadyserve.cli.common import (
     controller_log_option,
     env_option,
@@ -29,6 +28,7 @@ from steadyserve.cli.common import (
     secret_option,
     tail_option,
 )
+from steadyserve.client.connection import Client, CommandError
 from steadyserve.spec import ServiceSpec
 
 

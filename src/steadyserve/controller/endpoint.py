@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection
 
 from steadyserve import port_range
 from steadyserve.controller.errors import BadInput
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 FIRST_ENDPOINT_PORT = 30001
 

@@ -19,7 +19,7 @@ import uvloop
 from steadyserve import port_range
 from steadyserve.backends import BackendChoiceError
 from steadyserve.controller.daemon import Controller
-from steadyserve.paths import Home, make_files_private
+from steadyserve.home.paths import Home, make_files_private
 
 log = logging.getLogger("steadyserve.controller")
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve import port_range
+from steadyserve.home.paths import Home
 from steadyserve.lb.access_log import AccessLog
 from steadyserve.lb.metrics import LBMetrics, MetricsServer, live_report
-from steadyserve.paths import Home
 from steadyserve.wire.counts import ENDPOINT
 from steadyserve.wire.routes import RouteTable
 
