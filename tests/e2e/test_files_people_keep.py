@@ -185,13 +185,13 @@ def test_a_port_range_holds_every_port_of_a_three_replica_service(
     assert out["endpoint"] == f"127.0.0.1:{named}" and out["notice"] is None
     steady.wait_for("again", lambda s: s["ready_replicas"] == 1, what="again ready")
 
-    # The controller and both load balancers' metrics listeners, once all are up.
+    # The controller and the three load balancers' metrics listeners, once all are up.
     deadline = time.monotonic() + 20
     ports = listening_ports(steady.home)
-    while len([p for p in ports if p in RANGE.singles]) < 3 and time.monotonic() < deadline:
+    while len([p for p in ports if p in RANGE.singles]) < 4 and time.monotonic() < deadline:
         time.sleep(0.2)
         ports = listening_ports(steady.home)
-    assert len([p for p in ports if p in RANGE.singles]) == 3, ports
+    assert len([p for p in ports if p in RANGE.singles]) == 4, ports
     outside = {port: what for port, what in ports.items() if port not in RANGE}
     assert not outside, f"listening outside {PORTS}: {outside}"
     steady.run("down", "three", "again", "idle")
