@@ -103,18 +103,15 @@ def up(
 ) -> Created:
     """Start a service from the file ``task`` (``steady up FILE -n NAME [--wait]``)."""
     from steadyserve.client.python_defaults import raw_document
-    from steadyserve.client.service_files import load_one
+    from steadyserve.client.service_files import load_one, unnamed
     from steadyserve.compat.file_mounts import staged
-    from steadyserve.compat.skyserve import unique_name
 
     file = Path(task)
     with _errors():
         spec = load_one(file, service_name, [], ignore_resources, ignore_image)
         client = _client(home)
         if service_name is None and not (raw_document(file) or {}).get("name"):
-            taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
-            if spec.name in taken:
-                spec = spec.model_copy(update={"name": unique_name(taken)})
+            spec = spec.model_copy(update={"name": unnamed(client, spec.name, [], False)})
         with staged(spec, file) as sent:
             created = client.call(
                 "POST",

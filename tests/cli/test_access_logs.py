@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -101,12 +100,16 @@ def test_json_is_the_log_as_written_and_follow_keeps_reading(tmp_path: Path) -> 
     out = _steady(home, "web", "--access", "--json")
     assert [json.loads(line) for line in out.stdout.splitlines()] == LINES
     log = home / "services" / "web" / "access.log"
-    later = {**LINES[0], "request_id": "later-1"}
+    stop = threading.Event()
 
     def append() -> None:
-        time.sleep(1.0)  # after the command has read the file's end
-        with log.open("a") as handle:
-            handle.write(json.dumps(later) + "\n")
+        # A line every half second until one is read: the command may start (and
+        # seek to the file's end) only after a line written at a fixed moment.
+        for i in range(60):
+            if stop.wait(0.5):
+                return
+            with log.open("a") as handle:
+                handle.write(json.dumps({**LINES[0], "request_id": f"later-{i}"}) + "\n")
 
     writer = threading.Thread(target=append)
     writer.start()
@@ -129,8 +132,9 @@ def test_json_is_the_log_as_written_and_follow_keeps_reading(tmp_path: Path) -> 
     )
     try:
         assert proc.stdout is not None
-        assert json.loads(proc.stdout.readline())["request_id"] == "later-1"
+        assert json.loads(proc.stdout.readline())["request_id"].startswith("later-")
     finally:
+        stop.set()
         proc.terminate()
         proc.wait(timeout=10)
         writer.join(timeout=10)

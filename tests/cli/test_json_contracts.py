@@ -101,7 +101,10 @@ def test_json_of_every_command_and_what_humans_see(
     dry = run_json(steady, "update", "web", str(v2), "--dry-run")
     assert_shape(dry, PLAN, "update --dry-run")
     assert dry["dry_run"] and dry["changes"][0]["path"] == "service.replicas"
-    done = run_json(steady, "update", "web", str(v2), "--wait", "--timeout", "60")
+    # --wait streams: JSON lines, progress first, the plan with its outcome last.
+    lines = steady.run("update", "web", str(v2), "--wait", "--timeout", "60", "--json")
+    *progress, done = [json.loads(line) for line in lines.stdout.splitlines()]
+    assert all(p["name"] == "web" and "progress" in p for p in progress), progress
     assert_shape(done, PLAN, "update --wait")
     assert done["update"]["status"] == "SUCCEEDED" and done["update"]["finished_at_iso"]
 

@@ -105,8 +105,9 @@ def test_errors_are_one_line_with_the_cli_exit_code(steady: Steady, tmp_path: Pa
     assert sdk.status(home=home) == []  # nothing was started
 
 
-def test_history_ends_a_name_s_earlier_life(steady: Steady, tmp_path: Path) -> None:
-    """down, then up under the same name: version 1 is retired, not still active."""
+def test_a_name_freed_by_down_starts_again_at_version_1(steady: Steady, tmp_path: Path) -> None:
+    """down, then up under the same name: a new service at version 1, as in SkyServe
+    (the history the down kept is forgotten then, not continued)."""
     home = steady.home
     idle = tmp_path / "idle.yaml"
     idle.write_text(_file(tmp_path, "idle").read_text().replace("replicas: 1", "replicas: 0"))
@@ -114,9 +115,9 @@ def test_history_ends_a_name_s_earlier_life(steady: Steady, tmp_path: Path) -> N
     sdk.down("idle", home=home)
     sdk.up(idle, "idle", home=home)
     outcomes = [(v["version"], v["outcome"]) for v in sdk.history("idle", home=home)["versions"]]
-    assert outcomes == [(1, "retired"), (2, "active")]
+    assert outcomes == [(1, "active")]
     out = steady.run("history", "idle").stdout.splitlines()
-    assert [line.split()[3] for line in out[1:]] == ["retired", "active"], out
+    assert [line.split()[3] for line in out[1:]] == ["active"], out
 
 
 def _readme_curl(steady: Steady) -> None:

@@ -35,6 +35,7 @@ class Rules:
     max_header_bytes: int = 65536
     blocked_paths: frozenset[bytes] = frozenset()
     websockets: object | None = None
+    auth: bytes | None = None
 
 
 @dataclass
@@ -109,6 +110,19 @@ def refusal(raw: bytes, rules: Rules | None = None) -> tuple[int, str]:
 
 
 REFUSALS = [
+    (b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", Rules(auth=b"k3y"), 401, "unauthorized"),
+    (
+        b"GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer k3y-not\r\n\r\n",
+        Rules(auth=b"k3y"),
+        401,
+        "unauthorized",
+    ),
+    (
+        b"GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Basic k3y\r\n\r\n",
+        Rules(auth=b"k3y"),
+        401,
+        "unauthorized",
+    ),
     (b"CONNECT h:443 HTTP/1.1\r\nHost: h\r\n\r\n", None, 501, "connect_method"),
     (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1001\r\n\r\n", None, 413, "body_too_large"),
     (b"GET / HTTP/2.0\r\nHost: h\r\n\r\n", None, 505, "http_version"),
@@ -413,3 +427,13 @@ def test_a_preview_connection_pins_each_request_to_the_version_of_its_time(
         assert [ex.pin for ex in rig.records] == [1, 5, 1]
     finally:
         rig.close()
+
+
+def test_a_request_bearing_the_auth_key_passes_and_forwards_it() -> None:
+    """SkyServe's auth_key: Bearer (any case) and the key, on any header line."""
+    for line in (b"Authorization: Bearer k3y", b"authorization: bearer  k3y "):
+        raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n" + line + b"\r\n\r\n"
+        move, _, facts = judge(raw, Rules(auth=b"k3y"))
+        assert move is DISPATCH, line
+        assert line.split(b":")[0] in facts.head  # the replica sees it, as in SkyServe
+    assert judge(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", Rules())[0] is DISPATCH

@@ -131,8 +131,6 @@ def policy(target: Any, **more: Any) -> dict[str, Any]:
     ("service", "field"),
     [
         ({"replica_policy": policy({"L4": 3})}, "instance_aware_least_load"),
-        ({"load_balancing_policy": IA}, "target_qps_per_replica as a mapping"),
-        ({"load_balancing_policy": IA, "replica_policy": policy(2)}, "as a mapping"),
         ({"load_balancing_policy": IA, "replica_policy": policy({"L4": 0})}, "[L4] must be"),
         ({"load_balancing_policy": IA, "replica_policy": policy({"L4 x": 1})}, "key 'L4 x'"),
         ({"load_balancing_policy": IA, "replica_policy": policy({})}, "a number > 0 or a map"),
@@ -146,6 +144,21 @@ def test_bad_maps_are_one_line_naming_the_field(service: dict[str, Any], field: 
     with pytest.raises(SpecError) as err:
         parse_service({"run": "x", "service": service}, base_dir=Path("/x"))
     assert field in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "service",
+    [{"load_balancing_policy": IA}, {"load_balancing_policy": IA, "replica_policy": policy(2)}],
+)
+def test_without_a_map_every_replica_weighs_the_same(service: dict[str, Any]) -> None:
+    """SkyPilot falls back to even weights: accepted, and no replica carries more."""
+    parsed = parse_service(
+        {"run": "x", "service": service, "resources": {"accelerators": "L4:1"}},
+        base_dir=Path("/x"),
+    )
+    assert parsed.service.load_balancing_policy == IA
+    table = route_table(parsed, [row(1, 9001), row(2, 9002)], frozenset({1, 2}), hold_at_zero=False)
+    assert [r.capacity for r in table.replicas] == [1.0, 1.0]
 
 
 def test_the_scalar_form_is_unchanged() -> None:

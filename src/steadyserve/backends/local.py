@@ -24,7 +24,7 @@ from pathlib import Path
 from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup
-from steadyserve.backends.ports import PortReservations, PortsExhausted
+from steadyserve.backends.ports import PortsExhausted, for_this_machine
 from steadyserve.backends.processes import (
     LocalProcess,
     kill_group,
@@ -58,7 +58,7 @@ class LocalBackend:
         self._setup_locks: dict[tuple[str, int], asyncio.Lock] = {}
         # The virtualenv each prepared version runs in, if any.
         self.environments: dict[tuple[str, int], environment_build.Environment] = {}
-        self.ports = PortReservations()
+        self.ports = for_this_machine()  # STEADY_PORTS, else 20000-29999
         self._cgroups: Cgroups | None = None
         self._said: set[str] = set()
 

@@ -20,7 +20,9 @@ use" all the same. Replicas get ports from ``REPLICA_PORTS`` instead, below the
 ephemeral range and the services' endpoints (30001 up), scanned from a moving
 cursor so that a port just given up is the last to be handed out again. Only
 when that range lies inside the ephemeral one (a machine configured so) does
-the OS choose, as before.
+the OS choose, as before. ``STEADY_PORTS`` (port_range.py) replaces
+``REPLICA_PORTS`` with the middle half of its range, taken as given: the user
+chose it, so it is never left to the OS.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from steadyserve import port_range
 
 HOLD_S = 3600.0
 """Longest a handed-out port is remembered when its replica is never stopped
@@ -60,6 +64,14 @@ def candidate_ports(ports: range, ephemeral: range | None) -> list[int]:
     if ephemeral is None:
         return list(ports)
     return [p for p in ports if p not in ephemeral]
+
+
+def for_this_machine() -> PortReservations:
+    """The replicas' ports: ``STEADY_PORTS``'s replica part when set, else ``REPLICA_PORTS``."""
+    found = port_range.from_env()
+    if found is None:
+        return PortReservations()
+    return PortReservations(ports=found.replicas, ephemeral=range(0))
 
 
 class PortsExhausted(RuntimeError):

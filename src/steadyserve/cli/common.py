@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from steadyserve.cli import json_errors
 from steadyserve.cli.tables import (
     changes_table,
     fit,
@@ -43,7 +44,6 @@ def _console(stderr: bool = False) -> Console:
 
 
 console = _console()
-err_console = _console(stderr=True)
 
 
 def _home() -> Home:
@@ -52,18 +52,26 @@ def _home() -> Home:
 
 def reports_errors(func: F) -> F:
     """Turn CommandError/SpecError into lines on stderr and the right exit code:
-    one line per mistake of a file, one line for anything else."""
+    one line per mistake of a file, one line for anything else. Under ``--json``
+    the error is a JSON object on stdout instead (cli/json_errors.py), same exit code."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("as_json"))
         try:
             return func(*args, **kwargs)
         except SpecError as exc:
-            for line in exc.lines():
-                click.echo(f"error: {line}", err=True)
+            if as_json:
+                click.echo(json_errors.dumps(json_errors.from_spec_error(exc)))
+            else:
+                for line in exc.lines():
+                    click.echo(f"error: {line}", err=True)
             sys.exit(2)
         except CommandError as exc:
-            click.echo(f"error: {exc}", err=True)
+            if as_json:
+                click.echo(json_errors.dumps(json_errors.from_command_error(exc)))
+            else:
+                click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
@@ -80,8 +88,9 @@ def _print_table(table: Table) -> None:
     click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(with_iso(data), indent=2))
+def _echo_json(data: Any, line: bool = False) -> None:
+    """One JSON object: indented, or with ``line`` one line (a stream's JSON lines)."""
+    click.echo(json.dumps(with_iso(data), indent=None if line else 2))
 
 
 yes_option = click.option("-y", "--yes", is_flag=True, help="Do not ask before taking down.")
@@ -169,11 +178,13 @@ def _print_created(
 class Progress:
     """What ``--wait`` shows while it waits: on a terminal, one live line (a
     spinner, rewritten in place, gone at the end); piped, one plain line per
-    change of state, each printed once."""
+    change of state, each printed once; under ``--json``, one JSON line on stdout
+    per change (``{"progress": line, ...facts}``)."""
 
-    def __init__(self, out: Console, label: str) -> None:
+    def __init__(self, out: Console, label: str, as_json: bool = False) -> None:
         self.out = out
-        self.live = out.is_terminal
+        self.as_json = as_json
+        self.live = out.is_terminal and not as_json
         self.label = label
         self._last = ""
         self._status: Any = None
@@ -188,21 +199,31 @@ class Progress:
         if self._status is not None:
             self._status.__exit__(*exc)
 
-    def show(self, line: str) -> None:
+    def show(self, line: str, facts: dict[str, Any] | None = None) -> None:
         if line == self._last:
             return
         self._last = line
-        if self._status is not None:
+        if self.as_json:
+            _echo_json({"progress": line, **(facts or {})}, line=True)
+        elif self._status is not None:
             self._status.update(line)
         else:
             self.out.print(line, markup=False, soft_wrap=True)
 
 
-def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = False) -> None:
-    """Progress until every replica is READY (on stderr when stdout carries JSON)."""
+def waiting_line(name: str, status: str, ready: int, target: int) -> str:
+    """One progress line whose state and count agree: replicas all ready while the
+    service is not READY means the load balancer is what is still starting."""
+    if ready >= target and status in ("CONTROLLER_INIT", "REPLICA_INIT"):
+        return f"{name}: {ready}/{target} replicas ready, load balancer starting"
+    return f"{name}: {status}, {ready}/{target} ready"
+
+
+def _wait_ready(client: Client, name: str, timeout: float, as_json: bool = False) -> None:
+    """Progress until every replica is READY (JSON lines on stdout under --json)."""
     deadline = time.monotonic() + timeout
-    out = err_console if to_stderr else console
-    with Progress(out, f"waiting for {name}") as progress:
+    out = console
+    with Progress(out, f"waiting for {name}", as_json) as progress:
         while True:
             svc = client.call("GET", f"/api/v1/services?name={name}")["services"][0]
             ready, target = svc["ready_replicas"], svc["target_replicas"]
@@ -210,13 +231,18 @@ def _wait_ready(client: Client, name: str, timeout: float, to_stderr: bool = Fal
                 break
             if svc["status"] == "NO_REPLICA" and target == 0:  # scaled to zero: nothing to wait for
                 break
-            progress.show(f"{name}: {svc['status']}, {ready}/{target} ready")
+            progress.show(
+                waiting_line(name, svc["status"], ready, target),
+                {"name": name, "status": svc["status"], "ready": ready, "target": target},
+            )
             if svc["status"] == "FAILED":
                 cause = _last_failure(client, name)
                 raise CommandError(f"{name} FAILED{cause}; see 'steady status {name} --events'")
             if time.monotonic() > deadline:
                 raise CommandError(f"{name} not ready after {timeout:.0f}s ({svc['status']})")
             time.sleep(WAIT_POLL_S)
+    if as_json:
+        return
     if target == 0:
         out.print(f"{name}: at zero replicas; the first request starts one")
     else:
@@ -248,12 +274,13 @@ def _print_plan(result: dict[str, Any]) -> None:
 
 
 def wait_update(
-    client: Client, name: str, version: int, timeout: float, to_stderr: bool = False
+    client: Client, name: str, version: int, timeout: float, as_json: bool = False
 ) -> dict[str, Any]:
-    """Show old/new ready counts until the update ends; fail (exit 1) if it failed."""
+    """Show old/new ready counts until the update ends; fail (exit 1) if it failed.
+    Under --json the progress is JSON lines on stdout."""
     deadline = time.monotonic() + timeout
-    out = err_console if to_stderr else console
-    with Progress(out, f"updating {name}") as progress:
+    out = console
+    with Progress(out, f"updating {name}", as_json) as progress:
         while True:
             svc = client.call("GET", f"/api/v1/services?name={name}")["services"][0]
             update = svc.get("update") or {}
@@ -272,16 +299,25 @@ def wait_update(
             )
             progress.show(
                 f"{name}: version {version} {new}/{svc['target_replicas']} ready, "
-                f"older {len(ready) - new} ready, routing to version {routing}{draining}"
+                f"older {len(ready) - new} ready, routing to version {routing}{draining}",
+                {
+                    "name": name,
+                    "version": version,
+                    "ready": new,
+                    "target": svc["target_replicas"],
+                    "older_ready": len(ready) - new,
+                    "routing": svc["active_versions"],
+                },
             )
             if time.monotonic() > deadline:
                 raise CommandError(f"{name}: update not done after {timeout:.0f}s")
             time.sleep(WAIT_POLL_S)
     if update["status"] != "SUCCEEDED":
         raise CommandError(f"{name}: update {update['status']}: {update['message']}")
-    out.print(f"{name}: update to version {version} SUCCEEDED")
-    for line in draining_lines(svc):  # the old replicas finish their streams meanwhile
-        out.print(line, markup=False, highlight=False)
+    if not as_json:
+        out.print(f"{name}: update to version {version} SUCCEEDED")
+        for line in draining_lines(svc):  # the old replicas finish their streams meanwhile
+            out.print(line, markup=False, highlight=False)
     return dict(update)
 
 
@@ -305,9 +341,10 @@ def after_plan(
 ) -> None:
     if not as_json:
         _print_plan(result)
-    if wait and result["changed"] and not result["dry_run"]:
+    waits = wait and result["changed"] and not result["dry_run"]
+    if waits:
         result["update"] = wait_update(
-            client, result["name"], result["version"], timeout, to_stderr=as_json
+            client, result["name"], result["version"], timeout, as_json=as_json
         )
     if as_json:
-        _echo_json(result)
+        _echo_json(result, line=wait)  # --wait streams: JSON lines, this one the last

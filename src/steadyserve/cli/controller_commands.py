@@ -67,8 +67,9 @@ def _choose_backend(backend: str | None, ray_address: str | None) -> None:
 
 @controller.command("start")
 @backend_options
+@json_option
 @reports_errors
-def controller_start(backend: str | None, ray_address: str | None) -> None:
+def controller_start(backend: str | None, ray_address: str | None, as_json: bool) -> None:
     """Start the controller (if none runs) and print its pid and address.
 
     With --backend ray, replicas run as actors on an existing Ray cluster
@@ -80,22 +81,27 @@ def controller_start(backend: str | None, ray_address: str | None) -> None:
     """
     _choose_backend(backend, ray_address)
     info = start_controller(_home())
+    if as_json:
+        _echo_json({"running": True, **info})
+        return
     console.print(f"controller running: pid {info['pid']} at {info['url']}")
 
 
 @controller.command("stop")
+@json_option
 @reports_errors
-def controller_stop() -> None:
+def controller_stop(as_json: bool) -> None:
     """Stop the controller; services keep serving and are re-adopted on its next start.
 
     \b
     Example:
       steady controller stop
     """
-    if stop_controller(_home()):
-        console.print("controller stopped")
+    stopped = stop_controller(_home())
+    if as_json:
+        _echo_json({"stopped": stopped})
     else:
-        console.print("no controller running")
+        console.print("controller stopped" if stopped else "no controller running")
 
 
 @controller.command("status")
@@ -123,13 +129,15 @@ def controller_status(as_json: bool) -> None:
 
 @controller.command("run")
 @backend_options
+@json_option
 @reports_errors
-def controller_run(backend: str | None, ray_address: str | None) -> None:
+def controller_run(backend: str | None, ray_address: str | None, as_json: bool) -> None:
     """Run the controller in the foreground, for systemd or another supervisor.
 
     It logs to stderr, brings every service back to its spec, and stops on
     SIGTERM or Ctrl-C leaving replicas serving for its next start. Exit 1 with
-    one line when another controller holds this home.
+    one line when another controller holds this home. With --json, its exit is
+    one object on stdout ({"exit_code": N}); the log stays on stderr.
 
     \b
     Example:
@@ -138,7 +146,10 @@ def controller_run(backend: str | None, ray_address: str | None) -> None:
     from steadyserve.controller.entry import main as run_daemon
 
     _choose_backend(backend, ray_address)
-    sys.exit(run_daemon(["--home", str(_home().root)]))
+    code = run_daemon(["--home", str(_home().root)])
+    if as_json:
+        _echo_json({"exit_code": code}, line=True)
+    sys.exit(code)
 
 
 @controller.command("install-unit")
@@ -149,8 +160,9 @@ def controller_run(backend: str | None, ray_address: str | None) -> None:
     help=f"Write the unit here (e.g. /etc/systemd/system/{UNIT_NAME}); default stdout.",
 )
 @click.option("--user", "user", default=None, help="Who runs the controller (default: you).")
+@json_option
 @reports_errors
-def controller_install_unit(output: Path | None, user: str | None) -> None:
+def controller_install_unit(output: Path | None, user: str | None, as_json: bool) -> None:
     """Write a systemd unit that runs this home's controller (steady controller run).
 
     Restart=always brings the controller back when it dies and at boot; it
@@ -163,12 +175,18 @@ def controller_install_unit(output: Path | None, user: str | None) -> None:
     """
     text = unit_text(user or getpass.getuser(), _home().root)
     if output is None:
-        click.echo(text, nl=False)
+        if as_json:
+            _echo_json({"unit": text, "output": None})
+        else:
+            click.echo(text, nl=False)
         return
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CommandError(f"--output: cannot write {output}: {exc.strerror}", 2) from None
+    if as_json:
+        _echo_json({"unit": text, "output": str(output)})
+        return
     console.print(
         f"wrote {output}; then: systemctl daemon-reload && systemctl enable --now {output.name}",
         markup=False,

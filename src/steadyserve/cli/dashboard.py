@@ -11,7 +11,8 @@ from urllib.parse import quote
 
 import click
 
-from steadyserve.client.connection import Client, CommandError
+from steadyserve.cli.common import _echo_json, json_option, reports_errors
+from steadyserve.client.connection import Client
 from steadyserve.home.paths import Home
 
 
@@ -31,7 +32,9 @@ def _has_gui() -> bool:
 
 @click.command()
 @click.option("--no-browser", is_flag=True, help="Only print the link.")
-def dashboard(no_browser: bool) -> None:
+@json_option
+@reports_errors
+def dashboard(no_browser: bool, as_json: bool) -> None:
     """Print a one-time link to the live dashboard (starting the controller if needed).
 
     The link works once, within a minute: it opens a browser session and holds
@@ -42,12 +45,11 @@ def dashboard(no_browser: bool) -> None:
       steady dashboard --no-browser
     """
     client = Client(Home.from_env())
-    try:
-        code = client.call("POST", "/api/v1/dashboard/codes", {})["code"]
-    except CommandError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    code = client.call("POST", "/api/v1/dashboard/codes", {})["code"]
     url = dashboard_url(client.url, str(code))
+    if as_json:  # a script wants the link, not a browser window
+        _echo_json({"url": url})
+        return
     click.echo(url)
     if not no_browser and _has_gui():
         with contextlib.suppress(webbrowser.Error):  # no browser: the URL is the answer

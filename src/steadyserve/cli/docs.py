@@ -27,11 +27,25 @@ local time (`--utc` for UTC); the date is left out for today.
 
 ## JSON output
 
-Every command that prints facts takes `--json`. The JSON is a stable contract:
-keys are added in later releases, never removed or renamed. Moments are epoch
-seconds (`created_at`, `launched_at`, `started_at`, `finished_at`, `time`), each
-with an ISO-8601 UTC twin named `<key>_iso` (`2026-11-30T21:43:05.123Z`). Each
-command below lists its keys.
+Every command takes `--json`. The JSON is a stable contract: keys are added in
+later releases, never removed or renamed. Moments are epoch seconds
+(`created_at`, `launched_at`, `started_at`, `finished_at`, `time`), each with an
+ISO-8601 UTC twin named `<key>_iso` (`2026-11-30T21:43:05.123Z`). Each command
+below lists its keys. A command that streams (`--follow`, `--wait`) prints JSON
+lines, one object a line.
+
+An error under `--json` is one JSON object on stdout, on one line, with the
+same exit code as without `--json`: `error` (true), `kind` (`bad_input`, exit 2:
+nothing changed; `usage`, exit 2: the command line itself; `failure`, exit 1),
+`message`, `field` (the field or option the message is about, or null), `file`
+(or null), `exit_code`, and `errors`: every mistake of a file (`field`,
+`message` each), the first being the one above. It also ends a stream of JSON
+lines.
+
+```console
+$ steady status nosvc --json
+{"error": true, "kind": "bad_input", "message": "unknown service: nosvc", ...}
+```
 
 ## Shell completion
 

@@ -68,9 +68,11 @@ def _pools(client: Client, names: tuple[str, ...]) -> list[dict[str, Any]]:
     return [s for s in chosen if s.get("pool") is not None]
 
 
-def _follow(client: Client, job_id: int, follow: bool) -> dict[str, Any]:
-    """Print the job's log; with ``follow``, until the job ends. Its last record."""
+def _follow(client: Client, job_id: int, follow: bool, as_json: bool = False) -> dict[str, Any]:
+    """Print the job's log; with ``follow``, until the job ends. Its last record.
+    Under ``--json``, one JSON line per complete log line (``{"job", "line"}``)."""
     offset = 0
+    pending = bytearray()
     while True:
         job = client.call("GET", f"/api/v1/jobs/{job_id}")
         try:
@@ -81,11 +83,37 @@ def _follow(client: Client, job_id: int, follow: bool) -> dict[str, Any]:
             chunk = b""
         if chunk:
             offset += len(chunk)
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
+            if as_json:
+                pending.extend(chunk)
+                *lines, rest = bytes(pending).split(b"\n")
+                pending[:] = rest
+                for line in lines:
+                    text = line.decode("utf-8", errors="replace")
+                    _echo_json({"job": job_id, "line": text}, line=True)
+            else:
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
         if not follow or job["status"] in ENDED:
+            if as_json and pending:
+                text = bytes(pending).decode("utf-8", errors="replace")
+                _echo_json({"job": job_id, "line": text}, line=True)
             return dict(job)
         time.sleep(FOLLOW_POLL_S)
+
+
+class _Out:
+    """What ``pool apply`` says: lines for people, or one JSON object at the end."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def say(self, line: str) -> None:
+        if not self.as_json:
+            console.print(line, markup=False)
+
+    def done(self, **facts: Any) -> None:
+        if self.as_json:
+            _echo_json(facts)
 
 
 def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
@@ -132,6 +160,7 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
     @ignore_image_option
     @env_option
     @secret_option
+    @json_option
     @reports_errors
     def pool_apply(
         file: Path | None,
@@ -143,6 +172,7 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
         ignore_image: bool,
         envs: tuple[str, ...],
         secrets: tuple[str, ...],
+        as_json: bool,
     ) -> None:
         """sky jobs pool apply -p NAME FILE: make the pool, or update it to FILE;
         sky jobs pool apply -p NAME --workers N: resize it.
@@ -162,13 +192,17 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
         if file is None and workers is None:
             raise CommandError("give a pool file, or --workers N to resize a running pool", 2)
         client = Client(_home())
+        out = _Out(as_json)
         if file is None:
             _pools(client, (name,))
-            console.print(f"Attempting to update {name} to have {workers} workers", markup=False)
+            out.say(f"Attempting to update {name} to have {workers} workers")
             request = {"workers": workers, **({"mode": mode} if mode else {})}
             result = client.call("POST", f"/api/v1/pools/{name}/workers", request)
             said = f"version {result['version']}" if result["changed"] else "unchanged"
-            console.print(f"Pool {name} updated: {said}.", markup=False)
+            out.say(f"Pool {name} updated: {said}.")
+            out.done(
+                name=name, action="resize", changed=result["changed"], version=result["version"]
+            )
             return
         notes: list[str] = []
         spec = load_one(file, name, notes, ignore_resources, ignore_image, envs, secrets)
@@ -191,18 +225,22 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
                     "POST", f"/api/v1/services/{name}/update", {**body, "mode": mode}
                 )
                 said = f"version {result['version']}" if result["changed"] else "unchanged"
-                console.print(f"Pool {name} updated: {said}.", markup=False)
+                out.say(f"Pool {name} updated: {said}.")
+                facts = {"action": "update", "changed": result["changed"]}
+                facts["version"] = result["version"]
             else:
-                client.call("POST", "/api/v1/services", body)
-                console.print(f"Pool {name} is starting.", markup=False)
+                created = client.call("POST", "/api/v1/services", body)
+                _print_notes(created.get("notes") or [])
+                out.say(f"Pool {name} is starting.")
+                facts = {"action": "create", "changed": True, "version": 1}
         policy = spec.service.pool.model_dump(mode="json")
-        console.print(f"Worker policy: {policy_line(policy)}", markup=False)
-        console.print(
+        out.say(f"Worker policy: {policy_line(policy)}")
+        out.say(
             f"Submit jobs: steady jobs launch --pool {name} JOB.yaml\n"
             f"Status:      steady jobs pool status {name}\n"
-            f"Take down:   steady jobs pool down {name} -y",
-            markup=False,
+            f"Take down:   steady jobs pool down {name} -y"
         )
+        out.done(name=name, **facts, policy=policy, notes=notes)
 
     @pool.command("status")
     @click.argument("names", nargs=-1)
@@ -232,10 +270,16 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
         "-p", "--purge", is_flag=True, help="Accepted (SkyPilot's): a failed pool goes down anyway."
     )
     @click.option("-y", "--yes", is_flag=True, help="Accepted (SkyPilot's; no prompt).")
+    @json_option
     @click.pass_context
     @reports_errors
     def pool_down(
-        ctx: click.Context, names: tuple[str, ...], all_: bool, purge: bool, yes: bool
+        ctx: click.Context,
+        names: tuple[str, ...],
+        all_: bool,
+        purge: bool,
+        yes: bool,
+        as_json: bool,
     ) -> None:
         """sky jobs pool down NAME -y (or --all): cancel their jobs, stop their workers
         (steady down).
@@ -259,9 +303,12 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
         pools = _pools(Client(_home()), names)  # pools only: steady down takes services
         chosen = names or tuple(p["name"] for p in pools)
         if not chosen:
-            console.print("No pool to take down.", markup=False)
+            if as_json:
+                _echo_json({"down": [], "purged": False})
+            else:
+                console.print("No pool to take down.", markup=False)
             return
-        ctx.invoke(down, names=chosen, all_=False, purge=False, yes=True, as_json=False)
+        ctx.invoke(down, names=chosen, all_=False, purge=False, yes=True, as_json=as_json)
 
     @pool.command("logs")
     @click.argument("name")
@@ -269,6 +316,7 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
     @controller_log_option
     @follow_option
     @tail_option
+    @json_option
     @click.pass_context
     @reports_errors
     def pool_logs(
@@ -278,6 +326,7 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
         controller_log: bool,
         follow: bool,
         tail: int | None,
+        as_json: bool,
     ) -> None:
         """sky jobs pool logs NAME [WORKER_ID]: a worker's log (its setup), or the
         controller's with --controller (steady logs).
@@ -301,6 +350,7 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
             lb_log=False,
             follow=follow,
             tail=tail,
+            as_json=as_json,
         )
 
     @jobs.command("launch")
@@ -312,6 +362,7 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
     @yes_accepted
     @env_option
     @secret_option
+    @json_option
     @reports_errors
     def launch(
         file: Path,
@@ -322,11 +373,14 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
         yes: bool,
         envs: tuple[str, ...],
         secrets: tuple[str, ...],
+        as_json: bool,
     ) -> None:
         """sky jobs launch --pool NAME FILE: queue FILE's run on the pool.
 
         It runs on the first idle worker, in that worker's environment; without
-        -d its log is followed until it ends (exit 1 unless it SUCCEEDED).
+        -d its log is followed until it ends (exit 1 unless it SUCCEEDED). With
+        --json: one object ({"ids": [...]}), or, when it follows, JSON lines: the
+        ids, each log line ({"job", "line"}), then the job's record.
 
         \b
         Example:
@@ -348,14 +402,20 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
                 job_envs.update({JOB_RANK: str(rank), NUM_JOBS: str(num_jobs)})
             body = {"name": name or job_file.name, "run": job_file.run, "envs": job_envs}
             ids.append(client.call("POST", f"/api/v1/pools/{pool_name}/jobs", body)["id"])
-        if len(ids) == 1:
+        follows = not detach_run and len(ids) == 1
+        if as_json:
+            _echo_json({"ids": ids, "pool": pool_name}, line=follows)
+        elif len(ids) == 1:
             console.print(f"Job submitted, ID: {ids[0]}", markup=False)
         else:
             console.print(f"Jobs submitted with IDs: {','.join(map(str, ids))}.", markup=False)
-        if detach_run or len(ids) > 1:
+        if not follows:
             return
-        job = _follow(client, ids[0], follow=True)
-        console.print(f"Job {job['id']} finished (status: {job['status']}).", markup=False)
+        job = _follow(client, ids[0], follow=True, as_json=as_json)
+        if as_json:
+            _echo_json({"job": job}, line=True)
+        else:
+            console.print(f"Job {job['id']} finished (status: {job['status']}).", markup=False)
         if job["status"] != "SUCCEEDED":
             sys.exit(1)
 
@@ -383,22 +443,29 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
     @click.option(
         "--follow/--no-follow", default=True, show_default=True, help="Until the job ends."
     )
+    @json_option
     @reports_errors
-    def logs(job_id: int, follow: bool) -> None:
+    def logs(job_id: int, follow: bool, as_json: bool) -> None:
         """sky jobs logs ID: the job's output, followed until it ends.
+
+        With --json, JSON lines: one per log line ({"job", "line"}), then the
+        job's record ({"job": {...}}).
 
         \b
         Example:
           steady jobs logs 3 --no-follow
         """
-        _follow(Client(_home()), job_id, follow)
+        job = _follow(Client(_home()), job_id, follow, as_json)
+        if as_json:
+            _echo_json({"job": job}, line=True)
 
     @jobs.command("cancel")
     @click.argument("job_ids", nargs=-1, type=int)
     @click.option("-p", "--pool", "pool_name", help="Cancel every job of this pool not ended.")
     @click.option("-y", "--yes", is_flag=True, help="Accepted (SkyPilot's; no prompt).")
+    @json_option
     @reports_errors
-    def cancel(job_ids: tuple[int, ...], pool_name: str | None, yes: bool) -> None:
+    def cancel(job_ids: tuple[int, ...], pool_name: str | None, yes: bool, as_json: bool) -> None:
         """sky jobs cancel ID... -y (or -p POOL): stop jobs, pending or running.
 
         \b
@@ -412,8 +479,13 @@ def jobs_group(down: click.Command, service_logs: click.Command) -> click.Group:
             _pools(client, (pool_name,))
             rows = client.call("GET", f"/api/v1/jobs?pool={pool_name}")["jobs"]
             job_ids = tuple(r["id"] for r in rows if r["status"] not in ENDED)
+        done = []
         for job_id in job_ids:
             result = client.call("POST", f"/api/v1/jobs/{job_id}/cancel")
-            console.print(result["message"], markup=False)
+            done.append({"id": job_id, "message": result["message"]})
+            if not as_json:
+                console.print(result["message"], markup=False)
+        if as_json:
+            _echo_json({"cancelled": done})
 
     return jobs

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from steadyserve.cli import progressive, ray_status
+from steadyserve.cli import json_errors, progressive, ray_status
 from steadyserve.cli.common import (
     _confirm,
     _echo_json,
@@ -56,9 +56,8 @@ from steadyserve.client.connection import (
 )
 from steadyserve.client.deploy_files import deploy_request
 from steadyserve.client.python_defaults import raw_document
-from steadyserve.client.service_files import load_one
+from steadyserve.client.service_files import load_one, unnamed
 from steadyserve.compat.file_mounts import staged
-from steadyserve.compat.skyserve import unique_name
 from steadyserve.core.strategies import selectable_modes
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,7 +68,26 @@ the usual table is one line per row, and a long cell folds instead of hiding."""
 WAIT_POLL_S = 0.2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class SteadyGroup(click.Group):
+    """The ``steady`` group: under ``--json`` anywhere on the command line, click's
+    own errors (a missing argument, an unknown option) are a JSON object on stdout
+    too, with click's exit code (cli/json_errors.py)."""
+
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if "--json" not in argv:
+            return super().main(argv, *rest, **kwargs)
+        try:
+            return super().main(argv, *rest, **{**kwargs, "standalone_mode": False})
+        except click.ClickException as exc:
+            click.echo(json_errors.dumps(json_errors.from_click(exc)))
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo(json_errors.dumps(json_errors.error_object("aborted", 1)))
+            sys.exit(1)
+
+
+@click.group(cls=SteadyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="steadyserve")
 def main() -> None:
     """SteadyServe: replicas behind one endpoint, updated without dropping a request.
@@ -91,6 +109,12 @@ for _command in progressive.COMMANDS:  # steady promote / pause / resume / abort
 @click.option("--wait", is_flag=True, help="Wait until every replica is READY.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; start nothing.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="The endpoint's port (the file's service.port; taken as named).",
+)
 @ignore_resources_option
 @ignore_image_option
 @env_option
@@ -103,16 +127,19 @@ def up(
     wait: bool,
     timeout: float,
     dry_run: bool,
+    port: int | None,
     ignore_resources: bool,
     ignore_image: bool,
     as_json: bool,
     envs: tuple[str, ...] = (),
     secrets: tuple[str, ...] = (),
+    skyserve_names: bool = False,
 ) -> None:
     """Start a service from FILE.
 
     Without -n and name:, the service is named after the file's folder, or
-    sky-service-xxxx when a service of that name already runs.
+    sky-service-xxxx when a service of that name runs or was taken down with
+    its history kept (steady serve up: always sky-service-xxxx, as SkyServe).
 
     \b
     Example:
@@ -120,6 +147,8 @@ def up(
     """
     notes: list[str] = []
     spec = load_one(file, name, notes, ignore_resources, ignore_image, envs, secrets)
+    if port is not None:  # the file stays as it is; the endpoint is this port
+        spec = spec.model_copy(update={"service": spec.service.model_copy(update={"port": port})})
     if dry_run:  # every file error was raised above; nothing is started, not even a controller
         _print_notes(notes)
         plan = up_plan(spec)
@@ -131,12 +160,7 @@ def up(
     text = file.read_text(encoding="utf-8")
     client = Client(_home())
     if name is None and not (raw_document(file) or {}).get("name"):
-        # A second file from the same folder gets a new name.
-        taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
-        if spec.name in taken:
-            new = unique_name(taken)
-            notes.append(f"name: {spec.name} is taken, so this service is {new} (-n chooses)")
-            spec = spec.model_copy(update={"name": new})
+        spec = spec.model_copy(update={"name": unnamed(client, spec.name, notes, skyserve_names)})
     _print_notes(notes)
     with staged(spec, file) as sent:  # file_mounts copied into the workdir
         created = client.call(
@@ -145,11 +169,13 @@ def up(
             {"spec": sent.spec_json(), "yaml": text, "file": str(file.resolve())},
         )
     scheme = "https" if spec.service.tls else "http"
+    _print_notes(created.get("notes") or [])
+    notes.extend(created.get("notes") or [])
     _print_created(created, as_json, scheme, pool=spec.service.pool is not None)
     if wait:
-        _wait_ready(client, created["name"], timeout, to_stderr=as_json)
-    if as_json:
-        _echo_json({"notice": None, **created, "notes": notes})
+        _wait_ready(client, created["name"], timeout, as_json=as_json)
+    if as_json:  # with --wait, the last of its JSON lines
+        _echo_json({"notice": None, **created, "notes": notes}, line=wait)
 
 
 @main.command()
@@ -392,11 +418,15 @@ def deploy(
                 _confirm(f"deploy takes down {', '.join(removals)}", yes)
             request = {**request, "dry_run": False, "expect_down": removals}
         result = client.call("POST", "/api/v1/deploy", request, timeout=600.0)
-    if plan.gateway_port is not None and not as_json and not dry_run:
-        console.print(f"gateway: http://127.0.0.1:{plan.gateway_port}")
+    gateway = (result.get("gateway") or {}).get("port")
+    if gateway is not None and not as_json and not dry_run:
+        console.print(f"gateway: http://127.0.0.1:{gateway}")
+    said: set[str] = set()  # a notice shared by several services is said once
     for item in result["services"]:
         if item["action"] == "create":
-            if item.get("notice"):
+            _print_notes(item.get("notes") or [])
+            if item.get("notice") and item["notice"] not in said:
+                said.add(item["notice"])
                 click.echo(f"warning: {item['name']}: {item['notice']}", err=True)
             if not as_json:
                 where = f" at http://{item['endpoint']}" if item.get("endpoint") else ""
@@ -414,13 +444,13 @@ def deploy(
     if wait and not dry_run:
         for item in result["services"]:
             if item["action"] == "create":
-                _wait_ready(client, item["name"], timeout, to_stderr=as_json)
+                _wait_ready(client, item["name"], timeout, as_json=as_json)
             elif item["action"] == "update":
                 item["update"] = wait_update(
-                    client, item["name"], item["version"], timeout, to_stderr=as_json
+                    client, item["name"], item["version"], timeout, as_json=as_json
                 )
     if as_json:
-        _echo_json(result)
+        _echo_json(result, line=wait and not dry_run)
 
 
 @main.command()

@@ -6,73 +6,78 @@ A canary takes all four (docs/canary.md); a rolling or blue-green update takes
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
-from steadyserve.client.connection import Client, CommandError
+from steadyserve.cli.common import _echo_json, json_option, reports_errors
+from steadyserve.client.connection import Client
 from steadyserve.home.paths import Home
 
 
-def _send(name: str, action: str, body: dict[str, bool] | None = None) -> None:
-    try:
-        result = Client(Home.from_env()).call(
-            "POST", f"/api/v1/services/{name}/{action}", body or {}
-        )
-    except CommandError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    click.echo(f"{name}: {result['message']}")
+def _send(name: str, action: str, as_json: bool, body: dict[str, bool] | None = None) -> None:
+    result = Client(Home.from_env()).call("POST", f"/api/v1/services/{name}/{action}", body or {})
+    if as_json:
+        _echo_json({"name": name, "action": action, "message": result["message"]})
+    else:
+        click.echo(f"{name}: {result['message']}")
 
 
 @click.command()
 @click.argument("name")
 @click.option("--full", is_flag=True, help="Skip every remaining step: all traffic now.")
-def promote(name: str, full: bool) -> None:
+@json_option
+@reports_errors
+def promote(name: str, full: bool, as_json: bool) -> None:
     """Move the canary of NAME past its current pause (or to 100% with --full).
 
     \b
     Example:
       steady promote web --full
     """
-    _send(name, "promote", {"full": full})
+    _send(name, "promote", as_json, {"full": full})
 
 
 @click.command()
 @click.argument("name")
-def pause(name: str) -> None:
+@json_option
+@reports_errors
+def pause(name: str, as_json: bool) -> None:
     """Hold the canary of NAME at its current step until steady resume.
 
     \b
     Example:
       steady pause web
     """
-    _send(name, "pause")
+    _send(name, "pause", as_json)
 
 
 @click.command()
 @click.argument("name")
-def resume(name: str) -> None:
+@json_option
+@reports_errors
+def resume(name: str, as_json: bool) -> None:
     """Carry on with a paused canary of NAME (a timed pause starts again).
 
     \b
     Example:
       steady resume web
     """
-    _send(name, "resume")
+    _send(name, "resume", as_json)
 
 
 @click.command()
 @click.argument("name")
-def abort(name: str) -> None:
+@json_option
+@reports_errors
+def abort(name: str, as_json: bool) -> None:
     """Abort the update of NAME: the new version FAILS, the stable one takes all traffic.
 
     \b
     Example:
       steady abort web
     """
-    _send(name, "abort")
+    _send(name, "abort", as_json)
 
 
 COMMANDS = (promote, pause, resume, abort)

@@ -16,12 +16,14 @@ from typing import Any
 
 import click
 
+from steadyserve import port_range
 from steadyserve.cli.common import (
     controller_log_option,
     env_option,
     follow_option,
     ignore_image_option,
     ignore_resources_option,
+    json_option,
     reports_errors,
     secret_option,
     tail_option,
@@ -46,7 +48,12 @@ def up_plan(spec: ServiceSpec) -> dict[str, Any]:
 
 
 def plan_line(plan: dict[str, Any]) -> str:
-    where = plan["endpoint"] or "the next free port from 30001"
+    try:
+        found = port_range.from_env()
+    except port_range.PortRangeError as exc:
+        raise CommandError(str(exc), 2) from None
+    first = found.low if found is not None else 30001
+    where = plan["endpoint"] or f"the next free port from {first}"
     count = plan["replicas"]
     return (
         f"{plan['name']}: would be created with {count} {plan['kind']}"
@@ -89,12 +96,13 @@ def serve_group(
 
     @serve.command("up")
     @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-    @click.option("-n", "--service-name", "name", help="Service name (default: as steady up).")
+    @click.option("-n", "--service-name", "name", help="Service name (default: sky-service-xxxx).")
     @yes_accepted
     @ignore_resources_option
     @ignore_image_option
     @env_option
     @secret_option
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_up(
@@ -106,6 +114,7 @@ def serve_group(
         ignore_image: bool,
         envs: tuple[str, ...],
         secrets: tuple[str, ...],
+        as_json: bool,
     ) -> None:
         """sky serve up -n NAME FILE: start a service (steady up).
 
@@ -121,6 +130,8 @@ def serve_group(
             ignore_image=ignore_image,
             envs=envs,
             secrets=secrets,
+            skyserve_names=True,
+            as_json=as_json,
         )
 
     @serve.command("status")
@@ -128,10 +139,16 @@ def serve_group(
     @click.option("-v", "--verbose", is_flag=True, help="Add the policy columns.")
     @click.option("--endpoint", is_flag=True, help="Print only NAME's endpoint URL (one line).")
     @click.option("-u", "--all-users", is_flag=True, help="Accepted (one user here).")
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_status(
-        ctx: click.Context, names: tuple[str, ...], verbose: bool, endpoint: bool, all_users: bool
+        ctx: click.Context,
+        names: tuple[str, ...],
+        verbose: bool,
+        endpoint: bool,
+        all_users: bool,
+        as_json: bool,
     ) -> None:
         """sky serve status [--endpoint] [NAMES]: services and replicas (steady status).
 
@@ -139,7 +156,7 @@ def serve_group(
         Example:
           steady serve status --endpoint http-server
         """
-        ctx.invoke(status, names=names, verbose=verbose, endpoint=endpoint)
+        ctx.invoke(status, names=names, verbose=verbose, endpoint=endpoint, as_json=as_json)
 
     @serve.command("update")
     @click.argument("name")
@@ -155,6 +172,7 @@ def serve_group(
     @ignore_image_option
     @env_option
     @secret_option
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_update(
@@ -167,6 +185,7 @@ def serve_group(
         ignore_image: bool,
         envs: tuple[str, ...],
         secrets: tuple[str, ...],
+        as_json: bool,
     ) -> None:
         """sky serve update NAME FILE --mode blue_green -y: a new version (steady update).
 
@@ -183,6 +202,7 @@ def serve_group(
             ignore_image=ignore_image,
             envs=envs,
             secrets=secrets,
+            as_json=as_json,
         )
 
     @serve.command("logs")
@@ -192,6 +212,7 @@ def serve_group(
     @click.option("--load-balancer", "lb_log", is_flag=True, help="The load balancer's log.")
     @follow_option
     @tail_option
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_logs(
@@ -202,6 +223,7 @@ def serve_group(
         lb_log: bool,
         follow: bool,
         tail: int | None,
+        as_json: bool,
     ) -> None:
         """sky serve logs NAME [ID]: a replica's log, followed as SkyServe does (steady logs).
 
@@ -217,6 +239,7 @@ def serve_group(
             lb_log=lb_log,
             follow=follow,
             tail=tail,
+            as_json=as_json,
         )
 
     @serve.command("down")
@@ -224,10 +247,16 @@ def serve_group(
     @click.option("-a", "--all", "all_", is_flag=True, help="Take down every service.")
     @click.option("-p", "--purge", is_flag=True, help="Also forget versions, events and logs.")
     @click.option("-y", "--yes", is_flag=True, help="Do not ask before taking down.")
+    @json_option
     @click.pass_context
     @reports_errors
     def serve_down(
-        ctx: click.Context, names: tuple[str, ...], all_: bool, purge: bool, yes: bool
+        ctx: click.Context,
+        names: tuple[str, ...],
+        all_: bool,
+        purge: bool,
+        yes: bool,
+        as_json: bool,
     ) -> None:
         """sky serve down NAME -y (or --all): stop services (steady down).
 
@@ -235,6 +264,6 @@ def serve_group(
         Example:
           steady serve down http-server -y
         """
-        ctx.invoke(down, names=names, all_=all_, purge=purge, yes=yes)
+        ctx.invoke(down, names=names, all_=all_, purge=purge, yes=yes, as_json=as_json)
 
     return serve

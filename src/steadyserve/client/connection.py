@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from steadyserve import oneline
+from steadyserve import oneline, port_range
 from steadyserve.backends import BACKEND_ENV, BackendChoiceError, backend_name
 from steadyserve.home import api_token
 from steadyserve.home.paths import Home
@@ -90,6 +90,17 @@ def _check_backend(info: dict[str, Any]) -> dict[str, Any]:
             " backend; stop it first (steady controller stop)",
             2,
         )
+    try:  # the same for STEADY_PORTS: a range set here that the controller does not use
+        ports = port_range.from_env()
+    except port_range.PortRangeError as exc:
+        raise CommandError(str(exc), 2) from None
+    if ports is not None and str(ports) != info.get("ports"):
+        used = info.get("ports") or "SteadyServe's usual ports"
+        raise CommandError(
+            f"{port_range.PORTS_ENV}={ports}, but the controller of this home uses {used};"
+            " stop it first (steady controller stop)",
+            2,
+        )
     return info
 
 
@@ -110,7 +121,8 @@ def start_controller(home: Home) -> dict[str, Any]:
         return _check_backend(info)
     try:
         backend_name()
-    except BackendChoiceError as exc:
+        port_range.from_env()  # a bad STEADY_PORTS: one line, nothing started
+    except (BackendChoiceError, port_range.PortRangeError) as exc:
         raise CommandError(str(exc), 2) from None
     log_path = home.controller_log
     env = dict(os.environ, STEADY_HOME=str(home.root))

@@ -184,6 +184,7 @@ class Created(TypedDict):
     name: str
     endpoint: str
     notice: str | None
+    notes: list[str]
 
 
 class Down(TypedDict):
@@ -223,6 +224,60 @@ class ControllerStatus(TypedDict):
     url: str | None
 
 
+class Steered(TypedDict):
+    """``steady promote|pause|resume|abort --json``."""
+
+    name: str
+    action: str
+    message: str
+
+
+class Dashboard(TypedDict):
+    url: str
+
+
+class ControllerStopped(TypedDict):
+    stopped: bool
+
+
+class ControllerExit(TypedDict):
+    exit_code: int
+
+
+class Unit(TypedDict):
+    unit: str
+    output: str | None
+
+
+class PoolApplied(TypedDict):
+    name: str
+    action: str
+    changed: bool
+    version: int
+
+
+class Launched(TypedDict):
+    ids: list[int]
+    pool: str
+
+
+class JobLine(TypedDict):
+    job: int
+    line: str
+
+
+class Cancelled(TypedDict):
+    id: int
+    message: str
+
+
+class Progress(TypedDict):
+    """One JSON line of ``--wait`` under ``--json``, before the command's object."""
+
+    progress: str
+    name: str
+
+
 UPDATE = Shape.of(Update)
 REPLICA = Shape.of(Replica)
 EVENT = Shape.of(Event)
@@ -233,6 +288,15 @@ HISTORY_VERSION = Shape.of(HistoryVersion)
 DEPLOY_ITEM = Shape.of(DeployItem)
 LOG_LINE = Shape.of(LogLine)
 JOB = Shape.of(Job)
+CREATED = Shape.of(Created)
+DOWN = Shape.of(Down)
+STATUS = Shape(("services",), (("services[]", SERVICE),))
+STEERED = Shape.of(Steered)
+WAIT_NOTE = (
+    " With `--wait`, JSON lines: one progress object per change"
+    f" ({', '.join(f'`{k}`' for k in Shape.of(Progress).keys)}, and the counts), then"
+    " this object as the last line."
+)
 
 
 @dataclass(frozen=True)
@@ -245,12 +309,15 @@ class Contract:
 CONTRACTS: dict[str, Contract] = {
     "up": Contract(
         "One object: the service created.",
-        Shape.of(Created),
-        "`notice` is null, or why the endpoint is not on port 30001.",
+        CREATED,
+        "`notice` is null, or why the endpoint is not on the first endpoint port"
+        " (30001, or the first of `STEADY_PORTS`): another process holds it. `notes`"
+        " are what was also said on stderr (a name chosen, a name's earlier history"
+        " forgotten)." + WAIT_NOTE,
     ),
     "status": Contract(
         "One object, `services`: a list (every service, or the ones named).",
-        Shape(("services",), (("services[]", SERVICE),)),
+        STATUS,
         "With `--events`, each service also has `events[]`, its state transitions "
         "(newest last): " + ", ".join(f"`{k}`" for k in EVENT.keys) + ". `update` is the "
         "last update (null before the first), kept until the next one; its `status` "
@@ -277,8 +344,9 @@ CONTRACTS: dict[str, Contract] = {
         "hashes, and the change also has `files`: `added`, `removed` and `changed`, the "
         "first 20 paths of each, and their `counts`). `kind` is `in_place` or "
         "`restart`; `mode` is `in_place`, `rolling`, `blue_green`, `canary` or `none` (no change). "
-        "With `--wait`, the object is printed when the update ends and has one more "
-        "key, `update` (as in `status --json`); progress goes to stderr.",
+        "With `--wait`, JSON lines: one progress object per change (`progress`, `name`, "
+        "`version`, `ready`, `target`, `older_ready`, `routing`), then this object, when "
+        "the update ends, with one more key, `update` (as in `status --json`).",
     ),
     "rollback": Contract("The same object as `update --json`.", PLAN),
     "deploy": Contract(
@@ -287,7 +355,7 @@ CONTRACTS: dict[str, Contract] = {
         "`action` is `create`, `update`, `none`, `down` (made by this file, no longer "
         "in it) or `keep` (not in the file, made with `steady up` or another file; "
         "with a `reason`); an `update` or `none` item also has every key of "
-        "`update --json`, a `create` item those of `up --json`.",
+        "`update --json`, a `create` item those of `up --json`." + WAIT_NOTE,
     ),
     "logs": Contract(
         "JSON lines: one object per log line, as they are read.",
@@ -298,7 +366,7 @@ CONTRACTS: dict[str, Contract] = {
         "`method`, `path`, `status`, `client`, `user_agent`, `request_id`, ...: "
         "docs/observability.md).",
     ),
-    "down": Contract("One object: the services taken `down`.", Shape.of(Down)),
+    "down": Contract("One object: the services taken `down`.", DOWN),
     "jobs pool status": Contract(
         "One object, `pools`: a list (every pool, or the ones named), each as a service "
         "of `status --json`.",
@@ -316,6 +384,57 @@ CONTRACTS: dict[str, Contract] = {
     "controller status": Contract(
         "One object. Exit code 1 when no controller runs.",
         Shape.of(ControllerStatus),
-        "A running controller adds `home`, `epoch` and `started_at` (`started_at_iso`).",
+        "A running controller adds `home`, `epoch`, `started_at` (`started_at_iso`),"
+        " `backend`, and `ports`: its `STEADY_PORTS` range, or null.",
     ),
+    "controller start": Contract(
+        "One object: the running controller, as `controller status --json`.",
+        Shape.of(ControllerStatus),
+    ),
+    "controller stop": Contract(
+        "One object: whether a controller was `stopped` (false: none ran).",
+        Shape.of(ControllerStopped),
+    ),
+    "controller run": Contract(
+        "One line when the controller exits: its `exit_code` (the log is on stderr).",
+        Shape.of(ControllerExit),
+    ),
+    "controller install-unit": Contract(
+        "One object: the `unit` text, and the file it was written to (`output`, or null).",
+        Shape.of(Unit),
+    ),
+    "dashboard": Contract(
+        "One object: the one-time `url` (no browser is opened).", Shape.of(Dashboard)
+    ),
+    "promote": Contract("One object: what the controller did.", STEERED),
+    "pause": Contract("One object: what the controller did.", STEERED),
+    "resume": Contract("One object: what the controller did.", STEERED),
+    "abort": Contract("One object: what the controller did.", STEERED),
+    "jobs pool apply": Contract(
+        "One object: the pool, and whether it was created, updated or resized.",
+        Shape.of(PoolApplied),
+        "`action` is `create`, `update` or `resize`; a file's apply also has its worker"
+        " `policy` and the `notes` said on stderr.",
+    ),
+    "jobs pool down": Contract("One object: the pools taken `down`.", DOWN),
+    "jobs pool logs": Contract("JSON lines, as `logs --json`.", LOG_LINE),
+    "jobs launch": Contract(
+        "One object: the job `ids` submitted.",
+        Shape.of(Launched),
+        "Without `-d` (one job, followed): JSON lines: this object, one object per log"
+        ' line (`job`, `line`), then `{"job": {...}}`, the job as in `jobs queue --json`.',
+    ),
+    "jobs logs": Contract(
+        'JSON lines: one object per log line, then the job\'s record (`{"job": {...}}`).',
+        Shape.of(JobLine),
+    ),
+    "jobs cancel": Contract(
+        "One object, `cancelled`: each job asked to stop, with the controller's answer.",
+        Shape(("cancelled",), (("cancelled[]", Shape.of(Cancelled)),)),
+    ),
+    "serve up": Contract("The same object as `up --json`.", CREATED),
+    "serve status": Contract("The same object as `status --json`.", STATUS),
+    "serve update": Contract("The same object as `update --json`.", PLAN),
+    "serve logs": Contract("JSON lines, as `logs --json`.", LOG_LINE),
+    "serve down": Contract("The same object as `down --json`.", DOWN),
 }

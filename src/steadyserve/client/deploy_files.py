@@ -58,7 +58,9 @@ def deploy_request(
                 "dry_run": True,
                 "file": str(file.resolve()),
                 "prune_all": prune_all,
-                "gateway": None if plan.gateway_port is None else {"port": plan.gateway_port},
+                "gateway": None
+                if plan.gateway_port is None
+                else {"port": plan.gateway_port, "named": plan.gateway_named},
             },
             plan,
         )

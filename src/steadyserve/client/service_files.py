@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from steadyserve.backends import backend_name
+from steadyserve.client.connection import Client, CommandError
 from steadyserve.client.python_defaults import raw_document, with_deployment_defaults
-from steadyserve.compat.skyserve import preflight
+from steadyserve.compat.skyserve import preflight, unique_name
 from steadyserve.spec import SpecError, load_service_file
 from steadyserve.spec.variables import cli_values
 
@@ -54,3 +55,27 @@ def with_defaults(spec: Any, raw: Any, file: Path, prefix: str) -> Any:
         raise SpecError(
             f"{prefix}{exc.path}" if exc.path else None, exc.message, file=str(file)
         ) from exc
+
+
+def unnamed(client: Client, derived: str, notes: list[str], skyserve_names: bool) -> str:
+    """The name of a service whose file names none.
+
+    ``steady serve up`` names it as SkyServe does, ``sky-service-xxxx``. ``steady up``
+    names it after the file's folder, unless that name is a service's, running or
+    down with its history kept (another file of the same folder, SkyPilot's
+    ``examples/serve/`` files): then ``sky-service-xxxx`` too, so an unrelated
+    file never becomes a version of a service that is down."""
+    taken = {s["name"] for s in client.call("GET", "/api/v1/services")["services"]}
+    if skyserve_names:
+        return unique_name(taken)
+    if derived not in taken:
+        try:
+            client.call("GET", f"/api/v1/services/{derived}/history")
+        except CommandError as exc:
+            if exc.exit_code != 2:
+                raise
+            return derived  # no such service, running or down: the folder's name is free
+        taken.add(derived)
+    new = unique_name(taken)
+    notes.append(f"name: {derived} is taken, so this service is {new} (-n chooses)")
+    return new

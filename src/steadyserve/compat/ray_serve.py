@@ -72,7 +72,7 @@ def translate(
     data: Mapping[str, Any], base_dir: Path, describe: Describe = describe_graph
 ) -> Fleet:
     """The services a Ray Serve config stands for; SpecError (with every mistake) if bad."""
-    out = Fleet(gateway_port=RAY_DEFAULT_PORT, scope="applications")
+    out = Fleet(gateway_port=RAY_DEFAULT_PORT, gateway_named=False, scope="applications")
     mistakes: list[SpecError] = []
     for key, value in data.items():
         if key not in TOP_KEYS:
@@ -106,6 +106,7 @@ def _top_level(key: str, value: Any, out: Fleet, mistakes: list[SpecError]) -> N
                     mistakes.append(SpecError("http_options.port", "must be a port, 1 to 65535"))
                 else:
                     out.gateway_port = item
+                    out.gateway_named = True
             elif sub == "host":
                 if item not in ("127.0.0.1", "localhost"):
                     out.notices.append(

@@ -9,6 +9,7 @@ ignored without a word. Pure functions: the CLI prints what they return.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -43,12 +44,18 @@ def not_applicable_notes(spec: ServiceSpec, backend: str = "local") -> list[str]
     """One line per SkyPilot key the file sets that the backend has no use for."""
     notes = []
     resources = spec.resources
-    for key in _RESOURCE_KEYS:
-        if getattr(resources, key) is not None:
-            notes.append(
-                f"resources.{key}: not applicable to the {backend} backend"
-                " (replicas run on this machine); ignored"
-            )
+    places = [("resources", resources)] + [
+        (f"resources.{group}[{i}]", alt)
+        for group in ("any_of", "ordered")
+        for i, alt in enumerate(getattr(resources, group) or [])
+    ]
+    for where, place in places:  # an alternative's zone is no more used than the top's
+        for key in _RESOURCE_KEYS:
+            if getattr(place, key) is not None:
+                notes.append(
+                    f"{where}.{key}: not applicable to the {backend} backend"
+                    " (replicas run on this machine); ignored"
+                )
     policy = spec.service.replica_policy
     for key in SPOT_POLICY_KEYS:
         if policy is not None and getattr(policy, key) is not None:
@@ -140,6 +147,36 @@ def fixed_port_problem(
         f"{field}: run does not use $PORT, so every replica would bind port {port}, and this"
         f" machine holds one replica per fixed port ({why}; asked for {most}): make the app"
         " listen on $PORT (e.g. --port $PORT; see docs/skyserve.md and docs/isolation.md)"
+    )
+
+
+RAY_SERVE_RUN = re.compile(r"\bserve\s+run\b")
+"""Ray Serve's ``serve run``: its HTTP proxy listens on 8000 unless told otherwise."""
+RAY_SERVE_DEFAULT_PORT = 8000
+
+
+def endpoint_port_problem(spec: ServiceSpec) -> str | None:
+    """``service.port`` is the endpoint here (the load balancer binds it); SkyServe's
+    older files used it for the port the replica listens on. When ``run`` binds
+    that same port too (names it, or ``serve run`` on Ray Serve's 8000), the two
+    cannot both have it: said at ``up``, before anything starts."""
+    port = spec.service.port
+    if port is None or spec.run is None:
+        return None
+    named = re.search(rf"(?<![\w.:-]){port}(?![\w.-])", spec.run) is not None
+    serve_run = (
+        port == RAY_SERVE_DEFAULT_PORT
+        and RAY_SERVE_RUN.search(spec.run) is not None
+        and "--port" not in spec.run
+    )
+    if not (named or serve_run):
+        return None
+    why = f"run binds {port} too" + (" (serve run listens on 8000)" if serve_run else "")
+    return (
+        f"service.port: {port} is the endpoint's port here (the load balancer binds it),"
+        f" and {why}; in SkyServe's older files service.port was the replica's port:"
+        f" write service.ports: {port} for the replica, and steady up --port N for the"
+        " endpoint"
     )
 
 

@@ -20,6 +20,7 @@ from typing import BinaryIO
 from steadyserve.backends import netns
 from steadyserve.compat.skypilot import (
     IGNORE_IMAGE_HINT,
+    endpoint_port_problem,
     fixed_port_problem,
     image_problems,
     isolation_problem,
@@ -53,6 +54,7 @@ def preflight(
     for problem in (
         fixed_port_problem(spec, backend, no_isolation),
         isolation_problem(spec, backend, no_isolation),
+        endpoint_port_problem(spec),
     ):
         if problem is not None:
             problems.append(_split(prefix, problem))
@@ -110,7 +112,10 @@ def secret_values(db_path: Path, service: str) -> list[bytes]:
             rows = db.execute("SELECT spec_json FROM versions WHERE service = ?", (service,))
             for (spec_json,) in rows:
                 with contextlib.suppress(ValueError, TypeError, AttributeError):
-                    for value in (json.loads(spec_json).get("secrets") or {}).values():
+                    spec = json.loads(spec_json)
+                    values = list((spec.get("secrets") or {}).values())
+                    values.append((spec.get("service") or {}).get("auth_key"))
+                    for value in values:  # secrets, and service.auth_key
                         if isinstance(value, str) and len(value) >= MIN_MASKED_LEN:
                             found.add(value.encode())
         finally:

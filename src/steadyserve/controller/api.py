@@ -198,6 +198,8 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         port = gateway.get("port") if isinstance(gateway, dict) else None
         if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
             raise BadInput("gateway.port must be a port number")
+        if isinstance(gateway, dict) and gateway.get("named") is False:
+            port = controller.gateway_default(port)  # Ray's default: STEADY_PORTS moves it
         result = await controller.deploy(
             [(i["spec"], str(i.get("yaml", ""))) for i in items],
             bool(data.get("dry_run")),

@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from steadyserve import port_range
 from steadyserve.backends import backend_name, choose_backend
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
@@ -31,7 +32,13 @@ from steadyserve.controller import fleet, replica_logs, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
-from steadyserve.controller.endpoint import EndpointClaims, endpoint_port, port_notice
+from steadyserve.controller.endpoint import (
+    EndpointClaims,
+    controller_port,
+    endpoint_port,
+    gateway_port_in,
+    port_notice,
+)
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
 from steadyserve.controller.orphans import reap_orphans
@@ -95,6 +102,7 @@ class Controller:
             "epoch": self.epoch,
             "started_at": self.started_at,
             "backend": self.backend_name,
+            "ports": str(found) if (found := port_range.from_env()) else None,
         }
 
     # service operations (called by the API) ---------------------------
@@ -174,8 +182,8 @@ class Controller:
         expected = (
             await updates.hash_workdir(source, exclude, self.home) if source is not None else None
         )
-        # A name that was taken down (not purged) keeps its history: continue after it.
-        number = self.store.latest_version_number(name) + 1
+        notes = await self._free_name(name)
+        number = 1
         workdir_hash = await updates.take_snapshot(
             self.home, name, number, source, exclude, expected
         )
@@ -203,11 +211,6 @@ class Controller:
         )
         try:
             self.store.add_service(row, version)
-            # The name's earlier life (taken down, history kept) ended: its last
-            # version is no longer "active" now that this one is.
-            for earlier in self.store.versions(name):
-                if earlier.version < number and earlier.outcome is VersionOutcome.ACTIVE:
-                    self.store.move_outcome(name, earlier.version, VersionOutcome.RETIRED)
         except BaseException:
             await asyncio.to_thread(shutil.rmtree, self.home.version_dir(name, number), True)
             raise
@@ -220,7 +223,24 @@ class Controller:
             "name": name,
             "endpoint": f"127.0.0.1:{port}",
             "notice": port_notice(self.store, port) if spec.service.port is None else None,
+            "notes": notes,
         }
+
+    async def _free_name(self, name: str) -> list[str]:
+        """A name freed by ``steady down`` starts again at version 1, as in SkyServe:
+        the history the down kept is forgotten now (with a note), so a new file
+        under that name never becomes a later version of the service that was down."""
+        versions = [v.version for v in self.store.versions(name)]
+        if not versions:
+            return []
+        self.store.delete_service(name, purge=True)
+        await asyncio.to_thread(shutil.rmtree, self.home.service_dir(name), ignore_errors=True)
+        first, last = versions[0], versions[-1]
+        shown = f"version {first}" if first == last else f"versions {first}-{last}"
+        return [
+            f"name: {name} was taken down earlier; its history ({shown}) is forgotten"
+            " and this service starts at version 1"
+        ]
 
     async def update_service(
         self,
@@ -323,6 +343,14 @@ class Controller:
             gateway_port=gateway_port,
         )
 
+    def gateway_default(self, port: int | None) -> int | None:
+        """A gateway port the file did not name (Ray's 8000): kept, unless
+        ``STEADY_PORTS`` confines ports to a range (port_range.py)."""
+        found = port_range.from_env()
+        if found is None or port is None:
+            return port
+        return gateway_port_in(found, self.gateway.port, {r.port for r in self.store.services()})
+
     def _parse(self, spec_json: str) -> ServiceSpec:
         try:
             return ServiceSpec.from_json(spec_json)
@@ -414,7 +442,7 @@ class Controller:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, int(os.environ.get("STEADY_CONTROLLER_PORT", "0"))))
+        sock.bind((host, controller_port()))
         site = web.SockSite(runner, sock)
         await site.start()
         shown = "127.0.0.1" if host in ("0.0.0.0", "localhost") else host

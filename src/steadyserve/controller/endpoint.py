@@ -1,8 +1,10 @@
 """A service's endpoint port: the one its load balancer listens on for clients.
 
 ``service.port`` when the file sets it (refused when taken), else the first
-free port from 30001 up; and a one-line notice when that was not 30001, so a
-client told to use 30001 does not reach whatever holds it.
+free port from 30001 up (from the first port of ``STEADY_PORTS`` when set,
+port_range.py); and a one-line notice when another process holds that first
+port, so a client told to use it does not reach whatever holds it. A first port
+held by another service of this home gets no notice: ``steady status`` shows it.
 
 Choosing a free port is not enough when two controllers (two homes of one user)
 choose at once: each finds 30001 free before either's load balancer binds it,
@@ -16,13 +18,23 @@ is skipped as a taken one.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable, Collection
 
+from steadyserve import port_range
 from steadyserve.controller.errors import BadInput
 from steadyserve.store import Store
 
 FIRST_ENDPOINT_PORT = 30001
+
+
+def endpoint_order() -> list[int]:
+    """The ports a new endpoint is chosen from, first choice first."""
+    found = port_range.from_env()
+    if found is None:
+        return list(range(FIRST_ENDPOINT_PORT, 65536))
+    return found.in_order(found.endpoints)
 
 
 def port_is_free(port: int) -> bool:
@@ -71,11 +83,12 @@ def _choose(
         if not free(requested):
             raise BadInput(f"service.port: port {requested} is already in use")
         return requested
-    port = FIRST_ENDPOINT_PORT
-    while not free(port):
-        port += 1
-        if port > 65535:
-            raise BadInput(f"service.port: no free port from {FIRST_ENDPOINT_PORT} up")
+    order = endpoint_order()
+    port = next((p for p in order if free(p)), None)
+    if port is None:
+        found = port_range.from_env()
+        where = f"in {port_range.PORTS_ENV}={found}" if found else f"from {order[0]} up"
+        raise BadInput(f"service.port: no free port {where}")
     return port
 
 
@@ -107,9 +120,31 @@ class EndpointClaims:
 
 
 def port_notice(store: Store, port: int) -> str | None:
-    """Why a service without service.port did not get the first endpoint port."""
-    if port == FIRST_ENDPOINT_PORT:
+    """Why a service without service.port did not get the first endpoint port,
+    when that is news: another process holds it (a service of this home holding
+    it is in ``steady status``; saying so for each new service was noise)."""
+    first = endpoint_order()[0]
+    if port == first or any(r.port == first for r in store.services()):
         return None
-    owner = next((r.name for r in store.services() if r.port == FIRST_ENDPOINT_PORT), None)
-    holder = f"the endpoint of service {owner}" if owner else "in use by another process"
-    return f"{FIRST_ENDPOINT_PORT} is {holder}: using {port} (service.port sets it)"
+    return f"{first} is in use by another process: using {port} (service.port sets it)"
+
+
+def gateway_port_in(found: port_range.PortRange, current: int | None, taken: set[int]) -> int:
+    """The gateway's port when ``STEADY_PORTS`` is set and the file names none: the
+    one it has when in the range, else the first free one of the endpoints' part."""
+    if current in found:
+        assert current is not None
+        return current
+    port = port_range.first_free(p for p in found.in_order(found.endpoints) if p not in taken)
+    if port is None:
+        raise BadInput(f"gateway: no free port in {port_range.PORTS_ENV}={found}")
+    return port
+
+
+def controller_port() -> int:
+    """``STEADY_CONTROLLER_PORT`` as named; else a port of ``STEADY_PORTS`` (its
+    last quarter, from the top), else any free one."""
+    named = os.environ.get("STEADY_CONTROLLER_PORT", "").strip()
+    if named:
+        return int(named)
+    return port_range.single_port(port_range.from_env())

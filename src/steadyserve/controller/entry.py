@@ -16,6 +16,7 @@ from typing import IO
 
 import uvloop
 
+from steadyserve import port_range
 from steadyserve.backends import BackendChoiceError
 from steadyserve.controller.daemon import Controller
 from steadyserve.home.paths import Home, make_files_private
@@ -67,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     try:
+        port_range.from_env()  # a bad STEADY_PORTS: one line, before anything binds
         controller = Controller(home)
-    except BackendChoiceError as exc:
+    except (BackendChoiceError, port_range.PortRangeError) as exc:
         # The CLI that started this controller shows this line and exits 2.
         print(f"error: {exc}", file=sys.stderr, flush=True)
         lock.close()

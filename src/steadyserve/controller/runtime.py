@@ -133,8 +133,7 @@ class ServiceRuntime:
         self._own_counts: asyncio.Task[None] | None = None
         # Multiplexed model ids per replica; a change wakes the loop to publish them.
         self.models = ModelReports(self.wake)
-        tls = self.spec.service.tls  # the LB terminates service.tls
-        self.lb.tls_env = tls_env(tls.keyfile, tls.certfile) if tls else {}
+        self.lb.tls_env = tls_env(self.spec.service.tls, self.spec.service.auth_key)
         # Replicas listening on a fixed port, not $PORT (fixed_ports.py).
         self.port_watch = PortWatch(
             lambda rid, notice: store.add_event(self.name, rid, None, EventKind.WRONG_PORT, notice),

@@ -66,12 +66,17 @@ class UpdatePlan:
 
 
 def check_unchangeable(old: ServiceSpec, new: ServiceSpec, port: int) -> None:
-    """What an update cannot change: the endpoint's port, and its TLS files (the load
-    balancer reads them when it starts)."""
+    """What an update cannot change: the endpoint's port, its key and its TLS files
+    (the load balancer reads them when it starts)."""
     if new.service.port is not None and new.service.port != port:
         raise BadInput(
             f"service.port: the endpoint port cannot change in an update "
             f"(it is {port}; take the service down and up again)"
+        )
+    if new.service.auth_key != old.service.auth_key:
+        raise BadInput(
+            "service.auth_key: the endpoint's key cannot change in an update"
+            " (take the service down and up again)"
         )
     if new.service.tls != old.service.tls:
         raise BadInput(

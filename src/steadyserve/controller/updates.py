@@ -26,6 +26,7 @@ from steadyserve.core.states import (
 )
 from steadyserve.core.strategies import strategy_of
 from steadyserve.envs import build as environment_build
+from steadyserve.envs import manifest
 from steadyserve.envs.plan import PipSpec, needs_environment
 from steadyserve.envs.workdir import (
     WorkdirError,
@@ -35,6 +36,7 @@ from steadyserve.envs.workdir import (
     max_bytes_from_env,
     relative_excludes,
     remove_snapshot,
+    scan,
     snapshot,
 )
 from steadyserve.envs.workdir_diff import workdir_diff
@@ -78,21 +80,22 @@ async def apply(
     plan = describe_update(
         runtime.spec,
         spec,
-        old_hash=current.workdir_hash,
+        old_hash=files.old_hash,
         new_hash=files.hash,
         requested_mode=mode,
         replicas=runtime.views(),
         next_version=store.latest_version_number(name) + 1,
     )
     result = plan.reply(name, runtime.row.version, dry_run)
+    current_files = home.version_workdir(name, runtime.row.version)
     for change in result["changes"]:
-        if change["path"] == "workdir" and change["old"] and change["new"] and files.source:
+        both = bool(change["old"] and change["new"]) and current_files.is_dir()
+        if change["path"] == "workdir" and both and files.source is not None:
             # The files, not two content hashes (envs/workdir_diff.py).
-            current_files = home.version_workdir(name, runtime.row.version)
-            if current_files.is_dir():
-                change["files"] = await asyncio.to_thread(
-                    workdir_diff, current_files, files.source, files.exclude
-                )
+            old = files.recorded
+            change["files"] = await asyncio.to_thread(
+                workdir_diff, current_files, files.source, files.exclude, old_manifest=old
+            )
     if plan.changes.empty:
         return result
     if strategy_of(plan.mode).doubles:
@@ -107,13 +110,17 @@ async def apply(
 
 @dataclass(frozen=True)
 class _Files:
-    """Where the new version's files come from, what is left out, and their hash."""
+    """Where the new version's files come from, what is left out, and their hash;
+    and the current version's hash with the same files left out, to compare with."""
 
     source: Path | None
     exclude: set[str]
     hash: str | None
     kept: bool
     """The current version's stored files, as they are (``keep_files``)."""
+    old_hash: str | None
+    recorded: manifest.Manifest
+    """What the current version's copy held when taken (envs/manifest.py)."""
 
 
 async def _new_files(
@@ -125,14 +132,20 @@ async def _new_files(
     spec_file: str | None,
     keep_files: bool,
 ) -> _Files:
+    kept = home.version_workdir(runtime.name, runtime.row.version)
+    recorded = manifest.read(home.version_dir(runtime.name, runtime.row.version))
     if keep_files:
-        kept = home.version_workdir(runtime.name, runtime.row.version)
         source = kept if current.workdir_hash is not None and kept.is_dir() else None
-        return _Files(source, set(), current.workdir_hash, kept=True)
+        left_out = set(recorded.left_out)
+        return _Files(source, left_out, current.workdir_hash, True, current.workdir_hash, recorded)
     source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
-    exclude = relative_excludes(source, [spec_file] if spec_file else [])
+    # The service files of both versions are left out of both sides (envs/manifest.py).
+    exclude = set(recorded.left_out) | relative_excludes(source, [spec_file] if spec_file else [])
     new_hash = await hash_workdir(source, exclude, home) if source is not None else None
-    return _Files(source, exclude, new_hash, kept=False)
+    old_hash = await asyncio.to_thread(
+        manifest.old_hash, kept, recorded, exclude, current.workdir_hash
+    )
+    return _Files(source, exclude, new_hash, False, old_hash, recorded)
 
 
 async def _commit(
@@ -235,13 +248,14 @@ async def take_snapshot(
     stale = home.version_dir(name, number)
     if stale.exists():
         await asyncio.to_thread(shutil.rmtree, stale, True)
+    dest = home.version_workdir(name, number)
     try:
         if source is not None:
             check_root(source, home.root)
-        return await asyncio.to_thread(
+        stored = await asyncio.to_thread(
             snapshot,
             source,
-            home.version_workdir(name, number),
+            dest,
             exclude,
             objects=home.service_dir(name) / "objects",
             max_bytes=_max_bytes(),
@@ -249,6 +263,11 @@ async def take_snapshot(
         )
     except WorkdirError as exc:
         raise BadInput(str(exc)) from exc
+    # ``exclude`` is the service files left out; what the copy holds, before any
+    # replica or setup writes into it.
+    entries = await asyncio.to_thread(scan, dest) if source is not None else []
+    await asyncio.to_thread(manifest.write, stale, exclude, entries)
+    return stored
 
 
 def protected_versions(store: Store, runtime: ServiceRuntime, keep: int | None) -> set[int]:

@@ -113,6 +113,7 @@ def plan_steady(
     version_broken: bool,
     capacities: Mapping[int, float] | None = None,
     in_flight: Mapping[int, int] | None = None,
+    replace_failed: bool = True,
 ) -> Plan:
     """Keep ``target`` live replicas of ``version``; retire replicas of other versions.
 
@@ -120,11 +121,18 @@ def plan_steady(
     relaunched, so a bug does not become a crash loop. ``capacities``: what each
     replica carries under a per-accelerator target; the smaller go first.
     ``in_flight``: the load balancer's requests on each replica; the idle go first.
+    ``replace_failed`` False is SkyServe's ``auto_restart: false``: a failed replica
+    of ``version`` keeps its place (and its row), so it is not replaced.
     """
     carries = capacities or {}
     busy = in_flight or {}
     live = [r for r in replicas if r.status.is_live]
     current = [r for r in live if r.version == version]
+    failed = (
+        []
+        if replace_failed
+        else [r for r in replicas if r.version == version and r.status.is_failed]
+    )
     stop: list[tuple[int, str]] = [
         (r.id, f"version {r.version} is no longer wanted") for r in live if r.version != version
     ]
@@ -143,15 +151,16 @@ def plan_steady(
             for r in current
         ]
         stop.extend((rid, scaled_down(target)) for rid in choose_victims(candidates, surplus))
-    launch = 0 if version_broken else max(0, target - len(current))
+    launch = 0 if version_broken else max(0, target - len(current) - len(failed))
     stopping = {rid for rid, _ in stop}
     routable = frozenset(
         r.id for r in live if r.status is ReplicaStatus.READY and r.id not in stopping
     )
+    kept = {r.id for r in failed}  # forgotten, a failed replica would be replaced
     return Plan(
         launch=launch,
         drain=tuple(stop),
-        forget=failed_to_forget(replicas, version),
+        forget=tuple(rid for rid in failed_to_forget(replicas, version) if rid not in kept),
         routable=routable,
     )
 

@@ -2,8 +2,9 @@
 
 The hash is what an update compares: a workdir whose files did not change is
 not a reason to restart replicas (SkyServe restarts on any workdir). Two kinds
-of file are not part of the code: the service or fleet file being deployed
-(users keep it beside the code and edit it to change ``user_config``), and
+of file are not part of the code: the service or fleet files of the service
+(users keep them beside the code and edit them to change ``user_config``: the
+caller names them, envs/manifest.py keeps which), and
 whatever ``.skyignore`` and ``.steadyignore`` list (gitignore rules through
 ``pathspec``, negation included, as SkyPilot reads ``.skyignore``: a SkyServe
 workdir leaves out here what it leaves out on a cloud), and ``__pycache__`` folders.
@@ -200,7 +201,7 @@ def scan(root: Path, exclude: set[str] | None = None, max_bytes: int | None = No
     return entries
 
 
-def _hash_entries(root: Path, entries: list[Entry]) -> str:
+def hash_entries(root: Path, entries: list[Entry]) -> str:
     digest = hashlib.sha256()
     for entry in entries:
         if entry.kind == "dir":
@@ -220,7 +221,7 @@ def _hash_entries(root: Path, entries: list[Entry]) -> str:
 def content_hash(root: Path, exclude: set[str] | None = None, max_bytes: int | None = None) -> str:
     """SHA-256 over every kept file's relative path, executable bit and bytes, and
     every symlink's stored target (empty directories do not count)."""
-    return _hash_entries(root, scan(root, exclude, max_bytes))
+    return hash_entries(root, scan(root, exclude, max_bytes))
 
 
 def _file_digest(path: Path) -> str:
@@ -291,7 +292,7 @@ def snapshot(
                 os.symlink(entry.link, target)
             else:
                 os.link(_store_object(objects, source / entry.rel, entry.executable), target)
-        stored = _hash_entries(tmp, scan(tmp)) if source is not None else None
+        stored = hash_entries(tmp, scan(tmp)) if source is not None else None
         if expected_hash is not None and stored != expected_hash:
             raise WorkdirError(
                 f"workdir: {source} changed while it was being copied; run the command again"

@@ -1,9 +1,11 @@
 """Which files a workdir change adds, removes and changes: what a plan shows for
 ``workdir`` instead of two content hashes.
 
-The old side is the current version's snapshot, the new side the folder the new
-spec names, both read as a snapshot reads them (``scan``: the same ignore files
-and excludes), compared by kind, executable bit, link target and bytes.
+The old side is the current version's snapshot (the entries it held when it
+was taken, envs/manifest.py), the new side the folder the new spec names, read
+as a snapshot reads it (``scan``: the same ignore files); the service files of
+both versions are left out of both, so only files a replica can read are named.
+Compared by kind, executable bit, link target and bytes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from steadyserve.envs import manifest
 from steadyserve.envs.workdir import Entry, scan
 
 LIMIT = 20
@@ -39,11 +42,17 @@ def _same(old_root: Path, old: Entry, new_root: Path, new: Entry) -> bool:
 
 
 def workdir_diff(
-    old_root: Path, new_root: Path, exclude: set[str] | None = None, limit: int = LIMIT
+    old_root: Path,
+    new_root: Path,
+    exclude: set[str] | None = None,
+    limit: int = LIMIT,
+    old_manifest: manifest.Manifest | None = None,
 ) -> dict[str, Any]:
     """``{"added", "removed", "changed"}``: each the first ``limit`` paths, sorted,
     and ``counts`` with how many there are in all."""
-    old = {e.rel: e for e in scan(old_root) if e.kind != "dir"}
+    recorded = old_manifest or manifest.Manifest(frozenset(), None)
+    kept = manifest.kept_entries(old_root, recorded, exclude or set())
+    old = {e.rel: e for e in kept if e.kind != "dir"}
     new = {e.rel: e for e in scan(new_root, exclude) if e.kind != "dir"}
     added = sorted(set(new) - set(old))
     removed = sorted(set(old) - set(new))

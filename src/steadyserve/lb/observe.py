@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from steadyserve import port_range
 from steadyserve.home.paths import Home
 from steadyserve.lb.access_log import AccessLog
 from steadyserve.lb.metrics import LBMetrics, MetricsServer, live_report
@@ -71,10 +72,20 @@ class Observability:
         follow_access_log(self.proxy.metrics, table.access_log, self.path)
 
     async def start(self) -> None:
-        try:
-            port = await self.server.start(self.config.metrics_port)
-        except OSError as exc:  # metrics are worth less than traffic: serve without them
-            log.warning("metrics port %d: %s; no /metrics", self.config.metrics_port, exc)
+        asked = self.config.metrics_port
+        found = port_range.from_env() if asked == 0 else None
+        # Any free port, or under STEADY_PORTS the first free one of its last quarter
+        # (each bind is the check, so two load balancers never take the same one).
+        choices = found.in_order(found.singles) if found is not None else [asked]
+        port, error = None, None
+        for choice in choices:
+            try:
+                port = await self.server.start(choice)
+                break
+            except OSError as exc:
+                error = exc
+        if port is None:  # metrics are worth less than traffic: serve without them
+            log.warning("metrics port %s: %s; no /metrics", found or asked, error)
             return
         log.info("metrics on http://127.0.0.1:%d/metrics", port)
 

@@ -89,6 +89,7 @@ class Proxy:
         self.send_timeout = send_timeout
         self.waiting: deque[Exchange] = deque()
         self.blocked_paths: frozenset[bytes] = frozenset()
+        self.auth: bytes | None = None  # service.auth_key: a request must bear it
         self.clients: set[ClientConnection] = set()
         self.draining = False
         self._waking = False

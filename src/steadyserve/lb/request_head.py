@@ -20,6 +20,7 @@ faults gets (the order the access log has always shown)::
     not exactly one Host (1.1)       400 bad_host
     a target that cannot normalise   400 bad_target
     a blocked path                   404 blocked_path
+    no Bearer auth_key (when set)    401 unauthorized
     a forwarded head too large       431 headers_too_large
     a WebSocket handshake with body  400 websocket_body
 
@@ -43,6 +44,7 @@ little more than the bytes it forwards (bench/RESULTS.md, per-request instructio
 
 from __future__ import annotations
 
+import hmac
 from enum import IntEnum
 from typing import Protocol
 
@@ -106,6 +108,8 @@ class Rules(Protocol):
     def blocked_paths(self) -> frozenset[bytes]: ...
     @property
     def websockets(self) -> object | None: ...  # None: upgrades are declined
+    @property
+    def auth(self) -> bytes | None: ...  # service.auth_key (None: no check)
 
 
 class RequestFacts(Protocol):
@@ -296,6 +300,9 @@ def decide(
     blocked = rules.blocked_paths
     if blocked and is_blocked(url, blocked):
         return head.reject(404, "not found", "blocked_path")
+    auth = rules.auth
+    if auth is not None and not _authorized(lines, auth):
+        return head.reject(401, "unauthorized: send Authorization: Bearer KEY", "unauthorized")
     if marked:
         buffering = chunked is not None or content_length > 0
         if buffering and not http10:
@@ -331,6 +338,17 @@ def decide(
     if websocket:
         return TUNNEL
     return BUFFER if buffering else DISPATCH
+
+
+def _authorized(lines: list[bytes], key: bytes) -> bool:
+    """SkyServe's ``auth_key`` check: the first Authorization header is ``Bearer KEY``
+    (the scheme in any case), compared in constant time. Read only when a key is set."""
+    for i in range(0, len(lines), 4):
+        name = lines[i]
+        if len(name) == 13 and name.lower() == b"authorization":
+            scheme, _, token = lines[i + 2].strip().partition(b" ")
+            return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), key)
+    return False
 
 
 def _without_expect(head: RequestHead, lines: list[bytes]) -> list[bytes]:

@@ -28,6 +28,7 @@ from steadyserve.lb.shared_load import REFRESH_S, SharedLoad, refresh, share
 from steadyserve.lb.tls import server_context_from_env
 from steadyserve.lb.websocket import WebSockets
 from steadyserve.lb.zero import ZeroHold, controller_asker
+from steadyserve.wire.lb_process import AUTH_KEY_ENV
 from steadyserve.wire.routes import Limits, RouteTable
 
 log = logging.getLogger("steadyserve.lb")
@@ -115,6 +116,8 @@ class LoadBalancer:
             self.home, config.service, self._load_snapshot, config.report_interval
         )
         self.proxy.websockets = WebSockets(self.proxy)
+        key = os.environ.get(AUTH_KEY_ENV)  # service.auth_key, from the controller
+        self.proxy.auth = key.encode() if key else None
         self.shared: SharedLoad | None = None
         self.scraper: Scraper | None = None
         if config.shared_load is not None:

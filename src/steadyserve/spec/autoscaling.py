@@ -139,6 +139,9 @@ class ReplicaPolicy(_Model):
     policy: RayPolicy | None = None
     burst: StrictBool = False
     """SteadyServe's burst mode (docs/autoscaling.md); off unless asked for."""
+    auto_restart: StrictBool = True
+    """SkyServe's ``auto_restart``: whether a failed replica is replaced (false: it
+    stays FAILED in the list and the service runs with fewer)."""
     base_ondemand_fallback_replicas: NonNegativeInt | None = None
     dynamic_ondemand_fallback: StrictBool | None = None
     spot_placer: StrictStr | None = None

@@ -100,6 +100,7 @@ _RESTART_WHY: dict[str, str] = {
     "resources": "resources are allocated at start",
     "service.reconfigure_path": "the control path is read at start",
     "service.port": "the endpoint port cannot change in an update",
+    "service.auth_key": "the load balancer reads it at start",
     "ray_options": "Ray Serve restarts replicas for these options",
 }
 _UNKNOWN_WHY = "not known to apply in place"
@@ -234,7 +235,7 @@ def may_hold_secret(path: str) -> bool:
     var or ``user_config`` key whose name says it is secret (``envs.API_KEY``,
     ``user_config.token``) are named, not shown. Everything else is configuration
     and shows in full (``envs.MESSAGE``, ``user_config.message``)."""
-    if path.startswith("secrets."):
+    if path.startswith("secrets.") or path == "service.auth_key":
         return True
     return path.startswith("envs.") and SECRET_NAME.search(path[len("envs.") :]) is not None
 

@@ -14,6 +14,7 @@ from pydantic import (
     ValidationError,
 )
 
+from steadyserve.spec import peer_keys
 from steadyserve.spec.errors import TOP_LEVEL, SpecError
 
 # ----------------------------------------------------------- pydantic -> SpecError
@@ -114,6 +115,9 @@ def _format_loc(loc: list[int | str]) -> str:
 
 
 def _unknown_field_message(root: type[BaseModel], loc: list[int | str]) -> str:
+    known = peer_keys.refusal(loc)
+    if known is not None:  # a SkyServe key: what it was there, what to write here
+        return known
     key = loc[-1] if loc else None
     model = _model_at(root, loc[:-1])
     if model is None or not isinstance(key, str):

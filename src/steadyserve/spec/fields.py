@@ -202,6 +202,16 @@ def _header_name(value: object) -> str:
     return value
 
 
+_AUTH_KEY = re.compile(r"[\x21-\x7e]{1,512}")
+
+
+def _auth_key(value: object) -> str:
+    """A bearer token as a header carries it: visible ASCII, no space, at most 512."""
+    if isinstance(value, str) and _AUTH_KEY.fullmatch(value):
+        return value
+    raise _fail("must be 1 to 512 visible ASCII characters, no spaces (a bearer token)")
+
+
 def _scalar_text(value: object) -> str:
     """Env values and headers are strings on the wire; YAML makes ``2`` an int and
     ``true`` a bool, so those are written back the way YAML/JSON spell them. None is
@@ -431,6 +441,7 @@ ImportPath = Annotated[str, BeforeValidator(_import_path)]
 ServiceName = Annotated[str, BeforeValidator(_service_name)]
 EnvName = Annotated[str, BeforeValidator(_env_name)]
 HeaderName = Annotated[str, BeforeValidator(_header_name)]
+AuthKey = Annotated[str, BeforeValidator(_auth_key)]
 ScalarText = Annotated[str, BeforeValidator(_scalar_text)]
 JsonData = Annotated[Any, BeforeValidator(_json_data)]
 

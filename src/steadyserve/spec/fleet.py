@@ -26,6 +26,10 @@ class Fleet:
     specs: list[ServiceSpec] = field(default_factory=list)
     gateway_port: int | None = None
     """None: no gateway (a fleet file without ``gateway:``)."""
+    gateway_named: bool = True
+    """The file names the port (``gateway: {port}``, ``http_options.port``): taken as
+    named; else a peer's default (Ray's 8000), which ``STEADY_PORTS`` replaces with
+    a port of its range."""
     notices: list[str] = field(default_factory=list)
     access_log: bool | None = None
     """A peer's file-wide access-log switch, for services that do not set their own."""

@@ -29,6 +29,7 @@ from steadyserve.spec.canary import CanaryStep as CanaryStep
 from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import (
     AffinityKey,
+    AuthKey,
     HeaderName,
     JsonData,
     JsonMapping,
@@ -213,6 +214,9 @@ class ServiceSection(_Model):
     """The endpoint's port; None means the next free one from 30001."""
     tls: TlsConfig | None = None
     """SkyServe's ``service.tls`` (older ``https``): the load balancer serves HTTPS."""
+    auth_key: AuthKey | None = None
+    """SkyServe's ``auth_key``: the load balancer answers 401 to a request without
+    ``Authorization: Bearer <auth_key>``."""
     ports: PortNumber | None = None
     """SkyServe's replica port: what a replica listens on when ``run`` ignores ``$PORT``."""
     isolation: Literal["auto", "none", "network"] = "auto"
@@ -330,6 +334,17 @@ class ServiceSection(_Model):
         return self
 
     @model_validator(mode="after")
+    def _auth_key_on_its_endpoint(self) -> ServiceSection:
+        """The key is checked by the service's own load balancer; the gateway (a
+        ``route_prefix``) would serve the service without it."""
+        if self.auth_key is not None and self.route_prefix is not None:
+            raise _fail(
+                "auth_key: checked on the service's own endpoint only, and route_prefix"
+                " also serves it on the gateway, without the check: drop one of them"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _per_accelerator_targets(self) -> ServiceSection:
         """SkyServe's pairing: a per-accelerator ``target_qps_per_replica`` is what
         ``instance_aware_least_load`` weighs replicas by, and only it reads one."""
@@ -341,12 +356,8 @@ class ServiceSection(_Model):
                 "replica_policy.target_qps_per_replica: a per-accelerator mapping needs"
                 " load_balancing_policy: instance_aware_least_load"
             )
-        if instance_aware and not per_accelerator:
-            raise _fail(
-                "load_balancing_policy: instance_aware_least_load needs"
-                " replica_policy.target_qps_per_replica as a mapping of accelerators to"
-                ' targets, like {"H100:1": 10, L4: 3}'
-            )
+        # instance_aware_least_load without a mapping: every replica weighs the same
+        # (capacity 1.0), as SkyPilot falls back to even weights: least load.
         return self
 
     @model_validator(mode="wrap")

@@ -10,16 +10,31 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Protocol
 
 KEYFILE_ENV = "STEADY_LB_TLS_KEYFILE"
 CERTFILE_ENV = "STEADY_LB_TLS_CERTFILE"
+AUTH_KEY_ENV = "STEADY_LB_AUTH_KEY"
+"""``service.auth_key``: in the environment (read by the owner and root only), never
+on the command line, which every local user can read."""
 
 
-def env_for(keyfile: str | None, certfile: str | None) -> dict[str, str]:
-    """The LB process's environment entries for these files ({} without TLS)."""
-    if keyfile is None or certfile is None:
-        return {}
-    return {KEYFILE_ENV: keyfile, CERTFILE_ENV: certfile}
+class TlsFiles(Protocol):
+    """``service.tls``: what the load balancer terminates TLS with."""
+
+    @property
+    def keyfile(self) -> str: ...
+    @property
+    def certfile(self) -> str: ...
+
+
+def env_for(tls: TlsFiles | None, auth_key: str | None = None) -> dict[str, str]:
+    """The LB process's environment entries for ``service.tls``'s files and the
+    service's ``auth_key`` ({} without either): the LB reads both at its start."""
+    env = {AUTH_KEY_ENV: auth_key} if auth_key is not None else {}
+    if tls is None:
+        return env
+    return {**env, KEYFILE_ENV: tls.keyfile, CERTFILE_ENV: tls.certfile}
 
 
 def worker_count(value: int | str) -> int:

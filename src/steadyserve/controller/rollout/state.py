@@ -97,6 +97,7 @@ class Rollout:
         converging = any(v.status.is_live and v.version != version for v in views)
         if self.in_place or not (self.updating or converging):
             carries = capacities_of(self.rt.spec, self.rt.replicas.values())
+            policy = self.rt.spec.service.replica_policy
             plan = plan_steady(
                 target,
                 version,
@@ -104,6 +105,7 @@ class Rollout:
                 version_broken=broken,
                 capacities=carries,
                 in_flight=self.rt.routes.inflight,
+                replace_failed=policy is None or policy.auto_restart,
             )
             return plan, False
         plan, done = self._converging_plan(target, version, views, broken)
