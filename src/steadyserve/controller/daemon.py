@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,14 @@ from aiohttp import web
 from steadyserve.backends import backend_name, choose_backend, netns
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
-from steadyserve.controller import fleet, routes_socket, updates
+from steadyserve.controller import backups, fleet, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
 from steadyserve.controller.endpoint import EndpointClaims, endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
-from steadyserve.controller.orphans import reap_orphans
+from steadyserve.controller.orphans import Known, reap_orphans
 from steadyserve.controller.pool_runtime import runtime_class, same_kind
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
@@ -383,13 +384,21 @@ class Controller:
                         shutil.rmtree, self.home.service_dir(name), ignore_errors=True
                     )
         finally:
-            self.services.pop(name, None)
             self._down_tasks.pop(name, None)
-            self.capacity.changed()  # its GPUs are free for the others
-            if self.store.service(name) is None:  # gone: its port is free for others
-                self.endpoints.release(runtime.row.port)
+            # Memory follows the disk: a down that failed before the state forgot the
+            # service (a full disk) leaves it listed and managed, never running unseen.
+            if self._forgotten(name):
+                self.services.pop(name, None)
+                self.capacity.changed()  # its GPUs are free for the others
+                self.endpoints.release(runtime.row.port)  # and its port
         if not self.services:  # nothing left to serve (serve shutdown)
             await self.gateway.stop_if_idle()
+
+    def _forgotten(self, name: str) -> bool:
+        try:
+            return self.store.service(name) is None
+        except sqlite3.Error:  # cannot tell: keep managing it
+            return False
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -408,13 +417,21 @@ class Controller:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, int(os.environ.get("STEADY_CONTROLLER_PORT", "0"))))
+        port = int(os.environ.get("STEADY_CONTROLLER_PORT", "0"))
+        try:
+            sock.bind((host, port))
+        except OSError as exc:  # the line a failed start shows: which address
+            sock.close()
+            raise OSError(exc.errno, f"{exc.strerror} ({host}:{port})") from None
         site = web.SockSite(runner, sock)
         await site.start()
         shown = "127.0.0.1" if host in ("0.0.0.0", "localhost") else host
         shown = f"[{shown}]" if ":" in shown else shown
         self.url = f"http://{shown}:{sock.getsockname()[1]}"
         routes_runner = await routes_socket.start(self)  # for replicas in their own netns
+        # What this state recorded, read before any replica of this run is launched:
+        # only what it proves its own is stopped as an orphan (controller/orphans.py).
+        known = Known(self.store.known_replicas(), self.store.known_services())
         for row in self.store.services():
             if not self.endpoints.hold(row.port):
                 log.warning(
@@ -424,8 +441,10 @@ class Controller:
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         claimed |= self.gateway.pids
         gateway_task = asyncio.create_task(self.gateway.run())
-        reap_orphans(str(self.home.root), claimed)
-        await asyncio.to_thread(netns.reap, self.home.root, self._claimed_namespaces())
+        reap_orphans(str(self.home.root), claimed, known)
+        await asyncio.to_thread(self._reap_namespaces, known)
+        await asyncio.to_thread(backups.take, self.store, self.home)
+        backup_task = asyncio.create_task(backups.keep(self.store, self.home, self.clock))
         await asyncio.to_thread(netns.reap_deleted_homes, self.home.root)
         for row in self.store.services():
             if row.desired is Desired.DOWN:  # a down the previous controller did not finish
@@ -441,10 +460,12 @@ class Controller:
         for runtime in list(self.services.values()):
             await runtime.detach()
         gateway_task.cancel()
+        backup_task.cancel()
         self.gateway.detach()
         await runner.cleanup()
         await routes_socket.stop(self, routes_runner)
         await self.probe_session.close()
+        await asyncio.to_thread(backups.take, self.store, self.home)  # what a restart finds
         self.store.close()
         info = self.home.read_controller_info()
         if info and info.get("pid") == os.getpid():
@@ -454,6 +475,14 @@ class Controller:
         """The network namespaces of replicas this controller manages (netns.reap)."""
         held = (h.handle for r in self.services.values() for h in r.held.values())
         return {name for h in held if (name := getattr(h, "netns", None)) is not None}
+
+    def _reap_namespaces(self, known: Known) -> None:
+        """Remove the namespaces of replicas this state recorded and no longer runs;
+        one the state never recorded may be a live stray's (left alone)."""
+        root = self.home.root
+        proven = {netns.name_for(root, service, number) for service, number in known.replicas}
+        unproven = set(netns.of_home(root)) - proven
+        netns.reap(root, self._claimed_namespaces() | unproven)
 
     def _write_info(self) -> None:
         tmp = self.home.controller_file.with_suffix(".tmp")

@@ -1,0 +1,141 @@
+"""Backups of the state database that a bad write cannot destroy.
+
+``state.db`` is the one record of which processes are the home's services. A
+crash or a full disk can leave it empty or torn; a copy kept apart lets the
+next controller start from what was true a few seconds earlier
+(controller/recovery.py) instead of from nothing. Each copy is taken with
+SQLite's online backup API (consistent while the controller keeps writing),
+checked with ``PRAGMA integrity_check``, fsynced, and only then renamed over
+the older generation: a copy cut short by a full disk or a crash is a temp
+file that never replaces a good one. Two generations are kept::
+
+    backups/state.db.1    the newest good copy
+    backups/state.db.2    the one before
+
+The controller takes one at start, every ``EVERY_S`` seconds when rows changed,
+and at a clean stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sqlite3
+from pathlib import Path
+
+from steadyserve.controller.clock import Clock
+from steadyserve.paths import Home
+from steadyserve.state import Store
+
+log = logging.getLogger("steadyserve.controller")
+
+GENERATIONS = 2
+EVERY_S = 5.0
+"""How stale a backup may be while rows change: what a restore can lose is at most
+this long (replicas started meanwhile are reported, never stopped)."""
+
+
+def folder(home: Home) -> Path:
+    return home.root / "backups"
+
+
+def generations(home: Home) -> list[Path]:
+    """The backup files, newest first (present or not)."""
+    return [folder(home) / f"state.db.{n}" for n in range(1, GENERATIONS + 1)]
+
+
+def problem(path: Path, *, writable: bool = False) -> str | None:
+    """Why ``path`` is not a usable state database, or None when it is. ``writable``
+    for the live one, whose -wal a read-only open may not be able to replay."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return "missing" if isinstance(exc, FileNotFoundError) else f"unreadable ({exc.strerror})"
+    if size == 0:
+        return "empty (0 bytes)"
+    try:
+        db = sqlite3.connect(f"file:{path}?mode={'rw' if writable else 'ro'}", uri=True)
+        try:
+            row = db.execute("PRAGMA integrity_check").fetchone()
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return f"unreadable ({exc})"
+    if not row or row[0] != "ok":
+        return f"damaged (integrity_check: {row[0] if row else 'no answer'})"
+    if "services" not in tables:
+        return "not a SteadyServe state (no services table)"
+    return None
+
+
+def newest_good(home: Home) -> Path | None:
+    """The newest backup that passes the check, or None."""
+    return next((p for p in generations(home) if problem(p) is None), None)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def take(store: Store, home: Home) -> Path | None:
+    """Copy the live database into the newest generation; None (logged) when the copy
+    could not be made or checked, the older generations untouched."""
+    where = folder(home)
+    tmp = where / f".state.db.{os.getpid()}.tmp"
+    try:
+        where.mkdir(mode=0o700, exist_ok=True)
+        tmp.unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        store.copy_to(tmp)
+        _single_file(tmp)
+        why = problem(tmp)
+        if why is not None:
+            raise sqlite3.DatabaseError(f"the copy is {why}")
+        fsync_file(tmp)
+        kept = generations(home)
+        for n in range(len(kept) - 1, 0, -1):  # .1 -> .2: the oldest drops off
+            if kept[n - 1].exists():
+                os.replace(kept[n - 1], kept[n])
+        os.replace(tmp, kept[0])
+        fsync_dir(where)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("backup of the state in %s not taken: %s", where, exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return None
+    return kept[0]
+
+
+def _single_file(path: Path) -> None:
+    """A copy of a WAL database is itself in WAL mode: make it a single file that a
+    restore can copy whole (no -wal or -shm beside it)."""
+    db = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        db.close()
+
+
+async def keep(store: Store, home: Home, clock: Clock) -> None:
+    """Take a backup every ``EVERY_S`` seconds when rows changed (until cancelled)."""
+    seen = store.changes()
+    while True:
+        await clock.sleep(EVERY_S)
+        now = store.changes()
+        if now != seen and await asyncio.to_thread(take, store, home) is not None:
+            seen = now

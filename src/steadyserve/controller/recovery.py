@@ -1,0 +1,185 @@
+"""A state.db that cannot be read, found at start: recovered, never begun afresh in place.
+
+An empty or torn ``state.db`` (a crash or a full disk while writing) beside
+``services/*/`` folders or running processes of the home is not a fresh home:
+taking it for one would forget every live service. So before the controller
+opens the database it is checked (``PRAGMA integrity_check``); a broken one is
+moved aside as ``state.db.broken-TIME`` (with its ``-wal`` and ``-shm``) and the
+newest good backup (controller/backups.py) is put in its place. With no good
+backup the controller refuses to start, with one line naming what it found and
+the command that lets it start. Processes the restored state does not list are
+strays: the orphan sweep reports them and never stops them (controller/orphans.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from steadyserve.controller import backups
+from steadyserve.controller.orphans import HomeProcess, home_processes
+from steadyserve.paths import Home
+from steadyserve.state import Store
+
+_REPLICA_LOG = re.compile(r"(\d+)\.log")
+
+
+class StateRefused(Exception):
+    """The state cannot be recovered without the user: one line saying what and how."""
+
+
+@dataclass(frozen=True)
+class Life:
+    """What of the home exists besides its state: a state.db beside these is not new."""
+
+    folders: list[str]
+    processes: list[HomeProcess]
+
+    def __bool__(self) -> bool:
+        return bool(self.folders or self.processes)
+
+    def describe(self) -> str:
+        parts = []
+        if self.folders:
+            names = ", ".join(self.folders[:5]) + (", ..." if len(self.folders) > 5 else "")
+            parts.append(f"{len(self.folders)} service folder(s) ({names})")
+        if self.processes:
+            parts.append(f"{len(self.processes)} running process(es) of this home")
+        return " and ".join(parts)
+
+
+def find_life(home: Home) -> Life:
+    services = home.root / "services"
+    with contextlib.suppress(OSError):
+        folders = sorted(p.name for p in services.iterdir() if p.is_dir())
+        return Life(folders, home_processes(str(home.root)))
+    return Life([], home_processes(str(home.root)))
+
+
+def stamp(now: float) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+
+
+def prepare(home: Home, now: float) -> list[str]:
+    """Make ``state.db`` usable before the controller opens it: a no-op for a sound
+    or a fresh home; else move it aside and restore the newest good backup. Returns
+    what to log; raises StateRefused when no backup can stand in."""
+    why = backups.problem(home.db_path, writable=True)
+    if why is None:
+        return []
+    life = find_life(home)
+    if not life:
+        if why == "missing":
+            return []  # a fresh home
+        aside = _move_aside(home, now)
+        return [
+            f"state.db of {home.root} was {why} and nothing of the home runs or is kept:"
+            f" starting with a new state ({_kept(aside)})"
+        ]
+    moved = _move_aside(home, now) if why != "missing" else None
+    source = backups.newest_good(home)
+    if source is None:
+        raise StateRefused(
+            f"state.db of {home.root} is {why}, beside {life.describe()} ({_kept(moved)});"
+            f" no good backup in {backups.folder(home)}. To start with an empty state, leaving"
+            " those processes running unmanaged: steady controller restore --empty"
+        )
+    _install(home, source)
+    raised = _raise_replica_ids(home, life)
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(source.stat().st_mtime))
+    return [
+        f"state.db of {home.root} was {why}, beside {life.describe()} ({_kept(moved)});"
+        f" restored the backup {source} of {when}{raised}"
+    ]
+
+
+def _kept(moved: Path | None) -> str:
+    return f"moved to {moved.name}" if moved is not None else "no file to keep"
+
+
+def _move_aside(home: Home, now: float) -> Path:
+    """Rename the database (and its -wal, -shm) to ``state.db.broken-TIME``: kept
+    for whoever wants to look, out of the way of the next start."""
+    db = home.db_path
+    target = db.with_name(f"{db.name}.broken-{stamp(now)}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = db.with_name(f"{db.name}.broken-{stamp(now)}-{n}")
+    for suffix in ("-wal", "-shm", ""):  # the main file last: it is what says "broken"
+        part = db.with_name(db.name + suffix)
+        if part.exists():
+            os.rename(part, target.with_name(target.name + suffix))
+    backups.fsync_dir(home.root)
+    return target
+
+
+def _install(home: Home, source: Path) -> None:
+    """Copy ``source`` in as ``state.db``: temp file, fsync, rename."""
+    db = home.db_path
+    tmp = db.with_name(f".{db.name}.restore-{os.getpid()}")
+    try:
+        shutil.copyfile(source, tmp)
+        os.chmod(tmp, 0o600)
+        backups.fsync_file(tmp)
+        for suffix in ("-wal", "-shm"):
+            db.with_name(db.name + suffix).unlink(missing_ok=True)
+        os.rename(tmp, db)
+        backups.fsync_dir(home.root)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _raise_replica_ids(home: Home, life: Life) -> str:
+    """A restored state may be seconds old: replicas started since have ids it would
+    hand out again. Move each service's next id past every id that runs or left a
+    log, so a new replica never shares a stray's tag, log or namespace."""
+    store = Store(home.db_path)
+    raised = []
+    try:
+        for row in store.services():
+            seen = [p.replica_id for p in life.processes if p.service == row.name]
+            logs = home.service_dir(row.name) / "replicas"
+            with contextlib.suppress(OSError):
+                seen += [int(m[1]) for f in logs.iterdir() if (m := _REPLICA_LOG.fullmatch(f.name))]
+            top = max((n for n in seen if n is not None), default=0)
+            if top >= row.next_replica_id:
+                store.set_service_fields(row.name, next_replica_id=top + 1)
+                raised.append(f"{row.name}: {top + 1}")
+    finally:
+        store.close()
+    return f"; next replica ids raised past what runs ({', '.join(raised)})" if raised else ""
+
+
+@contextlib.contextmanager
+def home_locked(home: Home) -> Iterator[None]:
+    """The controller's lock on the home, for changing state.db while none runs."""
+    with open(home.controller_lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise StateRefused(
+                f"a controller holds {home.root}: stop it first (steady controller stop)"
+            ) from None
+        yield
+
+
+def restore(home: Home, source: Path | None, now: float) -> str:
+    """``steady controller restore [FILE | --empty]``: put ``source`` (a checked state
+    database; None: begin empty) in as state.db, the current one moved aside."""
+    with home_locked(home):
+        if source is not None and (why := backups.problem(source)) is not None:
+            raise StateRefused(f"{source}: {why}: not restored")
+        moved = _move_aside(home, now) if home.db_path.exists() else None
+        if source is None:
+            Store(home.db_path).close()
+            return f"state.db of {home.root} begun empty ({_kept(moved)})"
+        _install(home, source)
+        return f"state.db of {home.root} restored from {source} ({_kept(moved)})"
