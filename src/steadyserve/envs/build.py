@@ -9,6 +9,7 @@ module runs it. Layout::
     envs/.KEY16-RANDOM/build.log     the output of creating it, pip: and setup
     envs/.KEY16-RANDOM/outputs/      what setup added to the workdir (environment_outputs.py)
     envs/.KEY16-RANDOM/.building     locked while a build runs
+    envs/.KEY.lock                   locked while a process looks up or builds KEY
 
 An environment exists exactly when its ``KEY`` link does, and the link is made
 by one atomic rename once the build succeeded, so a crash or a failed build
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -52,6 +53,7 @@ ENVS_DIR = "envs"
 BUILD_LOG = "build.log"
 _LOCK = ".building"
 _ORPHAN_AGE_S = 60.0
+_LOCK_POLL_S = 0.1
 
 
 class BuildError(Exception):
@@ -159,13 +161,33 @@ async def ensure(
     key = key_for(workdir, setup, pip)
     root = envs_root(home)
     lock = _locks.setdefault(root / key, asyncio.Lock())
-    async with lock:
+    async with lock, _key_locked(root, key):
         found = existing(home, key)
         built = found is None
         if found is None:
             found = await _build(root, key, workdir, setup, pip, env, failure_log)
     await asyncio.to_thread(outputs.restore, found.path / outputs.OUTPUTS, workdir)
     return found, built
+
+
+@contextlib.asynccontextmanager
+async def _key_locked(root: Path, key: str) -> AsyncIterator[None]:
+    """Hold ``envs/.KEY.lock`` while the key is looked up and built: two processes
+    (the controller and a CLI importing a Ray Serve application, say) that need the
+    same environment at once build it once; the second reuses it. Polled, so a
+    cancelled wait leaves nothing blocked behind it."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / f".{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(_LOCK_POLL_S)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 async def _build(
