@@ -283,9 +283,7 @@ print(env.path.resolve(), built)
 """
 
 
-def test_two_processes_building_one_key_at_once_build_it_once(
-    tmp_path: Path, wheels: Path
-) -> None:
+def test_two_processes_building_one_key_at_once_build_it_once(tmp_path: Path, wheels: Path) -> None:
     """The controller and a CLI (a Ray Serve import) may need one environment at the
     same moment: the key's file lock makes one build it and the other reuse it."""
     home = tmp_path / "home"
