@@ -1,0 +1,215 @@
+"""Faults of the home's disk, with a live service under load: an empty and a torn
+``state.db``, a full disk (a ``down`` that fails half-way, an update, a controller
+start), a controller port already taken. For each, the service answers every
+request throughout and is listed again afterwards; nothing of it is stopped.
+
+One home for the module, on a small tmpfs of its own where the machine lets the
+test mount one (root), so that the disk can be filled and emptied at will.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _steady_in
+from tests.e2e.test_updates import port_of, spec_text, write
+from tests.helpers.figures import report
+from tests.helpers.steady import LoadClient, Steady, processes_of_home
+
+TMPFS_SIZE = "48m"
+REPLICAS = 2
+
+
+@dataclass
+class Home:
+    cli: Steady
+    root: Path
+    port: int
+    on_tmpfs: bool
+
+
+def _mount_tmpfs(where: Path) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", str(where)],
+        capture_output=True,
+        timeout=30,
+    )
+    return done.returncode == 0
+
+
+def _unmount(where: Path) -> None:
+    for _ in range(20):  # the home's last processes may take a moment to go
+        if subprocess.run(["umount", str(where)], capture_output=True, timeout=30).returncode == 0:
+            return
+        time.sleep(0.25)
+    subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def home() -> Iterator[Home]:
+    with tempfile.TemporaryDirectory(prefix="steady-test-") as tmp:
+        disk = Path(tmp) / "disk"
+        disk.mkdir()
+        on_tmpfs = _mount_tmpfs(disk)
+        try:
+            root = disk / "home"
+            for cli in _steady_in(Steady(root), root):
+                spec = spec_text(replicas=REPLICAS).replace(
+                    "initial_delay_seconds: 10", "initial_delay_seconds: 3"
+                )
+                cli.run("up", str(write(Path(tmp), spec, "web.yaml")), "--wait")
+                yield Home(cli, root, port_of(cli.service("web")), on_tmpfs)
+        finally:
+            if on_tmpfs:
+                _unmount(disk)
+
+
+@contextlib.contextmanager
+def served(home: Home, what: str) -> Iterator[LoadClient]:
+    """Load on the endpoint for the whole block: every request must be answered."""
+    client = LoadClient(home.port, max_seconds=120).start()
+    time.sleep(0.3)
+    try:
+        yield client
+    finally:
+        time.sleep(0.3)
+        client.stop()
+        report(f"home fault {what}: {client.summary()}")
+    assert client.sent > 20, client.summary()
+    assert client.failed == 0, client.summary()
+
+
+def listed_again(home: Home) -> None:
+    """The service is listed, at full strength, by a controller that stopped nothing."""
+    svc = home.cli.wait_for(
+        "web",
+        lambda s: [r["status"] for r in s["replicas"]] == ["READY"] * REPLICAS,
+        what="web listed with its replicas READY",
+    )
+    assert port_of(svc) == home.port
+    log = (home.root / "controller.log").read_text()
+    assert "stopping orphan" not in log
+    # The controller, the load balancer and one process per replica: none added, none lost.
+    assert len(processes_of_home(home.root)) == REPLICAS + 2
+
+
+def controller_pid(home: Home) -> int:
+    return int(json.loads((home.root / "controller.json").read_text())["pid"])
+
+
+def broken_files(home: Home) -> list[str]:
+    return sorted(p.name for p in home.root.glob("state.db.broken-*") if "-wal" not in p.name)
+
+
+def test_an_empty_state_db_is_recovered_not_taken_for_a_fresh_home(home: Home) -> None:
+    with served(home, "state.db emptied"):
+        home.cli.run("controller", "stop")
+        before = broken_files(home)
+        (home.root / "state.db").write_bytes(b"")
+        out = home.cli.run("status", "web").stdout
+        assert "web" in out
+        listed_again(home)
+    assert len(broken_files(home)) == len(before) + 1
+    log = (home.root / "controller.log").read_text()
+    assert "was empty (0 bytes)" in log and "restored the backup" in log
+
+
+def test_a_torn_state_db_after_a_controller_kill_is_recovered(home: Home) -> None:
+    with served(home, "state.db torn after SIGKILL"):
+        os.kill(controller_pid(home), signal.SIGKILL)
+        time.sleep(0.2)
+        db = home.root / "state.db"
+        with open(db, "r+b") as handle:
+            handle.truncate(db.stat().st_size // 2)
+        home.cli.run("status", "web")
+        listed_again(home)
+    last = (home.root / "controller.log").read_text().rsplit("state.db of", 1)[-1]
+    assert last.startswith(f" {home.root} was unreadable") and "restored the backup" in last
+
+
+def test_a_taken_controller_port_is_the_reason_a_start_gives(home: Home) -> None:
+    with socket.socket() as taken, served(home, "controller port taken"):
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        home.cli.run("controller", "stop")
+        blocked = Steady(home.root, {"STEADY_CONTROLLER_PORT": str(port)})
+        failed = blocked.run("controller", "start", check=False)
+        assert failed.returncode == 1
+        assert failed.stderr.strip().splitlines() == [
+            f"error: OSError: [Errno 98] Address already in use (127.0.0.1:{port})"
+        ]
+        home.cli.run("controller", "start")
+        listed_again(home)
+
+
+def fill(where: Path) -> Path:
+    """Take every free byte of the file system holding ``where``."""
+    filler = where / "filler"
+    with open(filler, "wb", buffering=0) as handle:
+        free = shutil.disk_usage(where).free
+        with contextlib.suppress(OSError):
+            os.posix_fallocate(handle.fileno(), 0, free)
+        chunk = b"\0" * 4096
+        for _ in range(100_000):  # what fallocate left, a page at a time
+            try:
+                handle.write(chunk)
+            except OSError:
+                break
+    return filler
+
+
+def one_line_full(result: subprocess.CompletedProcess[str], home: Home) -> None:
+    assert result.returncode == 1, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"the disk holding {home.root} is full (" in lines[0] and "free)" in lines[0]
+
+
+def test_a_full_disk_changes_nothing_and_says_so_in_one_line(home: Home, tmp_path: Path) -> None:
+    if not home.on_tmpfs:
+        pytest.skip("a tmpfs to fill needs mount (root)")
+    versions = home.root / "services" / "web" / "versions"
+    kept = sorted(os.listdir(versions))
+    with served(home, "full disk"):
+        filler = fill(home.root.parent)
+        try:
+            # A down that fails half-way (its first write): the service stays listed
+            # and managed, not forgotten while it runs.
+            one_line_full(home.cli.run("down", "web", check=False), home)
+            assert home.cli.service("web")["status"] == "READY"
+            spec = spec_text(replicas=REPLICAS, message="v2")
+            update = home.cli.run(
+                "update", "web", str(write(tmp_path, spec, "v2.yaml")), check=False
+            )
+            one_line_full(update, home)
+            assert sorted(os.listdir(versions)) == kept  # no half-written version
+            # A controller that cannot start on the full disk says why in one line.
+            home.cli.run("controller", "stop")
+            one_line_full(home.cli.run("status", "web", check=False), home)
+        finally:
+            filler.unlink()
+        listed_again(home)
+        assert home.cli.service("web")["version"] == 1
+    # A backup the full disk cut short never replaced a good one; the state is sound.
+    from steadyserve.controller import backups
+    from steadyserve.paths import Home as HomeLayout
+
+    generations = backups.generations(HomeLayout(home.root))
+    assert [backups.problem(p) for p in generations] == [None] * len(generations)
+    assert backups.problem(home.root / "state.db", writable=True) is None
