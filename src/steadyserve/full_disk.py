@@ -16,15 +16,30 @@ from pathlib import Path
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
-def is_full(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it was raised from) is the disk being full."""
+LOW_BYTES = 1 << 20
+"""Below this much free space, an I/O error of the home is taken for a full disk
+(SQLite reports a -shm it cannot grow as "disk I/O error", not "disk is full")."""
+
+
+def is_full(exc: BaseException, root: Path | None = None) -> bool:
+    """Whether ``exc`` (or what it was raised from) is the disk being full; with
+    ``root``, also any I/O error while the disk holding ``root`` is nearly full."""
+    if root is not None and isinstance(exc, (OSError, sqlite3.Error)):
+        try:
+            if shutil.disk_usage(root).free < LOW_BYTES:
+                return True
+        except OSError:
+            pass
     seen: BaseException | None = exc
     for _ in range(10):  # a bounded walk of the cause chain
         if seen is None:
             return False
         if isinstance(seen, OSError) and seen.errno in _FULL_ERRNOS:
             return True
-        if isinstance(seen, sqlite3.OperationalError) and "disk is full" in str(seen):
+        if (
+            isinstance(seen, sqlite3.Error)
+            and getattr(seen, "sqlite_errorname", "") == "SQLITE_FULL"
+        ):
             return True
         seen = seen.__cause__ or seen.__context__
     return False

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from steadyserve.controller import backups
+from steadyserve.paths import Home as HomeLayout
 from tests.conftest import _steady_in
 from tests.e2e.test_updates import port_of, spec_text, write
 from tests.helpers.figures import report
@@ -186,6 +188,9 @@ def test_a_full_disk_changes_nothing_and_says_so_in_one_line(home: Home, tmp_pat
         pytest.skip("a tmpfs to fill needs mount (root)")
     versions = home.root / "services" / "web" / "versions"
     kept = sorted(os.listdir(versions))
+    generations = backups.generations(HomeLayout(home.root))
+    kept_backups = [p for p in generations if p.exists()]
+    assert kept_backups
     with served(home, "full disk"):
         filler = fill(home.root.parent)
         try:
@@ -199,17 +204,16 @@ def test_a_full_disk_changes_nothing_and_says_so_in_one_line(home: Home, tmp_pat
             )
             one_line_full(update, home)
             assert sorted(os.listdir(versions)) == kept  # no half-written version
-            # A controller that cannot start on the full disk says why in one line.
-            home.cli.run("controller", "stop")
-            one_line_full(home.cli.run("status", "web", check=False), home)
+            # A new home on the full disk: one line, and no empty state.db left behind
+            # (which, beside services, would be a broken state to recover).
+            fresh = Home(Steady(home.root.parent / "fresh"), home.root.parent / "fresh", 0, True)
+            one_line_full(fresh.cli.run("status", check=False), fresh)
+            assert sorted(os.listdir(fresh.root)) == ["controller.lock", "controller.log"]
         finally:
             filler.unlink()
         listed_again(home)
         assert home.cli.service("web")["version"] == 1
     # A backup the full disk cut short never replaced a good one; the state is sound.
-    from steadyserve.controller import backups
-    from steadyserve.paths import Home as HomeLayout
-
-    generations = backups.generations(HomeLayout(home.root))
-    assert [backups.problem(p) for p in generations] == [None] * len(generations)
+    assert [p for p in generations if p.exists()] == kept_backups
+    assert [backups.problem(p) for p in kept_backups] == [None] * len(kept_backups)
     assert backups.problem(home.root / "state.db", writable=True) is None

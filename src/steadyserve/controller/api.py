@@ -66,7 +66,7 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         raise
     except Exception as exc:
         root = request.app.get(HOME) or Path(os.environ.get("STEADY_HOME", "."))
-        if full_disk.is_full(exc):
+        if full_disk.is_full(exc, root):
             log.warning("%s %s: %s", request.method, request.path, exc)
             line = full_disk.line(root, "the command was not done; free space and run it again")
             return web.json_response({"error": line, "kind": "disk_full"}, status=507)

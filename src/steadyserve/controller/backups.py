@@ -32,7 +32,9 @@ from steadyserve.state import Store
 log = logging.getLogger("steadyserve.controller")
 
 GENERATIONS = 2
-EVERY_S = 5.0
+_CONTENT_ERRORS = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+"""SQLite's errors that condemn a file's content (not its disk or its permissions)."""
+EVERY_S = 2.0
 """How stale a backup may be while rows change: what a restore can lose is at most
 this long (replicas started meanwhile are reported, never stopped)."""
 
@@ -47,8 +49,12 @@ def generations(home: Home) -> list[Path]:
 
 
 def problem(path: Path, *, writable: bool = False) -> str | None:
-    """Why ``path`` is not a usable state database, or None when it is. ``writable``
-    for the live one, whose -wal a read-only open may not be able to replay."""
+    """Why ``path``'s content is not a usable state database, or None when it is.
+    ``writable`` for the live one, whose -wal a read-only open may not replay.
+
+    Only the content condemns a file (empty, not a database, damaged): SQLite's
+    other errors (a full disk, an I/O error, no permission) say nothing about it
+    and are raised, so that a sound state is never moved aside for them."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -62,8 +68,10 @@ def problem(path: Path, *, writable: bool = False) -> str | None:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
         finally:
             db.close()
-    except sqlite3.Error as exc:
-        return f"unreadable ({exc})"
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorname", "").startswith(_CONTENT_ERRORS):
+            return f"unreadable ({exc})"
+        raise
     if not row or row[0] != "ok":
         return f"damaged (integrity_check: {row[0] if row else 'no answer'})"
     if "services" not in tables:
@@ -73,7 +81,11 @@ def problem(path: Path, *, writable: bool = False) -> str | None:
 
 def newest_good(home: Home) -> Path | None:
     """The newest backup that passes the check, or None."""
-    return next((p for p in generations(home) if problem(p) is None), None)
+    for path in generations(home):
+        with contextlib.suppress(sqlite3.Error):
+            if problem(path) is None:
+                return path
+    return None
 
 
 def fsync_dir(path: Path) -> None:

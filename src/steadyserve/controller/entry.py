@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(report, str(exc), 1)
     except Exception as exc:  # the exception that stopped it, not the log's last line
         log.exception("controller failed")
-        if full_disk.is_full(exc):
+        if full_disk.is_full(exc, home.root):
             return _failed(report, full_disk.line(home.root, f"cannot start ({one_line(exc)})"), 1)
         return _failed(report, one_line(exc), 1)
     finally:
