@@ -43,6 +43,8 @@ class HomeProcess:
     replica_id: int | None
     """From the replica's tag; None for a load balancer (or a replica from before tags)."""
     tag: str | None
+    group: int | None = None
+    """Its process group when found (a load balancer is claimed by its group)."""
 
     def describe(self) -> str:
         what = "load balancer" if self.tag is None else f"replica {self.replica_id}"
@@ -93,21 +95,21 @@ def home_processes(home: str) -> list[HomeProcess]:
             if env.get("STEADY_HOME") != home:
                 continue
             cmdline = proc.cmdline()
+            group = os.getpgid(proc.pid)
             if "steadyserve.lb" in cmdline:
-                found.append(HomeProcess(proc, _lb_service(cmdline), None, None))
+                found.append(HomeProcess(proc, _lb_service(cmdline), None, None, group))
             elif contract.REPLICA_ID in env:  # a replica from before tags
-                found.append(HomeProcess(proc, env.get(contract.SERVICE_NAME), None, None))
+                found.append(HomeProcess(proc, env.get(contract.SERVICE_NAME), None, None, group))
         except (psutil.Error, OSError):
             continue
     return found
 
 
 def sort_out(
-    found: list[HomeProcess], claimed: set[int], known: Known
+    found: list[HomeProcess], live_tags: set[str], claimed: set[int], known: Known
 ) -> tuple[list[HomeProcess], list[HomeProcess]]:
-    """``(orphans, strays)`` among processes no live replica or LB claims: orphans the
-    state proves its own, strays the others (never stopped)."""
-    live_tags = live(claimed)
+    """``(orphans, strays)`` among processes no live replica (``live_tags``) or LB
+    (``claimed`` pids) holds: orphans the state proves its own, strays the others."""
     orphans: list[HomeProcess] = []
     strays: list[HomeProcess] = []
     for item in found:
@@ -117,10 +119,7 @@ def sort_out(
             key = (item.service, item.replica_id)
             mine = item.service is not None and key in known.replicas
         else:
-            try:
-                if os.getpgid(item.proc.pid) in claimed or item.proc.pid in claimed:
-                    continue
-            except OSError:
+            if item.group is None or item.group in claimed or item.proc.pid in claimed:
                 continue
             mine = item.service in known.services
         (orphans if mine else strays).append(item)
@@ -135,7 +134,8 @@ def live(claimed: set[int]) -> set[str]:
 def reap_orphans(home: str, claimed: set[int], known: Known) -> list[HomeProcess]:
     """SIGKILL every proven orphan (and its process group when no one claims that),
     report every stray; return the strays."""
-    orphans, strays = sort_out(home_processes(home), claimed, known)
+    live_tags = live(claimed)
+    orphans, strays = sort_out(home_processes(home), live_tags, claimed, known)
     for item in orphans:
         with contextlib.suppress(psutil.Error):
             log.warning(
@@ -153,7 +153,6 @@ def reap_orphans(home: str, claimed: set[int], known: Known) -> list[HomeProcess
             " (stop it, or restore the state that lists it: docs/behaviour.md)",
             item.describe(),
         )
-    live_tags = live(claimed)
     for tag, cgroup in Cgroups.of_machine().replica_dirs(contract.home_id(home)).items():
         if tag not in live_tags and parse_tag(tag) in known.replicas:
             cgroup.kill()
