@@ -204,6 +204,10 @@ def test_a_full_disk_changes_nothing_and_says_so_in_one_line(home: Home, tmp_pat
             )
             one_line_full(update, home)
             assert sorted(os.listdir(versions)) == kept  # no half-written version
+            other = spec_text(name="other", replicas=1)
+            up = home.cli.run("up", str(write(tmp_path, other, "other.yaml")), check=False)
+            one_line_full(up, home)
+            assert sorted(os.listdir(home.root / "services")) == ["web"]  # no folder for it
             # A new home on the full disk: one line, and no empty state.db left behind
             # (which, beside services, would be a broken state to recover).
             fresh = Home(Steady(home.root.parent / "fresh"), home.root.parent / "fresh", 0, True)

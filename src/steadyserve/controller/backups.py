@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 from steadyserve.controller.clock import Clock
@@ -107,6 +108,14 @@ def fsync_file(path: Path) -> None:
 def take(store: Store, home: Home) -> Path | None:
     """Copy the live database into the newest generation; None (logged) when the copy
     could not be made or checked, the older generations untouched."""
+    with _taking:  # the periodic copy (a thread) may still run when the last one starts
+        return _take(store, home)
+
+
+_taking = threading.Lock()
+
+
+def _take(store: Store, home: Home) -> Path | None:
     where = folder(home)
     tmp = where / f".state.db.{os.getpid()}.tmp"
     try:

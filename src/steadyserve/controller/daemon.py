@@ -150,8 +150,10 @@ class Controller:
         try:
             return await self._create_on(port, name, spec, spec_yaml, spec_file, owner)
         except BaseException:
-            if self.store.service(name) is None:
+            if self._forgotten(name):
                 self.endpoints.release(port)
+                if not self.store.has_history(name):  # a new name leaves no folder
+                    await asyncio.to_thread(shutil.rmtree, self.home.service_dir(name), True)
             raise
 
     async def _create_on(
