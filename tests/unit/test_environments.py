@@ -348,7 +348,9 @@ def test_prune_keeps_used_deletes_unused_and_dead_builds(tmp_path: Path, wheels:
     assert eb.existing(home, one.key) is None
     assert eb.existing(home, two.key) == two
     assert not dead.exists() and live.exists()
-    assert sorted(os.listdir(root)) == sorted([".cafe-live", two.key, os.readlink(two.path)])
+    assert sorted(built_things(home)) == sorted([".cafe-live", two.key, os.readlink(two.path)])
+    # A key's lock file goes with its environment (and only then).
+    assert sorted(n for n in os.listdir(root) if n.endswith(".lock")) == [f".{two.key}.lock"]
 
 
 # ------------------------------------------------------------ the pip: field
