@@ -135,11 +135,20 @@ def _take(store: Store, home: Home) -> Path | None:
         os.replace(tmp, kept[0])
         fsync_dir(where)
     except (OSError, sqlite3.Error) as exc:
-        log.warning("backup of the state in %s not taken: %s", where, exc)
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+        if str(exc) != _failing[0]:  # once per cause, not every EVERY_S
+            log.warning("backup of the state in %s not taken: %s", where, exc)
+        _failing[0] = str(exc)
         return None
+    if _failing[0]:
+        log.info("backup of the state in %s taken again", where)
+        _failing[0] = ""
     return kept[0]
+
+
+_failing = [""]
+"""Why the last backup failed ("" when it did not): said once, not every few seconds."""
 
 
 def _single_file(path: Path) -> None:

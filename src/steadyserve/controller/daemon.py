@@ -12,6 +12,7 @@ at once rather than share a version number; a down waits for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -152,8 +153,9 @@ class Controller:
         except BaseException:
             if self._forgotten(name):
                 self.endpoints.release(port)
-                if not self.store.has_history(name):  # a new name leaves no folder
-                    await asyncio.to_thread(shutil.rmtree, self.home.service_dir(name), True)
+                with contextlib.suppress(sqlite3.Error):  # the first error is the one to say
+                    if not self.store.has_history(name):  # a new name leaves no folder
+                        await asyncio.to_thread(shutil.rmtree, self.home.service_dir(name), True)
             raise
 
     async def _create_on(
