@@ -10,6 +10,7 @@ a version's outcome change only through :meth:`Store.move_update` and
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -154,15 +155,9 @@ class Store:
     def copy_to(self, path: Path) -> None:
         """A consistent copy of what is committed, at ``path`` (SQLite's online backup,
         on a connection of its own: safe from a thread while this one writes)."""
-        source = sqlite3.connect(str(self.path))
-        try:
-            dest = sqlite3.connect(str(path))
-            try:
-                source.backup(dest)
-            finally:
-                dest.close()
-        finally:
-            source.close()
+        source, dest = sqlite3.connect(str(self.path)), sqlite3.connect(str(path))
+        with contextlib.closing(source), contextlib.closing(dest):
+            source.backup(dest)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -494,7 +489,7 @@ def _create(path: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, path)
-    except BaseException:
+        with contextlib.suppress(FileExistsError):  # another process made it first: use that
+            os.link(tmp, path)
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
