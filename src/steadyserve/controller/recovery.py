@@ -18,6 +18,7 @@ import fcntl
 import os
 import re
 import shutil
+import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,11 +57,11 @@ class Life:
 
 
 def find_life(home: Home) -> Life:
-    services = home.root / "services"
-    with contextlib.suppress(OSError):
-        folders = sorted(p.name for p in services.iterdir() if p.is_dir())
-        return Life(folders, home_processes(str(home.root)))
-    return Life([], home_processes(str(home.root)))
+    try:
+        folders = sorted(p.name for p in (home.root / "services").iterdir() if p.is_dir())
+    except OSError:
+        folders = []
+    return Life(folders, home_processes(str(home.root)))
 
 
 def stamp(now: float) -> str:
@@ -175,11 +176,16 @@ def restore(home: Home, source: Path | None, now: float) -> str:
     """``steady controller restore [FILE | --empty]``: put ``source`` (a checked state
     database; None: begin empty) in as state.db, the current one moved aside."""
     with home_locked(home):
-        if source is not None and (why := backups.problem(source)) is not None:
+        try:
+            why = backups.problem(source) if source is not None else None
+        except sqlite3.Error as exc:
+            why = f"unreadable ({exc})"
+        if why is not None:
             raise StateRefused(f"{source}: {why}: not restored")
         moved = _move_aside(home, now) if home.db_path.exists() else None
         if source is None:
             Store(home.db_path).close()
             return f"state.db of {home.root} begun empty ({_kept(moved)})"
         _install(home, source)
-        return f"state.db of {home.root} restored from {source} ({_kept(moved)})"
+        raised = _raise_replica_ids(home, find_life(home))
+        return f"state.db of {home.root} restored from {source} ({_kept(moved)}){raised}"
