@@ -253,9 +253,14 @@ def test_reaper_stops_only_what_the_state_proves_its_own(steady: Steady, tmp_pat
             time.sleep(0.05)
         assert orphan.poll() is not None, "the orphan sweep left a proven orphan running"
         assert strays[999].poll() is None, "the orphan sweep stopped a process it cannot prove"
-        log = (steady.home / "controller.log").read_text()
-        assert f"process {strays[999].pid} (replica 999 of service keeper) runs but" in log
+        said = f"process {strays[999].pid} (replica 999 of service keeper) runs but"
+        assert said in (steady.home / "controller.log").read_text()
         steady.wait_for("keeper", lambda s: s["status"] == "READY", what="re-adopted")
+        assert said in steady.run("status", "keeper", "--events").stdout
+        # Reporting it did not make the state "know" it: the next start spares it too.
+        steady.run("controller", "stop")
+        steady.run("controller", "start")
+        assert strays[999].poll() is None, "a reported stray was stopped at the next start"
     finally:
         for proc in strays.values():
             if proc.poll() is None:

@@ -445,7 +445,11 @@ class Controller:
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         claimed |= self.gateway.pids
         gateway_task = asyncio.create_task(self.gateway.run())
-        reap_orphans(str(self.home.root), claimed, known)
+        for stray in reap_orphans(str(self.home.root), claimed, known):
+            if stray.service in self.services:  # no replica id: it must stay unknown
+                self.store.add_event(
+                    stray.service, None, None, EventKind.STRAY_PROCESS, stray.report()
+                )
         await asyncio.to_thread(self._reap_namespaces, known)
         await asyncio.to_thread(backups.take, self.store, self.home)
         backup_task = asyncio.create_task(backups.keep(self.store, self.home, self.clock))

@@ -50,6 +50,13 @@ class HomeProcess:
         what = "load balancer" if self.tag is None else f"replica {self.replica_id}"
         return f"process {self.proc.pid} ({what} of service {self.service or '?'})"
 
+    def report(self) -> str:
+        """What is said of a stray: it runs, unlisted, and is left alone."""
+        return (
+            f"{self.describe()} runs but the state does not list it: left running, not"
+            " managed (stop it, or restore the state that lists it: docs/behaviour.md)"
+        )
+
 
 @dataclass(frozen=True)
 class Known:
@@ -148,11 +155,7 @@ def reap_orphans(home: str, claimed: set[int], known: Known) -> list[HomeProcess
         with contextlib.suppress(psutil.Error):
             item.proc.kill()
     for item in strays:
-        log.warning(
-            "%s runs but the state does not list it: left running, not managed"
-            " (stop it, or restore the state that lists it: docs/behaviour.md)",
-            item.describe(),
-        )
+        log.warning("%s", item.report())
     for tag, cgroup in Cgroups.of_machine().replica_dirs(contract.home_id(home)).items():
         if tag not in live_tags and parse_tag(tag) in known.replicas:
             cgroup.kill()

@@ -260,6 +260,8 @@ class EventKind(StrEnum):
     SETUP_STOPPED = "SETUP_STOPPED"
     CAPACITY = "CAPACITY"
     ILLEGAL_MOVE = "ILLEGAL_MOVE"
+    STRAY_PROCESS = "STRAY_PROCESS"
+    """A process of the service runs that the state does not list (reported, left running)."""
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind
