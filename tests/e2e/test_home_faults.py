@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,18 +97,21 @@ def served(home: Home, what: str) -> Iterator[LoadClient]:
     assert client.failed == 0, client.summary()
 
 
-def listed_again(home: Home) -> None:
+def ready_ids(svc: dict[str, Any]) -> list[int]:
+    return [r["id"] for r in svc["replicas"] if r["status"] == "READY"]
+
+
+def listed_again(home: Home) -> dict[str, Any]:
     """The service is listed, at full strength, by a controller that stopped nothing."""
     svc = home.cli.wait_for(
-        "web",
-        lambda s: [r["status"] for r in s["replicas"]] == ["READY"] * REPLICAS,
-        what="web listed with its replicas READY",
+        "web", lambda s: len(ready_ids(s)) == REPLICAS, what="web listed with its replicas READY"
     )
     assert port_of(svc) == home.port
     log = (home.root / "controller.log").read_text()
     assert "stopping orphan" not in log
     # The controller, the load balancer and one process per replica: none added, none lost.
     assert len(processes_of_home(home.root)) == REPLICAS + 2
+    return svc
 
 
 def controller_pid(home: Home) -> int:
@@ -142,6 +146,40 @@ def test_a_torn_state_db_after_a_controller_kill_is_recovered(home: Home) -> Non
         listed_again(home)
     last = (home.root / "controller.log").read_text().rsplit("state.db of", 1)[-1]
     assert last.startswith(f" {home.root} was unreadable") and "restored the backup" in last
+
+
+def test_a_backup_older_than_a_replacement_adopts_the_replica_started_since(
+    home: Home, tmp_path: Path
+) -> None:
+    """The backup lists replicas A and B; B died and C replaced it after the backup.
+    Restored from it, the state takes C back from what runs: served throughout,
+    nothing relaunched, B's row failed."""
+    home.cli.run("controller", "stop")  # its last backup: A and B
+    stale = tmp_path / "stale.db"
+    shutil.copyfile(home.root / "backups" / "state.db.1", stale)
+    home.cli.run("controller", "start")
+    before = ready_ids(home.cli.service("web"))
+    victim = home.cli.service("web")["replicas"][-1]
+    os.kill(victim["pid"], signal.SIGKILL)
+    after = home.cli.wait_for(
+        "web",
+        lambda s: len(ready_ids(s)) == REPLICAS and victim["id"] not in ready_ids(s),
+        what="the replacement READY",
+    )
+    assert ready_ids(after) != before
+    with served(home, "state.db emptied, the backup older than a replacement"):
+        home.cli.run("controller", "stop")
+        (home.root / "state.db").write_bytes(b"")
+        for old in (home.root / "backups").glob("state.db.*"):
+            old.unlink()
+        shutil.copyfile(stale, home.root / "backups" / "state.db.1")
+        home.cli.run("status", "web")
+        svc = listed_again(home)
+    assert ready_ids(svc) == ready_ids(after)  # the replacement adopted, none launched
+    log = (home.root / "controller.log").read_text()
+    assert (
+        f"adopted what runs and the backup did not list (web replica {ready_ids(after)[-1]})" in log
+    )
 
 
 def test_a_taken_controller_port_is_the_reason_a_start_gives(home: Home) -> None:

@@ -7,8 +7,11 @@ opens the database it is checked (``PRAGMA integrity_check``); a broken one is
 moved aside as ``state.db.broken-TIME`` (with its ``-wal`` and ``-shm``) and the
 newest good backup (controller/backups.py) is put in its place. With no good
 backup the controller refuses to start, with one line naming what it found and
-the command that lets it start. Processes the restored state does not list are
-strays: the orphan sweep reports them and never stops them (controller/orphans.py).
+the command that lets it start. A backup is at most seconds old: replicas
+started since are listed again from what runs where their process tells all the
+state needs (:func:`adopt_running`); any other process the restored state does
+not list is a stray, which the orphan sweep reports and never stops
+(controller/orphans.py).
 """
 
 from __future__ import annotations
@@ -24,10 +27,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
+from steadyserve import replica_contract as contract
 from steadyserve.controller import backups
 from steadyserve.controller.orphans import HomeProcess, home_processes
+from steadyserve.core.states import ReplicaStatus
 from steadyserve.paths import Home
-from steadyserve.state import Store
+from steadyserve.state import ReplicaRow, Store
 
 _REPLICA_LOG = re.compile(r"(\d+)\.log")
 
@@ -93,11 +100,12 @@ def prepare(home: Home, now: float) -> list[str]:
             " those processes running unmanaged: steady controller restore --empty"
         )
     _install(home, source)
+    adopted = adopt_running(home, life, now)
     raised = _raise_replica_ids(home, life)
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(source.stat().st_mtime))
     return [
         f"state.db of {home.root} was {why}, beside {life.describe()} ({_kept(moved)});"
-        f" restored the backup {source} of {when}{raised}"
+        f" restored the backup {source} of {when}{adopted}{raised}"
     ]
 
 
@@ -136,6 +144,66 @@ def _install(home: Home, source: Path) -> None:
         backups.fsync_dir(home.root)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def adopt_running(home: Home, life: Life, now: float) -> str:
+    """Rebuild from what runs: a replica of a listed service and of a version the
+    restored state holds, running but not listed (started after the backup), is
+    listed again as READY, so its service keeps it routed and managed instead of
+    replacing it. Only where the state needs nothing the process cannot tell: a
+    command replica on the host's network with no GPUs or pinned cores (a Python
+    replica's control secret, a namespace, an assignment are not read back)."""
+    store = Store(home.db_path)
+    adopted = []
+    try:
+        listed = {row.name for row in store.services()}
+        for item in life.processes:
+            if item.service not in listed or item.replica_id is None:
+                continue
+            if any(r.id == item.replica_id for r in store.replicas(item.service)):
+                continue
+            row = _running_replica(item, now)
+            if row is not None and store.version(row.service, row.version) is not None:
+                store.add_replica(row, "running when the state was restored from a backup")
+                adopted.append(f"{row.service} replica {row.id}")
+    finally:
+        store.close()
+    return (
+        f"; adopted what runs and the backup did not list ({', '.join(adopted)})" if adopted else ""
+    )
+
+
+def _running_replica(item: HomeProcess, now: float) -> ReplicaRow | None:
+    """The row of ``item`` when it is a replica's leader that needs no more than
+    its process tells (see :func:`adopt_running`); else None."""
+    proc = item.proc
+    try:
+        if os.getpgid(proc.pid) != proc.pid:  # a child: its leader stands for it
+            return None
+        env = proc.environ()
+        if contract.CONTROL_SECRET in env or contract.CUDA_VISIBLE_DEVICES in env:
+            return None
+        if os.readlink(f"/proc/{proc.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+            return None
+        if len(proc.cpu_affinity() or []) != len(psutil.Process().cpu_affinity() or []):
+            return None
+        port, version = int(env["PORT"]), int(env[contract.SERVICE_VERSION])
+        started = proc.create_time()
+    except (psutil.Error, OSError, KeyError, ValueError):
+        return None
+    assert item.service is not None and item.replica_id is not None
+    return ReplicaRow(
+        item.service,
+        item.replica_id,
+        version,
+        ReplicaStatus.READY,
+        started,
+        ip=env.get(contract.HOST, "127.0.0.1"),
+        port=port,
+        pid=proc.pid,
+        pid_create_time=started,
+        ready_at=now,
+    )
 
 
 def _raise_replica_ids(home: Home, life: Life) -> str:
