@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -224,3 +225,34 @@ def test_tags_parse_with_slashes_nowhere_else() -> None:
     assert parse_tag("0123456789abcdef/web/12") == ("web", 12)
     assert parse_tag("0123456789abcdef/web") is None
     assert parse_tag("0123456789abcdef/web/x") is None
+
+
+def test_what_runs_is_adopted_only_when_its_process_tells_all_the_state_needs() -> None:
+    """A command replica's leader on the host's network: its row from its process. A
+    Python replica (its control secret is derived from a launch time no process
+    tells) or a child of a replica: not adopted."""
+    base = {"PATH": os.environ["PATH"], "PORT": "41234", "STEADY_SERVICE_VERSION": "2"}
+    python_replica = {**base, "STEADY_CONTROL_SECRET": "x"}
+    procs = [
+        subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+        for env in (base, python_replica)
+    ]
+    child = subprocess.Popen(["sleep", "30"], env=base)  # in this test's process group
+    try:
+        rows = [
+            recovery.running_replica(HomeProcess(psutil.Process(p.pid), "web", 7, "t"), NOW)
+            for p in (*procs, child)
+        ]
+        command_replica = rows[0]
+        assert command_replica is not None
+        assert (command_replica.pid, command_replica.port, command_replica.version) == (
+            procs[0].pid,
+            41234,
+            2,
+        )
+        assert command_replica.status is ReplicaStatus.READY
+        assert rows[1:] == [None, None]
+    finally:
+        for proc in (*procs, child):
+            proc.kill()
+            proc.wait()

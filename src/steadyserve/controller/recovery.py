@@ -162,7 +162,7 @@ def adopt_running(home: Home, life: Life, now: float) -> str:
                 continue
             if any(r.id == item.replica_id for r in store.replicas(item.service)):
                 continue
-            row = _running_replica(item, now)
+            row = running_replica(item, now)
             if row is not None and store.version(row.service, row.version) is not None:
                 store.add_replica(row, "running when the state was restored from a backup")
                 adopted.append(f"{row.service} replica {row.id}")
@@ -173,7 +173,7 @@ def adopt_running(home: Home, life: Life, now: float) -> str:
     )
 
 
-def _running_replica(item: HomeProcess, now: float) -> ReplicaRow | None:
+def running_replica(item: HomeProcess, now: float) -> ReplicaRow | None:
     """The row of ``item`` when it is a replica's leader that needs no more than
     its process tells (see :func:`adopt_running`); else None."""
     proc = item.proc
