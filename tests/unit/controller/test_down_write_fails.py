@@ -42,3 +42,34 @@ def test_a_down_that_cannot_be_recorded_leaves_the_service_supervised(tmp_path: 
         )
 
     run(world, scenario)
+
+
+def test_a_down_cut_short_after_stopping_is_finished_by_the_next(tmp_path: Path) -> None:
+    """The disk fills while the down stops processes: its last write (forgetting the
+    service) fails. The state still lists the service, to be taken down (so a
+    restarted controller finishes it); the next down finishes it."""
+    world = World(tmp_path, {"service": {"replicas": 2}})
+    stop = world.lb.stop
+
+    async def stop_then_disk_full() -> None:
+        await stop()
+        world.store.execute("PRAGMA query_only = ON")
+
+    world.lb.stop = stop_then_disk_full  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        world.probes.default = (True, "ok")
+        world.runtime.start()
+        await world.until("2 READY", lambda: len(world.replicas(ReplicaStatus.READY)) == 2)
+        with pytest.raises(sqlite3.OperationalError):
+            await world.runtime.take_down(purge=False)
+        world.store.execute("PRAGMA query_only = OFF")
+        row = world.store.service("svc")
+        assert row is not None and row.desired is Desired.DOWN
+        assert row.status is ServiceStatus.SHUTTING_DOWN
+        world.lb.stop = stop  # type: ignore[method-assign]
+        await world.runtime.take_down(purge=False)
+        assert world.store.service("svc") is None
+        assert all(p.exit_code() is not None for p in world.backend.replicas.values())
+
+    run(world, scenario)
