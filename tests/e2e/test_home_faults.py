@@ -151,20 +151,26 @@ def test_a_torn_state_db_after_a_controller_kill_is_recovered(home: Home) -> Non
 def test_a_backup_older_than_a_replacement_adopts_the_replica_started_since(
     home: Home, tmp_path: Path
 ) -> None:
-    """The backup lists replicas A and B; B died and C replaced it after the backup.
-    Restored from it, the state takes C back from what runs: served throughout,
-    nothing relaunched, B's row failed."""
+    """The backup lists replicas A and B and load balancer L; after it, L and B died
+    and L' and C replaced them. Restored from it, the state takes L' and C back from
+    what runs: served throughout, nothing relaunched, B's row failed."""
     home.cli.run("controller", "stop")  # its last backup: A and B
     stale = tmp_path / "stale.db"
     shutil.copyfile(home.root / "backups" / "state.db.1", stale)
     home.cli.run("controller", "start")
+    first_lb = home.cli.service("web")["load_balancer_pid"]
+    os.kill(first_lb, signal.SIGKILL)  # restarted: a pid the backup does not name
     before = ready_ids(home.cli.service("web"))
     victim = home.cli.service("web")["replicas"][-1]
     os.kill(victim["pid"], signal.SIGKILL)
     after = home.cli.wait_for(
         "web",
-        lambda s: len(ready_ids(s)) == REPLICAS and victim["id"] not in ready_ids(s),
-        what="the replacement READY",
+        lambda s: (
+            len(ready_ids(s)) == REPLICAS
+            and victim["id"] not in ready_ids(s)
+            and s["load_balancer_pid"] not in (None, first_lb)
+        ),
+        what="the replacement READY and a new load balancer",
     )
     assert ready_ids(after) != before
     with served(home, "state.db emptied, the backup older than a replacement"):
@@ -176,10 +182,10 @@ def test_a_backup_older_than_a_replacement_adopts_the_replica_started_since(
         home.cli.run("status", "web")
         svc = listed_again(home)
     assert ready_ids(svc) == ready_ids(after)  # the replacement adopted, none launched
+    assert svc["load_balancer_pid"] == after["load_balancer_pid"]  # kept, not restarted
+    adopted = f"(web load balancer, web replica {ready_ids(after)[-1]})"
     log = (home.root / "controller.log").read_text()
-    assert (
-        f"adopted what runs and the backup did not list (web replica {ready_ids(after)[-1]})" in log
-    )
+    assert f"adopted what runs and the backup did not list {adopted}" in log
 
 
 def test_a_taken_controller_port_is_the_reason_a_start_gives(home: Home) -> None:

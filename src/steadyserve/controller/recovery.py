@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import re
 import shutil
@@ -34,7 +35,7 @@ from steadyserve.controller import backups
 from steadyserve.controller.orphans import HomeProcess, home_processes
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.paths import Home
-from steadyserve.state import ReplicaRow, Store
+from steadyserve.state import ReplicaRow, ServiceRow, Store
 
 _REPLICA_LOG = re.compile(r"(\d+)\.log")
 
@@ -152,13 +153,21 @@ def adopt_running(home: Home, life: Life, now: float) -> str:
     listed again as READY, so its service keeps it routed and managed instead of
     replacing it. Only where the state needs nothing the process cannot tell: a
     command replica on the host's network with no GPUs or pinned cores (a Python
-    replica's control secret, a namespace, an assignment are not read back)."""
+    replica's control secret, a namespace, an assignment are not read back). A load
+    balancer restarted since, on the service's port, is its load balancer again."""
     store = Store(home.db_path)
     adopted = []
     try:
-        listed = {row.name for row in store.services()}
+        listed = {row.name: row for row in store.services()}
         for item in life.processes:
-            if item.service not in listed or item.replica_id is None:
+            if item.service not in listed:
+                continue
+            if item.replica_id is None:
+                if _is_its_lb(item, listed[item.service]):
+                    store.set_service_fields(
+                        item.service, lb_pid=item.proc.pid, lb_create_time=item.proc.create_time()
+                    )
+                    adopted.append(f"{item.service} load balancer")
                 continue
             if any(r.id == item.replica_id for r in store.replicas(item.service)):
                 continue
@@ -171,6 +180,18 @@ def adopt_running(home: Home, life: Life, now: float) -> str:
     return (
         f"; adopted what runs and the backup did not list ({', '.join(adopted)})" if adopted else ""
     )
+
+
+def _is_its_lb(item: HomeProcess, row: ServiceRow) -> bool:
+    """Whether ``item`` is the leader of a load balancer on ``row``'s port that the
+    row does not name (a worker of it, or the one it names, is not)."""
+    try:
+        cmdline = item.proc.cmdline()
+    except psutil.Error:
+        return False
+    leads = item.group == item.proc.pid and "steadyserve.lb" in cmdline
+    port = next((b for a, b in itertools.pairwise(cmdline) if a == "--port"), None)
+    return leads and port == str(row.port) and row.lb_pid != item.proc.pid
 
 
 def running_replica(item: HomeProcess, now: float) -> ReplicaRow | None:
