@@ -29,14 +29,14 @@ from aiohttp import web
 from steadyserve.backends import backend_name, choose_backend, netns
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
-from steadyserve.controller import backups, fleet, routes_socket, updates
+from steadyserve.controller import backups, fleet, replica_logs, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
 from steadyserve.controller.endpoint import EndpointClaims, endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
-from steadyserve.controller.orphans import Known, reap_orphans
+from steadyserve.controller.orphans import Known, reap_namespaces, reap_orphans
 from steadyserve.controller.pool_runtime import runtime_class, same_kind
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
@@ -61,6 +61,7 @@ class Controller:
         self.epoch = uuid.uuid4().hex[:12]
         self.services: dict[str, ServiceRuntime] = {}
         self.started_at = clock.wall()
+        self.log_limits = replica_logs.LogLimits.from_env()
         self.url = ""
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
@@ -445,12 +446,13 @@ class Controller:
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         claimed |= self.gateway.pids
         gateway_task = asyncio.create_task(self.gateway.run())
+        logs_task = asyncio.create_task(replica_logs.rotate_forever(self.home, self.log_limits))
         for stray in reap_orphans(str(self.home.root), claimed, known):
             if stray.service in self.services:  # no replica id: it must stay unknown
                 self.store.add_event(
                     stray.service, None, None, EventKind.STRAY_PROCESS, stray.report()
                 )
-        await asyncio.to_thread(self._reap_namespaces, known)
+        await asyncio.to_thread(reap_namespaces, self.home.root, self._claimed_namespaces(), known)
         await asyncio.to_thread(backups.take, self.store, self.home)
         backup_task = asyncio.create_task(backups.keep(self.store, self.home, self.clock))
         await asyncio.to_thread(netns.reap_deleted_homes, self.home.root)
@@ -469,6 +471,7 @@ class Controller:
             await runtime.detach()
         gateway_task.cancel()
         backup_task.cancel()
+        logs_task.cancel()
         self.gateway.detach()
         await runner.cleanup()
         await routes_socket.stop(self, routes_runner)
@@ -483,14 +486,6 @@ class Controller:
         """The network namespaces of replicas this controller manages (netns.reap)."""
         held = (h.handle for r in self.services.values() for h in r.held.values())
         return {name for h in held if (name := getattr(h, "netns", None)) is not None}
-
-    def _reap_namespaces(self, known: Known) -> None:
-        """Remove the namespaces of replicas this state recorded and no longer runs;
-        one the state never recorded may be a live stray's (left alone)."""
-        root = self.home.root
-        proven = {netns.name_for(root, service, number) for service, number in known.replicas}
-        unproven = set(netns.of_home(root)) - proven
-        netns.reap(root, self._claimed_namespaces() | unproven)
 
     def _write_info(self) -> None:
         tmp = self.home.controller_file.with_suffix(".tmp")

@@ -24,7 +24,7 @@ from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.controller.daemon import Controller
 from steadyserve.controller.recovery import StateRefused
 from steadyserve.oneline import one_line
-from steadyserve.paths import Home
+from steadyserve.paths import Home, make_files_private
 
 log = logging.getLogger("steadyserve.controller")
 START_REPORT_ENV = "STEADY_START_REPORT_FD"
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     report = os.environ.pop(START_REPORT_ENV, None)  # not for the processes it starts
+    make_files_private()  # the home's folders 0700, its files 0600 (docs/security.md)
     home = Home.from_env(args.home).ensure()
     os.environ["STEADY_HOME"] = str(home.root)
     logging.basicConfig(

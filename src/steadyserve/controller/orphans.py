@@ -24,10 +24,12 @@ import logging
 import os
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
 from steadyserve import replica_contract as contract
+from steadyserve.backends import netns
 from steadyserve.backends.cgroups import Cgroups, tag_in_cgroup
 from steadyserve.backends.local import tag_of
 
@@ -161,3 +163,10 @@ def reap_orphans(home: str, claimed: set[int], known: Known) -> list[HomeProcess
             cgroup.kill()
             cgroup.remove()
     return strays
+
+
+def reap_namespaces(root: Path, claimed: set[str], known: Known) -> None:
+    """Remove the network namespaces of replicas the state recorded and nothing live
+    holds; one the state never recorded may be a live stray's (left alone)."""
+    proven = {netns.name_for(root, service, number) for service, number in known.replicas}
+    netns.reap(root, claimed | (set(netns.of_home(root)) - proven))
