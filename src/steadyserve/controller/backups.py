@@ -89,7 +89,8 @@ def newest_good(home: Home) -> Path | None:
     return None
 
 
-def fsync_dir(path: Path) -> None:
+def fsync(path: Path) -> None:
+    """Flush a file's data, or a folder's entries (a rename), to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -97,22 +98,23 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+class _Taking:
+    """One backup at a time in a process (the periodic copy, a thread, may still run
+    when the last one starts), and a failure said once per cause, not every few seconds."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.failing = ""
+
+
+_TAKING = _Taking()
 
 
 def take(store: Store, home: Home) -> Path | None:
     """Copy the live database into the newest generation; None (logged) when the copy
     could not be made or checked, the older generations untouched."""
-    with _taking:  # the periodic copy (a thread) may still run when the last one starts
+    with _TAKING.lock:
         return _take(store, home)
-
-
-_taking = threading.Lock()
 
 
 def _take(store: Store, home: Home) -> Path | None:
@@ -127,28 +129,24 @@ def _take(store: Store, home: Home) -> Path | None:
         why = problem(tmp)
         if why is not None:
             raise sqlite3.DatabaseError(f"the copy is {why}")
-        fsync_file(tmp)
+        fsync(tmp)
         kept = generations(home)
         for n in range(len(kept) - 1, 0, -1):  # .1 -> .2: the oldest drops off
             if kept[n - 1].exists():
                 os.replace(kept[n - 1], kept[n])
         os.replace(tmp, kept[0])
-        fsync_dir(where)
+        fsync(where)
     except (OSError, sqlite3.Error) as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        if str(exc) != _failing[0]:  # once per cause, not every EVERY_S
+        if str(exc) != _TAKING.failing:
             log.warning("backup of the state in %s not taken: %s", where, exc)
-        _failing[0] = str(exc)
+        _TAKING.failing = str(exc)
         return None
-    if _failing[0]:
+    if _TAKING.failing:
         log.info("backup of the state in %s taken again", where)
-        _failing[0] = ""
+        _TAKING.failing = ""
     return kept[0]
-
-
-_failing = [""]
-"""Why the last backup failed ("" when it did not): said once, not every few seconds."""
 
 
 def _single_file(path: Path) -> None:

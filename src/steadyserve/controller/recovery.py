@@ -127,7 +127,7 @@ def _move_aside(home: Home, now: float) -> Path:
         part = db.with_name(db.name + suffix)
         if part.exists():
             os.rename(part, target.with_name(target.name + suffix))
-    backups.fsync_dir(home.root)
+    backups.fsync(home.root)
     return target
 
 
@@ -138,11 +138,11 @@ def _install(home: Home, source: Path) -> None:
     try:
         shutil.copyfile(source, tmp)
         os.chmod(tmp, 0o600)
-        backups.fsync_file(tmp)
+        backups.fsync(tmp)
         for suffix in ("-wal", "-shm"):
             db.with_name(db.name + suffix).unlink(missing_ok=True)
         os.rename(tmp, db)
-        backups.fsync_dir(home.root)
+        backups.fsync(home.root)
     finally:
         tmp.unlink(missing_ok=True)
 
