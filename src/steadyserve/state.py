@@ -471,7 +471,7 @@ class Store:
 
 
 def _create(path: Path) -> None:
-    """A new database, made beside ``path`` and renamed into place once its schema
+    """A new database, made beside ``path`` and linked into place once its schema
     is written: a full disk or a crash meanwhile leaves no state.db at all, never an
     empty one (which a home with services running must not be taken for)."""
     tmp = path.with_name(f".{path.name}.new-{os.getpid()}")
@@ -484,11 +484,8 @@ def _create(path: Path) -> None:
             db.executescript(SCHEMA)
         finally:
             db.close()
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
         with contextlib.suppress(FileExistsError):  # another process made it first: use that
             os.link(tmp, path)
     finally:
