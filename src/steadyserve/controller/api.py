@@ -62,7 +62,7 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         return await handler(request)
     except ApiError as exc:
         return web.json_response({"error": str(exc), "kind": exc.kind}, status=exc.status)
-    except web.HTTPException:
+    except (web.HTTPException, ConnectionError):  # an answer already, or no one to answer
         raise
     except Exception as exc:
         root = request.app.get(HOME) or Path(os.environ.get("STEADY_HOME", "."))
