@@ -1,6 +1,7 @@
 """Faults of the home's disk, with a live service under load: an empty and a torn
-``state.db``, a full disk (a ``down`` that fails half-way, an update, a controller
-start), a controller port already taken. For each, the service answers every
+``state.db``, a restore from a backup older than the last replacement, a full disk
+(a ``down`` that fails half-way, an update, an ``up``, a new home's start), a
+controller port already taken. For each, the service answers every
 request throughout and is listed again afterwards; nothing of it is stopped.
 
 One home for the module, on a small tmpfs of its own where the machine lets the
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 
 from steadyserve.controller import backups
-from steadyserve.paths import Home as HomeLayout
+from steadyserve.paths import Home
 from tests.conftest import _steady_in
 from tests.e2e.test_updates import port_of, spec_text, write
 from tests.helpers.figures import report
@@ -37,7 +38,9 @@ REPLICAS = 2
 
 
 @dataclass
-class Home:
+class Shared:
+    """The module's one home and its service's endpoint."""
+
     cli: Steady
     root: Path
     port: int
@@ -64,7 +67,7 @@ def _unmount(where: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def home() -> Iterator[Home]:
+def home() -> Iterator[Shared]:
     with tempfile.TemporaryDirectory(prefix="steady-test-") as tmp:
         disk = Path(tmp) / "disk"
         disk.mkdir()
@@ -76,14 +79,14 @@ def home() -> Iterator[Home]:
                     "initial_delay_seconds: 10", "initial_delay_seconds: 3"
                 )
                 cli.run("up", str(write(Path(tmp), spec, "web.yaml")), "--wait")
-                yield Home(cli, root, port_of(cli.service("web")), on_tmpfs)
+                yield Shared(cli, root, port_of(cli.service("web")), on_tmpfs)
         finally:
             if on_tmpfs:
                 _unmount(disk)
 
 
 @contextlib.contextmanager
-def served(home: Home, what: str) -> Iterator[LoadClient]:
+def served(home: Shared, what: str) -> Iterator[LoadClient]:
     """Load on the endpoint for the whole block: every request must be answered."""
     client = LoadClient(home.port, max_seconds=120).start()
     time.sleep(0.3)
@@ -101,7 +104,7 @@ def ready_ids(svc: dict[str, Any]) -> list[int]:
     return [r["id"] for r in svc["replicas"] if r["status"] == "READY"]
 
 
-def listed_again(home: Home) -> dict[str, Any]:
+def listed_again(home: Shared) -> dict[str, Any]:
     """The service is listed, at full strength, by a controller that stopped nothing."""
     svc = home.cli.wait_for(
         "web", lambda s: len(ready_ids(s)) == REPLICAS, what="web listed with its replicas READY"
@@ -114,15 +117,15 @@ def listed_again(home: Home) -> dict[str, Any]:
     return svc
 
 
-def controller_pid(home: Home) -> int:
+def controller_pid(home: Shared) -> int:
     return int(json.loads((home.root / "controller.json").read_text())["pid"])
 
 
-def broken_files(home: Home) -> list[str]:
+def broken_files(home: Shared) -> list[str]:
     return sorted(p.name for p in home.root.glob("state.db.broken-*") if "-wal" not in p.name)
 
 
-def test_an_empty_state_db_is_recovered_not_taken_for_a_fresh_home(home: Home) -> None:
+def test_an_empty_state_db_is_recovered_not_taken_for_a_fresh_home(home: Shared) -> None:
     with served(home, "state.db emptied"):
         home.cli.run("controller", "stop")
         before = broken_files(home)
@@ -135,7 +138,7 @@ def test_an_empty_state_db_is_recovered_not_taken_for_a_fresh_home(home: Home) -
     assert "was empty (0 bytes)" in log and "restored the backup" in log
 
 
-def test_a_torn_state_db_after_a_controller_kill_is_recovered(home: Home) -> None:
+def test_a_torn_state_db_after_a_controller_kill_is_recovered(home: Shared) -> None:
     with served(home, "state.db torn after SIGKILL"):
         os.kill(controller_pid(home), signal.SIGKILL)
         time.sleep(0.2)
@@ -149,7 +152,7 @@ def test_a_torn_state_db_after_a_controller_kill_is_recovered(home: Home) -> Non
 
 
 def test_a_backup_older_than_a_replacement_adopts_the_replica_started_since(
-    home: Home, tmp_path: Path
+    home: Shared, tmp_path: Path
 ) -> None:
     """The backup lists replicas A and B and load balancer L; after it, L and B died
     and L' and C replaced them. Restored from it, the state takes L' and C back from
@@ -188,7 +191,7 @@ def test_a_backup_older_than_a_replacement_adopts_the_replica_started_since(
     assert f"adopted what runs and the backup did not list {adopted}" in log
 
 
-def test_a_taken_controller_port_is_the_reason_a_start_gives(home: Home) -> None:
+def test_a_taken_controller_port_is_the_reason_a_start_gives(home: Shared) -> None:
     with socket.socket() as taken, served(home, "controller port taken"):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -220,19 +223,19 @@ def fill(where: Path) -> Path:
     return filler
 
 
-def one_line_full(result: subprocess.CompletedProcess[str], home: Home) -> None:
+def one_line_full(result: subprocess.CompletedProcess[str], home: Shared) -> None:
     assert result.returncode == 1, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert f"the disk holding {home.root} is full (" in lines[0] and "free)" in lines[0]
 
 
-def test_a_full_disk_changes_nothing_and_says_so_in_one_line(home: Home, tmp_path: Path) -> None:
+def test_a_full_disk_changes_nothing_and_says_so_in_one_line(home: Shared, tmp_path: Path) -> None:
     if not home.on_tmpfs:
         pytest.skip("a tmpfs to fill needs mount (root)")
     versions = home.root / "services" / "web" / "versions"
     kept = sorted(os.listdir(versions))
-    generations = backups.generations(HomeLayout(home.root))
+    generations = backups.generations(Home(home.root))
     kept_backups = [p for p in generations if p.exists()]
     assert kept_backups
     with served(home, "full disk"):
@@ -254,7 +257,7 @@ def test_a_full_disk_changes_nothing_and_says_so_in_one_line(home: Home, tmp_pat
             assert sorted(os.listdir(home.root / "services")) == ["web"]  # no folder for it
             # A new home on the full disk: one line, and no empty state.db left behind
             # (which, beside services, would be a broken state to recover).
-            fresh = Home(Steady(home.root.parent / "fresh"), home.root.parent / "fresh", 0, True)
+            fresh = Shared(Steady(home.root.parent / "fresh"), home.root.parent / "fresh", 0, True)
             one_line_full(fresh.cli.run("status", check=False), fresh)
             assert sorted(os.listdir(fresh.root)) == ["controller.lock", "controller.log"]
         finally:
