@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from steadyserve.controller import backups
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from tests.conftest import _steady_in
 from tests.e2e.test_updates import port_of, spec_text, write
 from tests.helpers.figures import report

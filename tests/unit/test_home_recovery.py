@@ -23,8 +23,8 @@ from steadyserve.core.states import (
     UpdateMode,
     VersionOutcome,
 )
-from steadyserve.paths import Home
-from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
+from steadyserve.home.paths import Home
+from steadyserve.store import ReplicaRow, ServiceRow, Store, VersionRow
 
 NOW = 1_800_000_000.0
 

@@ -27,8 +27,8 @@ import threading
 from pathlib import Path
 
 from steadyserve.controller.clock import Clock
-from steadyserve.paths import Home
-from steadyserve.state import Store
+from steadyserve.home.paths import Home
+from steadyserve.store import Store
 
 log = logging.getLogger("steadyserve.controller")
 

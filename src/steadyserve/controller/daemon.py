@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from steadyserve.backends import backend_name, choose_backend, netns
+from steadyserve.backends import backend_name, choose_backend
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
 from steadyserve.controller import backups, fleet, replica_logs, routes_socket, updates
@@ -36,17 +36,17 @@ from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
 from steadyserve.controller.endpoint import EndpointClaims, endpoint_port, port_notice
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
-from steadyserve.controller.orphans import Known, reap_namespaces, reap_orphans
+from steadyserve.controller.orphans import Known, kept_namespaces, reap_orphans
 from steadyserve.controller.pool_runtime import runtime_class, same_kind
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
 from steadyserve.core.states import Desired, EventKind, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.envs.workdir import relative_excludes
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.machine import this_inventory
-from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
+from steadyserve.store import ReplicaRow, ServiceRow, Store, VersionRow
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -78,8 +78,13 @@ class Controller:
         )
         # One machine's GPUs, cores and fixed ports for every service (a Ray cluster
         # places its actors itself: nothing is divided here then).
-        places = self.backend_name != "ray"
-        self.capacity = CapacityPool(this_inventory(gpus=places), self._all_replicas, places=places)
+        places = self.backend.places
+        self.capacity = CapacityPool(
+            this_inventory(gpus=places),
+            self._all_replicas,
+            places=places,
+            isolates=self.backend.isolation_unavailable() is None,
+        )
 
     def _all_replicas(self) -> list[ReplicaRow]:
         return [r for rt in list(self.services.values()) for r in rt.replicas.values()]
@@ -390,8 +395,7 @@ class Controller:
                     )
         finally:
             self._down_tasks.pop(name, None)
-            # Memory follows the disk: a down that failed before the state forgot the
-            # service (a full disk) leaves it listed and managed, never running unseen.
+            # Memory follows the disk: a down that failed (a full disk) keeps it managed.
             if self._forgotten(name):
                 self.services.pop(name, None)
                 self.capacity.changed()  # its GPUs are free for the others
@@ -452,10 +456,10 @@ class Controller:
                 self.store.add_event(
                     stray.service, None, None, EventKind.STRAY_PROCESS, stray.report()
                 )
-        await asyncio.to_thread(reap_namespaces, self.home.root, self._claimed_namespaces(), known)
+        keep = kept_namespaces(self.home.root, self._claimed_namespaces(), known)
+        await asyncio.to_thread(self.backend.reap_isolation, keep)
         await asyncio.to_thread(backups.take, self.store, self.home)
         backup_task = asyncio.create_task(backups.keep(self.store, self.home, self.clock))
-        await asyncio.to_thread(netns.reap_deleted_homes, self.home.root)
         for row in self.store.services():
             if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
@@ -483,7 +487,8 @@ class Controller:
             self.home.controller_file.unlink(missing_ok=True)
 
     def _claimed_namespaces(self) -> set[str]:
-        """The network namespaces of replicas this controller manages (netns.reap)."""
+        """The network namespaces of replicas this controller manages: the backend
+        reaps the rest."""
         held = (h.handle for r in self.services.values() for h in r.held.values())
         return {name for h in held if (name := getattr(h, "netns", None)) is not None}
 

@@ -17,14 +17,14 @@ from typing import IO
 
 import uvloop
 
-from steadyserve import full_disk
 from steadyserve.backends import BackendChoiceError
 from steadyserve.controller import recovery
 from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.controller.daemon import Controller
 from steadyserve.controller.recovery import StateRefused
+from steadyserve.home import full_disk
+from steadyserve.home.paths import Home, make_files_private
 from steadyserve.oneline import one_line
-from steadyserve.paths import Home, make_files_private
 
 log = logging.getLogger("steadyserve.controller")
 START_REPORT_ENV = "STEADY_START_REPORT_FD"

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import psutil
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends import netns
 from steadyserve.backends.cgroups import Cgroups, tag_in_cgroup
-from steadyserve.backends.local import tag_of
+from steadyserve.backends.processes import tag_of
+from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -165,8 +165,8 @@ def reap_orphans(home: str, claimed: set[int], known: Known) -> list[HomeProcess
     return strays
 
 
-def reap_namespaces(root: Path, claimed: set[str], known: Known) -> None:
-    """Remove the network namespaces of replicas the state recorded and nothing live
-    holds; one the state never recorded may be a live stray's (left alone)."""
+def kept_namespaces(root: Path, claimed: set[str], known: Known) -> set[str]:
+    """The network namespaces the sweep keeps: those live replicas hold, and any the
+    state never recorded (a live stray's may be one); the others are proven orphans'."""
     proven = {netns.name_for(root, service, number) for service, number in known.replicas}
-    netns.reap(root, claimed | (set(netns.of_home(root)) - proven))
+    return claimed | (set(netns.of_home(root)) - proven)

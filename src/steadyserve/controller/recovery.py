@@ -30,12 +30,12 @@ from pathlib import Path
 
 import psutil
 
-from steadyserve import replica_contract as contract
 from steadyserve.controller import backups
 from steadyserve.controller.orphans import HomeProcess, home_processes
 from steadyserve.core.states import ReplicaStatus
-from steadyserve.paths import Home
-from steadyserve.state import ReplicaRow, ServiceRow, Store
+from steadyserve.home.paths import Home
+from steadyserve.store import ReplicaRow, ServiceRow, Store
+from steadyserve.wire import replica_contract as contract
 
 _REPLICA_LOG = re.compile(r"(\d+)\.log")
 
