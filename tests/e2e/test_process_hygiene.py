@@ -217,34 +217,55 @@ def test_a_replica_past_its_memory_limit_fails_out_of_memory_and_the_other_serve
     assert cgroups_of_home(steady.home) == []
 
 
-def test_reaper_stops_the_tree_of_a_replica_that_is_not_live(
-    steady: Steady, tmp_path: Path
-) -> None:
-    """A tagged process whose replica the controller does not manage is an orphan."""
+def test_reaper_stops_only_what_the_state_proves_its_own(steady: Steady, tmp_path: Path) -> None:
+    """A tagged process of a replica the state recorded and no longer runs is an
+    orphan: stopped. One of a replica the state never recorded (a state restored
+    from a backup, begun afresh) is a stray: reported, left running."""
     spec = command_service(tmp_path, "keeper", HTTP_SERVER, {})
     steady.run("up", str(spec), "--wait", "--timeout", "60")
+    first = steady.service("keeper")["replicas"][0]
+    os.kill(first["pid"], signal.SIGKILL)  # replaced: its id stays recorded, not live
+    steady.wait_for(
+        "keeper",
+        lambda s: [r["id"] for r in s["replicas"] if r["status"] == "READY"] == [first["id"] + 1],
+        what="the replacement READY",
+    )
     steady.run("controller", "stop")
     home = steady.home.resolve()
-    tag = contract.replica_tag(home, "keeper", 999)  # no such replica
-    stray = psutil.Popen(
-        ["sleep", "300"],
-        env={"PATH": os.environ["PATH"], contract.REPLICA_TAG: tag},
-        start_new_session=True,
-    )
+    strays = {
+        number: psutil.Popen(
+            ["sleep", "300"],
+            env={
+                "PATH": os.environ["PATH"],
+                contract.REPLICA_TAG: contract.replica_tag(home, "keeper", number),
+            },
+            start_new_session=True,
+        )
+        for number in (first["id"], 999)  # recorded and gone; never recorded
+    }
     try:
-        assert stray.pid in [
-            p.pid for p in processes_of_home(steady.home)
-        ]  # the leak check sees it
+        seen = [p.pid for p in processes_of_home(steady.home)]
+        assert all(p.pid in seen for p in strays.values())  # the leak check sees them
         steady.run("controller", "start")
+        orphan = strays[first["id"]]
         deadline = time.monotonic() + 20
-        while stray.poll() is None and time.monotonic() < deadline:
+        while orphan.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert stray.poll() is not None, "the orphan sweep left a stray tagged process"
+        assert orphan.poll() is not None, "the orphan sweep left a proven orphan running"
+        assert strays[999].poll() is None, "the orphan sweep stopped a process it cannot prove"
+        said = f"process {strays[999].pid} (replica 999 of service keeper) runs but"
+        assert said in (steady.home / "controller.log").read_text()
         steady.wait_for("keeper", lambda s: s["status"] == "READY", what="re-adopted")
+        assert said in steady.run("status", "keeper", "--events").stdout
+        # Reporting it did not make the state "know" it: the next start spares it too.
+        steady.run("controller", "stop")
+        steady.run("controller", "start")
+        assert strays[999].poll() is None, "a reported stray was stopped at the next start"
     finally:
-        if stray.poll() is None:
-            stray.kill()
-            stray.wait()
+        for proc in strays.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def test_replica_environment_is_clean(

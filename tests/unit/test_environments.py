@@ -264,7 +264,47 @@ def test_concurrent_builds_of_one_key_build_once(tmp_path: Path, wheels: Path) -
     results = asyncio.run(both())
     assert sorted(built for _, built in results) == [False, True]
     assert results[0][0] == results[1][0]
-    assert len(os.listdir(eb.envs_root(home))) == 2  # the link and its folder
+    assert len(built_things(home)) == 2  # the link and its folder
+
+
+def built_things(home: Home) -> list[str]:
+    """What builds left in envs/ (the per-key lock files aside)."""
+    return [n for n in os.listdir(eb.envs_root(home)) if not n.endswith(".lock")]
+
+
+_ENSURE_IN_A_PROCESS = """
+import asyncio, sys
+from pathlib import Path
+from steadyserve.envs import build as eb
+from steadyserve.home.paths import Home
+env, built = asyncio.run(eb.ensure(Home(Path(sys.argv[1])), Path(sys.argv[2]), sys.argv[3], None,
+                                   dict(__import__("os").environ)))
+print(env.path.resolve(), built)
+"""
+
+
+def test_two_processes_building_one_key_at_once_build_it_once(tmp_path: Path, wheels: Path) -> None:
+    """The controller and a CLI (a Ray Serve import) may need one environment at the
+    same moment: the key's file lock makes one build it and the other reuse it."""
+    home = tmp_path / "home"
+    (tmp_path / "wd").mkdir()
+    runs = tmp_path / "setup-runs"
+    setup = f"echo ran >> {runs}; sleep 1"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ENSURE_IN_A_PROCESS, str(home), str(tmp_path / "wd"), setup],
+            env=build_env(wheels, TOOLS[-1]),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert runs.read_text().splitlines() == ["ran"]  # built once
+    assert sorted(built for _, built in outputs) == ["False", "True"]
+    assert outputs[0][0] == outputs[1][0]
+    assert len(built_things(Home(home))) == 2
 
 
 def test_a_failed_build_leaves_nothing_and_says_why(tmp_path: Path, wheels: Path) -> None:
@@ -308,7 +348,9 @@ def test_prune_keeps_used_deletes_unused_and_dead_builds(tmp_path: Path, wheels:
     assert eb.existing(home, one.key) is None
     assert eb.existing(home, two.key) == two
     assert not dead.exists() and live.exists()
-    assert sorted(os.listdir(root)) == sorted([".cafe-live", two.key, os.readlink(two.path)])
+    assert sorted(built_things(home)) == sorted([".cafe-live", two.key, os.readlink(two.path)])
+    # A key's lock file goes with its environment (and only then).
+    assert sorted(n for n in os.listdir(root) if n.endswith(".lock")) == [f".{two.key}.lock"]
 
 
 # ------------------------------------------------------------ the pip: field

@@ -1,4 +1,4 @@
-"""``steady controller start|stop|status|run|install-unit``: the controller of this STEADY_HOME."""
+"""``steady controller start|stop|status|run|restore|install-unit``: this home's controller."""
 
 from __future__ import annotations
 
@@ -150,6 +150,45 @@ def controller_run(backend: str | None, ray_address: str | None, as_json: bool) 
     if as_json:
         _echo_json({"exit_code": code}, line=True)
     sys.exit(code)
+
+
+@controller.command("restore")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--empty",
+    is_flag=True,
+    help="Begin with an empty state; processes still running are left alone, unmanaged.",
+)
+@reports_errors
+def controller_restore(file: Path | None, empty: bool) -> None:
+    """Replace this home's state.db while no controller runs: with FILE (a state.db
+    copy you kept), the newest good backup (no FILE), or an empty state (--empty).
+    The current state.db is kept as state.db.broken-TIME.
+
+    A controller recovers an empty or damaged state.db from the backups by itself;
+    this is for when it cannot (it names this command) or you want an older copy.
+
+    \b
+    Example:
+      steady controller restore ~/.steady/backups/state.db.2
+    """
+    from steadyserve.controller import backups, recovery
+    from steadyserve.controller.clock import SYSTEM_CLOCK
+
+    home = _home()
+    if file is not None and empty:
+        raise CommandError("FILE and --empty: choose one", 2)
+    if controller_alive(home):
+        raise CommandError(f"a controller runs for {home.root}: stop it first", 2)
+    source = file
+    if file is None and not empty:
+        source = backups.newest_good(home.ensure())
+        if source is None:
+            raise CommandError(f"no good backup in {backups.folder(home)}", 2)
+    try:
+        console.print(recovery.restore(home.ensure(), source, SYSTEM_CLOCK.wall()), markup=False)
+    except recovery.StateRefused as exc:
+        raise CommandError(str(exc), 2) from None
 
 
 @controller.command("install-unit")

@@ -125,37 +125,64 @@ def start_controller(home: Home) -> dict[str, Any]:
     except (BackendChoiceError, port_range.PortRangeError) as exc:
         raise CommandError(str(exc), 2) from None
     log_path = home.controller_log
-    env = dict(os.environ, STEADY_HOME=str(home.root))
-    with open(log_path, "ab") as log:
-        os.chmod(log_path, 0o600)
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "steadyserve.controller",
-                "--home",
-                str(home.root),
-                "--on-demand",
-            ],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    # The one line of a failed start comes back on a pipe: the log may be on the disk
+    # that is full, and its last line may be a warning written after the failure.
+    report, report_w = os.pipe()
+    env = dict(os.environ, STEADY_HOME=str(home.root), STEADY_START_REPORT_FD=str(report_w))
+    try:
+        with open(log_path, "ab") as log:
+            os.chmod(log_path, 0o600)
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "steadyserve.controller",
+                    "--home",
+                    str(home.root),
+                    "--on-demand",
+                ],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=(report_w,),
+            )
+    finally:
+        os.close(report_w)
+    try:
+        return _wait_started(home, proc, report, log_path)
+    finally:
+        os.close(report)
+
+
+def _wait_started(
+    home: Home, proc: subprocess.Popen[bytes], report: int, log_path: Path
+) -> dict[str, Any]:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         info = controller_alive(home)
         if info:
             return info
         code = proc.poll()
-        if code == 2 and (reason := _error_line(log_path)):  # e.g. the Ray cluster is unreachable
-            raise CommandError(reason, 2)
         if code not in (None, 0):
-            last = oneline.file_tail(log_path, 1)  # its traceback's last line says why
+            reason = _reported(report) or _error_line(log_path)
+            if reason is not None:  # e.g. the Ray cluster is unreachable, a port taken
+                raise CommandError(reason, 2 if code == 2 else 1)
+            last = oneline.file_tail(log_path, 1)
             raise CommandError(f"controller failed to start (exit {code}): {last}; see {log_path}")
         time.sleep(0.05)
     raise CommandError(f"controller did not answer within {START_TIMEOUT_S:.0f}s; see {log_path}")
+
+
+def _reported(report: int) -> str | None:
+    """The line an exited controller wrote on the start pipe (its writer is closed)."""
+    try:
+        os.set_blocking(report, False)  # a child that kept the pipe open cannot hang us
+        data = os.read(report, 4096).decode(errors="replace").strip()
+    except OSError:
+        return None
+    return data.removeprefix("error: ") or None
 
 
 def stop_controller(home: Home, timeout: float = 30.0) -> bool:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
+import os
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -18,6 +21,8 @@ from aiohttp.typedefs import Middleware
 from steadyserve.compat.ray_deployment import ingress_of
 from steadyserve.controller import dashboard, dashboard_login, pool_api, progressive
 from steadyserve.controller.errors import ApiError, BadInput, NotFound, json_object
+from steadyserve.home import full_disk
+from steadyserve.oneline import one_line
 from steadyserve.wire import replica_contract as contract
 from steadyserve.wire.load_report import LoadReport
 from steadyserve.wire.routes import APP_INGRESS_ROUTE
@@ -25,6 +30,7 @@ from steadyserve.wire.routes import APP_INGRESS_ROUTE
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
 
+log = logging.getLogger("steadyserve.controller")
 LONG_POLL_MAX_S = 60.0
 # What the routes-only token may do: follow a table, wake a service at zero.
 # And resolve an application's ingress service: serve.get_app_handle inside a replica.
@@ -43,12 +49,35 @@ _PUBLIC_CALLS = frozenset(
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+HOME = web.AppKey("home", Path)
+"""The home an app serves: what a full disk's answer names."""
+
+
 @web.middleware
 async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure as one line in JSON: a full disk as 507 naming the home and its
+    free space (the command changed nothing: its writes are transactions), any other
+    fault as 500 with the exception's line (its traceback goes to the log)."""
     try:
         return await handler(request)
     except ApiError as exc:
         return web.json_response({"error": str(exc), "kind": exc.kind}, status=exc.status)
+    except (web.HTTPException, ConnectionError):  # an answer already, or no one to answer
+        raise
+    except Exception as exc:
+        root = request.app.get(HOME) or Path(os.environ.get("STEADY_HOME", "."))
+        if full_disk.is_full(exc, root):
+            log.warning("%s %s: %s", request.method, request.path, exc)
+            line = full_disk.line(root, "the command was not done; free space and run it again")
+            return web.json_response({"error": line, "kind": "disk_full"}, status=507)
+        log.exception("%s %s failed", request.method, request.path)
+        return web.json_response(
+            {
+                "error": f"internal error: {one_line(exc)} (see {root}/controller.log)",
+                "kind": "internal",
+            },
+            status=500,
+        )
 
 
 def _file(data: dict[str, Any]) -> str | None:
@@ -109,6 +138,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
     app = web.Application(
         middlewares=[*middlewares, errors_as_json], client_max_size=8 * 1024 * 1024
     )
+    app[HOME] = root
     routes = web.RouteTableDef()
     observer = dashboard.add_routes(app, controller)  # /metrics and the dashboard
     dashboard_login.add_routes(app, logins)  # its one-time links

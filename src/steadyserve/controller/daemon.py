@@ -12,12 +12,14 @@ at once rather than share a version number; a down waits for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from steadyserve import port_range
 from steadyserve.backends import backend_name, choose_backend
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
-from steadyserve.controller import fleet, replica_logs, routes_socket, updates
+from steadyserve.controller import backups, fleet, replica_logs, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
@@ -41,7 +43,7 @@ from steadyserve.controller.endpoint import (
 )
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.gateway import GatewaySupervisor
-from steadyserve.controller.orphans import reap_orphans
+from steadyserve.controller.orphans import Known, kept_namespaces, reap_orphans
 from steadyserve.controller.pool_runtime import runtime_class, same_kind
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
@@ -163,8 +165,11 @@ class Controller:
         try:
             return await self._create_on(port, name, spec, spec_yaml, spec_file, owner)
         except BaseException:
-            if self.store.service(name) is None:
+            if self._forgotten(name):
                 self.endpoints.release(port)
+                with contextlib.suppress(sqlite3.Error):  # the first error is the one to say
+                    if not self.store.has_history(name):  # a new name leaves no folder
+                        await asyncio.to_thread(shutil.rmtree, self.home.service_dir(name), True)
             raise
 
     async def _create_on(
@@ -417,13 +422,20 @@ class Controller:
                         shutil.rmtree, self.home.service_dir(name), ignore_errors=True
                     )
         finally:
-            self.services.pop(name, None)
             self._down_tasks.pop(name, None)
-            self.capacity.changed()  # its GPUs are free for the others
-            if self.store.service(name) is None:  # gone: its port is free for others
-                self.endpoints.release(runtime.row.port)
+            # Memory follows the disk: a down that failed (a full disk) keeps it managed.
+            if self._forgotten(name):
+                self.services.pop(name, None)
+                self.capacity.changed()  # its GPUs are free for the others
+                self.endpoints.release(runtime.row.port)  # and its port
         if not self.services:  # nothing left to serve (serve shutdown)
             await self.gateway.stop_if_idle()
+
+    def _forgotten(self, name: str) -> bool:
+        try:
+            return self.store.service(name) is None
+        except sqlite3.Error:  # cannot tell: keep managing it
+            return False
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -442,13 +454,21 @@ class Controller:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, controller_port()))
+        port = controller_port()
+        try:
+            sock.bind((host, port))
+        except OSError as exc:  # the line a failed start shows: which address
+            sock.close()
+            raise OSError(exc.errno, f"{exc.strerror} ({host}:{port})") from None
         site = web.SockSite(runner, sock)
         await site.start()
         shown = "127.0.0.1" if host in ("0.0.0.0", "localhost") else host
         shown = f"[{shown}]" if ":" in shown else shown
         self.url = f"http://{shown}:{sock.getsockname()[1]}"
         routes_runner = await routes_socket.start(self)  # for replicas in their own netns
+        # What this state recorded, read before any replica of this run is launched:
+        # only what it proves its own is stopped as an orphan (controller/orphans.py).
+        known = Known(self.store.known_replicas(), self.store.known_services())
         for row in self.store.services():
             if not self.endpoints.hold(row.port):
                 log.warning(
@@ -459,8 +479,15 @@ class Controller:
         claimed |= self.gateway.pids
         gateway_task = asyncio.create_task(self.gateway.run())
         logs_task = asyncio.create_task(replica_logs.rotate_forever(self.home, self.log_limits))
-        reap_orphans(str(self.home.root), claimed)
-        await asyncio.to_thread(self.backend.reap_isolation, self._claimed_namespaces())
+        for stray in reap_orphans(str(self.home.root), claimed, known):
+            if stray.service in self.services:  # no replica id: it must stay unknown
+                self.store.add_event(
+                    stray.service, None, None, EventKind.STRAY_PROCESS, stray.report()
+                )
+        keep = kept_namespaces(self.home.root, self._claimed_namespaces(), known)
+        await asyncio.to_thread(self.backend.reap_isolation, keep)
+        await asyncio.to_thread(backups.take, self.store, self.home)
+        backup_task = asyncio.create_task(backups.keep(self.store, self.home, self.clock))
         for row in self.store.services():
             if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
@@ -475,11 +502,13 @@ class Controller:
         for runtime in list(self.services.values()):
             await runtime.detach()
         gateway_task.cancel()
+        backup_task.cancel()
         logs_task.cancel()
         self.gateway.detach()
         await runner.cleanup()
         await routes_socket.stop(self, routes_runner)
         await self.probe_session.close()
+        await asyncio.to_thread(backups.take, self.store, self.home)  # what a restart finds
         self.store.close()
         info = self.home.read_controller_info()
         if info and info.get("pid") == os.getpid():

@@ -8,6 +8,7 @@ raced), run by hand or by a service manager it says so and exits 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import logging
 import os
@@ -18,10 +19,17 @@ import uvloop
 
 from steadyserve import port_range
 from steadyserve.backends import BackendChoiceError
+from steadyserve.controller import recovery
+from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.controller.daemon import Controller
+from steadyserve.controller.recovery import StateRefused
+from steadyserve.home import full_disk
 from steadyserve.home.paths import Home, make_files_private
+from steadyserve.oneline import one_line
 
 log = logging.getLogger("steadyserve.controller")
+START_REPORT_ENV = "STEADY_START_REPORT_FD"
+"""A pipe the CLI that starts a controller reads the one line of a failed start from."""
 
 
 def _take_lock(home: Home) -> IO[str] | None:
@@ -43,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         help="started by a CLI: another controller holding the home is success (exit 0)",
     )
     args = parser.parse_args(argv)
+    report = os.environ.pop(START_REPORT_ENV, None)  # not for the processes it starts
     make_files_private()  # the home's folders 0700, its files 0600 (docs/security.md)
     home = Home.from_env(args.home).ensure()
     os.environ["STEADY_HOME"] = str(home.root)
@@ -69,12 +78,31 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         port_range.from_env()  # a bad STEADY_PORTS: one line, before anything binds
-        controller = Controller(home)
-    except (BackendChoiceError, port_range.PortRangeError) as exc:
-        # The CLI that started this controller shows this line and exits 2.
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        for note in recovery.prepare(home, SYSTEM_CLOCK.wall()):
+            log.warning("%s", note)
+        uvloop.run(Controller(home).serve())
+    except (BackendChoiceError, port_range.PortRangeError) as exc:  # the CLI says it, exit 2
+        return _failed(report, str(exc), 2)
+    except StateRefused as exc:
+        return _failed(report, str(exc), 1)
+    except Exception as exc:  # the exception that stopped it, not the log's last line
+        log.exception("controller failed")
+        if full_disk.is_full(exc, home.root):
+            return _failed(report, full_disk.line(home.root, f"cannot start ({one_line(exc)})"), 1)
+        return _failed(report, one_line(exc), 1)
+    finally:
         lock.close()
-        return 2
-    uvloop.run(controller.serve())
-    lock.close()
     return 0
+
+
+def _failed(report: str | None, reason: str, code: int) -> int:
+    """Say in one line why the controller did not start: on the channel the CLI that
+    started it reads (it works when the disk is full), and as the log's last line."""
+    line = f"error: {reason}\n"
+    if report is not None and report.isdigit():
+        with contextlib.suppress(OSError):
+            os.write(int(report), line.encode())
+    with contextlib.suppress(OSError):
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    return code

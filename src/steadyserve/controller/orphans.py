@@ -1,26 +1,34 @@
-"""Find processes of this home that no service claims, and end them.
+"""Find processes of this home that no service claims; end only the proven orphans.
 
 A controller killed between starting a process and recording its pid leaves a
 process nobody manages. Load balancers carry STEADY_HOME in their environment;
 every process of a replica, its children included (even those that left its
 process group with ``setsid``), carries the replica's tag
-(``STEADY_REPLICA_TAG``, whose first part names the home) and, where cgroups
-are writable, sits in the replica's cgroup, whose name repeats the tag (so a
-process that cleared its environment is still found). A restarted controller
-stops the processes whose tag names no live replica, and never a live
-replica's descendant, wherever its process group is; then it deletes the
-cgroups of replicas that are not live.
+(``STEADY_REPLICA_TAG``: ``<home-id>/<service>/<replica-id>``) and, where
+cgroups are writable, sits in the replica's cgroup, whose name repeats the tag
+(so a process that cleared its environment is still found).
+
+Such a process is stopped only when the state proves it an orphan of *this*
+state: a replica whose (service, id) the state recorded (a replica's row and
+event are written before its process starts) and that no live replica holds,
+or a load balancer of a service the state knows. Anything else (a state
+restored from a backup a few seconds old, a state begun afresh beside running
+services) is a stray: reported in the log, left running, never stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import signal
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
+from steadyserve.backends import netns
 from steadyserve.backends.cgroups import Cgroups, tag_in_cgroup
 from steadyserve.backends.processes import tag_of
 from steadyserve.wire import replica_contract as contract
@@ -28,13 +36,54 @@ from steadyserve.wire import replica_contract as contract
 log = logging.getLogger("steadyserve.controller")
 
 
-def find_orphans(home: str, claimed: set[int]) -> list[psutil.Process]:
-    """Replica and LB processes of ``home`` that no live replica or LB claims.
+@dataclass(frozen=True)
+class HomeProcess:
+    """A replica's or a load balancer's process of one home."""
 
-    ``claimed`` are the pids the controller manages (replica leaders and LBs);
-    a replica process is claimed when it carries the tag of a claimed leader.
-    """
-    live_tags = live(claimed)
+    proc: psutil.Process
+    service: str | None
+    replica_id: int | None
+    """From the replica's tag; None for a load balancer (or a replica from before tags)."""
+    tag: str | None
+    group: int | None = None
+    """Its process group when found (a load balancer is claimed by its group)."""
+
+    def describe(self) -> str:
+        what = "load balancer" if self.tag is None else f"replica {self.replica_id}"
+        return f"process {self.proc.pid} ({what} of service {self.service or '?'})"
+
+    def report(self) -> str:
+        """What is said of a stray: it runs, unlisted, and is left alone."""
+        return (
+            f"{self.describe()} runs but the state does not list it: left running, not"
+            " managed (stop it, or restore the state that lists it: docs/behaviour.md)"
+        )
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the state recorded: every (service, replica id) and every service name."""
+
+    replicas: set[tuple[str, int]]
+    services: set[str]
+
+
+def parse_tag(tag: str) -> tuple[str, int] | None:
+    """``(service, replica id)`` of a replica tag, or None when it is not one."""
+    _, _, rest = tag.partition("/")
+    service, _, number = rest.rpartition("/")
+    return (service, int(number)) if service and number.isdigit() else None
+
+
+def _lb_service(cmdline: list[str]) -> str | None:
+    for flag, value in itertools.pairwise(cmdline):
+        if flag == "--service":
+            return value
+    return None
+
+
+def home_processes(home: str) -> list[HomeProcess]:
+    """Every live replica and load-balancer process of ``home`` (not the caller)."""
     home_id = contract.home_id(home)
     found = []
     me = os.getpid()
@@ -48,22 +97,42 @@ def find_orphans(home: str, claimed: set[int]) -> list[psutil.Process]:
                 env = {}
             tag = env.get(contract.REPLICA_TAG) or tag_in_cgroup(proc.pid, home_id)
             if tag is not None and contract.tag_of_home(tag, home):
-                if tag not in live_tags:
-                    found.append(proc)
+                parsed = parse_tag(tag)
+                service, number = parsed if parsed else (None, None)
+                found.append(HomeProcess(proc, service, number, tag))
                 continue
             if env.get("STEADY_HOME") != home:
                 continue
-            # A replica from before tags, or a load balancer: judged by its group.
-            is_replica = contract.REPLICA_ID in env
-            is_lb = "steadyserve.lb" in proc.cmdline()
-            if not (is_replica or is_lb):
-                continue
-            if os.getpgid(proc.pid) in claimed:
-                continue
-            found.append(proc)
+            cmdline = proc.cmdline()
+            group = os.getpgid(proc.pid)
+            if "steadyserve.lb" in cmdline:
+                found.append(HomeProcess(proc, _lb_service(cmdline), None, None, group))
+            elif contract.REPLICA_ID in env:  # a replica from before tags
+                found.append(HomeProcess(proc, env.get(contract.SERVICE_NAME), None, None, group))
         except (psutil.Error, OSError):
             continue
     return found
+
+
+def sort_out(
+    found: list[HomeProcess], live_tags: set[str], claimed: set[int], known: Known
+) -> tuple[list[HomeProcess], list[HomeProcess]]:
+    """``(orphans, strays)`` among processes no live replica (``live_tags``) or LB
+    (``claimed`` pids) holds: orphans the state proves its own, strays the others."""
+    orphans: list[HomeProcess] = []
+    strays: list[HomeProcess] = []
+    for item in found:
+        if item.tag is not None:
+            if item.tag in live_tags:
+                continue
+            key = (item.service, item.replica_id)
+            mine = item.service is not None and key in known.replicas
+        else:
+            if item.group is None or item.group in claimed or item.proc.pid in claimed:
+                continue
+            mine = item.service in known.services
+        (orphans if mine else strays).append(item)
+    return orphans, strays
 
 
 def live(claimed: set[int]) -> set[str]:
@@ -71,22 +140,33 @@ def live(claimed: set[int]) -> set[str]:
     return {tag for tag in map(tag_of, claimed) if tag is not None}
 
 
-def reap_orphans(home: str, claimed: set[int]) -> int:
-    """SIGKILL every orphan (and its process group when no one claims that);
-    return how many processes were found."""
-    orphans = find_orphans(home, claimed)
-    for proc in orphans:
+def reap_orphans(home: str, claimed: set[int], known: Known) -> list[HomeProcess]:
+    """SIGKILL every proven orphan (and its process group when no one claims that),
+    report every stray; return the strays."""
+    live_tags = live(claimed)
+    orphans, strays = sort_out(home_processes(home), live_tags, claimed, known)
+    for item in orphans:
         with contextlib.suppress(psutil.Error):
-            log.warning("stopping orphan process %s: %s", proc.pid, " ".join(proc.cmdline())[:200])
+            log.warning(
+                "stopping orphan %s: %s", item.describe(), " ".join(item.proc.cmdline())[:200]
+            )
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            pgid = os.getpgid(proc.pid)
+            pgid = os.getpgid(item.proc.pid)
             if pgid not in claimed:
                 os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(psutil.Error):
-            proc.kill()
-    live_tags = live(claimed)
+            item.proc.kill()
+    for item in strays:
+        log.warning("%s", item.report())
     for tag, cgroup in Cgroups.of_machine().replica_dirs(contract.home_id(home)).items():
-        if tag not in live_tags:
+        if tag not in live_tags and parse_tag(tag) in known.replicas:
             cgroup.kill()
             cgroup.remove()
-    return len(orphans)
+    return strays
+
+
+def kept_namespaces(root: Path, claimed: set[str], known: Known) -> set[str]:
+    """The network namespaces the sweep keeps: those live replicas hold, and any the
+    state never recorded (a live stray's may be one); the others are proven orphans'."""
+    proven = {netns.name_for(root, service, number) for service, number in known.replicas}
+    return claimed | (set(netns.of_home(root)) - proven)

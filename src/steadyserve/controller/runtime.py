@@ -47,7 +47,6 @@ from steadyserve.controller.versions import VersionJudge
 from steadyserve.core.autoscale import Policy as AutoscalePolicy
 from steadyserve.core.planner import Plan, ReplicaView, service_status, status_reason
 from steadyserve.core.states import (
-    Desired,
     EventKind,
     ReplicaStatus,
     ServiceStatus,
@@ -218,13 +217,10 @@ class ServiceRuntime:
         self.lb.detach()
 
     async def take_down(self, purge: bool) -> None:
-        """Stop the load balancer and every replica, then forget the service."""
-        self._stopping = True
-        old = self.row.status
-        self.row.status = ServiceStatus.SHUTTING_DOWN
-        # Recorded first, so a controller that dies mid-way finishes the down on restart.
-        self.store.set_service_fields(self.name, desired=Desired.DOWN, purge=int(purge))
-        self.store.set_service_status(self.name, old, self.row.status, "steady down")
+        """Stop the load balancer and every replica, then forget the service. Recorded
+        first: a write that fails (a full disk) leaves the service as it was, managed."""
+        self.store.begin_down(self.name, self.row.status, purge)
+        self._stopping, self.row.status = True, ServiceStatus.SHUTTING_DOWN
         await self._quiesce()
         await asyncio.gather(self.lb.stop(), *draining.stop_all(self), return_exceptions=True)
         self.store.delete_service(self.name, purge=purge)

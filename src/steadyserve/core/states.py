@@ -292,6 +292,8 @@ class EventKind(StrEnum):
     DRAIN_TIMEOUT = "DRAIN_TIMEOUT"
     CAPACITY = "CAPACITY"
     ILLEGAL_MOVE = "ILLEGAL_MOVE"
+    STRAY_PROCESS = "STRAY_PROCESS"
+    """A process of the service runs that the state does not list (reported, left running)."""
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind

@@ -9,6 +9,7 @@ module runs it. Layout::
     envs/.KEY16-RANDOM/build.log     the output of creating it, pip: and setup
     envs/.KEY16-RANDOM/outputs/      what setup added to the workdir (environment_outputs.py)
     envs/.KEY16-RANDOM/.building     locked while a build runs
+    envs/.KEY.lock                   locked while a process looks up or builds KEY
 
 An environment exists exactly when its ``KEY`` link does, and the link is made
 by one atomic rename once the build succeeded, so a crash or a failed build
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -50,6 +51,8 @@ ENVS_DIR = "envs"
 BUILD_LOG = "build.log"
 _LOCK = ".building"
 _ORPHAN_AGE_S = 60.0
+_LOCK_POLL_S = 0.1
+_KEY_LOCK = ".lock"
 
 
 class BuildError(Exception):
@@ -157,13 +160,54 @@ async def ensure(
     key = key_for(workdir, setup, pip)
     root = envs_root(home)
     lock = _locks.setdefault(root / key, asyncio.Lock())
-    async with lock:
+    async with lock, _key_locked(root, key) as lock_path:
         found = existing(home, key)
         built = found is None
         if found is None:
-            found = await _build(root, key, workdir, setup, pip, env, failure_log)
+            try:
+                found = await _build(root, key, workdir, setup, pip, env, failure_log)
+            except BaseException:
+                lock_path.unlink(missing_ok=True)  # a failed build leaves nothing
+                raise
     await asyncio.to_thread(outputs.restore, found.path / outputs.OUTPUTS, workdir)
     return found, built
+
+
+@contextlib.asynccontextmanager
+async def _key_locked(root: Path, key: str) -> AsyncIterator[Path]:
+    """Hold ``envs/.KEY.lock`` while the key is looked up and built: two processes
+    (the controller and a CLI importing a Ray Serve application, say) that need the
+    same environment at once build it once; the second reuses it. Polled, so a
+    cancelled wait leaves nothing blocked behind it."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = _key_lock(root, key)
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    await asyncio.sleep(_LOCK_POLL_S)
+            if _still_named(fd, path):  # not unlinked by its holder meanwhile (prune)
+                yield path
+                return
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _key_lock(root: Path, key: str) -> Path:
+    return root / f".{key}{_KEY_LOCK}"
+
+
+def _still_named(fd: int, path: Path) -> bool:
+    """Whether the locked file is still the one at ``path``: a lock file is deleted
+    only by who holds it, so a lock taken on a deleted one is taken again."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 async def _build(
@@ -314,7 +358,29 @@ def prune(home: Home, in_use: Iterable[str]) -> list[str]:
             hidden = entry.name.startswith(".") and entry.name not in linked
             if hidden and entry.is_dir() and _abandoned(Path(entry.path)):
                 shutil.rmtree(entry.path, ignore_errors=True)
+            elif hidden and entry.name.endswith(_KEY_LOCK) and not _has_key(root, entry.name):
+                _drop_lock(Path(entry.path))
     return doomed
+
+
+def _has_key(root: Path, lock_name: str) -> bool:
+    return (root / lock_name[1:].removesuffix(_KEY_LOCK)).exists()
+
+
+def _drop_lock(path: Path) -> None:
+    """Delete the lock file of a key that no longer exists, unless a process holds it."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _still_named(fd, path):
+            path.unlink()
+    except OSError:
+        return
+    finally:
+        os.close(fd)
 
 
 def _abandoned(folder: Path) -> bool:

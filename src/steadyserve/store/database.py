@@ -10,6 +10,7 @@ a version's outcome change only through :meth:`Store.move_update` and
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -22,6 +23,7 @@ from typing import Any
 
 from steadyserve.core.states import (
     UPDATE_START,
+    Desired,
     EventKind,
     EventState,
     IllegalMove,
@@ -120,10 +122,9 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        new = not path.exists()
+        if not path.exists():
+            _create(path)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        if new:
-            os.chmod(path, 0o600)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
@@ -146,6 +147,17 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+
+    def changes(self) -> int:
+        """Rows written through this connection so far: a backup is due when it moved."""
+        return self._db.total_changes
+
+    def copy_to(self, path: Path) -> None:
+        """A consistent copy of what is committed, at ``path`` (SQLite's online backup,
+        on a connection of its own: safe from a thread while this one writes)."""
+        source, dest = sqlite3.connect(str(self.path)), sqlite3.connect(str(path))
+        with contextlib.closing(source), contextlib.closing(dest):
+            source.backup(dest)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -213,6 +225,27 @@ class Store:
         with self.transaction():
             self._update("services", {"name": name}, {"status": new})
             self.add_event(name, None, old, new, reason)
+
+    def begin_down(self, name: str, old: ServiceStatus, purge: bool) -> None:
+        """Record a down before anything stops, in one transaction: a controller that
+        dies mid-way finishes it on restart, and a write that fails changes nothing."""
+        with self.transaction():
+            self.set_service_fields(name, desired=Desired.DOWN, purge=int(purge))
+            self.set_service_status(name, old, ServiceStatus.SHUTTING_DOWN, "steady down")
+
+    def known_replicas(self) -> set[tuple[str, int]]:
+        """Every (service, replica id) this state ever recorded: a replica row is added,
+        with its event, before its process starts, so a process whose tag is not
+        here was not started by this state (and is not provably its orphan)."""
+        rows = self._db.execute(
+            "SELECT DISTINCT service, replica_id FROM events WHERE replica_id IS NOT NULL"
+        ).fetchall()
+        return {(str(s), int(i)) for s, i in rows}
+
+    def known_services(self) -> set[str]:
+        """Every service listed or with history kept."""
+        rows = self._db.execute("SELECT name FROM services UNION SELECT service FROM versions")
+        return {str(r[0]) for r in rows.fetchall()}
 
     def has_history(self, name: str) -> bool:
         """Whether a service that is not running left versions behind (a down
@@ -435,3 +468,25 @@ class Store:
     def integrity_ok(self) -> bool:
         row = self._db.execute("PRAGMA integrity_check").fetchone()
         return bool(row and row[0] == "ok")
+
+
+def _create(path: Path) -> None:
+    """A new database, made beside ``path`` and linked into place once its schema
+    is written: a full disk or a crash meanwhile leaves no state.db at all, never an
+    empty one (which a home with services running must not be taken for)."""
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        db = sqlite3.connect(str(tmp), isolation_level=None)
+        try:
+            db.executescript(SCHEMA)
+        finally:
+            db.close()
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):  # another process made it first: use that
+            os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
