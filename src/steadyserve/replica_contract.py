@@ -22,6 +22,29 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
+WORKER_PROGRAM = """\
+import fcntl, os, signal, subprocess, sys
+setup, lock, ready = sys.argv[1:4]
+if setup.strip():
+    print("--- setup (this worker) ---", flush=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code = subprocess.call(["bash", "-c", setup])
+    if code != 0:
+        print(f"--- setup exited with code {code} ---", flush=True)
+        sys.exit(code if code > 0 else 128 - code)
+    print("--- setup finished: the worker takes jobs ---", flush=True)
+open(ready, "w").close()
+signal.pause()
+"""
+"""A pool worker's own process, as SkyPilot's worker is a machine that ran
+``setup``: it runs the pool's ``setup`` (its output in the worker's log, read as
+it is written), then says so in its ready file and waits (SIGTERM ends it) while
+jobs run in its environment (controller/pool.py). A setup that fails ends it
+with setup's code, so the worker FAILS as a replica that crashed does. The
+workers of a version share its virtualenv, so their setups take turns (the
+version's lock file): two ``pip install`` never write one environment at once."""
+
 # Set for every replica (command or Python).
 PORT = "PORT"
 HOST = "HOST"

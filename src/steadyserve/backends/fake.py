@@ -17,6 +17,7 @@ import itertools
 from pathlib import Path
 from typing import cast
 
+from steadyserve import replica_contract as contract
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.paths import Home
 
@@ -91,6 +92,8 @@ class FakeBackend:
         self.prepare_error: str | None = None
         """Set by a test: every prepare fails with this ProvisionError."""
         self.stopped: list[int] = []
+        self.workers_finish_setup = True
+        """A pool worker's setup ends as it starts; False: a test says when."""
 
     async def _ensure_server(self) -> int:
         if self._server is None:
@@ -116,6 +119,8 @@ class FakeBackend:
         control_port = next(self._ports) if request.control_port and not self.serve else None
         replica = FakeReplica(next(self._pids), port, control_port, request)
         self.replicas[replica._pid] = replica
+        if self.workers_finish_setup and request.command[2:3] == [contract.WORKER_PROGRAM]:
+            Path(request.command[5]).touch()  # a pool's worker: its setup ends now
         return replica
 
     def adopt(self, request: AdoptRequest) -> ReplicaHandle | None:

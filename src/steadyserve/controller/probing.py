@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.controller.port import ProbePort
 from steadyserve.controller.probes import probe_in_netns
+from steadyserve.controller.replica_env import worker_ready_file
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.state import ReplicaRow
@@ -23,6 +24,8 @@ from steadyserve.state import ReplicaRow
 # A replica that is still starting is probed this often (backing off to the
 # configured period), so it turns READY within moments of listening.
 STARTING_PROBE_MIN_S = 0.1
+WORKER_SETUP_POLL_S = 0.2
+"""How often a starting pool worker's ready file is looked for."""
 FAILED_PROBES_TO_REPLACE = 3
 CONTROL_HEALTH = "/-/healthz"
 
@@ -101,7 +104,8 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
         probe, port = probe_target(rt, replica, spec)
         if spec.service.pool is not None:  # a worker: ready once setup ran and it runs
             worker_ready(rt, replica)
-            await rt.clock.sleep(svc.health_check_period_s)
+            starting = replica.status is ReplicaStatus.STARTING  # its setup runs: look often
+            await rt.clock.sleep(WORKER_SETUP_POLL_S if starting else svc.health_check_period_s)
             continue
         if replica.netns is None:
             ok, why = await rt.prober(replica.ip, port, probe)
@@ -128,9 +132,13 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
 
 
 def worker_ready(rt: ProbePort, replica: ReplicaRow) -> None:
-    """A pool's worker has no probe: READY once its setup ran and its process runs
-    (an exit fails it, as a replica's does: exits.py)."""
-    if replica.status is ReplicaStatus.STARTING:
+    """A pool's worker has no probe: READY once its own setup ran (its ready file,
+    controller/replica_env.py) and its process runs (an exit fails it, as a
+    replica's does: exits.py; a setup that failed is such an exit)."""
+    if (
+        replica.status is ReplicaStatus.STARTING
+        and worker_ready_file(rt.environment.home, rt.name, replica.id).exists()
+    ):
         rt.transition(
             replica,
             ReplicaStatus.READY,

@@ -21,6 +21,7 @@ from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHand
 from steadyserve.compat.skypilot import fixed_port, isolated
 from steadyserve.controller.port import LaunchPort
 from steadyserve.controller.probing import probe_loop
+from steadyserve.controller.replica_env import WORKERS_RUN_SETUP
 from steadyserve.core.capacity import Assignment, Insufficient
 from steadyserve.core.states import EventKind, ReplicaStatus
 from steadyserve.envs.plan import needs_environment
@@ -140,9 +141,10 @@ async def _provision(rt: LaunchPort, replica: ReplicaRow) -> ReplicaHandle | Non
     rt.transition(replica, ReplicaStatus.PROVISIONING, "preparing workdir")
     env = rt.environment.env(replica, spec)
     setup_env = rt.environment.setup_env(env)
-    workdir = await rt.backend.prepare(
-        rt.name, replica.version, spec.setup, setup_env, pip=spec.pip
-    )
+    setup = spec.setup
+    if spec.service.pool is not None and setup:  # each worker runs it (replica_env.py)
+        setup = WORKERS_RUN_SETUP
+    workdir = await rt.backend.prepare(rt.name, replica.version, setup, setup_env, pip=spec.pip)
     if replica.status is not ReplicaStatus.PROVISIONING:
         return None
     held = Assignment.from_json(replica.assignment)
@@ -151,12 +153,12 @@ async def _provision(rt: LaunchPort, replica: ReplicaRow) -> ReplicaHandle | Non
             service=rt.name,
             version=replica.version,
             replica_id=replica.id,
-            command=rt.environment.command(spec),
+            command=rt.environment.command(spec, replica),
             env=env,
             workdir=workdir,
             log_path=rt.home.replica_log(rt.name, replica.id),
             control_port=spec.import_path is not None,
-            setup=spec.setup,
+            setup=setup,
             pip=spec.pip,
             resources=spec.resources,
             fixed_port=fixed_port(spec),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 from steadyserve import replica_contract as contract
 from steadyserve.core.capacity import Assignment
@@ -17,9 +18,14 @@ from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
 
-WORKER_HOLDS = "import signal; signal.pause()"
-"""A pool worker's own process: it waits (SIGTERM ends it) while jobs run in its
-environment (controller/pool.py); its life is the worker's."""
+WORKERS_RUN_SETUP = "# a pool's workers run setup, each (controller/replica_env.py)"
+"""What a pool's version builds its shared virtualenv with instead of ``setup``: the
+environment (and ``pip:``) is built once, ``setup`` runs on every worker."""
+
+
+def worker_ready_file(home: Home, service: str, replica_id: int) -> Path:
+    """Where a worker says its setup finished (beside its log)."""
+    return home.replica_log(service, replica_id).with_suffix(".ready")
 
 
 class ReplicaEnvironment:
@@ -87,10 +93,19 @@ class ReplicaEnvironment:
             self.home.root, self.service, replica.id, replica.launched_at
         )
 
-    @staticmethod
-    def command(spec: ServiceSpec) -> list[str]:
+    def command(self, spec: ServiceSpec, replica: ReplicaRow) -> list[str]:
         if spec.service.pool is not None:  # a worker holds its environment; jobs run beside it
-            return [sys.executable, "-c", WORKER_HOLDS]
+            lock = self.home.version_dir(self.service, replica.version) / "worker-setup.lock"
+            ready = worker_ready_file(self.home, self.service, replica.id)
+            ready.unlink(missing_ok=True)
+            return [
+                sys.executable,
+                "-c",
+                contract.WORKER_PROGRAM,
+                spec.setup or "",
+                str(lock),
+                str(ready),
+            ]
         if spec.run is not None:
             return ["bash", "-c", spec.run]
         assert spec.import_path is not None

@@ -260,6 +260,8 @@ class EventKind(StrEnum):
     SETUP_STOPPED = "SETUP_STOPPED"
     CAPACITY = "CAPACITY"
     ILLEGAL_MOVE = "ILLEGAL_MOVE"
+    JOB = "JOB"
+    """A pool's job changed state (docs/pools.md): ``job ID OLD -> NEW: reason``."""
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind
