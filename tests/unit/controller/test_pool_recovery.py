@@ -82,9 +82,7 @@ def test_a_two_worker_pool_never_runs_more_than_two_while_workers_die(
                     job = rng.choice(running_jobs)
                     rt.jobs.handles[job.id].exit(0)  # type: ignore[attr-defined]
         for job_id in ids:  # no more deaths: every job ends, none was lost
-            await world.until(
-                f"job {job_id} ended", lambda i=job_id: _end(rt, i), seconds=120
-            )
+            await world.until(f"job {job_id} ended", lambda i=job_id: _end(rt, i), seconds=120)
         assert {table.get(i).status for i in ids} == {J.SUCCEEDED}  # type: ignore[union-attr]
         assert len(_running_workers(world)) <= 2
 
@@ -118,9 +116,11 @@ def test_a_job_whose_worker_dies_is_recovered_on_another(tmp_path: Path) -> None
         process.exit(-9)
         await world.until(
             "it runs again",
-            lambda: (j := table.get(job_id)) is not None
-            and j.status is J.RUNNING
-            and j.worker != first.worker,
+            lambda: (
+                (j := table.get(job_id)) is not None
+                and j.status is J.RUNNING
+                and j.worker != first.worker
+            ),
         )
         again = table.get(job_id)
         assert again is not None and again.recoveries == 1 and again.restarts == 0
@@ -172,10 +172,12 @@ def test_max_restarts_on_errors_is_honoured(tmp_path: Path) -> None:
         for attempt in range(3):
             await world.until(
                 f"attempt {attempt + 1} runs",
-                lambda: (j := table.get(job_id)) is not None
-                and j.status is J.RUNNING
-                and j.id in rt.jobs.handles
-                and j.recoveries == attempt,
+                lambda n=attempt: (
+                    (j := table.get(job_id)) is not None
+                    and j.status is J.RUNNING
+                    and j.id in rt.jobs.handles
+                    and j.recoveries == n
+                ),
             )
             rt.jobs.handles[job_id].exit(3)  # type: ignore[attr-defined]
         await world.until("it failed", lambda: table.get(job_id).status is J.FAILED)  # type: ignore[union-attr]
