@@ -20,7 +20,13 @@ FACT_COMMANDS = {
     "down",
     "controller status",
     "jobs pool status",
+    "jobs pool apply",
+    "jobs pool down",
+    "jobs pool logs",
     "jobs queue",
+    "jobs launch",
+    "jobs logs",
+    "jobs cancel",
 }
 
 

@@ -208,7 +208,22 @@ class Job(TypedDict):
     started_at_iso: str | None
     ended_at: float | None
     ended_at_iso: str | None
+    recoveries: int
+    restarts_on_errors: int
+    job_recovery: dict[str, Any]
     log: str
+
+
+class Cancelled(TypedDict):
+    id: int
+    message: str
+
+
+class PoolApplied(TypedDict):
+    name: str
+    action: str
+    version: int
+    changed: bool
 
 
 class ControllerStatus(TypedDict):
@@ -227,6 +242,7 @@ HISTORY_VERSION = Shape.of(HistoryVersion)
 DEPLOY_ITEM = Shape.of(DeployItem)
 LOG_LINE = Shape.of(LogLine)
 JOB = Shape.of(Job)
+JOBS = Shape(("jobs",), (("jobs[]", JOB),))
 
 
 @dataclass(frozen=True)
@@ -299,11 +315,41 @@ CONTRACTS: dict[str, Contract] = {
         "(the job id each busy worker runs, by worker id); `replicas` are its workers.",
     ),
     "jobs queue": Contract(
-        "One object, `jobs`: every job (of `--pool` only, when given), oldest first.",
-        Shape(("jobs",), (("jobs[]", JOB),)),
-        "`status` is `PENDING`, `STARTING`, `RUNNING`, `CANCELLING`, `SUCCEEDED`, "
-        "`FAILED` or `CANCELLED`; `worker` is null until one is given; `log` is the "
-        "job's log file (docs/pools.md).",
+        "One object, `jobs`: every job (of `--pool` only, when given; not ended only, "
+        "with `-s`), oldest first.",
+        JOBS,
+        "`status` is `PENDING`, `STARTING`, `RUNNING`, `RECOVERING`, `CANCELLING`, "
+        "`SUCCEEDED`, `FAILED` or `CANCELLED`; `worker` is null until one is given; "
+        "`recoveries` counts its runs after the first, `restarts_on_errors` those "
+        "`job_recovery` (`max_restarts_on_errors`, `recover_on_exit_codes`) allowed; "
+        "`log` is the job's log file (docs/pools.md).",
+    ),
+    "jobs launch": Contract(
+        "One object, `jobs`: the jobs submitted, as `jobs queue --json` shows them.",
+        JOBS,
+        "With `--json` the command never follows the job's log.",
+    ),
+    "jobs logs": Contract(
+        "JSON lines: one object per line of the job's log, as `logs --json` prints them.",
+        LOG_LINE,
+        "`source` is `job ID`; `time` is null.",
+    ),
+    "jobs cancel": Contract(
+        "One object, `cancelled`: a list, one item per job asked to stop.",
+        Shape(("cancelled",), (("cancelled[]", Shape.of(Cancelled)),)),
+        "`message` says whether it ended at once (it had not started, or was "
+        "recovering) or is being stopped.",
+    ),
+    "jobs pool apply": Contract(
+        "One object: the pool's `name`, the `action` (`create`, `update` or `resize`), "
+        "its `version` and whether it `changed`.",
+        Shape.of(PoolApplied),
+    ),
+    "jobs pool down": Contract("One object: the pools taken `down`.", Shape.of(Down)),
+    "jobs pool logs": Contract(
+        "JSON lines, as `logs --json` prints them: a worker's (its setup's output first) "
+        "or the controller's.",
+        LOG_LINE,
     ),
     "controller status": Contract(
         "One object. Exit code 1 when no controller runs.",
