@@ -61,7 +61,8 @@ def confirm(question: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise CommandError(f"{question.removesuffix(' Proceed?')} pass -y to confirm", 2)
+        asked = question.removesuffix(". Proceed?")
+        raise CommandError(f"{asked}: pass -y to confirm (no terminal to ask on)", 2)
     click.confirm(question, default=True, abort=True, err=True)
 
 

@@ -33,6 +33,7 @@ from steadyserve.core.autoscale import queue
 from steadyserve.core.jobs import JobStatus, JobView, after_exit, assign, busy_workers
 from steadyserve.core.planner import Plan, is_scale_down
 from steadyserve.core.states import EventKind, ReplicaStatus, ServiceStatus
+from steadyserve.envs.plan import built_setup
 from steadyserve.oneline import one_line
 from steadyserve.paths import Home
 from steadyserve.spec.pool import PoolPolicy
@@ -338,7 +339,8 @@ class PoolJobs:
         )
         # Prepared already (the worker ran setup): this finds the version's workdir
         # and environment again and builds nothing.
-        workdir = await rt.backend.prepare(rt.name, worker.version, spec.setup, env, pip=spec.pip)
+        setup = built_setup(spec.setup, pool=True)
+        workdir = await rt.backend.prepare(rt.name, worker.version, setup, env, pip=spec.pip)
         exit_path = exit_file(rt.home, job.id)
         exit_path.parent.mkdir(parents=True, exist_ok=True)
         exit_path.unlink(missing_ok=True)
@@ -351,7 +353,7 @@ class PoolJobs:
                 env=env,
                 workdir=workdir,
                 log_path=job_log(rt.home, job.id),
-                setup=spec.setup,
+                setup=setup,
                 pip=spec.pip,
                 resources=spec.resources,
                 isolate=isolated(spec),

@@ -21,10 +21,9 @@ from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHand
 from steadyserve.compat.skypilot import fixed_port, isolated
 from steadyserve.controller.port import LaunchPort
 from steadyserve.controller.probing import probe_loop
-from steadyserve.controller.replica_env import WORKERS_RUN_SETUP
 from steadyserve.core.capacity import Assignment, Insufficient
 from steadyserve.core.states import EventKind, ReplicaStatus
-from steadyserve.envs.plan import needs_environment
+from steadyserve.envs.plan import built_setup, needs_environment
 from steadyserve.oneline import one_line
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
@@ -141,9 +140,7 @@ async def _provision(rt: LaunchPort, replica: ReplicaRow) -> ReplicaHandle | Non
     rt.transition(replica, ReplicaStatus.PROVISIONING, "preparing workdir")
     env = rt.environment.env(replica, spec)
     setup_env = rt.environment.setup_env(env)
-    setup = spec.setup
-    if spec.service.pool is not None and setup:  # each worker runs it (replica_env.py)
-        setup = WORKERS_RUN_SETUP
+    setup = built_setup(spec.setup, spec.service.pool is not None)  # a pool's workers run it
     workdir = await rt.backend.prepare(rt.name, replica.version, setup, setup_env, pip=spec.pip)
     if replica.status is not ReplicaStatus.PROVISIONING:
         return None

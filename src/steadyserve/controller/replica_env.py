@@ -18,10 +18,6 @@ from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
 
-WORKERS_RUN_SETUP = "# a pool's workers run setup, each (controller/replica_env.py)"
-"""What a pool's version builds its shared virtualenv with instead of ``setup``: the
-environment (and ``pip:``) is built once, ``setup`` runs on every worker."""
-
 
 def worker_ready_file(home: Home, service: str, replica_id: int) -> Path:
     """Where a worker says its setup finished (beside its log)."""

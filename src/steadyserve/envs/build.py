@@ -346,9 +346,10 @@ def kept_versions(home: Home, store: Store) -> list[tuple[Path, str | None, plan
             if row.pruned:
                 continue
             spec = ServiceSpec.from_json(row.spec_json)
-            if plan.needs_environment(spec.setup, spec.pip):
+            setup = plan.built_setup(spec.setup, spec.service.pool is not None)
+            if plan.needs_environment(setup, spec.pip):
                 workdir = home.version_workdir(service.name, row.version)
-                found.append((workdir, spec.setup, spec.pip))
+                found.append((workdir, setup, spec.pip))
     return found
 
 
