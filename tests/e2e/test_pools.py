@@ -474,7 +474,9 @@ def test_a_job_whose_worker_dies_is_recovered_and_the_pool_stays_at_two(
     cli, root = pool
     gate = root / "gate"
     file = gated_job(root, "recover")
-    first = launch(cli, file)
+    launched = json.loads(cli.run("jobs", "launch", "-p", POOL, str(file), "--json").stdout)
+    assert_shape(launched, CONTRACTS["jobs launch"].shape, "jobs launch")
+    (first,) = [job["id"] for job in launched["jobs"]]
     seen = wait_jobs(cli, lambda j: j[first]["status"] == "RUNNING", "the job RUNNING")
     lost = seen[first]["worker"]
     more = cli.run("jobs", "launch", "--pool", POOL, str(file), "--num-jobs", "5", "-d")
@@ -538,6 +540,10 @@ def test_job_recovery_restarts_a_failing_job_as_often_as_it_says(
     assert row["reason"] == "exited with code 3 after 2 restarts (max_restarts_on_errors)"
     log = cli.run("jobs", "logs", str(job_id), "--no-follow").stdout
     assert log.count("run of sky-managed-") == 3
+    lines = cli.run("jobs", "logs", str(job_id), "--no-follow", "--json").stdout.splitlines()
+    for line in lines:
+        assert_shape(json.loads(line), CONTRACTS["jobs logs"].shape, "jobs logs")
+    assert [json.loads(line)["line"] for line in lines] == log.splitlines()
     assert len(set(log.split())) < len(log.split())  # the same task id each run
 
 
@@ -565,9 +571,9 @@ def test_following_a_waiting_job_says_so_and_ctrl_c_leaves_it_running(
     assert follower.returncode == 130, (out, err)
     assert f"Job {job_id} keeps running" in err
     assert jobs(cli)[job_id]["status"] == "PENDING"
-    cancelled = json.loads(cli.run("jobs", "cancel", "--name", "sleeper", "-y", "--json").stdout)[
-        "cancelled"
-    ]
+    shown = json.loads(cli.run("jobs", "cancel", "--name", "sleeper", "-y", "--json").stdout)
+    assert_shape(shown, CONTRACTS["jobs cancel"].shape, "jobs cancel")
+    cancelled = shown["cancelled"]
     assert sorted(c["id"] for c in cancelled) == sorted([*busy, job_id])
     wait_jobs(
         cli,
@@ -595,7 +601,11 @@ def test_a_failed_pool_refuses_jobs_and_its_setup_log_is_readable(
           echo "no disk left"; exit 5
         """,
     )
-    cli.run("jobs", "pool", "apply", "-p", "badpool", str(file))
+    applied = json.loads(
+        cli.run("jobs", "pool", "apply", "-p", "badpool", str(file), "--json").stdout
+    )
+    assert_shape(applied, CONTRACTS["jobs pool apply"].shape, "jobs pool apply")
+    assert applied == {"name": "badpool", "action": "create", "version": 1, "changed": True}
     deadline = time.monotonic() + WAIT_S
     shown = ""
     while "setting up the worker" not in shown and time.monotonic() < deadline:
@@ -618,6 +628,7 @@ def test_a_failed_pool_refuses_jobs_and_its_setup_log_is_readable(
     after = cli.run("jobs", "pool", "logs", "badpool", "1", "--no-follow").stdout
     assert "no disk left" in after and "--- setup exited with code 5 ---" in after
     down = json.loads(cli.run("jobs", "pool", "down", "badpool", "-y", "--json").stdout)
+    assert_shape(down, CONTRACTS["jobs pool down"].shape, "jobs pool down")
     assert down == {"down": ["badpool"], "purged": False}
 
 

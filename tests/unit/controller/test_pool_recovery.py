@@ -22,6 +22,15 @@ from steadyserve.core.jobs import JobRecovery, JobStatus
 from steadyserve.core.states import ReplicaStatus
 
 FIXED: dict[str, Any] = {"pool": {"workers": 2}, "setup": "echo ready"}
+AUTOSCALED: dict[str, Any] = {
+    "pool": {
+        "min_workers": 1,
+        "max_workers": 2,
+        "upscale_delay_seconds": 0,
+        "downscale_delay_seconds": 0,
+    },
+    "setup": "echo ready",
+}
 J = JobStatus
 
 
@@ -46,11 +55,12 @@ def _worker_process(world: World, worker_id: int) -> FakeReplica | None:
     return handle if isinstance(handle, FakeReplica) else None
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("fields", [FIXED, AUTOSCALED], ids=["fixed", "autoscaled"])
+@pytest.mark.parametrize("seed", range(4))
 def test_a_two_worker_pool_never_runs_more_than_two_while_workers_die(
-    tmp_path: Path, seed: int
+    tmp_path: Path, seed: int, fields: dict[str, Any]
 ) -> None:
-    world = World(tmp_path, FIXED)
+    world = World(tmp_path, fields)
     rt = _pool(world)
     table = rt.jobs.table
     rng = random.Random(seed)
