@@ -22,6 +22,7 @@ from steadyserve.core.jobs import (
     check_job_move,
 )
 from steadyserve.core.planner import Plan
+from steadyserve.replica_contract import WORKER_READY_LINE, worker_ready
 from steadyserve.state import Store
 
 J = JobStatus
@@ -195,3 +196,27 @@ def test_a_queue_made_before_recovery_gets_its_columns(tmp_path: Path) -> None:
     assert old is not None and (old.recovery, old.restarts, old.recoveries) == (NONE, 0, 0)
     two = JobRecovery(2, frozenset({7}))
     assert JobTable(store).add("p", "b", "true", {}, 2.0, two).recovery == two
+
+
+def test_a_workers_ready_line_is_found_however_the_log_is_read(tmp_path: Path) -> None:
+    """Read in any pieces as it grows, the ready line is found once it is whole
+    and a line of its own, and not before; output after it (a daemon setup
+    started) is no matter."""
+    line = WORKER_READY_LINE + "\n"
+    log = tmp_path / "1.log"
+    for text in ("", "setup out\n", "x" * 70 + "\n"):
+        whole = (text + line + "daemon says hi\n").encode()
+        boundary = len(text) + len(line)
+        for cut in range(len(whole) + 1):  # one look at the whole file so far
+            log.write_bytes(whole[:cut])
+            assert worker_ready(log, 0)[0] == (cut >= boundary), (text, cut)
+        for step in (1, 5, 13):  # looks as it grows, each from where the last ended
+            offset, found = 0, False
+            for end in range(0, len(whole) + 1, step):
+                log.write_bytes(whole[:end])
+                seen, offset = worker_ready(log, offset)
+                found = found or seen
+                assert found == (end >= boundary), (text, end, step)
+    log.write_bytes(b"echo " + WORKER_READY_LINE.encode() + b" in a line\n")
+    assert worker_ready(log, 0)[0] is False  # not a line of its own
+    assert worker_ready(tmp_path / "missing.log", 5) == (False, 5)

@@ -120,9 +120,9 @@ class FakeBackend:
         replica = FakeReplica(next(self._pids), port, control_port, request)
         self.replicas[replica._pid] = replica
         if self.workers_finish_setup and request.command[2:3] == [contract.WORKER_PROGRAM]:
-            ready = Path(request.command[5])  # a pool's worker: its setup ends now
-            ready.parent.mkdir(parents=True, exist_ok=True)
-            ready.touch()
+            log = request.log_path  # a pool's worker: its setup ends now
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(contract.WORKER_READY_LINE + "\n")
         return replica
 
     def adopt(self, request: AdoptRequest) -> ReplicaHandle | None:

@@ -48,6 +48,8 @@ class HeldReplica:
     handle: ReplicaHandle | None = None
     started_at: float | None = None
     failed_probes: int = 0
+    log_read: int = 0
+    """How far a pool worker's log was read for its ready line (probing.py)."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from steadyserve import replica_contract as contract
 from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.controller.port import ProbePort
 from steadyserve.controller.probes import probe_in_netns
-from steadyserve.controller.replica_env import worker_ready_file
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.state import ReplicaRow
@@ -132,13 +132,15 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
 
 
 def worker_ready(rt: ProbePort, replica: ReplicaRow) -> None:
-    """A pool's worker has no probe: READY once its own setup ran (its ready file,
-    controller/replica_env.py) and its process runs (an exit fails it, as a
+    """A pool's worker has no probe: READY once its own setup ran (a line of its log
+    says so, replica_contract.py) and its process runs (an exit fails it, as a
     replica's does: exits.py; a setup that failed is such an exit)."""
-    if (
-        replica.status is ReplicaStatus.STARTING
-        and worker_ready_file(rt.environment.home, rt.name, replica.id).exists()
-    ):
+    if replica.status is not ReplicaStatus.STARTING:
+        return
+    held = rt.hold(replica.id)
+    log = rt.environment.home.replica_log(rt.name, replica.id)
+    ready, held.log_read = contract.worker_ready(log, held.log_read)
+    if ready:
         rt.transition(
             replica,
             ReplicaStatus.READY,

@@ -10,18 +10,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 from steadyserve import replica_contract as contract
 from steadyserve.core.capacity import Assignment
 from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.state import ReplicaRow
-
-
-def worker_ready_file(home: Home, service: str, replica_id: int) -> Path:
-    """Where a worker says its setup finished (beside its log)."""
-    return home.replica_log(service, replica_id).with_suffix(".ready")
 
 
 class ReplicaEnvironment:
@@ -92,16 +86,7 @@ class ReplicaEnvironment:
     def command(self, spec: ServiceSpec, replica: ReplicaRow) -> list[str]:
         if spec.service.pool is not None:  # a worker holds its environment; jobs run beside it
             lock = self.home.version_dir(self.service, replica.version) / "worker-setup.lock"
-            ready = worker_ready_file(self.home, self.service, replica.id)
-            ready.unlink(missing_ok=True)
-            return [
-                sys.executable,
-                "-c",
-                contract.WORKER_PROGRAM,
-                spec.setup or "",
-                str(lock),
-                str(ready),
-            ]
+            return [sys.executable, "-c", contract.WORKER_PROGRAM, spec.setup or "", str(lock)]
         if spec.run is not None:
             return ["bash", "-c", spec.run]
         assert spec.import_path is not None
