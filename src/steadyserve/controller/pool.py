@@ -171,7 +171,8 @@ class PoolJobs:
 
     # the scheduler step ------------------------------------------------------
     def tick(self, plan: Plan) -> None:
-        """Reap, stop what was cancelled, then start pending jobs on idle workers."""
+        """Reap, recover the jobs of lost workers, stop what was cancelled, then start
+        waiting jobs on idle workers."""
         live = self.table.of_pool(self.rt.name, live=True)
         for job in live:
             self._reap(job)
@@ -185,8 +186,13 @@ class PoolJobs:
                 self._stop(job)
         draining = {rid for rid, _ in plan.drain}
         ready = [w for w in self._ready_workers(plan) if w not in draining]
-        # A recovering job whose old process is still being stopped waits for it.
-        views = [JobView(j.id, j.status, j.worker) for j in live if j.id not in self.stopping]
+        # A recovering job whose old process is still being stopped waits for it
+        # (a cancelled one being stopped still holds its worker).
+        views = [
+            JobView(j.id, j.status, j.worker)
+            for j in live
+            if not (j.status.waits and j.id in self.stopping)
+        ]
         by_id = {j.id: j for j in live}
         for job_id, worker in assign(views, ready):
             job = by_id[job_id]
