@@ -117,7 +117,8 @@ class Service(TypedDict):
     version: int
     active_versions: list[int]
     uptime_s: float | None
-    endpoint: str
+    endpoint: str | None
+    """``127.0.0.1:PORT``; None for a pool, which has no endpoint."""
     ready_replicas: int
     total_replicas: int
     target_replicas: int
