@@ -270,14 +270,15 @@ def _wait_for_worker_log(
         if worker_id not in workers:
             raise CommandError(f"unknown worker {worker_id} of pool {name}", 2)
         status = workers[worker_id]["status"]
+        if status.startswith("FAILED") or status in ("PREEMPTED", "SHUTTING_DOWN"):
+            why = workers[worker_id].get("reason") or status  # it never started a process
+            raise CommandError(f"worker {worker_id} of {name} has no log: {why}", 1)
         if not follow:
             raise CommandError(
                 f"worker {worker_id} of {name} has no output yet ({status}: its"
                 " environment is being prepared)",
                 1,
             )
-        if status not in ("PENDING", "PROVISIONING"):
-            return  # its process ran or never will: steady logs says which
         time.sleep(WORKER_LOG_POLL_S)
         (found,) = pools_named(client, (name,))
 
