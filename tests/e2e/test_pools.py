@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -571,6 +572,10 @@ def test_following_a_waiting_job_says_so_and_ctrl_c_leaves_it_running(
     assert follower.returncode == 130, (out, err)
     assert f"Job {job_id} keeps running" in err
     assert jobs(cli)[job_id]["status"] == "PENDING"
+    asked, answer = on_a_terminal(cli, "n\n", "jobs", "cancel", str(job_id))
+    assert answer.returncode == 1, asked  # SkyPilot's question, answered no
+    assert f"Cancelling managed job(s) with ID {job_id}. Proceed? [Y/n]" in asked
+    assert jobs(cli)[job_id]["status"] == "PENDING"
     shown = json.loads(cli.run("jobs", "cancel", "--name", "sleeper", "-y", "--json").stdout)
     assert_shape(shown, CONTRACTS["jobs cancel"].shape, "jobs cancel")
     cancelled = shown["cancelled"]
@@ -581,6 +586,27 @@ def test_following_a_waiting_job_says_so_and_ctrl_c_leaves_it_running(
         "3 CANCELLED",
     )
     assert json.loads(cli.run("jobs", "queue", "-s", "--json").stdout)["jobs"] == []
+
+
+def on_a_terminal(
+    cli: Steady, typed: str, *args: str
+) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """Run steady with a terminal as its stdin (it asks there), typing ``typed``."""
+    main, side = pty.openpty()
+    try:
+        os.write(main, typed.encode())
+        proc = subprocess.run(
+            [sys.executable, "-m", "steadyserve.cli", *args],
+            stdin=side,
+            capture_output=True,
+            text=True,
+            env=cli.env,
+            timeout=60,
+        )
+    finally:
+        os.close(main)
+        os.close(side)
+    return proc.stderr, proc
 
 
 def test_a_failed_pool_refuses_jobs_and_its_setup_log_is_readable(
@@ -621,13 +647,16 @@ def test_a_failed_pool_refuses_jobs_and_its_setup_log_is_readable(
         time.sleep(0.1)
     assert found["status"] == "FAILED", found
     assert "exited with code 5" in found["failure"] and "no disk left" in found["failure"]
-    refused = cli.run("jobs", "launch", "-p", "badpool", str(root / "vars.yaml"), check=False)
+    job = _write(root / "to-bad-pool.yaml", "run: echo never\n")
+    refused = cli.run("jobs", "launch", "-p", "badpool", str(job), check=False)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert refused.stderr.startswith("error: pool badpool is FAILED: version 1 failed")
     assert "no disk left" in refused.stderr
     after = cli.run("jobs", "pool", "logs", "badpool", "1", "--no-follow").stdout
     assert "no disk left" in after and "--- setup exited with code 5 ---" in after
-    down = json.loads(cli.run("jobs", "pool", "down", "badpool", "-y", "--json").stdout)
+    asked, answer = on_a_terminal(cli, "\n", "jobs", "pool", "down", "badpool", "--json")
+    assert "Terminating pool(s) 'badpool'. Proceed? [Y/n]" in asked  # Enter: yes
+    down = json.loads(answer.stdout)
     assert_shape(down, CONTRACTS["jobs pool down"].shape, "jobs pool down")
     assert down == {"down": ["badpool"], "purged": False}
 
