@@ -109,10 +109,7 @@ def _follow(client: Client, job_id: int, follow: bool, as_json: bool = False) ->
                 return dict(job)
             if job["status"] in WAITING and not as_json and said != job["reason"]:
                 said = job["reason"]
-                console.print(
-                    f"Job {job_id} is {job['status']} on pool {job['pool']}: {said}.",
-                    markup=False,
-                )
+                click.echo(f"Job {job_id} is {job['status']} on pool {job['pool']}: {said}.")
             time.sleep(FOLLOW_POLL_S)
     except KeyboardInterrupt:
         click.echo(
