@@ -5,15 +5,18 @@ with the one meant, and SkyPilot's managed-job variables with their meanings."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from steadyserve.compat.sky_jobs import parse_job
+from steadyserve.controller.errors import BadInput
 from steadyserve.controller.job_env import job_env
 from steadyserve.controller.job_tables import JobRow
+from steadyserve.controller.pool_api import job_recovery
 from steadyserve.core.capacity import Assignment
-from steadyserve.core.jobs import JobStatus
+from steadyserve.core.jobs import JobRecovery, JobStatus
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import SpecError
 from steadyserve.state import ReplicaRow
@@ -112,3 +115,34 @@ def test_skypilots_variables_and_what_a_job_cannot_fake() -> None:
         JobRow(7, "gpus", "t", JobStatus.STARTING, "true", {"SKYPILOT_JOB_RANK": "3"}), worker
     )
     assert ranked["SKYPILOT_JOB_RANK"] == "3"  # --num-jobs' rank is the job's own
+
+
+@pytest.mark.parametrize(
+    ("sent", "line"),
+    [
+        (
+            {"strategy": "FAILOVER"},
+            "job_recovery: max_restarts_on_errors and recover_on_exit_codes only",
+        ),
+        (
+            {"max_restarts_on_errors": True},
+            "job_recovery.max_restarts_on_errors must be a whole number",
+        ),
+        (
+            {"max_restarts_on_errors": 1001},
+            "job_recovery.max_restarts_on_errors must be from 0 to 1000",
+        ),
+        (
+            {"recover_on_exit_codes": [-1]},
+            "job_recovery.recover_on_exit_codes must be exit codes (0 to 255)",
+        ),
+        ("FAILOVER", "job_recovery: max_restarts_on_errors and recover_on_exit_codes only"),
+    ],
+)
+def test_the_api_checks_job_recovery_itself(sent: Any, line: str) -> None:
+    """A client other than the CLI sends what it likes: one line, nothing queued."""
+    with pytest.raises(BadInput, match=re.escape(line)):
+        job_recovery(sent)
+    assert job_recovery({"max_restarts_on_errors": 2, "recover_on_exit_codes": [33]}) == (
+        JobRecovery(2, frozenset({33}))
+    )
