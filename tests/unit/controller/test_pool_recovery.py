@@ -199,3 +199,26 @@ def test_max_restarts_on_errors_is_honoured(tmp_path: Path) -> None:
         assert table.get(plain).recoveries == 0  # type: ignore[union-attr]
 
     run(world, scenario)
+
+
+def test_a_pool_whose_setup_fails_is_failed_with_the_reason(tmp_path: Path) -> None:
+    """Its only worker's setup exits 5 before it was ever ready: the version is
+    broken, the pool FAILED, and ``failure`` (what refuses jobs) says why."""
+    world = World(tmp_path, {"pool": {"workers": 1}, "setup": "exit 5"})
+    world.backend.workers_finish_setup = False
+    rt = _pool(world)
+
+    async def scenario() -> None:
+        await world.until("a worker started", lambda: bool(world.replicas(ReplicaStatus.STARTING)))
+        assert rt.jobs.failure() is None
+        (worker,) = world.replicas(ReplicaStatus.STARTING)
+        process = _worker_process(world, worker.id)
+        assert process is not None
+        process.exit(5)
+        await world.until("the pool FAILED", lambda: rt.jobs.failure() is not None)
+        failure = rt.jobs.failure()
+        assert failure is not None
+        assert failure.startswith("version 1 failed before any worker was ready: ")
+        assert "process exited with code 5 before it was ready" in failure
+
+    run(world, scenario)
