@@ -266,11 +266,11 @@ BAD_INPUT = [
     (("jobs", "queue", "-p", "nopool"), "unknown pool: nopool"),
     (
         ("jobs", "cancel", "1"),
-        "Cancelling managed job(s) with ID 1: pass -y to confirm (no terminal to ask on)",
+        "Cancelling managed job with ID 1: pass -y to confirm (no terminal to ask on)",
     ),
     (
         ("jobs", "pool", "down", POOL),
-        f"Terminating pool(s) '{POOL}': pass -y to confirm (no terminal to ask on)",
+        f"Terminating pool(s) {POOL}: pass -y to confirm (no terminal to ask on)",
     ),
     (
         ("jobs", "cancel", "-y"),
@@ -574,7 +574,7 @@ def test_following_a_waiting_job_says_so_and_ctrl_c_leaves_it_running(
     assert jobs(cli)[job_id]["status"] == "PENDING"
     asked, answer = on_a_terminal(cli, "n\n", "jobs", "cancel", str(job_id))
     assert answer.returncode == 1, asked  # SkyPilot's question, answered no
-    assert f"Cancelling managed job(s) with ID {job_id}. Proceed? [Y/n]" in asked
+    assert f"Cancelling managed job with ID {job_id}. Proceed? [Y/n]" in asked
     assert jobs(cli)[job_id]["status"] == "PENDING"
     shown = json.loads(cli.run("jobs", "cancel", "--name", "sleeper", "-y", "--json").stdout)
     assert_shape(shown, CONTRACTS["jobs cancel"].shape, "jobs cancel")
@@ -655,7 +655,7 @@ def test_a_failed_pool_refuses_jobs_and_its_setup_log_is_readable(
     after = cli.run("jobs", "pool", "logs", "badpool", "1", "--no-follow").stdout
     assert "no disk left" in after and "--- setup exited with code 5 ---" in after
     asked, answer = on_a_terminal(cli, "\n", "jobs", "pool", "down", "badpool", "--json")
-    assert "Terminating pool(s) 'badpool'. Proceed? [Y/n]" in asked  # Enter: yes
+    assert "Terminating pool(s) badpool. Proceed? [Y/n]" in asked  # Enter: yes
     down = json.loads(answer.stdout)
     assert_shape(down, CONTRACTS["jobs pool down"].shape, "jobs pool down")
     assert down == {"down": ["badpool"], "purged": False}

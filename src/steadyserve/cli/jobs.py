@@ -140,16 +140,17 @@ def _to_cancel(
         raise CommandError("name the jobs to cancel: IDs, --pool, --all or --name (one of them)", 2)
     if job_ids:
         listed = ",".join(map(str, job_ids))
-        return list(job_ids), f"Cancelling managed job(s) with ID {listed}. Proceed?"
+        which = f"job with ID {listed}" if len(job_ids) == 1 else f"jobs with IDs {listed}"
+        return list(job_ids), f"Cancelling managed {which}. Proceed?"
     if pool_name is not None:
         pools_named(client, (pool_name,))
         rows = client.call("GET", f"/api/v1/jobs?pool={pool_name}")["jobs"]
-        question = f"Cancelling all managed jobs of pool {pool_name!r}. Proceed?"
+        question = f"Cancelling managed jobs in pool {pool_name!r}. Proceed?"
     else:
         rows = client.call("GET", "/api/v1/jobs")["jobs"]
         if name is not None:
             rows = [r for r in rows if r["name"] == name]
-            question = f"Cancelling managed job(s) with name {name!r}. Proceed?"
+            question = f"Cancelling managed job {name!r}. Proceed?"
         else:
             question = "Cancelling all managed jobs. Proceed?"
     return [r["id"] for r in rows if r["status"] not in ENDED], question

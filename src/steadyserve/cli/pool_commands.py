@@ -246,7 +246,7 @@ def pool_down(names: tuple[str, ...], all_: bool, purge: bool, yes: bool, as_jso
         else:
             console.print("No pool to take down.", markup=False)
         return
-    confirm(f"Terminating pool(s) {', '.join(repr(n) for n in chosen)}. Proceed?", yes)
+    confirm(f"Terminating pool(s) {', '.join(chosen)}. Proceed?", yes)
     for name in chosen:
         client.call("DELETE", f"/api/v1/services/{name}?purge=0", timeout=600.0)
         if not as_json:
