@@ -32,7 +32,7 @@ from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup, memory_text
 from steadyserve.backends.ports import PortReservations, PortsExhausted
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
-from steadyserve.paths import Home
+from steadyserve.paths import Home, user_umask
 
 _log = logging.getLogger("steadyserve.controller")
 
@@ -239,6 +239,7 @@ class LocalBackend:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    umask=user_umask(),
                 )
                 try:
                     code = await proc.wait()
@@ -345,6 +346,7 @@ class LocalBackend:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    umask=user_umask(),
                 )
             except BaseException:
                 if cgroup is not None:
