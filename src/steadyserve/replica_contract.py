@@ -58,7 +58,22 @@ environment at once."""
 def worker_ready(log: Path, offset: int) -> tuple[bool, int]:
     """Whether a pool worker's log has :data:`WORKER_READY_LINE` as a line of its
     own past ``offset`` (where an earlier look stopped), and where the next look
-    starts. Anywhere, not only last: a daemon that setup started may write on."""
+    starts. Anywhere, not only last: a daemon that setup started may write on.
+    A log shorter than ``offset`` was rotated (copy-and-truncate,
+    controller/replica_logs.py): the rest of what was read is in its copy
+    ``ID.log.1``, then the file is read again from its start."""
+    try:
+        size = log.stat().st_size
+    except OSError:
+        return False, offset
+    if size < offset:
+        if _has_ready_line(log.with_name(log.name + ".1"), offset)[0]:
+            return True, size
+        offset = 0
+    return _has_ready_line(log, offset)
+
+
+def _has_ready_line(log: Path, offset: int) -> tuple[bool, int]:
     marker = ("\n" + WORKER_READY_LINE + "\n").encode()
     start = max(0, offset - len(marker))  # a line the last look cut is read whole
     try:

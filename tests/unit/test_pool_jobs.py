@@ -217,6 +217,17 @@ def test_a_workers_ready_line_is_found_however_the_log_is_read(tmp_path: Path) -
                 seen, offset = worker_ready(log, offset)
                 found = found or seen
                 assert found == (end >= boundary), (text, end, step)
+    # Rotated (copy-and-truncate) between two looks: the line is in the copy, or
+    # written after the truncation; either way it is found.
+    setup = b"x" * 100 + b"\n"
+    for before_rotation in (True, False):
+        log.write_bytes(setup)
+        seen, offset = worker_ready(log, 0)
+        assert (seen, offset) == (False, len(setup))
+        copy = setup + (line.encode() if before_rotation else b"more setup\n")
+        (tmp_path / "1.log.1").write_bytes(copy)
+        log.write_bytes(b"" if before_rotation else line.encode())
+        assert worker_ready(log, offset)[0] is True, before_rotation
     log.write_bytes(b"echo " + WORKER_READY_LINE.encode() + b" in a line\n")
     assert worker_ready(log, 0)[0] is False  # not a line of its own
     assert worker_ready(tmp_path / "missing.log", 5) == (False, 5)
