@@ -19,7 +19,7 @@ from steadyserve.core.capacity import Assignment
 from steadyserve.core.jobs import JobRecovery, JobStatus
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import SpecError
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 
 def _job(data: dict[str, Any]) -> Any:

@@ -22,8 +22,8 @@ from steadyserve.core.jobs import (
     check_job_move,
 )
 from steadyserve.core.planner import Plan
-from steadyserve.replica_contract import WORKER_READY_LINE, worker_ready
-from steadyserve.state import Store
+from steadyserve.store import Store
+from steadyserve.wire.replica_contract import WORKER_READY_LINE, worker_ready
 
 J = JobStatus
 ALLOWED = {

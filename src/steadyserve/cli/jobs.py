@@ -19,7 +19,6 @@ from typing import Any
 
 import click
 
-from steadyserve.cli.client import Client, CommandError
 from steadyserve.cli.common import (
     _echo_json,
     _home,
@@ -33,10 +32,11 @@ from steadyserve.cli.common import (
 )
 from steadyserve.cli.pool_commands import confirm, pool, pools_named, yes_prompt_option
 from steadyserve.cli.pool_tables import queue_table
-from steadyserve.cli.python_defaults import raw_document
-from steadyserve.compat.sky_env_vars import cli_values
+from steadyserve.client.connection import Client, CommandError
+from steadyserve.client.python_defaults import raw_document
 from steadyserve.compat.sky_jobs import JobFile, parse_job
 from steadyserve.spec import SpecError
+from steadyserve.spec.variables import cli_values
 
 FOLLOW_POLL_S = 0.2
 ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})

@@ -14,7 +14,6 @@ from typing import Any
 
 import click
 
-from steadyserve.cli.client import Client, CommandError
 from steadyserve.cli.common import (
     _echo_json,
     _home,
@@ -27,13 +26,14 @@ from steadyserve.cli.common import (
     ignore_image_option,
     ignore_resources_option,
     json_option,
-    load_one,
     reports_errors,
     secret_option,
     tail_option,
 )
 from steadyserve.cli.pool_tables import policy_line, pools_table, workers_table
 from steadyserve.cli.records import logs as service_logs
+from steadyserve.client.connection import Client, CommandError
+from steadyserve.client.service_files import load_one
 from steadyserve.compat.file_mounts import staged
 
 yes_prompt_option = click.option("-y", "--yes", is_flag=True, help="Skip the confirmation prompt.")

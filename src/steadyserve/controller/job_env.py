@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 
 from steadyserve.controller.job_tables import JobRow
 from steadyserve.core.capacity import Assignment
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 JOB_ID = "STEADY_JOB_ID"
 SKYPILOT_JOB_ID = "SKYPILOT_JOB_ID"

@@ -24,9 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ReplicaHandle
-from steadyserve.compat.skypilot import isolated
 from steadyserve.controller.job_env import job_env
 from steadyserve.controller.job_tables import JobRow, JobTable
 from steadyserve.core.autoscale import queue
@@ -34,9 +32,11 @@ from steadyserve.core.jobs import JobStatus, JobView, after_exit, assign, busy_w
 from steadyserve.core.planner import Plan, is_scale_down
 from steadyserve.core.states import EventKind, ReplicaStatus, ServiceStatus
 from steadyserve.envs.plan import built_setup
+from steadyserve.home.paths import Home
 from steadyserve.oneline import one_line
-from steadyserve.paths import Home
 from steadyserve.spec.pool import PoolPolicy
+from steadyserve.spec.ports import isolated
+from steadyserve.wire import replica_contract as contract
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime
