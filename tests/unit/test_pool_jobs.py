@@ -1,5 +1,6 @@
 """A pool's job queue, pure and on a real SQLite file: the table of moves, which
-pending job gets which idle worker, and that a busy worker is never drained."""
+waiting job gets which idle worker, what becomes of a job whose process ended
+(SkyPilot's job_recovery), and that a busy worker is never drained."""
 
 from __future__ import annotations
 
@@ -12,15 +13,17 @@ from steadyserve.controller.pool import spare_busy
 from steadyserve.core.jobs import (
     JOB_MOVES,
     IllegalJobMove,
+    JobRecovery,
     JobStatus,
     JobView,
+    after_exit,
     assign,
     busy_workers,
     check_job_move,
-    ended_as,
 )
 from steadyserve.core.planner import Plan
 from steadyserve.store import Store
+from steadyserve.wire.replica_contract import WORKER_READY_LINE, worker_ready
 
 J = JobStatus
 ALLOWED = {
@@ -29,9 +32,13 @@ ALLOWED = {
     (J.STARTING, J.RUNNING),
     (J.STARTING, J.FAILED),
     (J.STARTING, J.CANCELLING),
+    (J.STARTING, J.RECOVERING),
     (J.RUNNING, J.SUCCEEDED),
     (J.RUNNING, J.FAILED),
     (J.RUNNING, J.CANCELLING),
+    (J.RUNNING, J.RECOVERING),
+    (J.RECOVERING, J.STARTING),
+    (J.RECOVERING, J.CANCELLED),
     (J.CANCELLING, J.CANCELLED),
     (J.CANCELLING, J.SUCCEEDED),
     (J.CANCELLING, J.FAILED),
@@ -72,11 +79,64 @@ def test_a_starting_or_cancelling_job_holds_its_worker() -> None:
     assert assign(jobs, [1, 2]) == []
 
 
+def test_a_recovering_job_goes_first_then_the_oldest_pending() -> None:
+    jobs = [JobView(3, J.PENDING), JobView(5, J.RECOVERING), JobView(4, J.PENDING)]
+    assert assign(jobs, [1, 2]) == [(5, 1), (3, 2)]
+
+
+NONE = JobRecovery()
+
+
+def _after(
+    code: int | None,
+    *,
+    cancelled: bool = False,
+    lost: str | None = None,
+    recovery: JobRecovery = NONE,
+    restarts: int = 0,
+) -> tuple[JobStatus, bool]:
+    out = after_exit(
+        code, cancelled=cancelled, worker_lost=lost, recovery=recovery, restarts=restarts
+    )
+    return out.status, out.counts_restart
+
+
 def test_how_a_job_ended() -> None:
-    assert ended_as(0, cancelled=False) is J.SUCCEEDED
-    assert ended_as(3, cancelled=False) is J.FAILED
-    assert ended_as(-15, cancelled=True) is J.CANCELLED
-    assert ended_as(0, cancelled=True) is J.CANCELLED
+    assert _after(0) == (J.SUCCEEDED, False)
+    assert _after(3) == (J.FAILED, False)  # no job_recovery: a failure is final
+    assert _after(None) == (J.FAILED, False)  # it left no code, its worker alive
+    assert _after(-15, cancelled=True) == (J.CANCELLED, False)
+    assert _after(0, cancelled=True) == (J.CANCELLED, False)
+    assert _after(-15, cancelled=True, lost="worker 1 is FAILED") == (J.CANCELLED, False)
+
+
+def test_a_lost_worker_is_recovered_however_often_and_uncounted() -> None:
+    """SkyPilot recovers a preempted job whatever max_restarts_on_errors says."""
+    for restarts in (0, 5, 1000):
+        assert _after(-9, lost="its worker 2 is FAILED", restarts=restarts) == (
+            J.RECOVERING,
+            False,
+        )
+    assert _after(None, lost="its worker 2 is gone") == (J.RECOVERING, False)
+    assert _after(0, lost="its worker 2 is gone") == (J.SUCCEEDED, False)  # it finished
+
+
+def test_max_restarts_on_errors_counts_the_failures() -> None:
+    """The worked example of ``after_exit``: 2 restarts, then FAILED."""
+    two = JobRecovery(max_restarts_on_errors=2)
+    assert _after(3, recovery=two, restarts=0) == (J.RECOVERING, True)
+    assert _after(3, recovery=two, restarts=1) == (J.RECOVERING, True)
+    assert _after(3, recovery=two, restarts=2) == (J.FAILED, False)
+    ended = after_exit(3, cancelled=False, worker_lost=None, recovery=two, restarts=2)
+    assert ended.reason == "exited with code 3 after 2 restarts (max_restarts_on_errors)"
+    assert _after(0, recovery=two, restarts=2) == (J.SUCCEEDED, False)
+
+
+def test_recover_on_exit_codes_restart_uncounted() -> None:
+    codes = JobRecovery(max_restarts_on_errors=1, recover_on_exit_codes=frozenset({33}))
+    assert _after(33, recovery=codes, restarts=1) == (J.RECOVERING, False)
+    assert _after(34, recovery=codes, restarts=0) == (J.RECOVERING, True)
+    assert _after(34, recovery=codes, restarts=1) == (J.FAILED, False)
 
 
 def test_a_scale_down_drains_an_idle_worker_instead_of_a_busy_one() -> None:
@@ -110,3 +170,64 @@ def test_the_queue_is_a_table_of_the_state_database(tmp_path: Path) -> None:
     table.move(again, J.SUCCEEDED, "exited with code 0", exit_code=0, ended_at=14.0)
     assert [j.id for j in table.of_pool("pool", live=True)] == [2]
     assert [j.id for j in JobTable(Store(tmp_path / "state.db")).all()] == [1, 2, 3]
+    kinds = [e.reason for e in store.events("pool") if e.to_status == "JOB"]
+    assert kinds == [
+        "job 1 PENDING -> STARTING: given worker 1",
+        "job 1 STARTING -> RUNNING: running",
+        "job 1 RUNNING -> SUCCEEDED: exited with code 0",
+    ]  # every move is an event of its pool, with its reason
+
+
+def test_a_queue_made_before_recovery_gets_its_columns(tmp_path: Path) -> None:
+    """A state file from before job_recovery: opened, its jobs keep their rows."""
+    store = Store(tmp_path / "state.db")
+    store.execute(
+        "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, pool TEXT NOT NULL,"
+        " name TEXT NOT NULL, status TEXT NOT NULL, run TEXT NOT NULL,"
+        " envs TEXT NOT NULL DEFAULT '{}', worker INTEGER, pid INTEGER, pid_create_time REAL,"
+        " exit_code INTEGER, reason TEXT NOT NULL DEFAULT '', submitted_at REAL NOT NULL,"
+        " started_at REAL, ended_at REAL)"
+    )
+    store.execute(
+        "INSERT INTO jobs (pool, name, status, run, submitted_at) VALUES ('p', 'a', 'PENDING',"
+        " 'true', 1.0)"
+    )
+    old = JobTable(store).get(1)
+    assert old is not None and (old.recovery, old.restarts, old.recoveries) == (NONE, 0, 0)
+    two = JobRecovery(2, frozenset({7}))
+    assert JobTable(store).add("p", "b", "true", {}, 2.0, two).recovery == two
+
+
+def test_a_workers_ready_line_is_found_however_the_log_is_read(tmp_path: Path) -> None:
+    """Read in any pieces as it grows, the ready line is found once it is whole
+    and a line of its own, and not before; output after it (a daemon setup
+    started) is no matter."""
+    line = WORKER_READY_LINE + "\n"
+    log = tmp_path / "1.log"
+    for text in ("", "setup out\n", "x" * 70 + "\n"):
+        whole = (text + line + "daemon says hi\n").encode()
+        boundary = len(text) + len(line)
+        for cut in range(len(whole) + 1):  # one look at the whole file so far
+            log.write_bytes(whole[:cut])
+            assert worker_ready(log, 0)[0] == (cut >= boundary), (text, cut)
+        for step in (1, 5, 13):  # looks as it grows, each from where the last ended
+            offset, found = 0, False
+            for end in range(0, len(whole) + 1, step):
+                log.write_bytes(whole[:end])
+                seen, offset = worker_ready(log, offset)
+                found = found or seen
+                assert found == (end >= boundary), (text, end, step)
+    # Rotated (copy-and-truncate) between two looks: the line is in the copy, or
+    # written after the truncation; either way it is found.
+    setup = b"x" * 100 + b"\n"
+    for before_rotation in (True, False):
+        log.write_bytes(setup)
+        seen, offset = worker_ready(log, 0)
+        assert (seen, offset) == (False, len(setup))
+        copy = setup + (line.encode() if before_rotation else b"more setup\n")
+        (tmp_path / "1.log.1").write_bytes(copy)
+        log.write_bytes(b"" if before_rotation else line.encode())
+        assert worker_ready(log, offset)[0] is True, before_rotation
+    log.write_bytes(b"echo " + WORKER_READY_LINE.encode() + b" in a line\n")
+    assert worker_ready(log, 0)[0] is False  # not a line of its own
+    assert worker_ready(tmp_path / "missing.log", 5) == (False, 5)

@@ -20,6 +20,7 @@ from typing import cast
 from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.home.paths import Home
+from steadyserve.wire import replica_contract as contract
 
 _ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\n\r\nok\n"
 # Far above any real pid, so a fake replica's number never names a real process.
@@ -101,6 +102,8 @@ class FakeBackend:
         self.prepare_error: str | None = None
         """Set by a test: every prepare fails with this ProvisionError."""
         self.stopped: list[int] = []
+        self.workers_finish_setup = True
+        """A pool worker's setup ends as it starts; False: a test says when."""
 
     async def _ensure_server(self) -> int:
         if self._server is None:
@@ -126,6 +129,10 @@ class FakeBackend:
         control_port = next(self._ports) if request.control_port and not self.serve else None
         replica = FakeReplica(next(self._pids), port, control_port, request)
         self.replicas[replica._pid] = replica
+        if self.workers_finish_setup and request.command[2:3] == [contract.WORKER_PROGRAM]:
+            log = request.log_path  # a pool's worker: its setup ends now
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(contract.WORKER_READY_LINE + "\n")
         return replica
 
     def adopt(self, request: AdoptRequest) -> ReplicaHandle | None:

@@ -39,7 +39,7 @@ from steadyserve.cli.common import (
 )
 from steadyserve.cli.controller_commands import controller
 from steadyserve.cli.dashboard import dashboard
-from steadyserve.cli.jobs import jobs_group
+from steadyserve.cli.jobs import jobs
 from steadyserve.cli.records import history, logs
 from steadyserve.cli.serve import endpoint_url, plan_line, serve_group, up_plan
 from steadyserve.cli.tables import (
@@ -495,6 +495,6 @@ def down(names: tuple[str, ...], all_: bool, purge: bool, yes: bool, as_json: bo
 
 main.add_command(controller)
 main.add_command(serve_group(up, status, update, logs, down))
-main.add_command(jobs_group(down, logs))
+main.add_command(jobs)
 main.add_command(history)
 main.add_command(logs)

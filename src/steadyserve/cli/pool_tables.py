@@ -66,7 +66,9 @@ def _duration(job: dict[str, Any], now: float) -> str:
 
 
 def queue_table(jobs: list[dict[str, Any]]) -> Table:
-    table = _table(("ID", "NAME", "POOL", "WORKER", "SUBMITTED", "DURATION", "STATUS"))
+    table = _table(
+        ("ID", "NAME", "POOL", "WORKER", "SUBMITTED", "DURATION", "#RECOVERIES", "STATUS")
+    )
     now = time.time()
     for job in jobs:
         worker = job.get("worker")
@@ -78,6 +80,7 @@ def queue_table(jobs: list[dict[str, Any]]) -> Table:
             str(worker) if worker is not None else "-",
             format_ago(job["submitted_at"], now),
             _duration(job, now),
+            str(job.get("recoveries", 0)),
             job["status"],
         )
     return table

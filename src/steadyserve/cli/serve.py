@@ -69,6 +69,12 @@ def endpoint_url(client: Client, names: tuple[str, ...]) -> str:
     found = client.call("GET", f"/api/v1/services?name={name}")["services"]
     if not found:
         raise CommandError(f"unknown service: {name}", 2)
+    if found[0]["endpoint"] is None:
+        raise CommandError(
+            f"{name} is a pool: it has no endpoint"
+            f" (steady jobs launch --pool {name} gives it jobs)",
+            2,
+        )
     return f"{found[0].get('scheme', 'http')}://{found[0]['endpoint']}"
 
 

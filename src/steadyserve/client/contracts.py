@@ -123,7 +123,8 @@ class Service(TypedDict):
     version: int
     active_versions: list[int]
     uptime_s: float | None
-    endpoint: str
+    endpoint: str | None
+    """``127.0.0.1:PORT``; None for a pool, which has no endpoint."""
     ready_replicas: int
     total_replicas: int
     target_replicas: int
@@ -215,7 +216,22 @@ class Job(TypedDict):
     started_at_iso: str | None
     ended_at: float | None
     ended_at_iso: str | None
+    recoveries: int
+    restarts_on_errors: int
+    job_recovery: dict[str, Any]
     log: str
+
+
+class Cancelled(TypedDict):
+    id: int
+    message: str
+
+
+class PoolApplied(TypedDict):
+    name: str
+    action: str
+    version: int
+    changed: bool
 
 
 class ControllerStatus(TypedDict):
@@ -249,13 +265,6 @@ class Unit(TypedDict):
     output: str | None
 
 
-class PoolApplied(TypedDict):
-    name: str
-    action: str
-    changed: bool
-    version: int
-
-
 class Launched(TypedDict):
     ids: list[int]
     pool: str
@@ -264,11 +273,6 @@ class Launched(TypedDict):
 class JobLine(TypedDict):
     job: int
     line: str
-
-
-class Cancelled(TypedDict):
-    id: int
-    message: str
 
 
 class Progress(TypedDict):
@@ -297,6 +301,7 @@ WAIT_NOTE = (
     f" ({', '.join(f'`{k}`' for k in Shape.of(Progress).keys)}, and the counts), then"
     " this object as the last line."
 )
+JOBS = Shape(("jobs",), (("jobs[]", JOB),))
 
 
 @dataclass(frozen=True)
@@ -375,11 +380,41 @@ CONTRACTS: dict[str, Contract] = {
         "(the job id each busy worker runs, by worker id); `replicas` are its workers.",
     ),
     "jobs queue": Contract(
-        "One object, `jobs`: every job (of `--pool` only, when given), oldest first.",
-        Shape(("jobs",), (("jobs[]", JOB),)),
-        "`status` is `PENDING`, `STARTING`, `RUNNING`, `CANCELLING`, `SUCCEEDED`, "
-        "`FAILED` or `CANCELLED`; `worker` is null until one is given; `log` is the "
-        "job's log file (docs/pools.md).",
+        "One object, `jobs`: every job (of `--pool` only, when given; not ended only, "
+        "with `-s`), oldest first.",
+        JOBS,
+        "`status` is `PENDING`, `STARTING`, `RUNNING`, `RECOVERING`, `CANCELLING`, "
+        "`SUCCEEDED`, `FAILED` or `CANCELLED`; `worker` is null until one is given; "
+        "`recoveries` counts its runs after the first, `restarts_on_errors` those "
+        "`job_recovery` (`max_restarts_on_errors`, `recover_on_exit_codes`) allowed; "
+        "`log` is the job's log file (docs/pools.md).",
+    ),
+    "jobs launch": Contract(
+        "One object, `jobs`: the jobs submitted, as `jobs queue --json` shows them.",
+        JOBS,
+        "With `--json` the command never follows the job's log.",
+    ),
+    "jobs logs": Contract(
+        "JSON lines: one object per line of the job's log, as `logs --json` prints them.",
+        LOG_LINE,
+        "`source` is `job ID`; `time` is null.",
+    ),
+    "jobs cancel": Contract(
+        "One object, `cancelled`: a list, one item per job asked to stop.",
+        Shape(("cancelled",), (("cancelled[]", Shape.of(Cancelled)),)),
+        "`message` says whether it ended at once (it had not started, or was "
+        "recovering) or is being stopped.",
+    ),
+    "jobs pool apply": Contract(
+        "One object: the pool's `name`, the `action` (`create`, `update` or `resize`), "
+        "its `version` and whether it `changed`.",
+        Shape.of(PoolApplied),
+    ),
+    "jobs pool down": Contract("One object: the pools taken `down`.", Shape.of(Down)),
+    "jobs pool logs": Contract(
+        "JSON lines, as `logs --json` prints them: a worker's (its setup's output first) "
+        "or the controller's.",
+        LOG_LINE,
     ),
     "controller status": Contract(
         "One object. Exit code 1 when no controller runs.",
@@ -410,28 +445,6 @@ CONTRACTS: dict[str, Contract] = {
     "pause": Contract("One object: what the controller did.", STEERED),
     "resume": Contract("One object: what the controller did.", STEERED),
     "abort": Contract("One object: what the controller did.", STEERED),
-    "jobs pool apply": Contract(
-        "One object: the pool, and whether it was created, updated or resized.",
-        Shape.of(PoolApplied),
-        "`action` is `create`, `update` or `resize`; a file's apply also has its worker"
-        " `policy` and the `notes` said on stderr.",
-    ),
-    "jobs pool down": Contract("One object: the pools taken `down`.", DOWN),
-    "jobs pool logs": Contract("JSON lines, as `logs --json`.", LOG_LINE),
-    "jobs launch": Contract(
-        "One object: the job `ids` submitted.",
-        Shape.of(Launched),
-        "Without `-d` (one job, followed): JSON lines: this object, one object per log"
-        ' line (`job`, `line`), then `{"job": {...}}`, the job as in `jobs queue --json`.',
-    ),
-    "jobs logs": Contract(
-        'JSON lines: one object per log line, then the job\'s record (`{"job": {...}}`).',
-        Shape.of(JobLine),
-    ),
-    "jobs cancel": Contract(
-        "One object, `cancelled`: each job asked to stop, with the controller's answer.",
-        Shape(("cancelled",), (("cancelled[]", Shape.of(Cancelled)),)),
-    ),
     "serve up": Contract("The same object as `up --json`.", CREATED),
     "serve status": Contract("The same object as `status --json`.", STATUS),
     "serve update": Contract("The same object as `update --json`.", PLAN),

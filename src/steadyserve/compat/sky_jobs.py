@@ -5,11 +5,13 @@ workdir, so SkyPilot's job file for a pool is a ``run`` with its ``name``,
 ``envs`` and ``resources``; SkyPilot's docs say it may not carry ``setup``,
 ``workdir`` or ``file_mounts`` (the worker's environment stays the same for
 every job). Those are refused here in one line rather than ignored; the
-``resources`` a job names are the worker's, said once as a note.
+``resources`` a job names are the worker's, said once as a note, except
+``resources.job_recovery``, which is honoured (core/jobs.py, ``after_exit``).
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +19,9 @@ from steadyserve.spec.errors import TOP_LEVEL, SpecError
 
 _WORKER_KEYS = ("setup", "workdir", "file_mounts", "pip", "pool", "service")
 _ACCEPTED = ("name", "run", "envs", "secrets", "resources", "num_nodes")
+STRATEGIES = ("EAGER_NEXT_REGION", "FAILOVER")
+"""SkyPilot's recovery strategies: both mean "another worker of the pool" here."""
+_RECOVERY_KEYS = ("strategy", "max_restarts_on_errors", "recover_on_exit_codes")
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,46 @@ class JobFile:
     run: str
     envs: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    job_recovery: dict[str, Any] | None = None
+    """``max_restarts_on_errors`` and ``recover_on_exit_codes``, as the API takes them."""
+
+
+def _did_you_mean(key: str, options: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, options, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def job_recovery(value: Any) -> dict[str, Any] | None:
+    """SkyPilot's ``resources.job_recovery``: a strategy's name, or a mapping with
+    ``strategy``, ``max_restarts_on_errors`` and ``recover_on_exit_codes``."""
+    if value is None:
+        return None
+    field_ = "resources.job_recovery"
+    if isinstance(value, str):
+        value = {"strategy": value}
+    if not isinstance(value, dict):
+        raise SpecError(field_, "must be a strategy name or a mapping")
+    for key in value:
+        if key not in _RECOVERY_KEYS:
+            raise SpecError(
+                f"{field_}.{key}", "unknown field" + _did_you_mean(str(key), _RECOVERY_KEYS)
+            )
+    strategy = value.get("strategy")
+    if strategy is not None and (
+        not isinstance(strategy, str) or strategy.upper() not in STRATEGIES
+    ):
+        raise SpecError(f"{field_}.strategy", f"must be one of {', '.join(STRATEGIES)}")
+    restarts = value.get("max_restarts_on_errors", 0)
+    if not isinstance(restarts, int) or isinstance(restarts, bool) or restarts < 0:
+        raise SpecError(f"{field_}.max_restarts_on_errors", "must be a whole number >= 0")
+    codes = value.get("recover_on_exit_codes", [])
+    if isinstance(codes, int) and not isinstance(codes, bool):
+        codes = [codes]
+    if not isinstance(codes, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes
+    ):
+        raise SpecError(f"{field_}.recover_on_exit_codes", "must be exit codes (0 to 255)")
+    return {"max_restarts_on_errors": restarts, "recover_on_exit_codes": codes}
 
 
 def _text_values(value: Any, key: str, given: dict[str, str]) -> dict[str, str]:
@@ -58,9 +103,8 @@ def parse_job(data: Any, default_name: str, given: dict[str, str]) -> JobFile:
                 " workdir and file_mounts): give it in the pool file (steady jobs pool apply)",
             )
         if key not in _ACCEPTED:
-            raise SpecError(
-                str(key), f"unknown field of a job file (one of {', '.join(_ACCEPTED)})"
-            )
+            hint = _did_you_mean(str(key), _ACCEPTED) or f" (one of {', '.join(_ACCEPTED)})"
+            raise SpecError(str(key), f"unknown field of a job file{hint}")
     run = data.get("run")
     if not isinstance(run, str) or not run.strip():
         raise SpecError("run", "a job needs a command to run (run: ...)")
@@ -73,6 +117,11 @@ def parse_job(data: Any, default_name: str, given: dict[str, str]) -> JobFile:
     envs.update(_text_values(data.get("secrets"), "secrets", given))
     envs.update(given)
     notes: tuple[str, ...] = ()
-    if data.get("resources"):
+    resources = data.get("resources")
+    if resources is not None and not isinstance(resources, dict):
+        raise SpecError("resources", "must be a mapping")
+    resources = dict(resources or {})
+    recovery = job_recovery(resources.pop("job_recovery", None))
+    if resources:
         notes = ("resources: a job runs on one of its pool's workers, with the worker's",)
-    return JobFile(name=name.strip(), run=run, envs=envs, notes=notes)
+    return JobFile(name=name.strip(), run=run, envs=envs, notes=notes, job_recovery=recovery)

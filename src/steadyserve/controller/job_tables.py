@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from steadyserve.core.jobs import JobStatus, check_job_move
+from steadyserve.core.jobs import JobRecovery, JobStatus, check_job_move
+from steadyserve.core.states import EventKind
 from steadyserve.store import Store
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
@@ -34,11 +35,29 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     ended_at REAL
 )"""
 
+_ADDED = (
+    ("recovery", "TEXT NOT NULL DEFAULT '{}'"),
+    ("restarts", "INTEGER NOT NULL DEFAULT 0"),
+    ("recoveries", "INTEGER NOT NULL DEFAULT 0"),
+)
+"""Columns a later SteadyServe added: a file made before gets them on open."""
+
 _COLUMNS = (
     "id, pool, name, status, run, envs, worker, pid, pid_create_time, exit_code, reason,"
-    " submitted_at, started_at, ended_at"
+    " submitted_at, started_at, ended_at, recovery, restarts, recoveries"
 )
-_SETTABLE = frozenset({"worker", "pid", "pid_create_time", "exit_code", "started_at", "ended_at"})
+_SETTABLE = frozenset(
+    {
+        "worker",
+        "pid",
+        "pid_create_time",
+        "exit_code",
+        "started_at",
+        "ended_at",
+        "restarts",
+        "recoveries",
+    }
+)
 
 
 @dataclass
@@ -57,6 +76,11 @@ class JobRow:
     submitted_at: float = 0.0
     started_at: float | None = None
     ended_at: float | None = None
+    recovery: JobRecovery = field(default_factory=JobRecovery)
+    restarts: int = 0
+    """Restarts used of ``recovery.max_restarts_on_errors``."""
+    recoveries: int = 0
+    """Times it ran again, for any reason (SkyPilot's ``#RECOVERIES``)."""
 
     def to_json(self) -> dict[str, Any]:
         """What ``steady jobs queue --json`` and the API show (never ``envs``'s values)."""
@@ -71,11 +95,17 @@ class JobRow:
             "submitted_at": self.submitted_at,
             "started_at": self.started_at,
             "ended_at": self.ended_at,
+            "recoveries": self.recoveries,
+            "restarts_on_errors": self.restarts,
+            "job_recovery": self.recovery.to_json(),
         }
 
 
 def _row(values: tuple[Any, ...]) -> JobRow:
-    (jid, pool, name, status, run, envs, worker, pid, ctime, code, reason, sub, start, end) = values
+    (jid, pool, name, status, run, envs, worker, pid, ctime, code, reason, sub, start, end) = (
+        values[:14]
+    )
+    recovery, restarts, recoveries = values[14:]
     return JobRow(
         id=jid,
         pool=pool,
@@ -91,6 +121,9 @@ def _row(values: tuple[Any, ...]) -> JobRow:
         submitted_at=sub,
         started_at=start,
         ended_at=end,
+        recovery=JobRecovery.from_json(json.loads(recovery)),
+        restarts=restarts,
+        recoveries=recoveries,
     )
 
 
@@ -101,11 +134,23 @@ class JobTable:
         self.store = store
         with store.transaction():
             store.execute(_SCHEMA)
+            have = {row[1] for row in store.execute("PRAGMA table_info(jobs)")}
+            for column, kind in _ADDED:
+                if column not in have:
+                    store.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
 
-    def add(self, pool: str, name: str, run: str, envs: dict[str, str], now: float) -> JobRow:
+    def add(
+        self,
+        pool: str,
+        name: str,
+        run: str,
+        envs: dict[str, str],
+        now: float,
+        recovery: JobRecovery | None = None,
+    ) -> JobRow:
         rows = self.store.execute(
-            "INSERT INTO jobs (pool, name, status, run, envs, reason, submitted_at)"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
+            "INSERT INTO jobs (pool, name, status, run, envs, reason, submitted_at, recovery)"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
             (
                 pool,
                 name,
@@ -114,6 +159,7 @@ class JobTable:
                 json.dumps(envs),
                 "waiting for a worker",
                 now,
+                json.dumps((recovery or JobRecovery()).to_json()),
             ),
         )
         return _row(rows[0])
@@ -149,6 +195,7 @@ class JobTable:
         """The one way a job's state changes: checked against ``JOB_MOVES``, written,
         and mirrored on ``job``."""
         check_job_move(job.status, new)
+        old = job.status
         unknown = set(values) - _SETTABLE
         if unknown:
             raise ValueError(f"not a job column: {sorted(unknown)}")
@@ -159,3 +206,5 @@ class JobTable:
         job.status, job.reason = new, reason
         for key, value in values.items():
             setattr(job, key, value)
+        why = f"job {job.id} {old} -> {new}: {reason}"
+        self.store.add_event(job.pool, None, None, EventKind.JOB, why)

@@ -10,7 +10,9 @@ a replica of the worker's version does: in that version's workdir copy and
 environment (``setup``'s results, its virtualenv), with the worker's variables
 and isolation, plus the job's own ``envs`` and ids, logging to its own file.
 The pool's size follows SkyPilot's queue-length rule (core/autoscale/queue.py),
-never taking away a worker that holds a job.
+never taking away a worker that holds a job, and never counting a lost one: a
+job whose worker failed is stopped and RECOVERING (core/jobs.py, ``after_exit``),
+so the failed worker holds nothing and its replacement keeps the pool at its size.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ReplicaHandle
+from steadyserve.controller.job_env import job_env
 from steadyserve.controller.job_tables import JobRow, JobTable
 from steadyserve.core.autoscale import queue
-from steadyserve.core.jobs import JobStatus, JobView, assign, busy_workers, ended_as
+from steadyserve.core.jobs import JobStatus, JobView, after_exit, assign, busy_workers
 from steadyserve.core.planner import Plan, is_scale_down
-from steadyserve.core.states import EventKind, ReplicaStatus
+from steadyserve.core.states import EventKind, ReplicaStatus, ServiceStatus
+from steadyserve.envs.plan import built_setup
 from steadyserve.home.paths import Home
 from steadyserve.oneline import one_line
 from steadyserve.spec.pool import PoolPolicy
@@ -42,9 +46,6 @@ log = logging.getLogger("steadyserve.controller")
 JOB_ID_BASE = 1_000_000
 """A job's process gets replica id ``JOB_ID_BASE + job id`` at the backend, so its
 tag, cgroup and network namespace are its own, never its worker's."""
-JOB_ID = "STEADY_JOB_ID"
-SKYPILOT_JOB_ID = "SKYPILOT_JOB_ID"
-"""SkyPilot gives a managed job its id in this variable."""
 STOP_TIMEOUT_S = 5.0
 
 
@@ -67,6 +68,15 @@ def recorded_exit(home: Home, job_id: int) -> int | None:
     try:
         return int(exit_file(home, job_id).read_text().strip())
     except (OSError, ValueError):
+        return None
+
+
+def recorded_end(home: Home, job_id: int) -> float | None:
+    """When the job's process wrote its exit code: its end, even when no
+    controller ran to see it."""
+    try:
+        return exit_file(home, job_id).stat().st_mtime
+    except OSError:
         return None
 
 
@@ -122,16 +132,22 @@ class PoolJobs:
         return [JobView(j.id, j.status, j.worker) for j in live]
 
     def target(self) -> int:
-        """Workers the pool aims for: the queue rule's, and never fewer than busy
+        """Workers the pool aims for: the queue rule's, and never fewer than live busy
         ones of the current version (an old version's busy worker is kept apart,
-        by :func:`spare_busy`, until its job ends: it is no part of the new size)."""
+        by :func:`spare_busy`, until its job ends: it is no part of the new size).
+        A failed worker is never counted: its job is recovered elsewhere, and
+        counting it would launch one worker more for each one lost."""
         version = self.rt.row.version
         busy = busy_workers(self.views())
-        current = [w for w in busy if (r := self.rt.replicas.get(w)) and r.version == version]
+        current = [
+            w
+            for w in busy
+            if (r := self.rt.replicas.get(w)) and r.version == version and r.status.is_live
+        ]
         return max(self.scale.target, len(current))
 
     def autoscale(self, now: float) -> None:
-        pending = sum(1 for j in self.views() if j.status is JobStatus.PENDING)
+        pending = sum(1 for j in self.views() if j.status.waits)
         before = self.scale.target
         self.scale = queue.step(queue_policy(self.pool), self.scale, pending, now)
         if self.scale.target != before:
@@ -155,16 +171,28 @@ class PoolJobs:
 
     # the scheduler step ------------------------------------------------------
     def tick(self, plan: Plan) -> None:
-        """Reap, stop what was cancelled, then start pending jobs on idle workers."""
+        """Reap, recover the jobs of lost workers, stop what was cancelled, then start
+        waiting jobs on idle workers."""
         live = self.table.of_pool(self.rt.name, live=True)
         for job in live:
             self._reap(job)
+        for job in live:
+            if job.status is JobStatus.RUNNING and job.worker is not None:
+                lost = self.worker_lost(job.worker)
+                if lost is not None:
+                    self._recover(job, lost)
         for job in live:
             if job.status is JobStatus.CANCELLING and job.id not in self.stopping:
                 self._stop(job)
         draining = {rid for rid, _ in plan.drain}
         ready = [w for w in self._ready_workers(plan) if w not in draining]
-        views = [JobView(j.id, j.status, j.worker) for j in live]
+        # A recovering job whose old process is still being stopped waits for it
+        # (a cancelled one being stopped still holds its worker).
+        views = [
+            JobView(j.id, j.status, j.worker)
+            for j in live
+            if not (j.status.waits and j.id in self.stopping)
+        ]
         by_id = {j.id: j for j in live}
         for job_id, worker in assign(views, ready):
             job = by_id[job_id]
@@ -172,40 +200,91 @@ class PoolJobs:
             self.starting.add(job.id)
             self._spawn(self._start(job.id, worker))
 
+    def worker_lost(self, worker_id: int) -> str | None:
+        """Why the worker can no longer hold a job (failed, gone, its process
+        exited), or None while it can."""
+        worker = self.rt.replicas.get(worker_id)
+        if worker is None:
+            return f"its worker {worker_id} is gone"
+        if worker.status.is_failed:
+            why = self.rt.failure_reasons.get(worker_id)
+            return f"its worker {worker_id} is {worker.status}" + (f" ({why})" if why else "")
+        held = self.rt.held.get(worker_id)
+        if held is not None and held.handle is not None:
+            code = held.handle.exit_code()
+            if code is not None:
+                return f"its worker {worker_id}'s process exited with code {code}"
+        return None
+
     def _reap(self, job: JobRow) -> None:
-        now = self.rt.clock.wall()
         handle = self.handles.get(job.id)
         if handle is None:
             if job.status.holds_worker and job.id not in self.starting:
                 # No process and none being started: it ended while no controller ran.
-                self._ended_unseen(job, now)
+                self._ended(job, None, " while the controller was down")
             return
         code = handle.exit_code()
         if code is None:
             return
         recorded = recorded_exit(self.rt.home, job.id)
-        code = recorded if recorded is not None else code
         del self.handles[job.id]
         self.stopping.discard(job.id)
-        cancelled = job.status is JobStatus.CANCELLING
-        why = "cancelled" if cancelled else f"exited with code {code}"
-        self.table.move(job, ended_as(code, cancelled), why, exit_code=code, ended_at=now)
+        self._ended(job, recorded if recorded is not None else code, "")
         self._spawn(self.rt.backend.stop(handle, 0.1))  # its port, cgroup, namespace
         self.rt.wake()
 
-    def _ended_unseen(self, job: JobRow, now: float) -> None:
-        """A job whose process ended while the controller was down: as its exit code
-        says, or FAILED when it left none (killed with its machine)."""
-        cancelled = job.status is JobStatus.CANCELLING
-        code = recorded_exit(self.rt.home, job.id)
+    def _ended(self, job: JobRow, code: int | None, when: str) -> None:
+        """Its process ended with ``code`` (None: its own record, else lost): ended
+        for good, or RECOVERING as :func:`after_exit` says. An end the controller
+        did not see keeps the time the job wrote its exit code."""
         if code is None:
-            new = JobStatus.CANCELLED if cancelled else JobStatus.FAILED
-            self.table.move(
-                job, new, "its process was lost while the controller was down", ended_at=now
-            )
+            code = recorded_exit(self.rt.home, job.id)
+        lost = self.worker_lost(job.worker) if job.worker is not None else None
+        outcome = after_exit(
+            code,
+            cancelled=job.status is JobStatus.CANCELLING,
+            worker_lost=lost,
+            recovery=job.recovery,
+            restarts=job.restarts,
+        )
+        why = outcome.reason + when
+        if outcome.status is JobStatus.RECOVERING:
+            restarts = job.restarts + (1 if outcome.counts_restart else 0)
+            self._to_recovering(job, why, exit_code=code, restarts=restarts)
             return
-        why = f"exited with code {code} while the controller was down"
-        self.table.move(job, ended_as(code, cancelled), why, exit_code=code, ended_at=now)
+        ended = recorded_end(self.rt.home, job.id) if when else None
+        now = ended if ended is not None else self.rt.clock.wall()
+        self.table.move(job, outcome.status, why, exit_code=code, ended_at=now)
+
+    def _recover(self, job: JobRow, lost: str) -> None:
+        """Its worker was lost while its process runs on: stop that process (the
+        job's own cgroup, never another's), then run the job again elsewhere."""
+        handle = self.handles.pop(job.id, None)
+        if handle is not None:
+            self.stopping.add(job.id)
+            self._spawn(self._stop_then_wake(job.id, handle))
+        self._to_recovering(job, f"{lost}; its process is stopped, recovering on a worker")
+
+    async def _stop_then_wake(self, job_id: int, handle: ReplicaHandle) -> None:
+        try:
+            await self.rt.backend.stop(handle, STOP_TIMEOUT_S)
+        finally:
+            self.stopping.discard(job_id)
+            self.rt.wake()
+
+    def _to_recovering(self, job: JobRow, why: str, **values: Any) -> None:
+        values.setdefault("restarts", job.restarts)
+        self.table.move(
+            job,
+            JobStatus.RECOVERING,
+            why,
+            worker=None,
+            pid=None,
+            pid_create_time=None,
+            recoveries=job.recoveries + 1,
+            **values,
+        )
+        self.rt.wake()
 
     def _stop(self, job: JobRow) -> None:
         handle = self.handles.get(job.id)
@@ -224,7 +303,10 @@ class PoolJobs:
             self.starting.discard(job_id)
             log.warning("starting job %s on %s failed", job_id, rt.name, exc_info=True)
             job = self.table.get(job_id)
-            if job is not None and job.status in (JobStatus.STARTING, JobStatus.CANCELLING):
+            lost = self.worker_lost(worker_id)
+            if job is not None and job.status is JobStatus.STARTING and lost is not None:
+                self._to_recovering(job, f"{lost} before the job started")
+            elif job is not None and job.status in (JobStatus.STARTING, JobStatus.CANCELLING):
                 new = (
                     JobStatus.CANCELLED if job.status is JobStatus.CANCELLING else JobStatus.FAILED
                 )
@@ -257,14 +339,14 @@ class PoolJobs:
             raise RuntimeError(f"worker {worker_id} is gone")
         spec = rt.spec_for(worker.version)
         env = rt.environment.setup_env(rt.environment.env(worker, spec))
-        env.update(job.envs)
-        env[JOB_ID] = env[SKYPILOT_JOB_ID] = str(job.id)
+        env.update(job_env(job, worker))
         env[contract.REPLICA_TAG] = contract.replica_tag(
             rt.home.root, rt.name, JOB_ID_BASE + job.id
         )
         # Prepared already (the worker ran setup): this finds the version's workdir
         # and environment again and builds nothing.
-        workdir = await rt.backend.prepare(rt.name, worker.version, spec.setup, env, pip=spec.pip)
+        setup = built_setup(spec.setup, pool=True)
+        workdir = await rt.backend.prepare(rt.name, worker.version, setup, env, pip=spec.pip)
         exit_path = exit_file(rt.home, job.id)
         exit_path.parent.mkdir(parents=True, exist_ok=True)
         exit_path.unlink(missing_ok=True)
@@ -277,7 +359,7 @@ class PoolJobs:
                 env=env,
                 workdir=workdir,
                 log_path=job_log(rt.home, job.id),
-                setup=spec.setup,
+                setup=setup,
                 pip=spec.pip,
                 resources=spec.resources,
                 isolate=isolated(spec),
@@ -286,13 +368,17 @@ class PoolJobs:
         )
 
     def cancel(self, job_id: int) -> str:
-        """``steady jobs cancel``: a pending job ends now, a started one is stopped."""
+        """``steady jobs cancel``: a waiting job ends now, a started one is stopped."""
         job = self.table.get(job_id)
         assert job is not None
-        if job.status is JobStatus.PENDING:
+        if job.status.waits:
             now = self.rt.clock.wall()
-            self.table.move(job, JobStatus.CANCELLED, "cancelled before it ran", ended_at=now)
-            return f"job {job.id} cancelled (it had not started)"
+            ran = job.status is JobStatus.RECOVERING
+            why = "cancelled while it waited to run again" if ran else "cancelled before it ran"
+            self.table.move(job, JobStatus.CANCELLED, why, ended_at=now)
+            return (
+                f"job {job.id} cancelled ({'it was recovering' if ran else 'it had not started'})"
+            )
         if job.status is not JobStatus.CANCELLING:
             self.table.move(job, JobStatus.CANCELLING, "steady jobs cancel")
         self.rt.wake()
@@ -326,9 +412,24 @@ class PoolJobs:
         live = self.table.of_pool(self.rt.name, live=True)
         return {
             "policy": self.pool.model_dump(mode="json"),
-            "pending_jobs": sum(1 for j in live if j.status is JobStatus.PENDING),
+            "pending_jobs": sum(1 for j in live if j.status.waits),
             "jobs": {str(j.worker): j.id for j in live if j.status.holds_worker and j.worker},
         }
+
+    def failure(self) -> str | None:
+        """Why the pool is FAILED (its version failed before any worker was ready),
+        with the last words of its latest failed worker; None while it is not."""
+        rt = self.rt
+        if rt.row.status is not ServiceStatus.FAILED:
+            return None
+        version = rt.row.version
+        said = [
+            rt.failure_reasons[r.id]
+            for r in sorted(rt.replicas.values(), key=lambda r: r.id)
+            if r.version == version and r.id in rt.failure_reasons
+        ]
+        why = f"version {version} failed before any worker was ready"
+        return f"{why}: {said[-1]}" if said else why
 
     def pids(self) -> set[int]:
         return {h.pid for h in self.handles.values() if h.pid is not None}
@@ -341,7 +442,7 @@ class PoolJobs:
         now = self.rt.clock.wall()
         stops = []
         for job in self.table.of_pool(self.rt.name, live=True):
-            if job.status is JobStatus.PENDING:
+            if job.status.waits:
                 self.table.move(job, JobStatus.CANCELLED, "the pool went down", ended_at=now)
                 continue
             if job.status is not JobStatus.CANCELLING:

@@ -17,6 +17,7 @@ from steadyserve.controller.errors import BadInput, NotFound, json_object
 from steadyserve.controller.job_tables import JobRow, JobTable
 from steadyserve.controller.pool import job_log
 from steadyserve.controller.pool_runtime import PoolRuntime
+from steadyserve.core.jobs import JobRecovery
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -47,6 +48,29 @@ def _text_map(value: Any, field: str) -> dict[str, str]:
 
 
 MAX_WORKERS = 1000
+MAX_RESTARTS = 1000
+
+
+def job_recovery(value: Any) -> JobRecovery:
+    """The job's ``job_recovery`` as the CLI sends it (compat/sky_jobs.py read the file)."""
+    if value is None:
+        return JobRecovery()
+    if not isinstance(value, dict) or set(value) - {
+        "max_restarts_on_errors",
+        "recover_on_exit_codes",
+    }:
+        raise BadInput("job_recovery: max_restarts_on_errors and recover_on_exit_codes only")
+    restarts = value.get("max_restarts_on_errors", 0)
+    codes = value.get("recover_on_exit_codes", [])
+    if not isinstance(restarts, int) or isinstance(restarts, bool):
+        raise BadInput("job_recovery.max_restarts_on_errors must be a whole number")
+    if not 0 <= restarts <= MAX_RESTARTS:
+        raise BadInput(f"job_recovery.max_restarts_on_errors must be from 0 to {MAX_RESTARTS}")
+    if not isinstance(codes, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes
+    ):
+        raise BadInput("job_recovery.recover_on_exit_codes must be exit codes (0 to 255)")
+    return JobRecovery(restarts, frozenset(codes))
 
 
 def resized(spec_json: str, workers: Any) -> str:
@@ -87,7 +111,14 @@ def add_routes(routes: web.RouteTableDef, controller: Controller) -> None:
         if not isinstance(name, str) or not name:
             raise BadInput("name: a job needs a name")
         envs = _text_map(data.get("envs"), "envs")
-        row = table.add(pool.name, name, run, envs, pool.clock.wall())
+        failure = pool.jobs.failure()
+        if failure is not None:
+            raise BadInput(
+                f"pool {pool.name} is FAILED: {failure} (fix its file and apply it again,"
+                f" or steady jobs pool down {pool.name})"
+            )
+        recovery = job_recovery(data.get("job_recovery"))
+        row = table.add(pool.name, name, run, envs, pool.clock.wall(), recovery)
         pool.wake()
         return web.json_response(as_json(row), status=201)
 

@@ -1,13 +1,13 @@
 """A pool's reconcile loop: a service's, with workers for replicas and a job queue.
 
 A pool (``service.pool``, docs/pools.md) keeps its workers as a service keeps
-its replicas (provisioning, setup once per version, exits, updates, the same
+its replicas (provisioning, the version's environment, exits, updates, the same
 sealed environments and isolation), with three differences carried out here:
 no load balancer (nothing is routed, so nothing is supervised or waited for),
 the size is the queue's (core/autoscale/queue.py, never fewer workers than
 hold a job, and a busy worker is never drained), and one more apply step runs
-the scheduler (controller/pool.py). A worker is ready once its setup ran and
-its process runs (probing.py).
+the scheduler (controller/pool.py). Each worker runs setup itself and is ready
+once it ended well (replica_contract.py, probing.py).
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ class HeldReplica:
     failed_probes: int = 0
     draining_since: float | None = None
     """When its drain began (the clock's monotonic time); None while it serves."""
+    log_read: int = 0
+    """How far a pool worker's log was read for its ready line (probing.py)."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 

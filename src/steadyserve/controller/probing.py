@@ -18,12 +18,15 @@ from steadyserve.controller.probes import probe_in_netns
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ReadinessProbe, ServiceSpec
 from steadyserve.store import ReplicaRow
+from steadyserve.wire import replica_contract as contract
 from steadyserve.wire.netns import path_of as netns_path
 
 # A replica that is still starting is probed this often, however long it takes to
 # load: the first request of a service at zero waits for it, so a back-off (to
 # health_check_period_s, 10 s in SkyServe files) would add up to that much to it.
 STARTING_PROBE_S = 0.1
+WORKER_SETUP_POLL_S = 0.2
+"""How often a starting pool worker's log is read for its ready line."""
 FAILED_PROBES_TO_REPLACE = 3
 CONTROL_HEALTH = "/-/healthz"
 
@@ -101,7 +104,8 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
         probe, port = probe_target(rt, replica, spec)
         if spec.service.pool is not None:  # a worker: ready once setup ran and it runs
             worker_ready(rt, replica)
-            await rt.clock.sleep(svc.health_check_period_s)
+            starting = replica.status is ReplicaStatus.STARTING  # its setup runs: look often
+            await rt.clock.sleep(WORKER_SETUP_POLL_S if starting else svc.health_check_period_s)
             continue
         if replica.netns is None:
             ok, why = await rt.prober(replica.ip, port, probe)
@@ -127,9 +131,15 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
 
 
 def worker_ready(rt: ProbePort, replica: ReplicaRow) -> None:
-    """A pool's worker has no probe: READY once its setup ran and its process runs
-    (an exit fails it, as a replica's does: exits.py)."""
-    if replica.status is ReplicaStatus.STARTING:
+    """A pool's worker has no probe: READY once its own setup ran (a line of its log
+    says so, replica_contract.py) and its process runs (an exit fails it, as a
+    replica's does: exits.py; a setup that failed is such an exit)."""
+    if replica.status is not ReplicaStatus.STARTING:
+        return
+    held = rt.hold(replica.id)
+    log = rt.environment.home.replica_log(rt.name, replica.id)
+    ready, held.log_read = contract.worker_ready(log, held.log_read)
+    if ready:
         rt.transition(
             replica,
             ReplicaStatus.READY,

@@ -22,7 +22,7 @@ from steadyserve.controller.port import LaunchPort
 from steadyserve.controller.probing import probe_loop
 from steadyserve.core.capacity import Assignment, Insufficient
 from steadyserve.core.states import EventKind, ReplicaStatus
-from steadyserve.envs.plan import needs_environment
+from steadyserve.envs.plan import built_setup, needs_environment
 from steadyserve.oneline import one_line
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.ports import fixed_port, isolated
@@ -140,9 +140,8 @@ async def _provision(rt: LaunchPort, replica: ReplicaRow) -> ReplicaHandle | Non
     rt.transition(replica, ReplicaStatus.PROVISIONING, "preparing workdir")
     env = rt.environment.env(replica, spec)
     setup_env = rt.environment.setup_env(env)
-    workdir = await rt.backend.prepare(
-        rt.name, replica.version, spec.setup, setup_env, pip=spec.pip
-    )
+    setup = built_setup(spec.setup, spec.service.pool is not None)  # a pool's workers run it
+    workdir = await rt.backend.prepare(rt.name, replica.version, setup, setup_env, pip=spec.pip)
     if replica.status is not ReplicaStatus.PROVISIONING:
         return None
     held = Assignment.from_json(replica.assignment)
@@ -151,12 +150,12 @@ async def _provision(rt: LaunchPort, replica: ReplicaRow) -> ReplicaHandle | Non
             service=rt.name,
             version=replica.version,
             replica_id=replica.id,
-            command=rt.environment.command(spec),
+            command=rt.environment.command(spec, replica),
             env=env,
             workdir=workdir,
             log_path=rt.home.replica_log(rt.name, replica.id),
             control_port=spec.import_path is not None,
-            setup=spec.setup,
+            setup=setup,
             pip=spec.pip,
             resources=spec.resources,
             fixed_port=fixed_port(spec),

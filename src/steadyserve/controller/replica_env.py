@@ -17,10 +17,6 @@ from steadyserve.spec import ServiceSpec
 from steadyserve.store import ReplicaRow
 from steadyserve.wire import replica_contract as contract
 
-WORKER_HOLDS = "import signal; signal.pause()"
-"""A pool worker's own process: it waits (SIGTERM ends it) while jobs run in its
-environment (controller/pool.py); its life is the worker's."""
-
 
 class ReplicaEnvironment:
     """One service's replica environments; needs only the home and the service name."""
@@ -87,10 +83,10 @@ class ReplicaEnvironment:
             self.home.root, self.service, replica.id, replica.launched_at
         )
 
-    @staticmethod
-    def command(spec: ServiceSpec) -> list[str]:
+    def command(self, spec: ServiceSpec, replica: ReplicaRow) -> list[str]:
         if spec.service.pool is not None:  # a worker holds its environment; jobs run beside it
-            return [sys.executable, "-c", WORKER_HOLDS]
+            lock = self.home.version_dir(self.service, replica.version) / "worker-setup.lock"
+            return [sys.executable, "-c", contract.WORKER_PROGRAM, spec.setup or "", str(lock)]
         if spec.run is not None:
             return ["bash", "-c", spec.run]
         assert spec.import_path is not None

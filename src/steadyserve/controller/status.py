@@ -74,7 +74,8 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "version": row.version,
         "active_versions": active,
         "uptime_s": round(runtime.clock.wall() - row.created_at, 3),
-        "endpoint": f"127.0.0.1:{row.port}",
+        # A pool has no endpoint: nothing listens on its port.
+        "endpoint": None if isinstance(runtime, PoolRuntime) else f"127.0.0.1:{row.port}",
         "scheme": "https" if runtime.spec.service.tls else "http",
         "ready_replicas": ready,
         "total_replicas": total,
@@ -85,8 +86,10 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
         "update": _update_json(runtime),
         "canary": runtime.canary.status_json(),  # step, weight, analysis
         "load_balancer_pid": runtime.lb.handle.pid if runtime.lb.handle else None,
-        # Why the service is FAILED when its load balancer cannot start; else None.
-        "failure": runtime.lb.failure,
+        # Why the service is FAILED when its load balancer cannot start, or a
+        # pool's workers could not run its setup; else None.
+        "failure": runtime.lb.failure
+        or (runtime.jobs.failure() if isinstance(runtime, PoolRuntime) else None),
         # The Ray Serve application and deployment it was made from.
         "application": runtime.spec.application,
         "deployment": runtime.spec.ray_options.get("deployment"),

@@ -27,7 +27,7 @@ from steadyserve.core.states import (
 from steadyserve.core.strategies import strategy_of
 from steadyserve.envs import build as environment_build
 from steadyserve.envs import manifest
-from steadyserve.envs.plan import PipSpec, needs_environment
+from steadyserve.envs.plan import PipSpec, built_setup, needs_environment
 from steadyserve.envs.workdir import (
     WorkdirError,
     check_root,
@@ -350,9 +350,10 @@ def _kept_versions(home: Home, store: Store) -> list[tuple[Path, str | None, Pip
             if row.pruned:
                 continue
             spec = ServiceSpec.from_json(row.spec_json)
-            if needs_environment(spec.setup, spec.pip):
+            setup = built_setup(spec.setup, spec.service.pool is not None)  # workers run it
+            if needs_environment(setup, spec.pip):
                 workdir = home.version_workdir(service.name, row.version)
-                found.append((workdir, spec.setup, spec.pip))
+                found.append((workdir, setup, spec.pip))
     return found
 
 

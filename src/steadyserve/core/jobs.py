@@ -7,6 +7,12 @@ worker's environment, RUNNING until the process exits (SUCCEEDED on 0, FAILED
 otherwise) or ``steady jobs cancel`` stops it (CANCELLING, then CANCELLED). A
 pending job whose pool goes down is CANCELLED without ever running. One job per
 worker at a time, first come first served (SkyPilot's pools do the same).
+
+A job whose worker is lost (its process died, as a preempted machine's does) is
+RECOVERING and starts again on another worker, as SkyPilot's managed jobs are
+recovered; one that failed by itself is restarted only as its
+``resources.job_recovery`` allows (:func:`after_exit`, SkyPilot's
+``max_restarts_on_errors`` and ``recover_on_exit_codes``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ class JobStatus(StrEnum):
     PENDING = "PENDING"
     STARTING = "STARTING"
     RUNNING = "RUNNING"
+    RECOVERING = "RECOVERING"
     CANCELLING = "CANCELLING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
@@ -36,6 +43,11 @@ class JobStatus(StrEnum):
         """A job whose process is (or is about to be) on a worker: that worker is busy."""
         return self in (JobStatus.STARTING, JobStatus.RUNNING, JobStatus.CANCELLING)
 
+    @property
+    def waits(self) -> bool:
+        """A job waiting for a worker: new (PENDING) or to run again (RECOVERING)."""
+        return self in (JobStatus.PENDING, JobStatus.RECOVERING)
+
 
 _J = JobStatus
 TERMINAL_JOB_STATES = frozenset({_J.SUCCEEDED, _J.FAILED, _J.CANCELLED})
@@ -44,8 +56,12 @@ JOB_MOVES: Mapping[JobStatus, frozenset[JobStatus]] = MappingProxyType(
     {
         _J.PENDING: frozenset({_J.STARTING, _J.CANCELLED}),
         # FAILED from STARTING: the process could not be started (its worker went).
-        _J.STARTING: frozenset({_J.RUNNING, _J.FAILED, _J.CANCELLING}),
-        _J.RUNNING: frozenset({_J.SUCCEEDED, _J.FAILED, _J.CANCELLING}),
+        # RECOVERING from STARTING: its worker was lost before the process started.
+        _J.STARTING: frozenset({_J.RUNNING, _J.FAILED, _J.CANCELLING, _J.RECOVERING}),
+        # RECOVERING from RUNNING: its worker was lost, or job_recovery restarts it.
+        _J.RUNNING: frozenset({_J.SUCCEEDED, _J.FAILED, _J.CANCELLING, _J.RECOVERING}),
+        # A recovering job holds no process: it starts again, or a cancel ends it.
+        _J.RECOVERING: frozenset({_J.STARTING, _J.CANCELLED}),
         # A job asked to stop may still end by itself before the signal lands.
         _J.CANCELLING: frozenset({_J.CANCELLED, _J.SUCCEEDED, _J.FAILED}),
         _J.SUCCEEDED: frozenset(),
@@ -65,12 +81,79 @@ def check_job_move(old: JobStatus, new: JobStatus) -> None:
         raise IllegalJobMove(f"job state {old} -> {new} is not an allowed move")
 
 
-def ended_as(exit_code: int, cancelled: bool) -> JobStatus:
-    """A job's state once its process exited: asked to stop is CANCELLED whatever
-    the code (a signal's), else 0 is SUCCEEDED and anything else FAILED."""
+@dataclass(frozen=True)
+class JobRecovery:
+    """SkyPilot's ``resources.job_recovery`` of a job: how often a job that failed
+    by itself (its worker alive) runs again. A lost worker is always recovered,
+    uncounted, as SkyPilot recovers a preempted cluster."""
+
+    max_restarts_on_errors: int = 0
+    recover_on_exit_codes: frozenset[int] = frozenset()
+    """Exit codes that always restart the job, uncounted by ``max_restarts_on_errors``."""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "max_restarts_on_errors": self.max_restarts_on_errors,
+            "recover_on_exit_codes": sorted(self.recover_on_exit_codes),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> JobRecovery:
+        restarts = data.get("max_restarts_on_errors", 0)
+        codes = data.get("recover_on_exit_codes", [])
+        assert isinstance(restarts, int) and isinstance(codes, list)
+        return cls(restarts, frozenset(int(c) for c in codes))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What becomes of a job whose process ended: its state, the reason its event
+    carries, and whether it used one of ``max_restarts_on_errors``."""
+
+    status: JobStatus
+    reason: str
+    counts_restart: bool = False
+
+
+def after_exit(
+    code: int | None,
+    *,
+    cancelled: bool,
+    worker_lost: str | None,
+    recovery: JobRecovery,
+    restarts: int,
+) -> Outcome:
+    """A job's next state once its process ended with ``code`` (None: it left none).
+
+    ``worker_lost`` says why its worker is gone, when it is: then the job is
+    RECOVERING whatever the code but 0, with no limit (SkyPilot recovers a
+    preempted job however often it is preempted). Else, as SkyPilot's managed
+    jobs do: 0 SUCCEEDED; a code of ``recover_on_exit_codes`` RECOVERING,
+    uncounted; another code RECOVERING while ``restarts`` (those used so far) is
+    below ``max_restarts_on_errors``, else FAILED.
+
+    Worked example: max_restarts_on_errors 2, a job exiting 3 every time:
+    RECOVERING (restart 1 of 2), RECOVERING (restart 2 of 2), then FAILED.
+    """
     if cancelled:
-        return JobStatus.CANCELLED
-    return JobStatus.SUCCEEDED if exit_code == 0 else JobStatus.FAILED
+        return Outcome(JobStatus.CANCELLED, "cancelled")
+    said = f"exited with code {code}" if code is not None else "its process was lost"
+    if code == 0:
+        return Outcome(JobStatus.SUCCEEDED, said)
+    if worker_lost is not None:
+        return Outcome(JobStatus.RECOVERING, f"{said}: {worker_lost}; recovering on a worker")
+    if code is not None and code in recovery.recover_on_exit_codes:
+        return Outcome(JobStatus.RECOVERING, f"{said}, one of recover_on_exit_codes: restarting")
+    limit = recovery.max_restarts_on_errors
+    if restarts < limit:
+        return Outcome(
+            JobStatus.RECOVERING,
+            f"{said}: restart {restarts + 1} of {limit} (max_restarts_on_errors)",
+            counts_restart=True,
+        )
+    if limit:
+        said += f" after {limit} restart{'' if limit == 1 else 's'} (max_restarts_on_errors)"
+    return Outcome(JobStatus.FAILED, said)
 
 
 @dataclass(frozen=True)
@@ -83,8 +166,9 @@ class JobView:
 
 
 def assign(jobs: Iterable[JobView], ready_workers: Iterable[int]) -> list[tuple[int, int]]:
-    """``(job, worker)`` pairs to start now: the oldest pending jobs (lowest id)
-    on the idle ready workers (lowest id first), one job per worker.
+    """``(job, worker)`` pairs to start now: the recovering jobs first (they ran
+    already), then the oldest pending ones (lowest id), on the idle ready workers
+    (lowest id first), one job per worker.
 
     Worked example: workers 1, 2 ready; job 7 RUNNING on 1; jobs 8, 9 PENDING:
     worker 2 is the only idle one, so [(8, 2)]; job 9 waits for the next idle worker.
@@ -92,7 +176,8 @@ def assign(jobs: Iterable[JobView], ready_workers: Iterable[int]) -> list[tuple[
     jobs = list(jobs)
     busy = {j.worker for j in jobs if j.status.holds_worker and j.worker is not None}
     idle = sorted(w for w in set(ready_workers) if w not in busy)
-    pending = sorted(j.id for j in jobs if j.status is JobStatus.PENDING)
+    waiting = sorted((j.status is not JobStatus.RECOVERING, j.id) for j in jobs if j.status.waits)
+    pending = [job_id for _, job_id in waiting]
     return list(zip(pending, idle, strict=False))
 
 

@@ -294,6 +294,8 @@ class EventKind(StrEnum):
     ILLEGAL_MOVE = "ILLEGAL_MOVE"
     STRAY_PROCESS = "STRAY_PROCESS"
     """A process of the service runs that the state does not list (reported, left running)."""
+    JOB = "JOB"
+    """A pool's job changed state (docs/pools.md): ``job ID OLD -> NEW: reason``."""
 
 
 EventState = ReplicaStatus | ServiceStatus | UpdateStatus | EventKind

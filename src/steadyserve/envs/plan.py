@@ -44,6 +44,20 @@ def needs_environment(setup: str | None, pip: PipSpec) -> bool:
     return bool(setup and setup.strip()) or bool(pip)
 
 
+WORKERS_RUN_SETUP = "# a pool's workers run setup, each (controller/replica_env.py)"
+"""What a pool's version builds its shared virtualenv with instead of ``setup``:
+the environment (and ``pip:``) is built once, ``setup`` runs on every worker."""
+
+
+def built_setup(setup: str | None, pool: bool) -> str | None:
+    """The ``setup`` a version's environment is built (and named) with: its own, or
+    for a pool, whose workers each run it, :data:`WORKERS_RUN_SETUP` (so the
+    environment is still made, and ``setup``'s installs go into it, not the host's)."""
+    if pool and setup and setup.strip():
+        return WORKERS_RUN_SETUP
+    return setup
+
+
 def is_dependency_file(name: str) -> bool:
     """Whether a top-level workdir file is one that ``setup`` may install from."""
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in DEPENDENCY_PATTERNS)

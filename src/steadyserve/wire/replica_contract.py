@@ -22,6 +22,70 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
+WORKER_READY_LINE = "--- setup finished: the worker takes jobs ---"
+"""The last line a pool worker writes: its log ends with it once the worker is
+ready. A line of its log, not a file of its own, so that a worker on another
+machine (the Ray backend ships its log back) says it the same way."""
+WORKER_PROGRAM = f"""\
+import fcntl, signal, subprocess, sys
+setup, lock = sys.argv[1:3]
+if setup.strip():
+    print("--- setup (this worker) ---", flush=True)
+    try:
+        held = open(lock, "a")
+        fcntl.flock(held, fcntl.LOCK_EX)
+    except OSError:  # the version's folder is not on this machine: no other worker is
+        held = None
+    code = subprocess.call(["bash", "-c", setup])
+    if held is not None:
+        held.close()
+    if code != 0:
+        print(f"--- setup exited with code {{code}} ---", flush=True)
+        sys.exit(code if code > 0 else 128 - code)
+print({WORKER_READY_LINE!r}, flush=True)
+signal.pause()
+"""
+"""A pool worker's own process, as SkyPilot's worker is a machine that ran
+``setup``: it runs the pool's ``setup`` (its output in the worker's log, read as
+it is written), then says so (:data:`WORKER_READY_LINE`) and waits (SIGTERM
+ends it) while jobs run in its environment (controller/pool.py). A setup that
+fails ends it with setup's code, so the worker FAILS as a replica that crashed
+does. The workers of a version share its virtualenv, so their setups take
+turns (the version's lock file): two ``pip install`` never write one
+environment at once."""
+
+
+def worker_ready(log: Path, offset: int) -> tuple[bool, int]:
+    """Whether a pool worker's log has :data:`WORKER_READY_LINE` as a line of its
+    own past ``offset`` (where an earlier look stopped), and where the next look
+    starts. Anywhere, not only last: a daemon that setup started may write on.
+    A log shorter than ``offset`` was rotated (copy-and-truncate,
+    controller/replica_logs.py): the rest of what was read is in its copy
+    ``ID.log.1``, then the file is read again from its start."""
+    try:
+        size = log.stat().st_size
+    except OSError:
+        return False, offset
+    if size < offset:
+        if _has_ready_line(log.with_name(log.name + ".1"), offset)[0]:
+            return True, size
+        offset = 0
+    return _has_ready_line(log, offset)
+
+
+def _has_ready_line(log: Path, offset: int) -> tuple[bool, int]:
+    marker = ("\n" + WORKER_READY_LINE + "\n").encode()
+    start = max(0, offset - len(marker))  # a line the last look cut is read whole
+    try:
+        with open(log, "rb") as file:
+            file.seek(start)
+            text = file.read()
+    except OSError:
+        return False, offset
+    padded = b"\n" + text if start == 0 else text
+    return marker in padded, start + len(text)
+
+
 # Set for every replica (command or Python).
 PORT = "PORT"
 HOST = "HOST"

@@ -78,7 +78,7 @@ function renderService(svc) {
     `${esc(svc.name)} <span class="badge ${esc(svc.status)}">${esc(svc.status)}</span>`;
   const versions = svc.active_versions.map((v) => "v" + v).join(", ") || "–";
   root.querySelector(".meta").innerHTML = `
-    <span>endpoint <b>${esc(svc.endpoint)}</b></span>
+    <span>endpoint <b>${esc(svc.endpoint ?? "none (a pool takes jobs)")}</b></span>
     <span>version <b>v${esc(svc.version)}</b></span>
     <span>serving <b class="serving">${esc(versions)}</b></span>
     <span>replicas <b>${svc.ready_replicas}/${svc.total_replicas}</b> ready (target ${svc.target_replicas})</span>
