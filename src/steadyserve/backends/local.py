@@ -26,7 +26,7 @@ import psutil
 
 from steadyserve import replica_contract as contract
 from steadyserve import unix_socket
-from steadyserve.backends import netns
+from steadyserve.backends import netns, sandbox, seccomp_profile
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup, memory_text
 from steadyserve.backends.ports import PortReservations, PortsExhausted
@@ -182,9 +182,28 @@ class LocalBackend:
             self._said.add(message)
             _log.warning("%s", message)
 
-    def _cgroup_for(self, request: LaunchRequest) -> ReplicaCgroup | None:
-        """The replica's cgroup, made now, with its memory limit; None (and a line
-        in the log, once) when the machine gives none."""
+    def _sandbox_plan(self, request: LaunchRequest) -> sandbox.Plan:
+        """What an isolated replica is shown of the machine and the home (sandbox.py)."""
+        cache = self.home.service_dir(request.service) / "cache"
+        sandbox.prepare_cache(cache)
+        shown = list(sandbox.interpreter_paths())
+        environment = self.environments.get((request.service, request.version))
+        if environment is not None:
+            shown.append(sandbox.base_interpreter(environment.venv))
+        sockets = self.home.sockets_dir
+        return sandbox.Plan(
+            workdir=request.workdir,
+            cache=cache,
+            read_only=tuple(shown),
+            environment=environment.path if environment is not None else None,
+            read_write=(sockets,) if request.control_port and sockets.is_dir() else (),
+            devices=sandbox.devices(),
+        )
+
+    def _cgroup_for(self, request: LaunchRequest, sandboxed: bool = False) -> ReplicaCgroup | None:
+        """The replica's cgroup, made now, with its memory limit (and, in a sandbox,
+        its pids limit); None (and a line in the log, once) when the machine gives
+        none."""
         tag = request.env.get(contract.REPLICA_TAG)
         resources = request.resources
         limit = resources.memory_limit_bytes if resources is not None else None
@@ -203,6 +222,8 @@ class LocalBackend:
                 "the controller's cgroup cannot enable memory for its children:"
                 " resources.memory limits are not enforced"
             )
+        if sandboxed and not cgroup.limit_pids(sandbox.DEFAULT_PIDS_MAX):
+            self._say_once("no pids cgroup here: isolated replicas have no pids limit")
         return cgroup
 
     async def prepare(
@@ -306,6 +327,7 @@ class LocalBackend:
         if request.cores:
             command = pinned(command, request.cores)
         name = None
+        plan: sandbox.Plan | None = None
         if request.isolate and netns.unavailable() is None:
             name = netns.name_for(self.home.root, request.service, request.replica_id)
             request.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -314,10 +336,9 @@ class LocalBackend:
                 await asyncio.to_thread(netns.create, name, netns.helper_log(request.log_path))
             except netns.NamespaceError as exc:
                 raise ProvisionError(str(exc)) from None
-            command = netns.exec_command(name, command)
-        cgroup = await asyncio.to_thread(self._cgroup_for, request)
-        if cgroup is not None:
-            command = cgroup.enter(command)
+            if sandbox.unavailable() is None:
+                plan = self._sandbox_plan(request)
+        cgroup = await asyncio.to_thread(self._cgroup_for, request, plan is not None)
         env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
         if control_port is not None:  # a Python replica
             env[contract.CONTROL_PORT] = str(control_port)
@@ -328,6 +349,15 @@ class LocalBackend:
                 env[contract.CALL_SOCKET] = str(call_socket)
             if name is not None:  # its handles reach the host only through the home
                 env[contract.ROUTES_SOCKET] = str(self.home.routes_socket)
+        seccomp_fd = -1
+        if plan is not None:
+            seccomp_fd = seccomp_profile.program_fd()
+            command = sandbox.wrap(plan, self.home.root, command, seccomp_fd)
+            env = sandbox.environment(env, plan)
+        if name is not None:
+            command = netns.exec_command(name, command)
+        if cgroup is not None:
+            command = cgroup.enter(command)
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
         setup_log = self.home.version_dir(request.service, request.version) / "setup.log"
         with open(request.log_path, "ab") as log:
@@ -345,11 +375,15 @@ class LocalBackend:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    pass_fds=(seccomp_fd,) if seccomp_fd >= 0 else (),
                 )
             except BaseException:
                 if cgroup is not None:
                     cgroup.remove(timeout_s=0)
                 raise
+            finally:
+                if seccomp_fd >= 0:
+                    os.close(seccomp_fd)
         return LocalProcess.of(
             popen,
             port,
@@ -430,6 +464,16 @@ def tagged_processes(tag: str) -> list[psutil.Process]:
     return found
 
 
+def _in_own_pid_ns(proc: psutil.Process) -> bool:
+    """False for a process in a sandbox's PID namespace (sandbox.py): its init
+    forwards the replica's SIGTERM to it, and a second SIGTERM would tell a Python
+    runner to stop waiting for in-flight requests. Unknown counts as ours."""
+    try:
+        return os.readlink(f"/proc/{proc.pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return True
+
+
 def _pgid(proc: psutil.Process) -> int | None:
     try:
         return os.getpgid(proc.pid)
@@ -473,7 +517,7 @@ async def stop_group(handle: ReplicaHandle, timeout_s: float) -> None:
     # would tell a Python runner to stop waiting for in-flight requests.
     outside = {p.pid: p for p in (tagged_processes(tag) if tag else [])}
     outside.update((p.pid, p) for p in _members(cgroup))
-    escaped = [p for p in outside.values() if _pgid(p) != pid]
+    escaped = [p for p in outside.values() if _pgid(p) != pid and _in_own_pid_ns(p)]
     if handle.exit_code() is None or not _all_gone(escaped):
         _kill_group(pid, signal.SIGTERM)
         _signal_all(escaped, signal.SIGTERM)

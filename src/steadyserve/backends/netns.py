@@ -32,6 +32,7 @@ from pathlib import Path
 import psutil
 
 from steadyserve import replica_contract as contract
+from steadyserve.backends.netns_socket import sysctl_in
 
 NETNS_DIR = Path("/run/netns")
 HOMES_DIR = Path("/run/steadyserve/netns-homes")
@@ -109,10 +110,21 @@ def create(name: str, log_path: Path) -> None:
         _ip("netns", "add", name)
     try:
         _ip("-n", name, "link", "set", "lo", "up")
+        unprivileged_ports(name)
         ensure_helper(name, log_path)
     except BaseException:
         remove(name)
         raise
+
+
+def unprivileged_ports(name: str) -> None:
+    """Let a replica without capabilities (sandbox.py) bind any port of its own
+    namespace, 80 included, as container runtimes do: the namespace is the
+    replica's alone, so a port below 1024 guards nothing there."""
+    try:
+        sysctl_in(path_of(name), "net.ipv4.ip_unprivileged_port_start", "0")
+    except OSError as exc:
+        raise NamespaceError(f"cannot open the ports of {name} below 1024: {exc}") from None
 
 
 def helpers(name: str) -> list[psutil.Process]:
