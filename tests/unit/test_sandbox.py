@@ -59,9 +59,7 @@ paths = st.lists(segment, min_size=0, max_size=4).map(lambda parts: Path("/", *p
 
 
 @given(home=paths, read_only=st.lists(paths, max_size=6))
-def test_no_path_shown_read_only_holds_or_is_in_the_home(
-    home: Path, read_only: list[Path]
-) -> None:
+def test_no_path_shown_read_only_holds_or_is_in_the_home(home: Path, read_only: list[Path]) -> None:
     for path in sandbox._outside(read_only, home):
         assert path != home and not home.is_relative_to(path) and not path.is_relative_to(home)
 
