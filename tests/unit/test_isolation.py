@@ -19,7 +19,12 @@ import pytest
 
 from steadyserve.backends import netns
 from steadyserve.backends.netns_socket import socket_in
-from steadyserve.compat.skypilot import fixed_port_problem, isolated, isolation_problem
+from steadyserve.compat.skypilot import (
+    fixed_port_problem,
+    isolated,
+    isolation_problem,
+    sandbox_note,
+)
 from steadyserve.controller.capacity import request_for
 from steadyserve.controller.fixed_ports import listening_ports
 from steadyserve.spec import SpecError, parse_service
@@ -248,3 +253,14 @@ def test_namespaces_of_a_deleted_home_are_reaped_and_no_live_or_unknown_one(
     finally:
         for name in names:
             netns.remove(name)
+
+
+def test_steady_up_says_when_isolated_replicas_get_no_sandbox(tmp_path: Path) -> None:
+    fixed, shared = parse(FIXED, tmp_path), parse(USES_PORT, tmp_path)
+    no_bwrap = "bubblewrap is not installed (apt-get install bubblewrap)"
+    note = sandbox_note(fixed, "local", None, no_bwrap) or ""
+    assert no_bwrap in note and "every capability" in note and "\n" not in note
+    assert sandbox_note(fixed, "local", None, None) is None  # sandboxed: nothing to say
+    assert sandbox_note(shared, "local", None, no_bwrap) is None  # not isolated
+    assert sandbox_note(fixed, "local", NO_NETNS, no_bwrap) is None  # said as no isolation
+    assert sandbox_note(fixed, "ray", None, no_bwrap) is None

@@ -281,6 +281,22 @@ def fixed_port_problem(
     )
 
 
+def sandbox_note(
+    spec: ServiceSpec, backend: str, no_isolation: str | None, no_sandbox: str | None
+) -> str | None:
+    """What an isolated replica lacks on a machine that gives it a network namespace
+    but no sandbox (backends/sandbox.py): said in ``steady up``, the service runs."""
+    if backend != "local" or not isolated(spec) or no_isolation is not None:
+        return None
+    if no_sandbox is None:
+        return None
+    return (
+        f"service.isolation: replicas get a network of their own but no sandbox here"
+        f" ({no_sandbox}): they run as root with every capability and see the host's"
+        " files, the home included (docs/isolation.md)"
+    )
+
+
 def isolation_problem(spec: ServiceSpec, backend: str, no_isolation: str | None) -> str | None:
     """Why ``service.isolation: network``, asked for in so many words, cannot be had."""
     if spec.service.isolation != "network":
