@@ -145,6 +145,35 @@ def test_it_is_held_by_a_pids_limit(climber: tuple[Steady, dict[str, Any]]) -> N
     assert found.pids_limit() == sandbox.DEFAULT_PIDS_MAX
 
 
+def test_a_sandboxed_replica_on_the_wrong_port_is_named(
+    climber: tuple[Steady, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The controller still sees where a sandboxed replica listens (its processes'
+    own /proc tables, from the host's PID namespace)."""
+    steady, _ = climber
+    workdir = next(steady.home.glob("services/climber/versions/*/workdir"))
+    path = tmp_path / "wrong.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+        name: wrong
+        service:
+          isolation: network
+          readiness_probe: {{path: /health, initial_delay_seconds: 60}}
+          replicas: 1
+          health_check_period_s: 0.2
+        workdir: {workdir}
+        run: python3 climber.py --port 8081
+        """)
+    )
+    steady.run("up", str(path))
+    svc = steady.wait_for(
+        "wrong", lambda s: any(r.get("notice") for r in s["replicas"]), what="a notice"
+    )
+    replica = svc["replicas"][0]
+    assert replica["notice"].startswith(f"replica {replica['id']} listens on 8081, not on")
+    steady.run("down", "wrong", "-y")
+
+
 def test_without_a_sigterm_handler_it_stops_at_sigterm(
     climber: tuple[Steady, dict[str, Any]],
 ) -> None:
