@@ -86,9 +86,17 @@ class Plan:
     """GPU device nodes."""
 
 
+SWITCH = "STEADY_SANDBOX"
+"""``0`` in the controller's environment turns the sandbox off (isolated replicas
+keep their network namespace): for a replica that needs what the sandbox hides,
+and for measuring what the sandbox costs (bench/sandbox_cost.py)."""
+
+
 @lru_cache(maxsize=1)
 def unavailable() -> str | None:
     """Why replicas cannot be sandboxed here, or None when they can (one line)."""
+    if os.environ.get(SWITCH) == "0":
+        return f"turned off ({SWITCH}=0)"
     if not sys.platform.startswith("linux"):
         return f"sandboxes are Linux only (this is {sys.platform})"
     bwrap = shutil.which("bwrap")

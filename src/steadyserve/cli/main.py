@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from steadyserve.backends import backend_name, netns
 from steadyserve.cli import progressive, ray_status
 from steadyserve.cli.client import (
     Client,
@@ -57,6 +58,7 @@ from steadyserve.cli.tables import (
     update_notes,
 )
 from steadyserve.compat.file_mounts import staged
+from steadyserve.compat.skypilot import OPEN_PORTS_NOTE, open_ports_note
 from steadyserve.compat.skyserve import unique_name
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -142,6 +144,11 @@ def up(
             "/api/v1/services",
             {"spec": sent.spec_json(), "yaml": text, "file": str(file.resolve())},
         )
+    # Said once the service exists, and once per home (docs/security.md).
+    open_ports = open_ports_note(spec, backend_name(), netns.unavailable())
+    if open_ports is not None and client.home.first_time(OPEN_PORTS_NOTE):
+        _print_notes([open_ports])
+        notes.append(open_ports)
     scheme = "https" if spec.service.tls else "http"
     _print_created(created, as_json, scheme, pool=spec.service.pool is not None)
     if wait:

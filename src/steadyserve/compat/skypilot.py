@@ -297,6 +297,26 @@ def sandbox_note(
     )
 
 
+OPEN_PORTS_NOTE = "replica-ports"
+"""The name under which :func:`open_ports_note` is said once per home."""
+
+
+def open_ports_note(spec: ServiceSpec, backend: str, no_isolation: str | None) -> str | None:
+    """What a service whose replicas share the host's network leaves open: any local
+    user reaches their ports directly, past the load balancer's blocked paths. Said
+    by ``steady up`` once per home (docs/security.md)."""
+    if backend != "local" or (isolated(spec) and no_isolation is None):
+        return None
+    closes = "service.isolation: network closes them"
+    closes += f" where root can make namespaces (not here: {no_isolation})" if no_isolation else ""
+    return (
+        "replicas on the host's network listen on 127.0.0.1 ports that any local user can"
+        " connect to, past the load balancer's blocked paths (reconfigure_path,"
+        f" blocked_paths, the handle-call path): {closes}; see docs/security.md"
+        " (said once for this home)"
+    )
+
+
 def isolation_problem(spec: ServiceSpec, backend: str, no_isolation: str | None) -> str | None:
     """Why ``service.isolation: network``, asked for in so many words, cannot be had."""
     if spec.service.isolation != "network":
