@@ -6,10 +6,12 @@ round by round so the machine's load falls on both alike:
 1. **Replica start**: from the local backend's ``launch()`` of an isolated
    ``bench/hello_replica.py`` (fixed port 8080, its own network namespace) to the
    first TCP connection it accepts inside that namespace, then ``stop()`` (SIGTERM
-   until gone). "network only" is the namespace without the sandbox
-   (``STEADY_SANDBOX=0``); "sandbox" adds bubblewrap, the init and the seccomp filter.
-2. **Requests per second through the load balancer**: wrk (``-t1``) against two
-   homes' endpoints, one isolated hello replica each, one home with the sandbox off.
+   until gone). "host network" is a replica without isolation (on a free port of
+   the host's loopback: the default for ``$PORT`` services); "network only" is the
+   namespace without the sandbox (``STEADY_SANDBOX=0``); "sandbox" adds
+   bubblewrap, the init and the seccomp filter.
+2. **Requests per second through the load balancer**: wrk (``-t1``) against three
+   homes' endpoints, one hello replica each, of the three kinds.
 
 Needs root (network namespaces), slirp4netns, bubblewrap and wrk.
 
@@ -28,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import HERE, SteadyHome, fmt, have_wrk, run_wrk, table
+from benchlib import HERE, SteadyHome, fmt, free_port, have_wrk, run_wrk, table
 
 from steadyserve import replica_contract as contract
 from steadyserve.backends import netns, sandbox
@@ -37,7 +39,8 @@ from steadyserve.backends.local import LocalBackend
 from steadyserve.backends.netns_socket import connect_in
 from steadyserve.paths import Home
 
-KINDS = {"network only": "0", "sandbox": "1"}
+KINDS = {"host network": "", "network only": "0", "sandbox": "1"}
+"""Each kind's STEADY_SANDBOX; "host network" is no isolation at all (its value unused)."""
 PORT = 8080
 READY_TIMEOUT_S = 30.0
 
@@ -47,30 +50,36 @@ def switch(on: str) -> None:
     sandbox.unavailable.cache_clear()
 
 
-async def start_and_stop(backend: LocalBackend, replica_id: int) -> tuple[float, float]:
+async def start_and_stop(
+    backend: LocalBackend, replica_id: int, isolate: bool
+) -> tuple[float, float]:
     """Seconds from launch to the first accepted connection, and from stop to gone."""
     home = backend.home
+    port = PORT if isolate else free_port()
     workdir = home.version_workdir("bench", 1)
     tag = f"{contract.home_id(home.root)}/bench/{replica_id}"
     request = LaunchRequest(
         service="bench",
         version=1,
         replica_id=replica_id,
-        command=[sys.executable, "hello_replica.py", "--port", str(PORT)],
+        command=[sys.executable, "hello_replica.py", "--port", str(port)],
         env={**contract.base_env(os.environ), contract.REPLICA_TAG: tag},
         workdir=workdir,
         log_path=home.replica_log("bench", replica_id),
-        fixed_port=PORT,
-        isolate=True,
+        fixed_port=port,
+        isolate=isolate,
     )
     started = time.perf_counter()
     handle = await backend.launch(request)
-    assert handle.netns is not None
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
         try:
-            sock = await connect_in(netns.path_of(handle.netns), "127.0.0.1", PORT)
-            sock.close()
+            if handle.netns is not None:
+                sock = await connect_in(netns.path_of(handle.netns), "127.0.0.1", port)
+                sock.close()
+            else:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
             break
         except OSError:
             if time.monotonic() > deadline or handle.exit_code() is not None:
@@ -96,7 +105,7 @@ async def measure_starts(count: int) -> dict[str, tuple[list[float], list[float]
             for kind, on in KINDS.items():
                 switch(on)
                 replica_id += 1
-                ready, gone = await start_and_stop(backend, replica_id)
+                ready, gone = await start_and_stop(backend, replica_id, isolate=bool(on))
                 found[kind][0].append(ready)
                 found[kind][1].append(gone)
         return found
@@ -112,10 +121,11 @@ def measure_lb(
             app = home.tmp / "app"
             app.mkdir()
             shutil.copy(HERE / "hello_replica.py", app / "hello_replica.py")
+            isolation = "network" if KINDS[kind] else "none"
             spec = home.write(
                 "hello.yaml",
                 "name: hello\nservice:\n  readiness_probe: /\n  replicas: 1\n"
-                "  isolation: network\n  health_check_period_s: 10\n"
+                f"  isolation: {isolation}\n  health_check_period_s: 10\n"
                 f"workdir: {app}\nrun: {sys.executable} hello_replica.py --port $PORT\n",
             )
             home.run("up", str(spec), "--wait")
@@ -168,11 +178,11 @@ def main() -> None:
     print(f"\nthrough the load balancer: wrk -t1, {each}")
     lb_rows = []
     for c in conns:
-        base = statistics.median(rps[("network only", c)])
+        base = statistics.median(rps[("host network", c)])
         for kind in KINDS:
             value = statistics.median(rps[(kind, c)])
             lb_rows.append([kind, str(c), fmt(value, 0), f"{value / base:.2f}"])
-    print(table(["kind", "conns", "req/s", "of network only"], lb_rows))
+    print(table(["kind", "conns", "req/s", "of host network"], lb_rows))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ from typing import Any
 
 import psutil
 
-from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
+from steadyserve.backends.local import LocalProcess, same_process_alive
+from steadyserve.backends.stopping import stop_group
 from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.controller.routes import RoutePublisher

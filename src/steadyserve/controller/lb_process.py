@@ -24,7 +24,8 @@ from collections import deque
 
 import psutil
 
-from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
+from steadyserve.backends.local import LocalProcess, same_process_alive
+from steadyserve.backends.stopping import stop_group
 from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.core.states import EventKind
 from steadyserve.oneline import file_tail

@@ -23,7 +23,7 @@ import psutil
 
 from steadyserve import replica_contract as contract
 from steadyserve.backends.cgroups import Cgroups, tag_in_cgroup
-from steadyserve.backends.local import tag_of
+from steadyserve.backends.stopping import tag_of
 
 log = logging.getLogger("steadyserve.controller")
 
