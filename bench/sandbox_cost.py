@@ -30,7 +30,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import HERE, SteadyHome, fmt, free_port, have_wrk, run_wrk, table
+from benchlib import (
+    HERE,
+    SteadyHome,
+    fmt,
+    free_port,
+    have_wrk,
+    plot_path,
+    pyplot,
+    run_wrk,
+    table,
+)
 
 from steadyserve import replica_contract as contract
 from steadyserve.backends import netns, sandbox
@@ -144,12 +154,32 @@ def measure_lb(
             home.close()
 
 
+def plot(starts: dict[str, tuple[list[float], list[float]]]) -> None:
+    """Each kind's start times, sorted: ``out/sandbox_cost.png``."""
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for kind, (ready, _) in starts.items():
+        ax.plot(sorted(r * 1000 for r in ready), label=kind, marker=".")
+    ax.set_xlabel("start, sorted")
+    ax.set_ylabel("launch to first accepted connection (ms)")
+    ax.set_title("replica start: host network, network namespace, sandbox")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(plot_path("sandbox_cost.png"))
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--starts", type=int, default=20, help="replica starts per kind")
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per wrk run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", default="1,16")
+    parser.add_argument(
+        "--no-lb", dest="lb", action="store_false", help="measure starts only (no homes, no wrk)"
+    )
     args = parser.parse_args()
     for why in (netns.unavailable(), sandbox.unavailable()):
         if why is not None:
@@ -169,6 +199,9 @@ def main() -> None:
         )
     print("replica start: launch() to the first accepted connection; stop(): SIGTERM to gone")
     print(table(["kind", "starts", "start p50 ms", "start p90 ms", "stop p50 ms"], rows))
+    plot(starts)
+    if not args.lb:
+        return
     if not have_wrk():
         print("wrk is not installed: no LB rows (bench/setup.sh)")
         return
