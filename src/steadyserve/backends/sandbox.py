@@ -56,7 +56,14 @@ SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 """Symlinks into ``/usr`` on merged-/usr systems (shown as the same links), else
 folders shown read-only."""
-MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")
+MASKED_FILES = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/security/opasswd",
+)
 MASKED_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")
 """Secrets of the host in ``/etc``: hidden (an empty folder, or a file no one can
 read), since the replica's file-system identity is root's."""
