@@ -3,7 +3,8 @@ docs/security.md) and fails at every step: it cannot read the home's
 ``control.key`` or list the home, cannot see or signal the controller, cannot
 ``setns`` into the controller's network or mount namespace (``nsenter`` or the
 system call itself), cannot make a namespace of its own or mount anything, and
-reads ``CapEff`` 0 with ``no_new_privs`` and a seccomp filter. It still binds
+reads ``CapEff`` 0 with ``no_new_privs`` and a seccomp filter; nor can its
+``setup``, which runs in the same sandbox. It still binds
 port 80 (below 1024) in its own namespace, writes its ``HOME``, ``/tmp`` and
 ``/dev/shm``, is held by a pids limit, and, with no SIGTERM handler of its own,
 stops at the controller's SIGTERM well within its grace period.
@@ -61,6 +62,10 @@ def climber() -> Iterator[tuple[Steady, dict[str, Any]]]:
             resources:
               ports: 80
             workdir: {workdir}
+            setup: |
+              cat {home}/control.key && echo "setup read the key" || echo "setup: no key"
+              grep -E '^(CapEff|Seccomp):' /proc/self/status
+              nsenter --net=/proc/1/ns/net true && echo "setup entered" || echo "setup: no nsenter"
             run: python3 climber.py --port 80
             """)
         )
@@ -89,6 +94,15 @@ def test_it_cannot_read_the_homes_secrets(climber: tuple[Steady, dict[str, Any]]
     listing = str(found["list the home"])
     assert "control.key" not in listing and "controller.json" not in listing, listing
     assert "PermissionError" in refused(found, "read /etc/shadow")
+
+
+def test_its_setup_runs_in_the_same_sandbox(climber: tuple[Steady, dict[str, Any]]) -> None:
+    steady, _ = climber
+    log = next(steady.home.glob("services/climber/versions/*/setup.log")).read_text()
+    assert "setup: no key" in log and "setup read the key" not in log, log
+    assert (steady.home / "control.key").read_text().strip() not in log
+    assert "CapEff:\t0000000000000000" in log and "Seccomp:\t2" in log, log
+    assert "setup: no nsenter" in log and "setup entered" not in log, log
 
 
 def test_it_cannot_see_or_signal_the_controller(climber: tuple[Steady, dict[str, Any]]) -> None:

@@ -177,6 +177,30 @@ class LocalBackend:
             self._said.add(message)
             _log.warning("%s", message)
 
+    def _setup_sandbox(self, service: str) -> environment_build.Confine | None:
+        """How an isolated service's ``setup`` runs in its replicas' sandbox (on the
+        host's network: it downloads): its workdir, the environment being built and
+        the service's cache are shown read-write. None where there is no sandbox."""
+        if sandbox.unavailable() is not None:
+            return None
+        cache = self.home.service_dir(service) / "cache"
+        sandbox.prepare_cache(cache)
+        home = self.home.root
+
+        def confine(
+            argv: list[str], env: dict[str, str], workdir: Path, building: Path
+        ) -> tuple[list[str], dict[str, str], int]:
+            plan = sandbox.Plan(
+                workdir=workdir,
+                cache=cache,
+                read_only=sandbox.interpreter_paths(),
+                read_write=(building,),
+            )
+            fd = seccomp_profile.program_fd()
+            return sandbox.wrap(plan, home, argv, fd), sandbox.environment(env, plan), fd
+
+        return confine
+
     def _sandbox_plan(self, request: LaunchRequest) -> sandbox.Plan:
         """What an isolated replica is shown of the machine and the home (sandbox.py)."""
         cache = self.home.service_dir(request.service) / "cache"
@@ -228,12 +252,14 @@ class LocalBackend:
         setup: str | None,
         env: dict[str, str],
         pip: list[str] | str | None = None,
+        isolate: bool = False,
     ) -> Path:
         workdir = self.home.version_workdir(service, version)
         if not workdir.is_dir():
             raise ProvisionError(f"workdir of version {version} is missing: {workdir}")
         if needs_environment(setup, pip):
-            await self._prepare_environment(service, version, workdir, setup, pip, env)
+            confine = self._setup_sandbox(service) if isolate else None
+            await self._prepare_environment(service, version, workdir, setup, pip, env, confine)
             return workdir
         if not setup:
             return workdir
@@ -274,6 +300,7 @@ class LocalBackend:
         setup: str | None,
         pip: list[str] | str | None,
         env: dict[str, str],
+        confine: environment_build.Confine | None = None,
     ) -> None:
         """The version's own virtualenv, built once per content key: ``pip:`` and
         ``setup`` run inside it, and so will its replicas."""
@@ -281,7 +308,7 @@ class LocalBackend:
         setup_log = version_dir / "setup.log"
         try:
             environment, _ = await environment_build.ensure(
-                self.home, workdir, setup, pip, env, failure_log=setup_log
+                self.home, workdir, setup, pip, env, failure_log=setup_log, confine=confine
             )
         except environment_build.BuildError as exc:
             raise ProvisionError(f"{exc} (see {setup_log})") from None

@@ -141,7 +141,7 @@ async def _provision(rt: LaunchPort, replica: ReplicaRow) -> ReplicaHandle | Non
     env = rt.environment.env(replica, spec)
     setup_env = rt.environment.setup_env(env)
     workdir = await rt.backend.prepare(
-        rt.name, replica.version, spec.setup, setup_env, pip=spec.pip
+        rt.name, replica.version, spec.setup, setup_env, pip=spec.pip, isolate=isolated(spec)
     )
     if replica.status is not ReplicaStatus.PROVISIONING:
         return None
