@@ -193,7 +193,7 @@ class LocalBackend:
             plan = sandbox.Plan(
                 workdir=workdir,
                 cache=cache,
-                read_only=sandbox.interpreter_paths(),
+                read_only=sandbox.interpreter_paths() + sandbox.trust_paths(env),
                 read_write=(building,),
             )
             fd = seccomp_profile.program_fd()
@@ -205,7 +205,7 @@ class LocalBackend:
         """What an isolated replica is shown of the machine and the home (sandbox.py)."""
         cache = self.home.service_dir(request.service) / "cache"
         sandbox.prepare_cache(cache)
-        shown = list(sandbox.interpreter_paths())
+        shown = [*sandbox.interpreter_paths(), *sandbox.trust_paths(request.env)]
         environment = self.environments.get((request.service, request.version))
         if environment is not None:
             shown.append(sandbox.base_interpreter(environment.venv))

@@ -142,6 +142,22 @@ def interpreter_paths() -> tuple[Path, ...]:
     return tuple(sorted(Path(p) for p in found))
 
 
+TRUST_VARIABLES = (
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_CERT",
+)
+
+
+def trust_paths(env: dict[str, str]) -> tuple[Path, ...]:
+    """The certificate files and folders the environment names (shown read-only:
+    a download inside must trust what it trusts outside)."""
+    found = (Path(env[name]) for name in TRUST_VARIABLES if env.get(name))
+    return tuple(p for p in found if p.is_absolute() and p.exists())
+
+
 def base_interpreter(venv: Path) -> Path:
     """The installation a version's venv links its ``python`` to."""
     return Path(os.path.realpath(venv / "bin" / "python")).parent.parent
