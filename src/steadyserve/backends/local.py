@@ -32,7 +32,7 @@ from steadyserve.backends.ports import PortReservations, PortsExhausted
 from steadyserve.backends.stopping import kill_group, stop_group, tag_of
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
-from steadyserve.paths import Home
+from steadyserve.paths import Home, user_umask
 
 _log = logging.getLogger("steadyserve.controller")
 
@@ -281,6 +281,7 @@ class LocalBackend:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    umask=user_umask(),
                 )
                 try:
                     code = await proc.wait()
@@ -397,6 +398,7 @@ class LocalBackend:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    umask=user_umask(),
                     pass_fds=(seccomp_fd,) if seccomp_fd >= 0 else (),
                 )
             except BaseException:

@@ -311,8 +311,8 @@ def open_ports_note(spec: ServiceSpec, backend: str, no_isolation: str | None) -
     closes += f" where root can make namespaces (not here: {no_isolation})" if no_isolation else ""
     return (
         "replicas on the host's network listen on 127.0.0.1 ports that any local user can"
-        " connect to, past the load balancer's blocked paths (reconfigure_path,"
-        f" blocked_paths, the handle-call path): {closes}; see docs/security.md"
+        " connect to, past the load balancer's blocked paths (reconfigure_path and"
+        f" blocked_paths): {closes}; see docs/security.md"
         " (said once for this home)"
     )
 

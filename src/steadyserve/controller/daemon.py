@@ -27,7 +27,7 @@ from aiohttp import web
 from steadyserve.backends import backend_name, choose_backend, netns
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
-from steadyserve.controller import fleet, routes_socket, updates
+from steadyserve.controller import fleet, replica_logs, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
@@ -59,6 +59,7 @@ class Controller:
         self.epoch = uuid.uuid4().hex[:12]
         self.services: dict[str, ServiceRuntime] = {}
         self.started_at = clock.wall()
+        self.log_limits = replica_logs.LogLimits.from_env()
         self.url = ""
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
@@ -424,6 +425,7 @@ class Controller:
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         claimed |= self.gateway.pids
         gateway_task = asyncio.create_task(self.gateway.run())
+        logs_task = asyncio.create_task(replica_logs.rotate_forever(self.home, self.log_limits))
         reap_orphans(str(self.home.root), claimed)
         await asyncio.to_thread(netns.reap, self.home.root, self._claimed_namespaces())
         await asyncio.to_thread(netns.reap_deleted_homes, self.home.root)
@@ -441,6 +443,7 @@ class Controller:
         for runtime in list(self.services.values()):
             await runtime.detach()
         gateway_task.cancel()
+        logs_task.cancel()
         self.gateway.detach()
         await runner.cleanup()
         await routes_socket.stop(self, routes_runner)

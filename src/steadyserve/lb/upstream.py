@@ -55,7 +55,10 @@ if TYPE_CHECKING:
     from steadyserve.lb.exchange import Exchange
     from steadyserve.lb.proxy import Proxy
 
-MAX_HELD_BYTES = 1024 * 1024  # a response head larger than this is refused
+MAX_RESPONSE_HEAD_BYTES = 64 * 1024
+"""A replica's response head larger than this is answered 502 and logged, as nginx
+does past ``proxy_buffer_size``: the client never gets an unbounded head."""
+MAX_HELD_BYTES = MAX_RESPONSE_HEAD_BYTES  # an incomplete head is held until this
 # A response's bytes kept (while smaller than this) so that, should the replica send
 # bytes past its end, the end can be found and only the response forwarded.
 MAX_SEEN_BYTES = 64 * 1024
@@ -208,7 +211,7 @@ class UpstreamConnection(asyncio.Protocol):
                 self._held.append(data)
                 self._held_size += len(data)
                 if self._held_size > MAX_HELD_BYTES:
-                    self.proxy.upstream_failed(exchange, self, "response head too large")
+                    self.proxy.upstream_failed(exchange, self, "response head larger than 64 KiB")
                     return
         if self.complete:
             if self._extra:
@@ -395,6 +398,12 @@ class UpstreamConnection(asyncio.Protocol):
         assert exchange is not None
         if self.complete:
             raise UpstreamProtocolError("a second response to one request")
+        # What was read of this response bounds its head: only a large read is summed.
+        if (
+            self._seen_size > MAX_RESPONSE_HEAD_BYTES
+            and sum(map(len, self._lines)) > MAX_RESPONSE_HEAD_BYTES
+        ):
+            raise UpstreamProtocolError("response head larger than 64 KiB")
         parser = self.parser
         status = parser.get_status_code()
         self.status = status
