@@ -151,3 +151,11 @@ def test_the_seccomp_filter_refuses_ways_out_and_lets_servers_run(tmp_path: Path
     assert answer.pop("clone3") == os.strerror(38)  # ENOSYS: libc falls back to clone
     assert answer.pop("fork") == 3
     assert set(answer.values()) == {os.strerror(1)}, answer  # EPERM
+
+
+def test_the_certificates_the_environment_names_are_shown(tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    env = {"SSL_CERT_FILE": str(bundle), "PIP_CERT": "relative.pem"}
+    env |= {"CURL_CA_BUNDLE": str(tmp_path / "missing.pem"), "PATH": "/usr/bin"}
+    assert sandbox.trust_paths(env) == (bundle,)
