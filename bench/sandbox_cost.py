@@ -42,12 +42,12 @@ from benchlib import (
     table,
 )
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends import netns, sandbox
 from steadyserve.backends.base import LaunchRequest
 from steadyserve.backends.local import LocalBackend
-from steadyserve.backends.netns_socket import connect_in
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
+from steadyserve.wire import replica_contract as contract
+from steadyserve.wire.netns import connect_in
 
 KINDS = {"host network": "", "network only": "0", "sandbox": "1"}
 """Each kind's STEADY_SANDBOX; "host network" is no isolation at all (its value unused)."""

@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from steadyserve.backends import cgroups, netns, sandbox
+from steadyserve.wire import replica_contract as contract
 from tests.conftest import _steady_in
 from tests.helpers.steady import Steady, http_get
 
@@ -151,8 +152,6 @@ def test_it_keeps_what_it_needs(climber: tuple[Steady, dict[str, Any]]) -> None:
 def test_it_is_held_by_a_pids_limit(climber: tuple[Steady, dict[str, Any]]) -> None:
     steady, _ = climber
     pid = steady.service("climber")["replicas"][0]["pid"]
-    from steadyserve import replica_contract as contract
-
     found = cgroups.Cgroups.of_machine().of_pid(pid, contract.home_id(steady.home.resolve()))
     if found is None:
         pytest.skip("no writable cgroups here")

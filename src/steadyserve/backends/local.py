@@ -21,130 +21,36 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
-
-from steadyserve import replica_contract as contract
-from steadyserve import unix_socket
 from steadyserve.backends import netns, sandbox, seccomp_profile
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
-from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup, memory_text
+from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup
 from steadyserve.backends.ports import PortReservations, PortsExhausted
-from steadyserve.backends.stopping import kill_group, stop_group, tag_of
+from steadyserve.backends.processes import (
+    LocalProcess,
+    kill_group,
+    same_process_alive,
+    stop_group,
+    tag_of,
+)
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
-from steadyserve.paths import Home, user_umask
+from steadyserve.home import unix_socket
+from steadyserve.home.paths import Home, user_umask
+from steadyserve.wire import replica_contract as contract
 
 _log = logging.getLogger("steadyserve.controller")
 
 
-class LocalProcess:
-    """A replica process: owned (we hold its Popen) or adopted (only its pid)."""
-
-    preempted = False  # a local process is never lost with its machine
-
-    def __init__(
-        self,
-        pid: int,
-        create_time: float | None,
-        port: int,
-        popen: subprocess.Popen[bytes] | None = None,
-        tag: str | None = None,
-        *,
-        host: str = "127.0.0.1",
-        control_port: int | None = None,
-        cgroup: ReplicaCgroup | None = None,
-        netns: str | None = None,
-    ) -> None:
-        self._pid = pid
-        self._create_time = create_time
-        self._host = host
-        self._port = port
-        self._control_port = control_port
-        self._popen = popen
-        self._exit: int | None = None
-        self.tag = tag  # the replica's STEADY_REPLICA_TAG; None for the LB
-        self.cgroup = cgroup  # None for the LB, or where cgroups are not writable
-        self.netns = netns  # its own network namespace (netns.py), or None
-
-    @classmethod
-    def of(
-        cls,
-        popen: subprocess.Popen[bytes],
-        port: int,
-        tag: str | None = None,
-        *,
-        control_port: int | None = None,
-        cgroup: ReplicaCgroup | None = None,
-        netns: str | None = None,
-    ) -> LocalProcess:
-        """A process we just started (its create time guards against pid reuse later)."""
-        try:
-            create_time: float | None = psutil.Process(popen.pid).create_time()
-        except psutil.Error:
-            create_time = None
-        return cls(
-            popen.pid,
-            create_time,
-            port,
-            popen,
-            tag,
-            control_port=control_port,
-            cgroup=cgroup,
-            netns=netns,
-        )
-
-    @property
-    def pid(self) -> int | None:
-        return self._pid
-
-    @property
-    def create_time(self) -> float | None:
-        return self._create_time
-
-    @property
-    def host(self) -> str:
-        return self._host
-
-    @property
-    def port(self) -> int:
-        return self._port
-
-    @property
-    def control_port(self) -> int | None:
-        return self._control_port
-
-    def exit_code(self) -> int | None:
-        if self._exit is not None:
-            return self._exit
-        if self._popen is not None:
-            self._exit = self._popen.poll()
-            return self._exit
-        if not same_process_alive(self._pid, self._create_time):
-            self._exit = -1
-        return self._exit
-
-    def exit_reason(self) -> str | None:
-        """Why the replica exited when the exit code does not say: the kernel
-        killed it for reaching its memory limit."""
-        if self.cgroup is None or self.cgroup.oom_kills() == 0:
-            return None
-        limit = self.cgroup.limit()
-        at = f" of {memory_text(limit)}" if limit is not None else ""
-        return f"out of memory: killed by the kernel at its resources.memory limit{at}"
-
-
-def same_process_alive(pid: int, create_time: float | None) -> bool:
-    """True when ``pid`` still names the process we started (not a reused pid)."""
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return create_time is None or abs(proc.create_time() - create_time) < 1.0
-    except psutil.Error:
-        return False
-
-
 class LocalBackend:
+    places = True
+
+    def isolation_unavailable(self) -> str | None:
+        return netns.unavailable()
+
+    def reap_isolation(self, keep: set[str]) -> None:
+        netns.reap(self.home.root, keep)
+        netns.reap_deleted_homes(self.home.root)
+
     """Run replicas on this machine."""
 
     def __init__(self, home: Home) -> None:

@@ -22,7 +22,6 @@ from steadyserve.compat.skypilot import (
     IGNORE_IMAGE_HINT,
     fixed_port_problem,
     image_problems,
-    isolated,
     isolation_problem,
     not_applicable_notes,
     sandbox_note,
@@ -30,6 +29,7 @@ from steadyserve.compat.skypilot import (
 from steadyserve.lb.tls import pair_problem
 from steadyserve.spec import ServiceSpec, SpecError
 from steadyserve.spec.machine import Machine, resource_problems, this_machine
+from steadyserve.spec.ports import isolated
 
 IGNORE_RESOURCES_HINT = "pass --ignore-resources to start it anyway"
 _THIS_MACHINE = "\0ask this machine"
