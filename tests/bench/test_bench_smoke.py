@@ -275,3 +275,16 @@ def test_llm_routing_real_engine_rejects_bad_options(flags: list[str], field: st
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0], proc.stderr
     assert set(Path(tempfile.gettempdir()).glob("steady-bench-llama-*")) == before
+
+
+def test_sandbox_cost_prints_its_tables(tmp_path: Path) -> None:
+    from steadyserve.backends import netns, sandbox
+
+    for why in (netns.unavailable(), sandbox.unavailable()):
+        if why is not None:
+            pytest.skip(f"no sandboxed isolation here: {why}")
+    # Starts only: the load balancer rows need three homes (about 40 s here).
+    out = run_bench("sandbox_cost.py", "--starts", "1", "--no-lb", out=tmp_path)
+    for kind in ("host network", "network only", "sandbox"):
+        assert kind in out
+    assert "start p50 ms" in out

@@ -180,7 +180,10 @@ def test_an_isolated_replica_reaches_the_route_tables_and_nothing_else(
     graph: tuple[Steady, Path],
 ) -> None:
     steady, _ = graph
-    status, body = http_get(port_of(steady.service("prober")), "/reach", timeout=20)
+    controller = json.loads((steady.home / "controller.json").read_text())["url"]
+    status, body = http_get(
+        port_of(steady.service("prober")), f"/reach?controller={controller}", timeout=20
+    )
     assert status == 200, body
     seen = json.loads(body)
     # The controller's port is on the host's loopback: no answer at all, not even a 401.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -18,9 +19,16 @@ from typing import Any
 import pytest
 
 from steadyserve.backends import netns
-from steadyserve.compat.skypilot import fixed_port_problem, isolation_problem
+from steadyserve.compat.skypilot import (
+    OPEN_PORTS_NOTE,
+    fixed_port_problem,
+    isolation_problem,
+    open_ports_note,
+    sandbox_note,
+)
 from steadyserve.controller.capacity import request_for
 from steadyserve.controller.fixed_ports import listening_ports
+from steadyserve.home.paths import Home
 from steadyserve.spec import SpecError, parse_service
 from steadyserve.spec.ports import isolated
 from steadyserve.wire.netns import socket_in
@@ -249,3 +257,30 @@ def test_namespaces_of_a_deleted_home_are_reaped_and_no_live_or_unknown_one(
     finally:
         for name in names:
             netns.remove(name)
+
+
+def test_steady_up_says_when_isolated_replicas_get_no_sandbox(tmp_path: Path) -> None:
+    fixed, shared = parse(FIXED, tmp_path), parse(USES_PORT, tmp_path)
+    no_bwrap = "bubblewrap is not installed (apt-get install bubblewrap)"
+    note = sandbox_note(fixed, "local", None, no_bwrap) or ""
+    assert no_bwrap in note and "every capability" in note and "\n" not in note
+    assert sandbox_note(fixed, "local", None, None) is None  # sandboxed: nothing to say
+    assert sandbox_note(shared, "local", None, no_bwrap) is None  # not isolated
+    assert sandbox_note(fixed, "local", NO_NETNS, no_bwrap) is None  # said as no isolation
+    assert sandbox_note(fixed, "ray", None, no_bwrap) is None
+
+
+def test_steady_up_says_once_per_home_that_shared_network_ports_are_open(
+    tmp_path: Path,
+) -> None:
+    fixed, shared = parse(FIXED, tmp_path), parse(USES_PORT, tmp_path)
+    note = open_ports_note(shared, "local", None) or ""
+    assert "any local user" in note and "service.isolation: network closes them" in note
+    assert open_ports_note(fixed, "local", None) is None  # isolated: closed
+    assert NO_NETNS in (open_ports_note(fixed, "local", NO_NETNS) or "")  # cannot close here
+    assert open_ports_note(shared, "ray", None) is None
+    home = Home(tmp_path / "home")
+    assert home.first_time(OPEN_PORTS_NOTE) and not home.first_time(OPEN_PORTS_NOTE)
+    assert stat.S_IMODE(home.root.stat().st_mode) == 0o700
+    marker = home.root / "said" / OPEN_PORTS_NOTE
+    assert stat.S_IMODE(marker.stat().st_mode) == 0o600

@@ -120,10 +120,12 @@ class Backend(Protocol):
         setup: str | None,
         env: dict[str, str],
         pip: list[str] | str | None = None,
+        isolate: bool = False,
     ) -> Path:
         """Make the version's workdir ready; return it. With ``setup`` or ``pip``
         the version gets its own environment (steadyserve/envs/plan.py), which
-        its replicas then run in."""
+        its replicas then run in. ``isolate``: its replicas will be isolated, so
+        ``setup`` runs in their sandbox where the backend has one."""
 
     async def launch(self, request: LaunchRequest) -> ReplicaHandle:
         """Place and start the replica at an address the backend chose."""

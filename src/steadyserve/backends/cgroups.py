@@ -184,6 +184,27 @@ class ReplicaCgroup:
                 with contextlib.suppress(OSError):
                     state.write_text("THAWED")
 
+    def limit_pids(self, count: int) -> bool:
+        """Cap the processes and threads in the cgroup at ``count`` (``pids.max``);
+        False where the cgroup has no pids controller."""
+        pids = self.dirs.get("pids" if self.version == 1 else "")
+        if pids is None or not (pids / "pids.max").exists():
+            return False
+        try:
+            (pids / "pids.max").write_text(str(count))
+        except OSError:
+            return False
+        return True
+
+    def pids_limit(self) -> int | None:
+        """``pids.max`` as a number, None when unlimited or unknown."""
+        pids = self.dirs.get("pids" if self.version == 1 else "")
+        try:
+            text = (pids / "pids.max").read_text().strip() if pids else ""
+            return int(text)
+        except (OSError, ValueError):
+            return None
+
     def limit(self) -> int | None:
         """The memory limit in bytes, when one is set."""
         memory = self.dirs.get("memory" if self.version == 1 else "")

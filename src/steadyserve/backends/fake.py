@@ -119,6 +119,7 @@ class FakeBackend:
         setup: str | None,
         env: dict[str, str],
         pip: list[str] | str | None = None,
+        isolate: bool = False,
     ) -> Path:
         if self.prepare_error is not None:
             raise ProvisionError(self.prepare_error)

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from steadyserve.backends import netns
+from steadyserve.backends import netns, sandbox, seccomp_profile
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
 from steadyserve.backends.cgroups import Cgroups, ReplicaCgroup
 from steadyserve.backends.ports import PortsExhausted, for_this_machine
@@ -83,9 +83,52 @@ class LocalBackend:
             self._said.add(message)
             _log.warning("%s", message)
 
-    def _cgroup_for(self, request: LaunchRequest) -> ReplicaCgroup | None:
-        """The replica's cgroup, made now, with its memory limit; None (and a line
-        in the log, once) when the machine gives none."""
+    def _setup_sandbox(self, service: str) -> environment_build.Confine | None:
+        """How an isolated service's ``setup`` runs in its replicas' sandbox (on the
+        host's network: it downloads): its workdir, the environment being built and
+        the service's cache are shown read-write. None where there is no sandbox."""
+        if sandbox.unavailable() is not None:
+            return None
+        cache = self.home.service_dir(service) / "cache"
+        sandbox.prepare_cache(cache)
+        home = self.home.root
+
+        def confine(
+            argv: list[str], env: dict[str, str], workdir: Path, building: Path
+        ) -> tuple[list[str], dict[str, str], int]:
+            plan = sandbox.Plan(
+                workdir=workdir,
+                cache=cache,
+                read_only=sandbox.interpreter_paths() + sandbox.trust_paths(env),
+                read_write=(building,),
+            )
+            fd = seccomp_profile.program_fd()
+            return sandbox.wrap(plan, home, argv, fd), sandbox.environment(env, plan), fd
+
+        return confine
+
+    def _sandbox_plan(self, request: LaunchRequest) -> sandbox.Plan:
+        """What an isolated replica is shown of the machine and the home (sandbox.py)."""
+        cache = self.home.service_dir(request.service) / "cache"
+        sandbox.prepare_cache(cache)
+        shown = [*sandbox.interpreter_paths(), *sandbox.trust_paths(request.env)]
+        environment = self.environments.get((request.service, request.version))
+        if environment is not None:
+            shown.append(sandbox.base_interpreter(environment.venv))
+        sockets = self.home.sockets_dir
+        return sandbox.Plan(
+            workdir=request.workdir,
+            cache=cache,
+            read_only=tuple(shown),
+            environment=environment.path if environment is not None else None,
+            read_write=(sockets,) if request.control_port and sockets.is_dir() else (),
+            devices=sandbox.devices(),
+        )
+
+    def _cgroup_for(self, request: LaunchRequest, sandboxed: bool = False) -> ReplicaCgroup | None:
+        """The replica's cgroup, made now, with its memory limit (and, in a sandbox,
+        its pids limit); None (and a line in the log, once) when the machine gives
+        none."""
         tag = request.env.get(contract.REPLICA_TAG)
         resources = request.resources
         limit = resources.memory_limit_bytes if resources is not None else None
@@ -104,6 +147,8 @@ class LocalBackend:
                 "the controller's cgroup cannot enable memory for its children:"
                 " resources.memory limits are not enforced"
             )
+        if sandboxed and not cgroup.limit_pids(sandbox.DEFAULT_PIDS_MAX):
+            self._say_once("no pids cgroup here: isolated replicas have no pids limit")
         return cgroup
 
     async def prepare(
@@ -113,12 +158,14 @@ class LocalBackend:
         setup: str | None,
         env: dict[str, str],
         pip: list[str] | str | None = None,
+        isolate: bool = False,
     ) -> Path:
         workdir = self.home.version_workdir(service, version)
         if not workdir.is_dir():
             raise ProvisionError(f"workdir of version {version} is missing: {workdir}")
         if needs_environment(setup, pip):
-            await self._prepare_environment(service, version, workdir, setup, pip, env)
+            confine = self._setup_sandbox(service) if isolate else None
+            await self._prepare_environment(service, version, workdir, setup, pip, env, confine)
             return workdir
         if not setup:
             return workdir
@@ -160,6 +207,7 @@ class LocalBackend:
         setup: str | None,
         pip: list[str] | str | None,
         env: dict[str, str],
+        confine: environment_build.Confine | None = None,
     ) -> None:
         """The version's own virtualenv, built once per content key: ``pip:`` and
         ``setup`` run inside it, and so will its replicas."""
@@ -167,7 +215,7 @@ class LocalBackend:
         setup_log = version_dir / "setup.log"
         try:
             environment, _ = await environment_build.ensure(
-                self.home, workdir, setup, pip, env, failure_log=setup_log
+                self.home, workdir, setup, pip, env, failure_log=setup_log, confine=confine
             )
         except environment_build.BuildError as exc:
             raise ProvisionError(f"{exc} (see {setup_log})") from None
@@ -208,6 +256,7 @@ class LocalBackend:
         if request.cores:
             command = pinned(command, request.cores)
         name = None
+        plan: sandbox.Plan | None = None
         if request.isolate and netns.unavailable() is None:
             name = netns.name_for(self.home.root, request.service, request.replica_id)
             request.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -216,10 +265,9 @@ class LocalBackend:
                 await asyncio.to_thread(netns.create, name, netns.helper_log(request.log_path))
             except netns.NamespaceError as exc:
                 raise ProvisionError(str(exc)) from None
-            command = netns.exec_command(name, command)
-        cgroup = await asyncio.to_thread(self._cgroup_for, request)
-        if cgroup is not None:
-            command = cgroup.enter(command)
+            if sandbox.unavailable() is None:
+                plan = self._sandbox_plan(request)
+        cgroup = await asyncio.to_thread(self._cgroup_for, request, plan is not None)
         env = {**env, contract.PORT: str(port), contract.HOST: "127.0.0.1"}
         if control_port is not None:  # a Python replica
             env[contract.CONTROL_PORT] = str(control_port)
@@ -230,6 +278,15 @@ class LocalBackend:
                 env[contract.CALL_SOCKET] = str(call_socket)
             if name is not None:  # its handles reach the host only through the home
                 env[contract.ROUTES_SOCKET] = str(self.home.routes_socket)
+        seccomp_fd = -1
+        if plan is not None:
+            seccomp_fd = seccomp_profile.program_fd()
+            command = sandbox.wrap(plan, self.home.root, command, seccomp_fd)
+            env = sandbox.environment(env, plan)
+        if name is not None:
+            command = netns.exec_command(name, command)
+        if cgroup is not None:
+            command = cgroup.enter(command)
         request.log_path.parent.mkdir(parents=True, exist_ok=True)
         setup_log = self.home.version_dir(request.service, request.version) / "setup.log"
         with open(request.log_path, "ab") as log:
@@ -248,11 +305,15 @@ class LocalBackend:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                     umask=user_umask(),
+                    pass_fds=(seccomp_fd,) if seccomp_fd >= 0 else (),
                 )
             except BaseException:
                 if cgroup is not None:
                     cgroup.remove(timeout_s=0)
                 raise
+            finally:
+                if seccomp_fd >= 0:
+                    os.close(seccomp_fd)
         return LocalProcess.of(
             popen,
             port,

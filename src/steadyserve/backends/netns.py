@@ -32,7 +32,7 @@ from pathlib import Path
 import psutil
 
 from steadyserve.wire import replica_contract as contract
-from steadyserve.wire.netns import NETNS_DIR, path_of
+from steadyserve.wire.netns import NETNS_DIR, path_of, sysctl_in
 
 HOMES_DIR = Path("/run/steadyserve/netns-homes")
 """One file per home that made namespaces, named by its prefix's hash and holding
@@ -104,10 +104,21 @@ def create(name: str, log_path: Path) -> None:
         _ip("netns", "add", name)
     try:
         _ip("-n", name, "link", "set", "lo", "up")
+        unprivileged_ports(name)
         ensure_helper(name, log_path)
     except BaseException:
         remove(name)
         raise
+
+
+def unprivileged_ports(name: str) -> None:
+    """Let a replica without capabilities (sandbox.py) bind any port of its own
+    namespace, 80 included, as container runtimes do: the namespace is the
+    replica's alone, so a port below 1024 guards nothing there."""
+    try:
+        sysctl_in(path_of(name), "net.ipv4.ip_unprivileged_port_start", "0")
+    except OSError as exc:
+        raise NamespaceError(f"cannot open the ports of {name} below 1024: {exc}") from None
 
 
 def helpers(name: str) -> list[psutil.Process]:

@@ -154,6 +154,16 @@ def tagged_processes(tag: str) -> list[psutil.Process]:
     return found
 
 
+def _in_own_pid_ns(proc: psutil.Process) -> bool:
+    """False for a process in a sandbox's PID namespace (sandbox.py): its init
+    forwards the replica's SIGTERM to it, and a second SIGTERM would tell a Python
+    runner to stop waiting for in-flight requests. Unknown counts as ours."""
+    try:
+        return os.readlink(f"/proc/{proc.pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return True
+
+
 def _pgid(proc: psutil.Process) -> int | None:
     try:
         return os.getpgid(proc.pid)
@@ -197,7 +207,7 @@ async def stop_group(handle: ReplicaHandle, timeout_s: float) -> None:
     # would tell a Python runner to stop waiting for in-flight requests.
     outside = {p.pid: p for p in (tagged_processes(tag) if tag else [])}
     outside.update((p.pid, p) for p in _members(cgroup))
-    escaped = [p for p in outside.values() if _pgid(p) != pid]
+    escaped = [p for p in outside.values() if _pgid(p) != pid and _in_own_pid_ns(p)]
     if handle.exit_code() is None or not _all_gone(escaped):
         kill_group(pid, signal.SIGTERM)
         _signal_all(escaped, signal.SIGTERM)

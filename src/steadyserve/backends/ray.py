@@ -234,6 +234,7 @@ class RayBackend:
         setup: str | None,
         env: dict[str, str],
         pip: list[str] | str | None = None,
+        isolate: bool = False,
     ) -> Path:
         """The version's workdir here; it travels to nodes with each actor's
         runtime_env, and ``setup`` runs on each node before its first replica."""

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
+from steadyserve.backends import backend_name, netns
 from steadyserve.cli import json_errors, progressive, ray_status
 from steadyserve.cli.common import (
     _confirm,
@@ -58,6 +59,7 @@ from steadyserve.client.deploy_files import deploy_request
 from steadyserve.client.python_defaults import raw_document
 from steadyserve.client.service_files import load_one, unnamed
 from steadyserve.compat.file_mounts import staged
+from steadyserve.compat.skypilot import OPEN_PORTS_NOTE, open_ports_note
 from steadyserve.core.strategies import selectable_modes
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -168,6 +170,11 @@ def up(
             "/api/v1/services",
             {"spec": sent.spec_json(), "yaml": text, "file": str(file.resolve())},
         )
+    # Said once the service exists, and once per home (docs/security.md).
+    open_ports = open_ports_note(spec, backend_name(), netns.unavailable())
+    if open_ports is not None and client.home.first_time(OPEN_PORTS_NOTE):
+        _print_notes([open_ports])
+        notes.append(open_ports)
     scheme = "https" if spec.service.tls else "http"
     _print_notes(created.get("notes") or [])
     notes.extend(created.get("notes") or [])

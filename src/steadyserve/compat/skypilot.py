@@ -180,6 +180,42 @@ def endpoint_port_problem(spec: ServiceSpec) -> str | None:
     )
 
 
+def sandbox_note(
+    spec: ServiceSpec, backend: str, no_isolation: str | None, no_sandbox: str | None
+) -> str | None:
+    """What an isolated replica lacks on a machine that gives it a network namespace
+    but no sandbox (backends/sandbox.py): said in ``steady up``, the service runs."""
+    if backend != "local" or not isolated(spec) or no_isolation is not None:
+        return None
+    if no_sandbox is None:
+        return None
+    return (
+        f"service.isolation: replicas get a network of their own but no sandbox here"
+        f" ({no_sandbox}): they run as root with every capability and see the host's"
+        " files, the home included (docs/isolation.md)"
+    )
+
+
+OPEN_PORTS_NOTE = "replica-ports"
+"""The name under which :func:`open_ports_note` is said once per home."""
+
+
+def open_ports_note(spec: ServiceSpec, backend: str, no_isolation: str | None) -> str | None:
+    """What a service whose replicas share the host's network leaves open: any local
+    user reaches their ports directly, past the load balancer's blocked paths. Said
+    by ``steady up`` once per home (docs/security.md)."""
+    if backend != "local" or (isolated(spec) and no_isolation is None):
+        return None
+    closes = "service.isolation: network closes them"
+    closes += f" where root can make namespaces (not here: {no_isolation})" if no_isolation else ""
+    return (
+        "replicas on the host's network listen on 127.0.0.1 ports that any local user can"
+        " connect to, past the load balancer's blocked paths (reconfigure_path and"
+        f" blocked_paths): {closes}; see docs/security.md"
+        " (said once for this home)"
+    )
+
+
 def isolation_problem(spec: ServiceSpec, backend: str, no_isolation: str | None) -> str | None:
     """Why ``service.isolation: network``, asked for in so many words, cannot be had."""
     if spec.service.isolation != "network":

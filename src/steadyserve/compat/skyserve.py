@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from steadyserve.backends import netns
+from steadyserve.backends import netns, sandbox
 from steadyserve.compat.skypilot import (
     IGNORE_IMAGE_HINT,
     endpoint_port_problem,
@@ -25,10 +25,12 @@ from steadyserve.compat.skypilot import (
     image_problems,
     isolation_problem,
     not_applicable_notes,
+    sandbox_note,
 )
 from steadyserve.lb.tls import pair_problem
 from steadyserve.spec import ServiceSpec, SpecError
 from steadyserve.spec.machine import Machine, resource_problems, this_machine
+from steadyserve.spec.ports import isolated
 
 IGNORE_RESOURCES_HINT = "pass --ignore-resources to start it anyway"
 _THIS_MACHINE = "\0ask this machine"
@@ -43,14 +45,19 @@ def preflight(
     backend: str = "local",
     prefix: str = "",
     no_isolation: str | None = _THIS_MACHINE,
+    no_sandbox: str | None = _THIS_MACHINE,
 ) -> list[str]:
     """Notes for the user, or a SpecError (every problem, one line each).
 
     ``prefix`` places the fields inside a fleet file (``services[1].``);
     ``no_isolation`` is why there are no network namespaces (None: there are;
-    by default this machine is asked, backends/netns.py)."""
+    by default this machine is asked, backends/netns.py), ``no_sandbox`` why
+    isolated replicas get no sandbox (backends/sandbox.py)."""
     problems: list[tuple[str | None, str]] = []
     no_isolation = netns.unavailable() if no_isolation is _THIS_MACHINE else no_isolation
+    if no_sandbox is _THIS_MACHINE:  # asked only where it matters (it runs bwrap once)
+        wanted = backend == "local" and no_isolation is None and isolated(spec)
+        no_sandbox = sandbox.unavailable() if wanted else None
     for problem in (
         fixed_port_problem(spec, backend, no_isolation),
         isolation_problem(spec, backend, no_isolation),
@@ -63,6 +70,9 @@ def preflight(
     if broken_tls is not None:
         problems.append((f"{prefix}service.tls", broken_tls))
     notes = [f"{prefix}{line}" for line in not_applicable_notes(spec, backend)]
+    unsandboxed = sandbox_note(spec, backend, no_isolation, no_sandbox)
+    if unsandboxed is not None:
+        notes.append(f"{prefix}{unsandboxed}")
     for line in image_problems(spec):
         if ignore_image:
             notes.append(f"{prefix}{line} (--ignore-image: starting anyway)")

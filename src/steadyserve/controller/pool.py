@@ -346,7 +346,9 @@ class PoolJobs:
         # Prepared already (the worker ran setup): this finds the version's workdir
         # and environment again and builds nothing.
         setup = built_setup(spec.setup, pool=True)
-        workdir = await rt.backend.prepare(rt.name, worker.version, setup, env, pip=spec.pip)
+        workdir = await rt.backend.prepare(
+            rt.name, worker.version, setup, env, pip=spec.pip, isolate=isolated(spec)
+        )
         exit_path = exit_file(rt.home, job.id)
         exit_path.parent.mkdir(parents=True, exist_ok=True)
         exit_path.unlink(missing_ok=True)

@@ -141,7 +141,9 @@ async def _provision(rt: LaunchPort, replica: ReplicaRow) -> ReplicaHandle | Non
     env = rt.environment.env(replica, spec)
     setup_env = rt.environment.setup_env(env)
     setup = built_setup(spec.setup, spec.service.pool is not None)  # a pool's workers run it
-    workdir = await rt.backend.prepare(rt.name, replica.version, setup, setup_env, pip=spec.pip)
+    workdir = await rt.backend.prepare(
+        rt.name, replica.version, setup, setup_env, pip=spec.pip, isolate=isolated(spec)
+    )
     if replica.status is not ReplicaStatus.PROVISIONING:
         return None
     held = Assignment.from_json(replica.assignment)

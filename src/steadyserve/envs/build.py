@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -146,6 +146,13 @@ def existing(home: Home, key: str) -> Environment | None:
 _locks: dict[Path, asyncio.Lock] = {}
 
 
+Confine = Callable[[list[str], dict[str, str], Path, Path], tuple[list[str], dict[str, str], int]]
+"""How ``setup`` is run confined: given its argv, environment, working folder and
+the environment's folder being built, the argv and environment to run instead
+and a descriptor to pass to it (and close after; -1 for none). The local backend
+runs an isolated service's setup in its replicas' sandbox so (backends/sandbox.py)."""
+
+
 async def ensure(
     home: Home,
     workdir: Path,
@@ -153,6 +160,7 @@ async def ensure(
     pip: plan.PipSpec,
     env: dict[str, str],
     failure_log: Path | None = None,
+    confine: Confine | None = None,
 ) -> tuple[Environment, bool]:
     """The environment for a version: reused when its key exists, else built.
     Returns it and whether it was built now. Raises BuildError, after copying
@@ -165,7 +173,7 @@ async def ensure(
         built = found is None
         if found is None:
             try:
-                found = await _build(root, key, workdir, setup, pip, env, failure_log)
+                found = await _build(root, key, workdir, setup, pip, env, failure_log, confine)
             except BaseException:
                 lock_path.unlink(missing_ok=True)  # a failed build leaves nothing
                 raise
@@ -218,6 +226,7 @@ async def _build(
     pip: plan.PipSpec,
     env: dict[str, str],
     failure_log: Path | None,
+    confine: Confine | None = None,
 ) -> Environment:
     root.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=root))
@@ -252,7 +261,14 @@ async def _build(
                 out.write(b"--- setup ---\n")
                 out.flush()
                 before = await asyncio.to_thread(outputs.listing, workdir)
-                await _step("setup", ["bash", "-c", setup], workdir, inside, out, folder)
+                argv, setup_env, fd = ["bash", "-c", setup], inside, -1
+                if confine is not None:
+                    argv, setup_env, fd = confine(argv, inside, workdir, folder)
+                try:
+                    await _step("setup", argv, workdir, setup_env, out, folder, fd)
+                finally:
+                    if fd >= 0:
+                        os.close(fd)
                 await asyncio.to_thread(outputs.keep, workdir, before, folder / outputs.OUTPUTS)
             conflict = seal.conflict_line(seal.unmet(site))
             if conflict is not None:
@@ -285,7 +301,13 @@ async def _build(
 
 
 async def _step(
-    what: str, argv: list[str], cwd: Path, env: dict[str, str], out: BinaryIO, folder: Path
+    what: str,
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    out: BinaryIO,
+    folder: Path,
+    pass_fd: int = -1,
 ) -> None:
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -296,6 +318,7 @@ async def _step(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=(pass_fd,) if pass_fd >= 0 else (),
         )
     except OSError as exc:
         raise BuildError(f"{what}: cannot run {argv[0]}: {exc.strerror}") from None

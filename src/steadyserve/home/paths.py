@@ -57,6 +57,21 @@ class Home:
     def db_path(self) -> Path:
         return self.root / "state.db"
 
+    def first_time(self, note: str) -> bool:
+        """True the first time this home is asked about ``note`` (a marker file in
+        ``said/``, made then): what ``steady up`` says once per home."""
+        said = self.root / "said"
+        try:
+            self.ensure()
+            said.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(said / note, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return False
+        except OSError:
+            return True  # a home that cannot keep the marker hears it every time
+        os.close(fd)
+        return True
+
     @property
     def controller_file(self) -> Path:
         """JSON with the running controller's pid and url; rewritten on each start."""

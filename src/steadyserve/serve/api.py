@@ -367,13 +367,15 @@ def _app_ingress(app: str) -> dict[str, Any] | None:
         client()  # starts the controller as a driver does
         where = home()
         token = contract.routes_token(where.root)
-    url = where.controller_url()
+    headers = {"Authorization": f"Bearer {token}"}
+    # An isolated replica: the host's loopback is out of reach, and the home's
+    # controller.json is not in its sandbox.
+    routes_socket = os.environ.get(contract.ROUTES_SOCKET)
+    url = "the routes socket" if routes_socket else where.controller_url()
     if url is None:
         raise RayServeException(f"no controller is recorded in {where.root}")
-    headers = {"Authorization": f"Bearer {token}"}
-    routes_socket = os.environ.get(contract.ROUTES_SOCKET)
     try:
-        if routes_socket:  # an isolated replica: the host's loopback is out of reach
+        if routes_socket:
             status, body = _get_over_unix(routes_socket, app_ingress_url("", app), headers)
         else:
             status, body = _get(app_ingress_url(url, app), headers)

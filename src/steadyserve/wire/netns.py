@@ -34,6 +34,7 @@ def path_of(name: str) -> str:
 CLONE_NEWNET = 0x40000000
 
 _Protocol = TypeVar("_Protocol", bound=asyncio.BaseProtocol)
+_Result = TypeVar("_Result")
 _libc: ctypes.CDLL | None = None
 
 
@@ -46,10 +47,10 @@ def _setns(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
-def socket_in(netns_path: str, family: int = socket.AF_INET) -> socket.socket:
-    """A TCP socket created inside the namespace at ``netns_path``; the calling
-    thread's own namespace is untouched (the work is done on a thread of its own)."""
-    made: list[socket.socket] = []
+def run_in(netns_path: str, work: Callable[[], _Result]) -> _Result:
+    """``work()`` done inside the namespace at ``netns_path``; the calling thread's
+    own namespace is untouched (the work is done on a thread of its own)."""
+    made: list[_Result] = []
     failed: list[BaseException] = []
 
     def inside() -> None:
@@ -59,7 +60,7 @@ def socket_in(netns_path: str, family: int = socket.AF_INET) -> socket.socket:
                 _setns(fd)
             finally:
                 os.close(fd)
-            made.append(socket.socket(family, socket.SOCK_STREAM))
+            made.append(work())
         except BaseException as exc:  # carried to the caller
             failed.append(exc)
 
@@ -70,6 +71,23 @@ def socket_in(netns_path: str, family: int = socket.AF_INET) -> socket.socket:
     if failed:
         raise failed[0]
     return made[0]
+
+
+def socket_in(netns_path: str, family: int = socket.AF_INET) -> socket.socket:
+    """A TCP socket created inside the namespace at ``netns_path``."""
+    return run_in(netns_path, lambda: socket.socket(family, socket.SOCK_STREAM))
+
+
+def sysctl_in(netns_path: str, name: str, value: str) -> None:
+    """Set a per-namespace ``net.*`` sysctl of the namespace at ``netns_path``
+    (``/proc/sys/net`` shows the namespace of the thread that opens it)."""
+    path = "/proc/sys/" + name.replace(".", "/")
+
+    def write() -> None:
+        with open(path, "w") as f:
+            f.write(value)
+
+    run_in(netns_path, write)
 
 
 async def connect_in(netns_path: str, host: str, port: int) -> socket.socket:

@@ -154,6 +154,13 @@ BASE_ENV = (
     "VIRTUAL_ENV",
     "PYTHONPATH",
     "LD_LIBRARY_PATH",
+    # Which certificate authorities to trust (a machine behind a TLS-inspecting
+    # proxy has its own): pip, uv, requests and curl read these.
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_CERT",
 )
 """Copied from the controller's environment when set: what programs need to run."""
 BASE_ENV_PREFIXES = ("LC_",)

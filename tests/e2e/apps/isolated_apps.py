@@ -6,7 +6,6 @@ Unix socket the routes, the rest of the API, and the routes without a token."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from typing import Any
 
@@ -36,9 +35,9 @@ async def _status(session: aiohttp.ClientSession, url: str, headers: dict[str, s
         return type(exc).__name__
 
 
-async def reach() -> dict[str, Any]:
-    with open(os.environ["STEADY_CONTROLLER_FILE"]) as file:
-        controller = json.load(file)["url"]
+async def reach(controller: str) -> dict[str, Any]:
+    """``controller``: its URL, from the test (the home's controller.json is not in
+    an isolated replica's sandbox)."""
     token = {"Authorization": f"Bearer {os.environ['STEADY_ROUTES_TOKEN']}"}
     service = os.environ["STEADY_SERVICE_NAME"]
     async with aiohttp.ClientSession() as tcp:
@@ -65,7 +64,7 @@ class Prober:
 
     async def __call__(self, request: Request) -> Any:
         if request.url.path == "/reach":
-            return JSONResponse(await reach())
+            return JSONResponse(await reach(request.query_params["controller"]))
         answer: str = await self.callee.ping.remote()
         return answer
 
