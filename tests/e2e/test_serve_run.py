@@ -150,3 +150,28 @@ def test_batch_inside_a_replica_and_delete(driver: tuple[Steady, int]) -> None:
     assert max(sizes) > 1, sizes
     serve.delete("batch")
     assert "batch" not in serve.status().applications
+
+
+def test_a_rerun_after_delete_answers_the_old_and_new_handles(
+    driver: tuple[Steady, int],
+) -> None:
+    """The same name run, deleted and run again: the re-made service's route tables
+    count their versions from the start again, as the first run's did, so a handle
+    that knew the first run's table must not take the second's for it."""
+
+    @serve.deployment
+    class Counter:
+        def __init__(self) -> None:
+            self.count = 0
+
+        def __call__(self) -> int:
+            self.count += 1
+            return self.count
+
+    first = serve.run(Counter.bind(), name="again", route_prefix=None)
+    assert first.remote().result(timeout_s=30) == 1
+    serve.delete("again")
+    second = serve.run(Counter.bind(), name="again", route_prefix=None)
+    assert second.remote().result(timeout_s=5) == 1  # a new replica, counting anew
+    assert serve.get_app_handle("again").remote().result(timeout_s=5) == 2
+    assert first.remote().result(timeout_s=5) == 3

@@ -12,6 +12,7 @@ at once rather than share a version number; a down waits for it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -57,6 +58,11 @@ class Controller:
         self.backend: Backend = choose_backend(home)
         self.backend_name = backend_name()
         self.epoch = uuid.uuid4().hex[:12]
+        # Each service runtime made in this controller's life numbers its tables
+        # from 1 under an epoch of its own: a service deleted and made again under
+        # its name reaches the version a handle or the gateway last knew of the old
+        # one, and a shared epoch let them take the new table for the old.
+        self._incarnations = itertools.count(1)
         self.services: dict[str, ServiceRuntime] = {}
         self.started_at = clock.wall()
         self.log_limits = replica_logs.LogLimits.from_env()
@@ -349,7 +355,7 @@ class Controller:
             self.store,
             self.backend,
             self.probe_session,
-            self.epoch,
+            f"{self.epoch}.{next(self._incarnations)}",
             row,
             clock=self.clock,
             capacity=self.capacity,
@@ -385,6 +391,7 @@ class Controller:
                     )
         finally:
             self.services.pop(name, None)
+            runtime.routes.close()
             self._down_tasks.pop(name, None)
             self.capacity.changed()  # its GPUs are free for the others
             if self.store.service(name) is None:  # gone: its port is free for others
