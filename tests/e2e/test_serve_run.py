@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import http.client
 import os
+import re
 import socket
 import tempfile
 import time
@@ -21,6 +22,11 @@ import pytest
 
 from steadyserve import serve
 from tests.helpers.steady import Steady, processes_of_home
+
+RAY_SYNC_REFUSAL = (
+    "Sync methods should not be called from within an `asyncio` event loop."
+    " Use `await response` instead."
+)
 
 
 def free_port() -> int:
@@ -175,3 +181,38 @@ def test_a_rerun_after_delete_answers_the_old_and_new_handles(
     assert second.remote().result(timeout_s=5) == 1  # a new replica, counting anew
     assert serve.get_app_handle("again").remote().result(timeout_s=5) == 2
     assert first.remote().result(timeout_s=5) == 3
+
+
+def test_two_bindings_of_one_class_are_renamed_as_ray_does(driver: tuple[Steady, int]) -> None:
+    """Ray names bound deployments depth first from the ingress, a repeated name
+    taking ``_1``, ``_2``...; a blocking ``.result()`` inside an async method is
+    refused with Ray's message."""
+
+    @serve.deployment
+    class Echo:
+        def __init__(self, word: str) -> None:
+            self.word = word
+
+        def __call__(self) -> str:
+            return self.word
+
+    @serve.deployment
+    class Both:
+        def __init__(self, first: Any, second: Any) -> None:
+            self.first, self.second = first, second
+
+        async def __call__(self) -> list[str]:
+            return [await self.first.remote(), await self.second.remote()]
+
+        async def blocking(self) -> str:
+            return str(self.first.remote().result())
+
+    handle = serve.run(Both.bind(Echo.bind("a"), Echo.bind("b")), name="twins", route_prefix=None)
+    assert handle.remote().result(timeout_s=30) == ["a", "b"]
+    assert set(serve.status().applications["twins"].deployments) == {"Both", "Echo", "Echo_1"}
+    with pytest.raises(
+        Exception,
+        match=re.escape(RAY_SYNC_REFUSAL),
+    ):
+        handle.blocking.remote().result(timeout_s=30)
+    serve.delete("twins")

@@ -118,10 +118,9 @@ CODE_VERSION_KEY = "code_version"
 def documents(app: Application, name: str, route_prefix: str | None) -> list[dict[str, Any]]:
     """One service document per deployment of ``app``, its graph shipped in a folder
     of the home (the services' workdir)."""
+    serve_graph.name_uniquely(app)
     nodes = list(app.nodes())
     names = [n.name for n in nodes]
-    if len(set(names)) != len(names):
-        raise ValueError(f"application {name!r} binds two deployments named alike: {names}")
     folder = home().root / "serve_run" / (name_safe(name) or "default")
     shipped.write(app, folder, {"application": name, "ingress": app.name})
     envs = {

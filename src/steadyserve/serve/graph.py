@@ -21,7 +21,7 @@ from typing import Any
 
 from steadyserve.replica.errors import LoadError
 from steadyserve.serve import ray_alias
-from steadyserve.serve.deployment import Application, Deployment, replace_nodes
+from steadyserve.serve.deployment import Application, Deployment, children, replace_nodes
 from steadyserve.serve.names import attr_name, default_service_name, split_import_path
 
 PROG = "steadyserve.serve.graph"
@@ -123,25 +123,40 @@ def app_args_from_env() -> dict[str, Any]:
 
 def find_node(app: Application, name: str) -> Application | None:
     """The node whose deployment name is ``name`` (as written in an import path)."""
+    name_uniquely(app)
     for node in app.nodes():
         if node.name == name or attr_name(node.name) == name:
             return node
     return None
 
 
-def check_unique(app: Application) -> None:
-    """Two different nodes with one name would be one service: refuse."""
-    seen: dict[str, Application] = {}
-    for node in app.nodes():
-        other = seen.setdefault(node.name, node)
-        if other is not node:
-            raise GraphError(
-                f"two deployments in the graph are named {node.name!r}; give one .options(name=...)"
-            )
+def name_uniquely(app: Application) -> None:
+    """Rename the nodes of ``app`` in place as Ray's ``build_app`` names them:
+    depth first from the ingress, arguments before keyword arguments, a name met
+    again taking the first free ``_1``, ``_2``... (``Model``, ``Model_1``). The same
+    bound node reached twice keeps one name. Idempotent, so the driver and each
+    replica that imports the graph again arrive at the same names."""
+    names: dict[int, str] = {}
+    taken: set[str] = set()
+    stack: list[Application] = [app]
+    while stack:
+        node = stack.pop()
+        if id(node) in names:
+            continue
+        name = node.name
+        if name in taken:
+            index = 1
+            while f"{name}_{index}" in taken:
+                index += 1
+            name = f"{name}_{index}"
+            node.deployment = node.deployment.options(name=name)
+        names[id(node)] = name
+        taken.add(name)
+        stack.extend(reversed(children(node.args) + children(node.kwargs)))
 
 
 def describe_app(app: Application, import_path: str) -> list[dict[str, Any]]:
-    check_unique(app)
+    name_uniquely(app)
     out = []
     for node in app.nodes():
         is_root = node is app
