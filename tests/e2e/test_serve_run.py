@@ -216,3 +216,37 @@ def test_two_bindings_of_one_class_are_renamed_as_ray_does(driver: tuple[Steady,
     ):
         handle.blocking.remote().result(timeout_s=30)
     serve.delete("twins")
+
+
+def _three_replicas(context: Any) -> tuple[int, dict[str, Any]]:
+    """Ray's custom policy signature: a context in, (replicas, policy_state) out."""
+    return 3, {"seen": context.current_num_replicas}
+
+
+@pytest.mark.parametrize("form", ["object", "dict"])
+def test_a_custom_policy_given_as_a_callable_scales_the_deployment(
+    driver: tuple[Steady, int], form: str
+) -> None:
+    """Ray takes ``policy_function`` as a callable as well as an import path:
+    ``AutoscalingConfig(policy=AutoscalingPolicy(policy_function=fn))`` or the
+    same as dicts."""
+    bounds = {"min_replicas": 1, "max_replicas": 3, "initial_replicas": 1, "upscale_delay_s": 0}
+    config: Any = {**bounds, "policy": {"policy_function": _three_replicas}}
+    if form == "object":
+        from steadyserve.serve.config import AutoscalingConfig, AutoscalingPolicy
+
+        policy = AutoscalingPolicy(policy_function=_three_replicas)
+        config = AutoscalingConfig(**bounds, policy=policy)
+
+    @serve.deployment(autoscaling_config=config)
+    def pid() -> int:
+        return os.getpid()
+
+    handle = serve.run(pid.bind(), name="custom", route_prefix=None)
+    deadline = time.monotonic() + 60
+    seen: set[int] = set()
+    while len(seen) < 3 and time.monotonic() < deadline:
+        seen |= {handle.remote().result(timeout_s=30) for _ in range(10)}
+        time.sleep(0.2)
+    assert len(seen) == 3
+    serve.delete("custom")

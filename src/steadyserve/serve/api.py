@@ -35,7 +35,7 @@ from steadyserve.core.states import LIVE_REPLICA_STATES, ReplicaStatus
 from steadyserve.paths import Home
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
-from steadyserve.serve import shipped
+from steadyserve.serve import policies, shipped
 from steadyserve.serve.deployment import Application, Deployment
 from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.names import attr_name
@@ -123,10 +123,12 @@ def documents(app: Application, name: str, route_prefix: str | None) -> list[dic
     names = [n.name for n in nodes]
     folder = home().root / "serve_run" / (name_safe(name) or "default")
     shipped.write(app, folder, {"application": name, "ingress": app.name})
+    code_paths = _code_paths()
+    policy_paths = policies.ship(nodes, folder, code_paths)
     envs = {
         "STEADY_GRAPH_SERVICES": as_json({n: service_name(name, n) for n in names}),
         contract.APP_NAME: name,
-        "PYTHONPATH": os.pathsep.join(_code_paths()),
+        "PYTHONPATH": os.pathsep.join(code_paths),
     }
     common = {"workdir": str(folder), "envs": envs}
     ray_app = {"import_path": "serve.run", "runtime_env": {}, "args": {}}
@@ -137,12 +139,13 @@ def documents(app: Application, name: str, route_prefix: str | None) -> list[dic
     # (Ray's test_deploy_basic). A change of it restarts, as a ray_options change.
     run_version = secrets.token_hex(8)
     for node in nodes:
+        options = {k: v for k, v in node.deployment.user_options.items() if k != "name"}
+        if node.name in policy_paths:
+            options = policies.with_policy_path(options, policy_paths[node.name])
         info = {
             "name": node.name,
             "class_path": f"{shipped.MODULE}:{shipped.APP_ATTR}.{attr_name(node.name)}",
-            "options": serve_graph.jsonable(
-                {k: v for k, v in node.deployment.user_options.items() if k != "name"}
-            ),
+            "options": serve_graph.jsonable(options),
             "ingress": node is app,
         }
         doc = service_document(name, node.name, info, {}, common, ray_app, notices)
