@@ -117,16 +117,17 @@ def test_one_bound_node_used_twice_is_one_deployment_two_bindings_are_renamed() 
     assert [d["name"] for d in described] == ["_Summarizer", "Translator", "Translator_1"]
 
 
-def test_renaming_is_depth_first_from_the_ingress_as_rays_build_app() -> None:
+def test_renaming_names_the_arguments_before_the_node_as_rays_build_app() -> None:
+    """Ray 2.60's ``_build_app_recursive`` names a node after its bound arguments."""
     inner = _Translator.bind()
     app = _Summarizer.bind(_Summarizer.bind(inner), _Translator.bind(), extra=inner)
     name_uniquely(app)
     nested, second = app.args
-    assert (app.name, nested.name, inner.name, second.name) == (
-        "_Summarizer",
-        "_Summarizer_1",
+    assert (inner.name, nested.name, second.name, app.name) == (
         "Translator",
+        "_Summarizer",
         "Translator_1",
+        "_Summarizer_1",
     )
 
 

@@ -131,28 +131,29 @@ def find_node(app: Application, name: str) -> Application | None:
 
 
 def name_uniquely(app: Application) -> None:
-    """Rename the nodes of ``app`` in place as Ray's ``build_app`` names them:
-    depth first from the ingress, arguments before keyword arguments, a name met
-    again taking the first free ``_1``, ``_2``... (``Model``, ``Model_1``). The same
-    bound node reached twice keeps one name. Idempotent, so the driver and each
-    replica that imports the graph again arrive at the same names."""
+    """Rename the nodes of ``app`` in place as Ray's ``build_app`` names them (Ray
+    2.60, ``_build_app_recursive``): depth first, a node's bound arguments (then
+    keyword arguments) before the node itself, a name met again taking the first
+    free ``_1``, ``_2``... So ``Model.bind(Model.bind())`` is ``Model`` (the inner
+    one) and ``Model_1`` (the ingress). The same bound node reached twice keeps one
+    name. Idempotent, so the driver and each replica that imports the graph again
+    arrive at the same names."""
     names: dict[int, str] = {}
-    taken: set[str] = set()
-    stack: list[Application] = [app]
-    while stack:
-        node = stack.pop()
+
+    def visit(node: Application) -> None:
         if id(node) in names:
-            continue
-        name = node.name
-        if name in taken:
-            index = 1
-            while f"{name}_{index}" in taken:
-                index += 1
-            name = f"{name}_{index}"
+            return
+        names[id(node)] = ""  # reached: a second path to it names it no more
+        for child in children(node.args) + children(node.kwargs):
+            visit(child)
+        base, index, name = node.name, 1, node.name
+        while name in names.values():
+            name, index = f"{base}_{index}", index + 1
+        if name != node.name:
             node.deployment = node.deployment.options(name=name)
         names[id(node)] = name
-        taken.add(name)
-        stack.extend(reversed(children(node.args) + children(node.kwargs)))
+
+    visit(app)
 
 
 def describe_app(app: Application, import_path: str) -> list[dict[str, Any]]:
