@@ -250,3 +250,31 @@ def test_a_custom_policy_given_as_a_callable_scales_the_deployment(
         time.sleep(0.2)
     assert len(seen) == 3
     serve.delete("custom")
+
+
+def test_two_ingresses_in_one_application_are_refused_as_ray_does(
+    driver: tuple[Steady, int],
+) -> None:
+    from fastapi import FastAPI
+
+    from steadyserve.serve.exceptions import RayServeException
+
+    @serve.deployment
+    @serve.ingress(FastAPI())
+    class Inner:
+        pass
+
+    @serve.deployment
+    @serve.ingress(FastAPI())
+    class Outer:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+    with pytest.raises(RayServeException) as refused:
+        serve.run(Outer.bind(Inner.bind()), name="two-ingresses", route_prefix=None)
+    assert str(refused.value) == (
+        'Found multiple FastAPI deployments in application "two-ingresses". '
+        "Please only include one deployment with @serve.ingress "
+        "in your application to avoid this issue."
+    )
+    assert "two-ingresses" not in serve.status().applications

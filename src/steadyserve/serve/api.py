@@ -38,6 +38,7 @@ from steadyserve.serve import handle as handles
 from steadyserve.serve import policies, shipped
 from steadyserve.serve.deployment import Application, Deployment
 from steadyserve.serve.exceptions import RayServeException
+from steadyserve.serve.ingress import ingress_of
 from steadyserve.serve.names import attr_name
 from steadyserve.serve.overview import failure_reason
 from steadyserve.spec.errors import SpecError
@@ -121,6 +122,18 @@ def documents(app: Application, name: str, route_prefix: str | None) -> list[dic
     serve_graph.name_uniquely(app)
     nodes = list(app.nodes())
     names = [n.name for n in nodes]
+    ingresses = [
+        n
+        for n in nodes
+        if isinstance(n.deployment.func_or_class, type)
+        and ingress_of(n.deployment.func_or_class) is not None
+    ]
+    if len(ingresses) > 1:  # Ray's build_app refuses it so (Ray 2.60)
+        raise RayServeException(
+            f'Found multiple FastAPI deployments in application "{name}". '
+            "Please only include one deployment with @serve.ingress "
+            "in your application to avoid this issue."
+        )
     folder = home().root / "serve_run" / (name_safe(name) or "default")
     shipped.write(app, folder, {"application": name, "ingress": app.name})
     code_paths = _code_paths()

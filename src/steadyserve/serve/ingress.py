@@ -24,8 +24,12 @@ def ingress(app: Any) -> Callable[[Any], Any]:
 
     def mark(cls: Any) -> Any:
         target = getattr(cls, "func_or_class", cls)  # above @serve.deployment too
+        # Ray's refusals, word for word (Ray 2.60's serve.ingress): HTTP goes to the
+        # app, so a __call__ would never be called by it.
         if not isinstance(target, type):
-            raise TypeError("@serve.ingress(app) decorates a class, under @serve.deployment")
+            raise ValueError("@serve.ingress must be used with a class.")
+        if any("__call__" in vars(klass) for klass in target.__mro__):  # collections.abc.Callable
+            raise ValueError("Classes passed to @serve.ingress may not have __call__ method.")
         setattr(target, INGRESS_ATTRIBUTE, app)
         return cls
 
