@@ -278,3 +278,31 @@ def test_two_ingresses_in_one_application_are_refused_as_ray_does(
         "in your application to avoid this issue."
     )
     assert "two-ingresses" not in serve.status().applications
+
+
+def test_an_ingress_app_with_an_included_router_is_shipped(driver: tuple[Steady, int]) -> None:
+    """FastAPI 0.137 and later keep a threading lock in each included router, which
+    no pickle takes; Ray 2.60 ships such an app with fresh locks, as this does."""
+    from fastapi import APIRouter, FastAPI
+
+    app = FastAPI()
+    router = APIRouter()
+
+    @router.get("/hello")
+    def hello() -> str:
+        return "hello from the router"
+
+    app.include_router(router, prefix="/r")
+
+    @serve.deployment
+    @serve.ingress(app)
+    class Api:
+        @app.get("/own")
+        def own(self) -> str:
+            return type(self).__name__
+
+    _, port = driver
+    serve.run(Api.bind(), name="routed", route_prefix="/routed")
+    assert get("127.0.0.1", port, "/routed/r/hello") == (200, '"hello from the router"')
+    assert get("127.0.0.1", port, "/routed/own") == (200, '"Api"')
+    serve.delete("routed")
