@@ -18,16 +18,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends.base import LaunchRequest
 from steadyserve.backends.cgroups import PREFIX, Cgroups
 from steadyserve.backends.local import LocalBackend, LocalProcess
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, VersionOutcome
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import parse_service
-from steadyserve.state import ServiceRow, Store, VersionRow
+from steadyserve.store import ServiceRow, Store, VersionRow
+from steadyserve.wire import replica_contract as contract
 from tests.helpers.steady import EXAMPLES, Steady, processes_of_home
 
 TEXT_ML = EXAMPLES / "text_ml"

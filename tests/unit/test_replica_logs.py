@@ -10,7 +10,7 @@ from pathlib import Path
 
 from steadyserve.cli.logs import LineWriter, show
 from steadyserve.controller.replica_logs import LogLimits, rotate, rotate_home, rotated
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 
 def replica_log(home: Path, service: str, rid: int) -> Path:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from tests.replica._proc import HOST, Replica
 
-from steadyserve.replica.errors import LoadError
 from steadyserve.replica.loader import load
 from steadyserve.serve import wire
+from steadyserve.serve.errors import LoadError
 
 MODULE = """
 from starlette.applications import Starlette

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from steadyserve.cli.tables import Clock, iso_utc
+from steadyserve.cli.tables import Clock
+from steadyserve.client.contracts import iso_utc
 from steadyserve.controller.replica_logs import rotated
 
 FOLLOW_POLL_S = 0.2

@@ -18,7 +18,7 @@ import uvloop
 
 from steadyserve.backends import BackendChoiceError
 from steadyserve.controller.daemon import Controller
-from steadyserve.paths import Home, make_files_private
+from steadyserve.home.paths import Home, make_files_private
 
 log = logging.getLogger("steadyserve.controller")
 

@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 log = logging.getLogger("steadyserve.controller")
 

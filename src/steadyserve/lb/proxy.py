@@ -24,7 +24,6 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
-from steadyserve.backends.netns_socket import create_connection
 from steadyserve.lb import request_id
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.lb.client_guards import broken, idle_victims
@@ -45,6 +44,7 @@ from steadyserve.lb.request_key import route_key
 from steadyserve.lb.target import blocked_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
+from steadyserve.wire.netns import create_connection
 from steadyserve.wire.routes import Limits, RouteTable
 
 if TYPE_CHECKING:
@@ -224,9 +224,8 @@ class Proxy:
                         key = route_key(ex, balancer.read_key)
                         replica = balancer.choose(ex.tried, ex.pin, key)
                     if replica is None:
-                        if balancer.has_candidate(ex.tried, ex.pin) or (
-                            self.zero and self.zero.keep()
-                        ):
+                        zero = self.zero
+                        if balancer.has_candidate(ex.tried, ex.pin) or (zero and zero.keep()):
                             break
                         waiting.popleft()
                         self._no_route(ex)

@@ -55,10 +55,9 @@ if TYPE_CHECKING:
     from steadyserve.lb.exchange import Exchange
     from steadyserve.lb.proxy import Proxy
 
-MAX_RESPONSE_HEAD_BYTES = 64 * 1024
-"""A replica's response head larger than this is answered 502 and logged, as nginx
-does past ``proxy_buffer_size``: the client never gets an unbounded head."""
-MAX_HELD_BYTES = MAX_RESPONSE_HEAD_BYTES  # an incomplete head is held until this
+# A larger response head is a 502 and a log line (nginx: proxy_buffer_size); an
+# incomplete head is held up to that size.
+MAX_RESPONSE_HEAD_BYTES = MAX_HELD_BYTES = 64 * 1024
 # A response's bytes kept (while smaller than this) so that, should the replica send
 # bytes past its end, the end can be found and only the response forwarded.
 MAX_SEEN_BYTES = 64 * 1024
@@ -399,10 +398,7 @@ class UpstreamConnection(asyncio.Protocol):
         if self.complete:
             raise UpstreamProtocolError("a second response to one request")
         # What was read of this response bounds its head: only a large read is summed.
-        if (
-            self._seen_size > MAX_RESPONSE_HEAD_BYTES
-            and sum(map(len, self._lines)) > MAX_RESPONSE_HEAD_BYTES
-        ):
+        if self._seen_size > MAX_RESPONSE_HEAD_BYTES < sum(map(len, self._lines)):
             raise UpstreamProtocolError("response head larger than 64 KiB")
         parser = self.parser
         status = parser.get_status_code()

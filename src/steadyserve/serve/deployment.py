@@ -20,8 +20,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
 
-from steadyserve.replica.deployment import DeploymentOptions
 from steadyserve.serve.config import as_options
+from steadyserve.wire.deployment import DeploymentOptions
 
 C = TypeVar("C", bound=type)
 
