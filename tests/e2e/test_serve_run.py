@@ -306,3 +306,34 @@ def test_an_ingress_app_with_an_included_router_is_shipped(driver: tuple[Steady,
     assert get("127.0.0.1", port, "/routed/r/hello") == (200, '"hello from the router"')
     assert get("127.0.0.1", port, "/routed/own") == (200, '"Api"')
     serve.delete("routed")
+
+
+def test_rays_ingress_without_a_class_and_with_a_builder(driver: tuple[Steady, int]) -> None:
+    """Ray 2.60's ``serve.deployment(serve.ingress(app)())``: no class of the user's;
+    and ``serve.ingress(builder)``: a function that makes the ASGI app on the
+    replica (here a Starlette one)."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/hi")
+    def hi() -> str:
+        return "standalone"
+
+    def build() -> Any:
+        from starlette.applications import Starlette
+        from starlette.responses import PlainTextResponse
+        from starlette.routing import Route
+
+        async def hello(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("built on the replica")
+
+        return Starlette(routes=[Route("/hello", hello)])
+
+    _, port = driver
+    serve.run(serve.deployment(serve.ingress(app)()).bind(), name="bare", route_prefix="/bare")
+    assert get("127.0.0.1", port, "/bare/hi") == (200, '"standalone"')
+    serve.delete("bare")
+    serve.run(serve.deployment(serve.ingress(build)()).bind(), name="built", route_prefix="/built")
+    assert get("127.0.0.1", port, "/built/hello") == (200, "built on the replica")
+    serve.delete("built")

@@ -17,12 +17,21 @@ from typing import Any
 INGRESS_ATTRIBUTE = "__steadyserve_ingress__"
 
 
-def ingress(app: Any) -> Callable[[Any], Any]:
-    """Decorate a class (before ``@serve.deployment``) so ``app`` answers its HTTP."""
+def ingress(app: Any) -> Callable[..., Any]:
+    """Decorate a class (before ``@serve.deployment``) so ``app`` answers its HTTP.
+    ``app`` may be Ray's builder (a function of no arguments returning the app);
+    called with no class, the decorator makes one, as Ray's does."""
     if not callable(app):
         raise TypeError(f"serve.ingress expects an ASGI app, not {type(app).__name__}")
 
-    def mark(cls: Any) -> Any:
+    def mark(cls: Any = None) -> Any:
+        if cls is None:  # Ray's serve.deployment(serve.ingress(app)()): no class of the user's
+
+            class ASGIIngressDeployment:
+                def __init__(self, *args: Any, **kwargs: Any) -> None:
+                    self.args, self.kwargs = args, kwargs
+
+            cls = ASGIIngressDeployment
         target = getattr(cls, "func_or_class", cls)  # above @serve.deployment too
         # Ray's refusals, word for word (Ray 2.60's serve.ingress): HTTP goes to the
         # app, so a __call__ would never be called by it.
@@ -39,6 +48,27 @@ def ingress(app: Any) -> Callable[[Any], Any]:
 def ingress_of(cls: type) -> Any:
     """The ASGI app ``@serve.ingress`` gave this class, or None."""
     return vars(cls).get(INGRESS_ATTRIBUTE)
+
+
+def is_builder(app: Any) -> bool:
+    """Is what ``@serve.ingress`` was given Ray's builder, a plain function taking no
+    arguments that returns the ASGI app on the replica? (An ASGI app written as a
+    function takes ``scope, receive, send``.)"""
+    if not inspect.isfunction(app):
+        return False
+    required = [
+        p
+        for p in inspect.signature(app).parameters.values()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    return not required
+
+
+def asgi_app(cls: type) -> Any:
+    """The ASGI app the replica of ``cls`` serves: the one given, or the one its
+    builder makes (called once, when the replica loads). None for no ingress."""
+    app = ingress_of(cls)
+    return app() if is_builder(app) else app
 
 
 def _servable() -> Any:
