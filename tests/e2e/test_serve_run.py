@@ -337,3 +337,32 @@ def test_rays_ingress_without_a_class_and_with_a_builder(driver: tuple[Steady, i
     serve.run(serve.deployment(serve.ingress(build)()).bind(), name="built", route_prefix="/built")
     assert get("127.0.0.1", port, "/built/hello") == (200, "built on the replica")
     serve.delete("built")
+
+
+def test_rays_late_bound_ingress_builds_its_app_from_the_instance(
+    driver: tuple[Steady, int],
+) -> None:
+    """Ray 2.60's ``serve.ingress()`` with no app: the class's
+    ``__serve_build_asgi_app__`` makes it after the constructor."""
+
+    @serve.deployment
+    @serve.ingress()
+    class Late:
+        def __init__(self, word: str) -> None:
+            self.word = word
+
+        def __serve_build_asgi_app__(self) -> Any:
+            from fastapi import FastAPI
+
+            app = FastAPI()
+
+            @app.get("/word")
+            def word() -> str:
+                return self.word
+
+            return app
+
+    _, port = driver
+    serve.run(Late.bind("late-bound"), name="late", route_prefix="/late")
+    assert get("127.0.0.1", port, "/late/word") == (200, '"late-bound"')
+    serve.delete("late")

@@ -113,3 +113,17 @@ def test_ingress_refuses_what_ray_refuses_in_rays_words() -> None:
         serve.ingress(app)(Callable)
     with pytest.raises(ValueError, match=r"^@serve.ingress must be used with a class\.$"):
         serve.ingress(app)(lambda: None)
+
+
+def test_ingress_with_no_app_needs_rays_builder_method() -> None:
+    from steadyserve import serve
+
+    class Plain:
+        pass
+
+    with pytest.raises(
+        ValueError,
+        match=r"^serve.ingress\(\) called without an app argument requires Plain to define"
+        r" `__serve_build_asgi_app__`\.$",
+    ):
+        serve.ingress()(Plain)
