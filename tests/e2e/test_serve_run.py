@@ -366,3 +366,25 @@ def test_rays_late_bound_ingress_builds_its_app_from_the_instance(
     serve.run(Late.bind("late-bound"), name="late", route_prefix="/late")
     assert get("127.0.0.1", port, "/late/word") == (200, '"late-bound"')
     serve.delete("late")
+
+
+def test_a_busy_gateway_port_names_who_chose_it_and_who_holds_it(
+    driver: tuple[Steady, int],
+) -> None:
+    from steadyserve.serve import api
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        serve.start(http_options={"port": busy})
+        try:
+            with pytest.raises(RuntimeError) as refused:
+                serve.run(serve.deployment(lambda: "x").bind(), name="busy")
+        finally:
+            api._http_port = None  # back to the module's port
+    message = str(refused.value)
+    assert f"gateway port {busy} is already in use by pid {os.getpid()} (" in message
+    assert "pytest" in message  # the holder's command
+    assert f'serve.start(http_options={{"port": {busy}}})' in message
+    assert "busy" not in serve.status().applications

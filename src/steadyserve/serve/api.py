@@ -84,6 +84,18 @@ def http_port() -> int:
     return port
 
 
+def port_source() -> str:
+    """Who chose the gateway port, for a message about it."""
+    if _http_port is not None:
+        return f'serve.start(http_options={{"port": {_http_port}}})\'s'
+    if os.environ.get(HTTP_PORT_ENV) is not None:
+        return f"{HTTP_PORT_ENV}={os.environ[HTTP_PORT_ENV]}"
+    return (
+        f"Ray's default, {DEFAULT_HTTP_PORT} (choose another with serve.start(http_options="
+        f'{{"port": N}}) or {HTTP_PORT_ENV})'
+    )
+
+
 def start(http_options: Any = None, **_ignored: Any) -> None:
     """Start the controller; ``http_options`` (a dict or an object with ``port``)
     sets the gateway port later ``serve.run`` calls use."""
@@ -224,6 +236,8 @@ def run(
     except RuntimeError as exc:
         if str(exc).startswith(PREFIX_TAKEN):  # as Ray's controller refuses it
             raise RayServeException(f"Failed to deploy application {name!r}: {exc}") from None
+        if str(exc).startswith("gateway: "):
+            raise RuntimeError(f"{exc}; the port is {port_source()}") from None
         raise
     removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
     request = {**request, "dry_run": False, "expect_down": removals}
