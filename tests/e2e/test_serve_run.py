@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import http.client
 import os
+import re
 import socket
 import tempfile
 import time
@@ -21,6 +22,11 @@ import pytest
 
 from steadyserve import serve
 from tests.helpers.steady import Steady, processes_of_home
+
+RAY_SYNC_REFUSAL = (
+    "Sync methods should not be called from within an `asyncio` event loop."
+    " Use `await response` instead."
+)
 
 
 def free_port() -> int:
@@ -150,3 +156,235 @@ def test_batch_inside_a_replica_and_delete(driver: tuple[Steady, int]) -> None:
     assert max(sizes) > 1, sizes
     serve.delete("batch")
     assert "batch" not in serve.status().applications
+
+
+def test_a_rerun_after_delete_answers_the_old_and_new_handles(
+    driver: tuple[Steady, int],
+) -> None:
+    """The same name run, deleted and run again: the re-made service's route tables
+    count their versions from the start again, as the first run's did, so a handle
+    that knew the first run's table must not take the second's for it."""
+
+    @serve.deployment
+    class Counter:
+        def __init__(self) -> None:
+            self.count = 0
+
+        def __call__(self) -> int:
+            self.count += 1
+            return self.count
+
+    first = serve.run(Counter.bind(), name="again", route_prefix=None)
+    assert first.remote().result(timeout_s=30) == 1
+    serve.delete("again")
+    second = serve.run(Counter.bind(), name="again", route_prefix=None)
+    assert second.remote().result(timeout_s=5) == 1  # a new replica, counting anew
+    assert serve.get_app_handle("again").remote().result(timeout_s=5) == 2
+    assert first.remote().result(timeout_s=5) == 3
+
+
+def test_two_bindings_of_one_class_are_renamed_as_ray_does(driver: tuple[Steady, int]) -> None:
+    """Ray names bound deployments depth first from the ingress, a repeated name
+    taking ``_1``, ``_2``...; a blocking ``.result()`` inside an async method is
+    refused with Ray's message."""
+
+    @serve.deployment
+    class Echo:
+        def __init__(self, word: str) -> None:
+            self.word = word
+
+        def __call__(self) -> str:
+            return self.word
+
+    @serve.deployment
+    class Both:
+        def __init__(self, first: Any, second: Any) -> None:
+            self.first, self.second = first, second
+
+        async def __call__(self) -> list[str]:
+            return [await self.first.remote(), await self.second.remote()]
+
+        async def blocking(self) -> str:
+            return str(self.first.remote().result())
+
+    handle = serve.run(Both.bind(Echo.bind("a"), Echo.bind("b")), name="twins", route_prefix=None)
+    assert handle.remote().result(timeout_s=30) == ["a", "b"]
+    assert set(serve.status().applications["twins"].deployments) == {"Both", "Echo", "Echo_1"}
+    with pytest.raises(
+        Exception,
+        match=re.escape(RAY_SYNC_REFUSAL),
+    ):
+        handle.blocking.remote().result(timeout_s=30)
+    serve.delete("twins")
+
+
+def _three_replicas(context: Any) -> tuple[int, dict[str, Any]]:
+    """Ray's custom policy signature: a context in, (replicas, policy_state) out."""
+    return 3, {"seen": context.current_num_replicas}
+
+
+@pytest.mark.parametrize("form", ["object", "dict"])
+def test_a_custom_policy_given_as_a_callable_scales_the_deployment(
+    driver: tuple[Steady, int], form: str
+) -> None:
+    """Ray takes ``policy_function`` as a callable as well as an import path:
+    ``AutoscalingConfig(policy=AutoscalingPolicy(policy_function=fn))`` or the
+    same as dicts."""
+    bounds = {"min_replicas": 1, "max_replicas": 3, "initial_replicas": 1, "upscale_delay_s": 0}
+    config: Any = {**bounds, "policy": {"policy_function": _three_replicas}}
+    if form == "object":
+        from steadyserve.serve.config import AutoscalingConfig, AutoscalingPolicy
+
+        policy = AutoscalingPolicy(policy_function=_three_replicas)
+        config = AutoscalingConfig(**bounds, policy=policy)
+
+    @serve.deployment(autoscaling_config=config)
+    def pid() -> int:
+        return os.getpid()
+
+    handle = serve.run(pid.bind(), name="custom", route_prefix=None)
+    deadline = time.monotonic() + 60
+    seen: set[int] = set()
+    while len(seen) < 3 and time.monotonic() < deadline:
+        seen |= {handle.remote().result(timeout_s=30) for _ in range(10)}
+        time.sleep(0.2)
+    assert len(seen) == 3
+    serve.delete("custom")
+
+
+def test_two_ingresses_in_one_application_are_refused_as_ray_does(
+    driver: tuple[Steady, int],
+) -> None:
+    from fastapi import FastAPI
+
+    from steadyserve.serve.exceptions import RayServeException
+
+    @serve.deployment
+    @serve.ingress(FastAPI())
+    class Inner:
+        pass
+
+    @serve.deployment
+    @serve.ingress(FastAPI())
+    class Outer:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+    with pytest.raises(RayServeException) as refused:
+        serve.run(Outer.bind(Inner.bind()), name="two-ingresses", route_prefix=None)
+    assert str(refused.value) == (
+        'Found multiple FastAPI deployments in application "two-ingresses". '
+        "Please only include one deployment with @serve.ingress "
+        "in your application to avoid this issue."
+    )
+    assert "two-ingresses" not in serve.status().applications
+
+
+def test_an_ingress_app_with_an_included_router_is_shipped(driver: tuple[Steady, int]) -> None:
+    """FastAPI 0.137 and later keep a threading lock in each included router, which
+    no pickle takes; Ray 2.60 ships such an app with fresh locks, as this does."""
+    from fastapi import APIRouter, FastAPI
+
+    app = FastAPI()
+    router = APIRouter()
+
+    @router.get("/hello")
+    def hello() -> str:
+        return "hello from the router"
+
+    app.include_router(router, prefix="/r")
+
+    @serve.deployment
+    @serve.ingress(app)
+    class Api:
+        @app.get("/own")
+        def own(self) -> str:
+            return type(self).__name__
+
+    _, port = driver
+    serve.run(Api.bind(), name="routed", route_prefix="/routed")
+    assert get("127.0.0.1", port, "/routed/r/hello") == (200, '"hello from the router"')
+    assert get("127.0.0.1", port, "/routed/own") == (200, '"Api"')
+    serve.delete("routed")
+
+
+def test_rays_ingress_without_a_class_and_with_a_builder(driver: tuple[Steady, int]) -> None:
+    """Ray 2.60's ``serve.deployment(serve.ingress(app)())``: no class of the user's;
+    and ``serve.ingress(builder)``: a function that makes the ASGI app on the
+    replica (here a Starlette one)."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/hi")
+    def hi() -> str:
+        return "standalone"
+
+    def build() -> Any:
+        from starlette.applications import Starlette
+        from starlette.responses import PlainTextResponse
+        from starlette.routing import Route
+
+        async def hello(request: Any) -> PlainTextResponse:
+            return PlainTextResponse("built on the replica")
+
+        return Starlette(routes=[Route("/hello", hello)])
+
+    _, port = driver
+    serve.run(serve.deployment(serve.ingress(app)()).bind(), name="bare", route_prefix="/bare")
+    assert get("127.0.0.1", port, "/bare/hi") == (200, '"standalone"')
+    serve.delete("bare")
+    serve.run(serve.deployment(serve.ingress(build)()).bind(), name="built", route_prefix="/built")
+    assert get("127.0.0.1", port, "/built/hello") == (200, "built on the replica")
+    serve.delete("built")
+
+
+def test_rays_late_bound_ingress_builds_its_app_from_the_instance(
+    driver: tuple[Steady, int],
+) -> None:
+    """Ray 2.60's ``serve.ingress()`` with no app: the class's
+    ``__serve_build_asgi_app__`` makes it after the constructor."""
+
+    @serve.deployment
+    @serve.ingress()
+    class Late:
+        def __init__(self, word: str) -> None:
+            self.word = word
+
+        def __serve_build_asgi_app__(self) -> Any:
+            from fastapi import FastAPI
+
+            app = FastAPI()
+
+            @app.get("/word")
+            def word() -> str:
+                return self.word
+
+            return app
+
+    _, port = driver
+    serve.run(Late.bind("late-bound"), name="late", route_prefix="/late")
+    assert get("127.0.0.1", port, "/late/word") == (200, '"late-bound"')
+    serve.delete("late")
+
+
+def test_a_busy_gateway_port_names_who_chose_it_and_who_holds_it(
+    driver: tuple[Steady, int],
+) -> None:
+    from steadyserve.serve import api
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        serve.start(http_options={"port": busy})
+        try:
+            with pytest.raises(RuntimeError) as refused:
+                serve.run(serve.deployment(lambda: "x").bind(), name="busy")
+        finally:
+            api._http_port = None  # back to the module's port
+    message = str(refused.value)
+    assert f"gateway port {busy} is already in use by pid {os.getpid()} (" in message
+    assert "pytest" in message  # the holder's command
+    assert f'serve.start(http_options={{"port": {busy}}})' in message
+    assert "busy" not in serve.status().applications

@@ -23,10 +23,13 @@ from steadyserve.serve import ray_alias
 ray_alias.install()
 from ray import serve
 from ray.serve.handle import DeploymentHandle
+from ray.serve.config import AutoscalingPolicy
 import steadyserve.serve as ours
+import steadyserve.serve.config as our_config
 assert serve.deployment is ours.deployment and DeploymentHandle is ours.DeploymentHandle
+assert AutoscalingPolicy is our_config.AutoscalingPolicy
 print("serve ok")
-for attempt in ("import ray; ray.init", "serve.grpc_util", "import ray.serve.config"):
+for attempt in ("import ray; ray.init", "serve.grpc_util", "import ray.serve.schema"):
     try:
         exec(attempt)
     except ImportError as exc:
@@ -67,7 +70,7 @@ def test_a_sealed_environment_gets_steadyserves_serve_and_a_stand_in_ray(
     assert lines[0] == "serve ok"
     assert lines[1].startswith("error: ray.init is not provided here: this environment has no")
     assert lines[2].startswith("error: ray.serve.grpc_util is not provided here")
-    assert lines[3].startswith("error: ray.serve.config is not provided here")
+    assert lines[3].startswith("error: ray.serve.schema is not provided here")
     notices = [line for line in out.stderr.splitlines() if line.startswith("notice:")]
     assert notices == [
         "notice: `from ray import serve` is SteadyServe's API here (this environment has no"

@@ -18,7 +18,7 @@ from steadyserve import serve
 from steadyserve.replica.loader import load
 from steadyserve.serve import wire
 from steadyserve.serve.errors import LoadError
-from steadyserve.serve.graph import describe_app
+from steadyserve.serve.graph import describe_app, name_uniquely
 from steadyserve.serve.handle import DeploymentHandle
 from steadyserve.serve.names import attr_name, default_service_name
 
@@ -108,11 +108,43 @@ def test_a_bound_graph_is_described_ingress_first_with_handle_placeholders() -> 
     ]
 
 
-def test_one_bound_node_used_twice_is_one_deployment_two_names_are_refused() -> None:
+def test_one_bound_node_used_twice_is_one_deployment_two_bindings_are_renamed() -> None:
     shared = _Translator.bind()
     assert len(describe_app(_Summarizer.bind(shared, extra=shared), "m:app")) == 2
-    with pytest.raises(Exception, match="two deployments in the graph are named 'Translator'"):
-        describe_app(_Summarizer.bind(_Translator.bind(), extra=_Translator.bind()), "m:app")
+    described = describe_app(
+        _Summarizer.bind(_Translator.bind(), extra=_Translator.bind()), "m:app"
+    )
+    assert [d["name"] for d in described] == ["_Summarizer", "Translator", "Translator_1"]
+
+
+def test_renaming_names_the_arguments_before_the_node_as_rays_build_app() -> None:
+    """Ray 2.60's ``_build_app_recursive`` names a node after its bound arguments."""
+    inner = _Translator.bind()
+    app = _Summarizer.bind(_Summarizer.bind(inner), _Translator.bind(), extra=inner)
+    name_uniquely(app)
+    nested, second = app.args
+    assert (inner.name, nested.name, second.name, app.name) == (
+        "Translator",
+        "_Summarizer",
+        "Translator_1",
+        "_Summarizer_1",
+    )
+
+
+_graphs = st.recursive(
+    st.sampled_from(["A", "B", "A_1"]).map(lambda n: _Translator.options(name=n).bind()),
+    lambda kids: st.lists(kids, max_size=3).map(lambda args: _Summarizer.bind(*args)),
+    max_leaves=8,
+)
+
+
+@given(_graphs)
+def test_renamed_graphs_have_distinct_names_and_a_second_naming_changes_none(app: Any) -> None:
+    name_uniquely(app)
+    names = [node.name for node in app.nodes()]
+    assert len(set(names)) == len(names)
+    name_uniquely(app)
+    assert [node.name for node in app.nodes()] == names
 
 
 @given(st.text(min_size=1, max_size=80))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -20,6 +21,11 @@ from steadyserve.serve import handle as handle_module
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "text_ml"
 SECRET = {"STEADY_GRAPH_SECRET": "test-graph-secret"}
 """A replica takes handle calls only with its home's graph secret."""
+
+RAY_SYNC_REFUSAL = (
+    "Sync methods should not be called from within an `asyncio` event loop."
+    " Use `await response` instead."
+)
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +75,10 @@ def test_blocking_on_a_response_inside_an_event_loop_is_refused(
     async def inside() -> None:
         response = handle.remote()
         try:
-            with pytest.raises(RuntimeError, match="use `await response` instead"):
+            with pytest.raises(
+                RuntimeError,
+                match=re.escape(RAY_SYNC_REFUSAL),
+            ):
                 response.result(timeout_s=1)
         finally:
             response.cancel()

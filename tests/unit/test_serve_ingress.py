@@ -94,3 +94,36 @@ def test_class_based_routes_are_refused_by_name(
             load("cbv_mod:app")
     finally:
         sys.modules.pop("cbv_mod", None)
+
+
+def test_ingress_refuses_what_ray_refuses_in_rays_words() -> None:
+    """Ray 2.60's serve.ingress: a class only, and one without ``__call__``."""
+    from fastapi import FastAPI
+
+    from steadyserve import serve
+
+    app = FastAPI()
+
+    class Callable:
+        def __call__(self) -> None: ...
+
+    with pytest.raises(
+        ValueError, match=r"^Classes passed to @serve.ingress may not have __call__ method\.$"
+    ):
+        serve.ingress(app)(Callable)
+    with pytest.raises(ValueError, match=r"^@serve.ingress must be used with a class\.$"):
+        serve.ingress(app)(lambda: None)
+
+
+def test_ingress_with_no_app_needs_rays_builder_method() -> None:
+    from steadyserve import serve
+
+    class Plain:
+        pass
+
+    with pytest.raises(
+        ValueError,
+        match=r"^serve.ingress\(\) called without an app argument requires Plain to define"
+        r" `__serve_build_asgi_app__`\.$",
+    ):
+        serve.ingress()(Plain)

@@ -352,6 +352,8 @@ def add_route_calls(routes: web.RouteTableDef, controller: Controller) -> None:
         if consumer := request.query.get("consumer", ""):
             worker = f"consumer:{consumer}"
         table = await runtime.routes.wait(known, wait, worker)
+        if runtime.routes.closed:
+            raise NotFound(f"unknown service: {request.match_info['name']}")
         if table is None:
             return web.json_response({"error": "no route table yet"}, status=503)
         return web.Response(text=json.dumps(table), content_type="application/json")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -66,6 +67,11 @@ class Controller:
         self.backend: Backend = choose_backend(home)
         self.backend_name = backend_name()
         self.epoch = uuid.uuid4().hex[:12]
+        # Each service runtime made in this controller's life numbers its tables
+        # from 1 under an epoch of its own: a service deleted and made again under
+        # its name reaches the version a handle or the gateway last knew of the old
+        # one, and a shared epoch let them take the new table for the old.
+        self._incarnations = itertools.count(1)
         self.services: dict[str, ServiceRuntime] = {}
         self.started_at = clock.wall()
         self.log_limits = replica_logs.LogLimits.from_env()
@@ -387,7 +393,7 @@ class Controller:
             self.store,
             self.backend,
             self.probe_session,
-            self.epoch,
+            f"{self.epoch}.{next(self._incarnations)}",
             row,
             clock=self.clock,
             capacity=self.capacity,
@@ -426,6 +432,7 @@ class Controller:
             # Memory follows the disk: a down that failed (a full disk) keeps it managed.
             if self._forgotten(name):
                 self.services.pop(name, None)
+                runtime.routes.close()  # its open route polls answered now, not at timeout
                 self.capacity.changed()  # its GPUs are free for the others
                 self.endpoints.release(runtime.row.port)  # and its port
         if not self.services:  # nothing left to serve (serve shutdown)

@@ -44,6 +44,8 @@ async def deploy(
     owner = fleet_owner(spec_file)
     problem = controller.gateway.check_port(gateway_port)
     if problem is not None:
+        if spec_file and not spec_file.startswith("serve.run:"):  # serve.run names its own
+            problem += f"; the port is http_options.port of {spec_file} (Ray's 8000 if unset)"
         raise BadInput(f"gateway: {problem}")
     results: list[dict[str, Any]] = []
     # Check everything before changing anything: bad input changes nothing.

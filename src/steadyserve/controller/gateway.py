@@ -102,6 +102,23 @@ def model_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
     return dict(sorted(models.items()))
 
 
+def port_holder(port: int) -> str:
+    """`` by pid N (its command)`` for the process listening on TCP ``port``, so a
+    refusal says whom to stop; a process of another user may stay unnamed."""
+    try:
+        found = [
+            c.pid
+            for c in psutil.net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid
+        ]
+    except (psutil.Error, OSError):
+        found = []
+    for pid in found:
+        with contextlib.suppress(psutil.Error):
+            return f" by pid {pid} ({' '.join(psutil.Process(pid).cmdline())[:200]})"
+    return " by a process this user cannot see"
+
+
 class GatewaySupervisor:
     def __init__(
         self,
@@ -168,7 +185,7 @@ class GatewaySupervisor:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 probe.bind(("127.0.0.1", port))
         except OSError:
-            return f"gateway port {port} is already in use"
+            return f"gateway port {port} is already in use{port_holder(port)}"
         return None
 
     async def configure(self, port: int | None) -> None:

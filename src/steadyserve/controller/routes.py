@@ -61,6 +61,7 @@ class RoutePublisher:
         self._clock = clock
         self.workers: dict[str, WorkerView] = {}
         self.polls_since_start = 0
+        self.closed = False
 
     @property
     def token(self) -> str:
@@ -76,6 +77,12 @@ class RoutePublisher:
         self._changed.set()
         self._changed = asyncio.Event()
         return True
+
+    def close(self) -> None:
+        """The service is gone: answer every open poll now, not at its timeout (a
+        handle holding a 25 s poll on it would learn of the name's next service late)."""
+        self.closed = True
+        self._changed.set()
 
     def _version_of(self, key: str) -> int:
         epoch, _, version = key.partition(":")
@@ -105,10 +112,13 @@ class RoutePublisher:
     async def wait(self, known: str, timeout: float, worker: str = "") -> dict[str, Any] | None:
         """The table, as soon as it differs from ``known`` (or after ``timeout``).
 
-        None while nothing was published yet: a controller that just restarted has
-        not looked at its replicas, and an empty table would make the LB drop them.
+        None once closed (the service is gone), and while nothing was published yet:
+        a controller that just restarted has not looked at its replicas, and an
+        empty table would make the LB drop them.
         """
         self.acknowledge(known, worker)
+        if self.closed:
+            return None
         if known != self.token and self.version > 0:
             return self.table
         event = self._changed
@@ -120,7 +130,7 @@ class RoutePublisher:
         finally:
             view.polling -= 1
             view.seen_at = self._clock()
-        return self.table if self.version > 0 else None
+        return self.table if self.version > 0 and not self.closed else None
 
     def report(
         self,

@@ -17,7 +17,7 @@ from steadyserve.serve import graph as serve_graph
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
 from steadyserve.serve.errors import LoadError
 from steadyserve.serve.handle import DeploymentHandle
-from steadyserve.serve.ingress import bind_class_routes, ingress_of, is_method_of
+from steadyserve.serve.ingress import asgi_app, bind_class_routes, is_method_of
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,10 @@ def resolve(import_path: str, obj: Any) -> Node:
     def to_handle(bound: Application) -> DeploymentHandle:
         return DeploymentHandle(bound.name)
 
-    ingress = ingress_of(cls)
+    try:
+        ingress = asgi_app(cls)
+    except Exception as exc:  # the user's builder
+        raise LoadError(f"the ingress builder of {cls.__name__} raised {exc!r}") from None
     if ingress is not None:
         try:
             bind_class_routes(ingress, cls)

@@ -41,6 +41,7 @@ from steadyserve.replica.settings import Settings
 from steadyserve.replica.user import UserClass
 from steadyserve.serve import context, multiplex
 from steadyserve.serve import handle as handles
+from steadyserve.serve.ingress import BUILD_METHOD, LateApp
 from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger("steadyserve.replica")
@@ -264,6 +265,9 @@ class ReplicaServer:
         try:
             await user.construct()
             replica.servable_object = user.instance
+            if isinstance(self.target.ingress, LateApp):  # Ray's late-bound ingress
+                step = f"{user.name}.{BUILD_METHOD}()"
+                await self.target.ingress.build(user.instance)
             if self.settings.user_config is not None:
                 step = f"{user.name}.reconfigure(user_config)"
                 await user.reconfigure(self.settings.user_config)

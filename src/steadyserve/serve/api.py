@@ -34,9 +34,10 @@ from steadyserve.home import unix_socket
 from steadyserve.home.paths import Home
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
-from steadyserve.serve import shipped
+from steadyserve.serve import policies, shipped
 from steadyserve.serve.deployment import Application, Deployment
 from steadyserve.serve.exceptions import RayServeException
+from steadyserve.serve.ingress import ingress_of
 from steadyserve.serve.names import attr_name
 from steadyserve.serve.overview import failure_reason
 from steadyserve.spec.errors import SpecError
@@ -83,6 +84,18 @@ def http_port() -> int:
     return port
 
 
+def port_source() -> str:
+    """Who chose the gateway port, for a message about it."""
+    if _http_port is not None:
+        return f'serve.start(http_options={{"port": {_http_port}}})\'s'
+    if os.environ.get(HTTP_PORT_ENV) is not None:
+        return f"{HTTP_PORT_ENV}={os.environ[HTTP_PORT_ENV]}"
+    return (
+        f"Ray's default, {DEFAULT_HTTP_PORT} (choose another with serve.start(http_options="
+        f'{{"port": N}}) or {HTTP_PORT_ENV})'
+    )
+
+
 def start(http_options: Any = None, **_ignored: Any) -> None:
     """Start the controller; ``http_options`` (a dict or an object with ``port``)
     sets the gateway port later ``serve.run`` calls use."""
@@ -118,16 +131,29 @@ CODE_VERSION_KEY = "code_version"
 def documents(app: Application, name: str, route_prefix: str | None) -> list[dict[str, Any]]:
     """One service document per deployment of ``app``, its graph shipped in a folder
     of the home (the services' workdir)."""
+    serve_graph.name_uniquely(app)
     nodes = list(app.nodes())
     names = [n.name for n in nodes]
-    if len(set(names)) != len(names):
-        raise ValueError(f"application {name!r} binds two deployments named alike: {names}")
+    ingresses = [
+        n
+        for n in nodes
+        if isinstance(n.deployment.func_or_class, type)
+        and ingress_of(n.deployment.func_or_class) is not None
+    ]
+    if len(ingresses) > 1:  # Ray's build_app refuses it so (Ray 2.60)
+        raise RayServeException(
+            f'Found multiple FastAPI deployments in application "{name}". '
+            "Please only include one deployment with @serve.ingress "
+            "in your application to avoid this issue."
+        )
     folder = home().root / "serve_run" / (name_safe(name) or "default")
     shipped.write(app, folder, {"application": name, "ingress": app.name})
+    code_paths = _code_paths()
+    policy_paths = policies.ship(nodes, folder, code_paths)
     envs = {
         "STEADY_GRAPH_SERVICES": as_json({n: service_name(name, n) for n in names}),
         contract.APP_NAME: name,
-        "PYTHONPATH": os.pathsep.join(_code_paths()),
+        "PYTHONPATH": os.pathsep.join(code_paths),
     }
     common = {"workdir": str(folder), "envs": envs}
     ray_app = {"import_path": "serve.run", "runtime_env": {}, "args": {}}
@@ -138,12 +164,13 @@ def documents(app: Application, name: str, route_prefix: str | None) -> list[dic
     # (Ray's test_deploy_basic). A change of it restarts, as a ray_options change.
     run_version = secrets.token_hex(8)
     for node in nodes:
+        options = {k: v for k, v in node.deployment.user_options.items() if k != "name"}
+        if node.name in policy_paths:
+            options = policies.with_policy_path(options, policy_paths[node.name])
         info = {
             "name": node.name,
             "class_path": f"{shipped.MODULE}:{shipped.APP_ATTR}.{attr_name(node.name)}",
-            "options": serve_graph.jsonable(
-                {k: v for k, v in node.deployment.user_options.items() if k != "name"}
-            ),
+            "options": serve_graph.jsonable(options),
             "ingress": node is app,
         }
         doc = service_document(name, node.name, info, {}, common, ray_app, notices)
@@ -209,6 +236,8 @@ def run(
     except RuntimeError as exc:
         if str(exc).startswith(PREFIX_TAKEN):  # as Ray's controller refuses it
             raise RayServeException(f"Failed to deploy application {name!r}: {exc}") from None
+        if str(exc).startswith("gateway: "):
+            raise RuntimeError(f"{exc}; the port is {port_source()}") from None
         raise
     removals = [i["name"] for i in preview["services"] if i["action"] == "down"]
     request = {**request, "dry_run": False, "expect_down": removals}

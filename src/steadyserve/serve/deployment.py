@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
 
+from steadyserve.serve.config import as_options
 from steadyserve.wire.deployment import DeploymentOptions
 
 C = TypeVar("C", bound=type)
@@ -58,7 +59,10 @@ DEFAULT_MAX_ONGOING_REQUESTS = 100
 
 def coerce_options(options: dict[str, Any]) -> dict[str, Any]:
     """Ray validates options with pydantic, which takes ``num_replicas="3"`` as 3: app
-    builders pass their string arguments straight through (``args["num_replicas"]``)."""
+    builders pass their string arguments straight through (``args["num_replicas"]``),
+    and an ``AutoscalingConfig`` as its dict."""
+    if "autoscaling_config" in options:  # Ray's objects, as the dict they stand for
+        options = {**options, "autoscaling_config": as_options(options["autoscaling_config"])}
     replicas = options.get("num_replicas")
     if isinstance(replicas, str) and replicas.strip().isdigit():
         return {**options, "num_replicas": int(replicas)}

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from steadyserve.serve import ray_alias
-from steadyserve.serve.deployment import Application, Deployment, replace_nodes
+from steadyserve.serve.deployment import Application, Deployment, children, replace_nodes
 from steadyserve.serve.errors import LoadError
 from steadyserve.serve.names import attr_name, default_service_name, split_import_path
 
@@ -123,25 +123,41 @@ def app_args_from_env() -> dict[str, Any]:
 
 def find_node(app: Application, name: str) -> Application | None:
     """The node whose deployment name is ``name`` (as written in an import path)."""
+    name_uniquely(app)
     for node in app.nodes():
         if node.name == name or attr_name(node.name) == name:
             return node
     return None
 
 
-def check_unique(app: Application) -> None:
-    """Two different nodes with one name would be one service: refuse."""
-    seen: dict[str, Application] = {}
-    for node in app.nodes():
-        other = seen.setdefault(node.name, node)
-        if other is not node:
-            raise GraphError(
-                f"two deployments in the graph are named {node.name!r}; give one .options(name=...)"
-            )
+def name_uniquely(app: Application) -> None:
+    """Rename the nodes of ``app`` in place as Ray's ``build_app`` names them (Ray
+    2.60, ``_build_app_recursive``): depth first, a node's bound arguments (then
+    keyword arguments) before the node itself, a name met again taking the first
+    free ``_1``, ``_2``... So ``Model.bind(Model.bind())`` is ``Model`` (the inner
+    one) and ``Model_1`` (the ingress). The same bound node reached twice keeps one
+    name. Idempotent, so the driver and each replica that imports the graph again
+    arrive at the same names."""
+    names: dict[int, str] = {}
+
+    def visit(node: Application) -> None:
+        if id(node) in names:
+            return
+        names[id(node)] = ""  # reached: a second path to it names it no more
+        for child in children(node.args) + children(node.kwargs):
+            visit(child)
+        base, index, name = node.name, 1, node.name
+        while name in names.values():
+            name, index = f"{base}_{index}", index + 1
+        if name != node.name:
+            node.deployment = node.deployment.options(name=name)
+        names[id(node)] = name
+
+    visit(app)
 
 
 def describe_app(app: Application, import_path: str) -> list[dict[str, Any]]:
-    check_unique(app)
+    name_uniquely(app)
     out = []
     for node in app.nodes():
         is_root = node is app

@@ -312,7 +312,7 @@ class DeploymentResponse:
     def result(self, *, timeout_s: float | None = None) -> Any:
         """Wait in sync code; inside an event loop it would stall every other request
         of the replica, so there (as in Ray) it raises: ``await`` the response."""
-        _refuse_in_event_loop("DeploymentResponse.result()", "await response")
+        _refuse_in_event_loop("`await response`")
         return self._future.result(timeout_s)
 
     def cancel(self) -> None:
@@ -342,7 +342,7 @@ class DeploymentResponseGenerator:
         return self
 
     def __next__(self) -> Any:
-        _refuse_in_event_loop("iterating a DeploymentResponseGenerator", "async for")
+        _refuse_in_event_loop("`async for` or `await response.__anext__()`")
         items = self._stream.result()
         value, done = self._rt.submit(_next(items)).result()
         if done:
@@ -357,12 +357,16 @@ class DeploymentResponseGenerator:
             self._stream.cancel()
 
 
-def _refuse_in_event_loop(what: str, instead: str) -> None:
+def _refuse_in_event_loop(instead: str) -> None:
+    """Ray's refusal, word for word: blocking there stalls every other request."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return
-    raise RuntimeError(f"{what} blocks; inside an async method use `{instead}` instead")
+    raise RuntimeError(
+        "Sync methods should not be called from within an `asyncio` event loop. "
+        f"Use {instead} instead."
+    )
 
 
 async def _next(items: AsyncIterator[Any]) -> tuple[Any, bool]:

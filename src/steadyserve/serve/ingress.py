@@ -15,18 +15,40 @@ from collections.abc import Callable
 from typing import Any
 
 INGRESS_ATTRIBUTE = "__steadyserve_ingress__"
+BUILD_METHOD = "__serve_build_asgi_app__"
+"""Ray's method that makes a late-bound ingress's app from the instance; also the
+value marking such a class (a string: it survives shipping by value)."""
 
 
-def ingress(app: Any) -> Callable[[Any], Any]:
-    """Decorate a class (before ``@serve.deployment``) so ``app`` answers its HTTP."""
-    if not callable(app):
+def ingress(app: Any = None) -> Callable[..., Any]:
+    """Decorate a class (before ``@serve.deployment``) so ``app`` answers its HTTP.
+    ``app`` may be Ray's builder (a function of no arguments returning the app), or
+    absent: the class's ``__serve_build_asgi_app__`` makes it after the constructor.
+    Called with no class, the decorator makes one, as Ray's does."""
+    if app is not None and not callable(app):
         raise TypeError(f"serve.ingress expects an ASGI app, not {type(app).__name__}")
 
-    def mark(cls: Any) -> Any:
+    def mark(cls: Any = None) -> Any:
+        if cls is None:  # Ray's serve.deployment(serve.ingress(app)()): no class of the user's
+
+            class ASGIIngressDeployment:
+                def __init__(self, *args: Any, **kwargs: Any) -> None:
+                    self.args, self.kwargs = args, kwargs
+
+            cls = ASGIIngressDeployment
         target = getattr(cls, "func_or_class", cls)  # above @serve.deployment too
+        # Ray's refusals, word for word (Ray 2.60's serve.ingress): HTTP goes to the
+        # app, so a __call__ would never be called by it.
         if not isinstance(target, type):
-            raise TypeError("@serve.ingress(app) decorates a class, under @serve.deployment")
-        setattr(target, INGRESS_ATTRIBUTE, app)
+            raise ValueError("@serve.ingress must be used with a class.")
+        if any("__call__" in vars(klass) for klass in target.__mro__):  # collections.abc.Callable
+            raise ValueError("Classes passed to @serve.ingress may not have __call__ method.")
+        if app is None and not hasattr(target, BUILD_METHOD):
+            raise ValueError(
+                "serve.ingress() called without an app argument requires "
+                f"{target.__name__} to define `{BUILD_METHOD}`."
+            )
+        setattr(target, INGRESS_ATTRIBUTE, BUILD_METHOD if app is None else app)
         return cls
 
     return mark
@@ -35,6 +57,49 @@ def ingress(app: Any) -> Callable[[Any], Any]:
 def ingress_of(cls: type) -> Any:
     """The ASGI app ``@serve.ingress`` gave this class, or None."""
     return vars(cls).get(INGRESS_ATTRIBUTE)
+
+
+def is_builder(app: Any) -> bool:
+    """Is what ``@serve.ingress`` was given Ray's builder, a plain function taking no
+    arguments that returns the ASGI app on the replica? (An ASGI app written as a
+    function takes ``scope, receive, send``.)"""
+    if not inspect.isfunction(app):
+        return False
+    required = [
+        p
+        for p in inspect.signature(app).parameters.values()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    return not required
+
+
+class LateApp:
+    """A late-bound ingress's app: set from ``__serve_build_asgi_app__`` once the
+    instance is constructed, before the app server starts."""
+
+    def __init__(self) -> None:
+        self.app: Any = None
+
+    async def build(self, instance: Any) -> None:
+        made = getattr(instance, BUILD_METHOD)()
+        if inspect.isawaitable(made):
+            made = await made
+        if made is None:
+            raise TypeError(f"`{BUILD_METHOD}` must return an ASGI app.")
+        self.app = made
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+def asgi_app(cls: type) -> Any:
+    """The ASGI app the replica of ``cls`` serves: the one given, the one its builder
+    makes (called once, when the replica loads), or a :class:`LateApp` the
+    instance fills in. None for no ingress."""
+    app = ingress_of(cls)
+    if isinstance(app, str) and app == BUILD_METHOD:
+        return LateApp()
+    return app() if is_builder(app) else app
 
 
 def _servable() -> Any:

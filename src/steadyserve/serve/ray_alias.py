@@ -44,6 +44,7 @@ PROVIDED: dict[str, tuple[str, tuple[str, ...] | None]] = {
         ("DeploymentHandle", "DeploymentResponse", "DeploymentResponseGenerator"),
     ),
     "ray.serve.exceptions": ("steadyserve.serve.exceptions", ("RayServeException",)),
+    "ray.serve.config": ("steadyserve.serve.config", ("AutoscalingConfig", "AutoscalingPolicy")),
 }
 """Module -> (where SteadyServe defines it, the names it provides; None: its ``__all__``)."""
 
@@ -57,7 +58,8 @@ class AliasError(ValueError):
 def _not_provided(what: str) -> str:
     return (
         f"{what} is not provided here: this environment has no Ray Serve, and SteadyServe"
-        f" provides only ray.serve, ray.serve.handle and ray.serve.exceptions; see {DOCS}"
+        " provides only ray.serve, ray.serve.handle, ray.serve.exceptions and"
+        f" ray.serve.config; see {DOCS}"
     )
 
 

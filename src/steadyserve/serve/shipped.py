@@ -19,6 +19,7 @@ import io
 import json
 import os
 import sys
+import threading
 from collections import ChainMap
 from collections.abc import Callable
 from pathlib import Path
@@ -64,16 +65,30 @@ def write(app: Any, folder: Path, meta: dict[str, Any]) -> None:
 
 
 def _reducers() -> dict[type, Callable[[Any], tuple[Any, ...]]]:
-    """Pickling for library objects that pickle but cannot be unpickled: Starlette's
-    ``State`` (a FastAPI app's ``app.state``, reached from an ``@serve.ingress``
-    class through its app) looks its attributes up in itself while it has none yet,
-    for ever. Only for libraries the application already imported."""
+    """Pickling for objects that do not pickle as they are: threading locks (rebuilt
+    fresh), and Starlette's ``State`` (a FastAPI app's ``app.state``, reached from
+    an ``@serve.ingress`` class through its app), which pickles but cannot be
+    unpickled: it looks its attributes up in itself while it has none yet, for
+    ever (only when the application imported Starlette)."""
     found: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+    # FastAPI 0.137 and later keep a threading.Lock in each included router (a
+    # cache's). A lock carries nothing to ship, and the app is shipped before it
+    # serves: it arrives as a fresh, unlocked one (as Ray 2.60's serve.ingress does).
+    found[type(threading.Lock())] = _fresh_lock
+    found[type(threading.RLock())] = _fresh_rlock
     starlette = sys.modules.get("starlette.datastructures")
     state = getattr(starlette, "State", None)
     if isinstance(state, type):
         found[state] = lambda value: (state, (dict(value._state),))
     return found
+
+
+def _fresh_lock(_lock: Any) -> tuple[Any, ...]:
+    return (threading.Lock, ())
+
+
+def _fresh_rlock(_lock: Any) -> tuple[Any, ...]:
+    return (threading.RLock, ())
 
 
 def check_python(meta: dict[str, Any], here: str | None = None) -> None:

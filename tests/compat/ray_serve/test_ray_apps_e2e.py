@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,16 @@ def test_fastapi_class_routes_under_a_prefix_in_the_versions_own_environment(
         [sys.executable, "-c", "import steadywheel"], capture_output=True, env=dict(os.environ)
     )
     assert absent.returncode != 0
+
+
+def test_a_busy_gateway_port_names_the_file_and_the_holder(steady: Steady, tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        config = tmp_path / "serve_config.yaml"
+        config.write_text(TEXT_ML.format(port=port, apps=APPS))
+        out = steady.run("deploy", str(config), check=False, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert f"gateway port {port} is already in use by pid {os.getpid()} (" in out.stderr
+    assert f"the port is http_options.port of {config.resolve()}" in out.stderr
