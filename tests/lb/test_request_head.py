@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steadyserve.lb.http import STATUS_LINES
+from steadyserve.lb.retry import IDEMPOTENT_METHODS
 from steadyserve.lb.request_head import (
     BUFFER,
     CONTINUE,
@@ -35,6 +36,7 @@ class Rules:
     max_header_bytes: int = 65536
     blocked_paths: frozenset[bytes] = frozenset()
     websockets: object | None = None
+    idempotent_methods: frozenset[bytes] = IDEMPOTENT_METHODS
 
 
 @dataclass
@@ -203,8 +205,13 @@ def test_hop_by_hop_and_named_connection_options_are_dropped() -> None:
 def test_a_body_is_buffered_and_expect_is_answered_here() -> None:
     raw = b"PUT /u HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n"
     move, head, facts = judge(raw)
-    assert move is BUFFER and head.continue_100 and not facts.idempotent
+    # PUT is idempotent with a body too: a retry replays the body the LB holds.
+    assert move is BUFFER and head.continue_100 and facts.idempotent
     assert b"expect" not in facts.head.lower()
+    _, _, facts = judge(raw.replace(b"PUT", b"POST"))
+    assert not facts.idempotent
+    _, _, facts = judge(raw.replace(b"PUT", b"POST"), Rules(idempotent_methods=frozenset({b"POST"})))
+    assert facts.idempotent  # a method the service file marks
     move, head, _ = judge(raw.replace(b"HTTP/1.1", b"HTTP/1.0"))
     assert move is BUFFER and not head.continue_100  # a 1.0 client never waits for it
 

@@ -21,6 +21,7 @@ from steadyserve.lb.http import simple_response
 
 if TYPE_CHECKING:
     from steadyserve.lb.downstream import ClientConnection
+    from steadyserve.lb.proxy import Proxy
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -50,6 +51,23 @@ def idle_victims(clients: Iterable[ClientConnection], batch: int) -> list[Client
     idle.sort(key=_first)
     reading.sort(key=_first)
     return [client for _, client in (idle + reading)[:batch]]
+
+
+def make_room(proxy: Proxy) -> bool:
+    """At ``max_connections``: close the connections that hold no request, idle
+    ones first, oldest first (a batch, so a flood of connects costs one scan per
+    batch); False when every connection is busy with a request."""
+    victims = idle_victims(proxy.clients, max(1, proxy.max_connections // 100))
+    if not victims:
+        return False
+    log.warning(
+        "%d client connections (max_connections): closing the %d oldest without a request",
+        len(proxy.clients),
+        len(victims),
+    )
+    for client in victims:
+        client.close()
+    return True
 
 
 def _first(item: tuple[float, ClientConnection]) -> float:

@@ -10,9 +10,11 @@ balancer keep a large share of a replica's direct throughput.
 
 Failure rules (``_failed``): a connection that could not be opened is retried on
 another replica, which is ejected for a second; a request that was already sent is
-replayed elsewhere only when it is idempotent (GET/HEAD/OPTIONS without a body) and
-nothing of the response reached the client; otherwise 502, or the client connection
-is closed when the response was already under way. Retries are bounded (3).
+sent again only as lb/retry.py allows (RFC 9110 9.2.2: an idempotent method, or a
+replica that provably never read it; never once a response byte reached the
+client), within the retry budget and at most ``MAX_RETRIES`` times; otherwise 502,
+or the client connection is closed when the response was already under way. Which
+pooled connection may carry a request is lb/pool.py's.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from typing import TYPE_CHECKING
 from steadyserve.backends.netns_socket import create_connection
 from steadyserve.lb import request_id
 from steadyserve.lb.balancer import Balancer, ReplicaState
-from steadyserve.lb.client_guards import idle_victims
 from steadyserve.lb.exchange import (
     CONNECTING,
     DONE,
@@ -41,7 +42,16 @@ from steadyserve.lb.exchange import (
 # Exchange is re-exported: the connections and other modules' hooks import it from here.
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
+from steadyserve.lb.pool import expire, park, take
 from steadyserve.lb.request_key import route_key
+from steadyserve.lb.retry import (
+    IDEMPOTENT_METHODS,
+    Retry,
+    RetryBudget,
+    after_failure,
+    hold,
+    replay,
+)
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
 from steadyserve.wire.routes import Limits, RouteTable
@@ -55,7 +65,6 @@ log = logging.getLogger("steadyserve.lb")
 
 MAX_RETRIES = 3
 CONNECT_TIMEOUT = 5.0
-UPSTREAM_IDLE_SECONDS = 3.0  # below common servers' keep-alive timeouts (uvicorn: 5 s)
 # Descriptors kept free for the listening socket, logs and the control plane.
 FD_RESERVE = 64
 # A client that reads none of its response for this long is disconnected, freeing
@@ -91,6 +100,9 @@ class Proxy:
         self._waking = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics = LBMetrics()
+        self.retry_budget = RetryBudget()
+        # Methods sent again after a failure (lb/retry.py), read by request_head.decide.
+        self.idempotent_methods = IDEMPOTENT_METHODS
         # Bound once: asyncio.get_running_loop() costs a getpid() syscall per call.
         self.loop = asyncio.get_running_loop()
         self.now = self.loop.time
@@ -232,13 +244,11 @@ class Proxy:
         ex.replica = replica
         ex.attempts += 1
         replica.requests += 1
-        idle = replica.idle
-        while idle:
-            conn = idle.pop()
-            if not conn.closed:
+        if replica.idle and not ex.fresh:
+            conn = take(replica, self.now())
+            if conn is not None:
                 self._attach(ex, conn)
                 return
-            conn.in_pool = False
         ex.state = step(ex.state, CONNECTING)
         task = self.loop.create_task(self._connect(ex, replica))
         self._tasks.add(task)
@@ -268,7 +278,7 @@ class Proxy:
             )
             self.balancer.eject(replica)
             if ex.replica is replica and ex.state is CONNECTING:
-                self._failed(ex, replica, retry=True)
+                self._failed(ex, replica, Retry.ELSEWHERE)
             return
         if ex.replica is replica and ex.state is CONNECTING:
             self._attach(ex, conn)
@@ -286,8 +296,10 @@ class Proxy:
         pending = ex.pending
         if pending:
             ex.pending = None
+            size = ex.pending_size
             ex.pending_size = 0
             conn.start(ex, ex.head, pending)
+            hold(ex, pending, size)  # for a retry (lb/retry.py)
             ex.client.body_flushed()
         else:
             conn.start(ex, ex.head, None)
@@ -297,9 +309,7 @@ class Proxy:
         if conn.closed or not conn.replica.in_table or self.draining:
             conn.close()
             return
-        conn.in_pool = True
-        conn.idle_since = self.now()
-        conn.replica.idle.append(conn)
+        park(conn, self.now())
 
     def _release(self, replica: ReplicaState) -> None:
         self.balancer.release(replica)
@@ -336,6 +346,7 @@ class Proxy:
         )
         ex.upstream = None
         ex.replica = None
+        ex.served = replica  # the client's 504 counts against the replica's version
         conn.close()
         replica.errors += 1
         if conn.wrote:
@@ -358,9 +369,7 @@ class Proxy:
         ex.status = conn.status
         ex.served = replica
         if reusable and ex.request_done and conn.replica.in_table and not self.draining:
-            conn.in_pool = True
-            conn.idle_since = self.now()
-            conn.replica.idle.append(conn)
+            park(conn, self.now())
         else:
             conn.close()
         if replica is not None:
@@ -387,16 +396,36 @@ class Proxy:
             ex.client.abort_response(ex)
             return
         ex.response_started = False  # nothing reached the client: a clean 502 is possible
-        self._failed(ex, replica, retry=ex.idempotent)
+        move = after_failure(
+            unsent=conn.unsent,
+            reused=conn.uses > 1,
+            answered=conn.answered,
+            idempotent=ex.idempotent,
+            held=ex.held_size >= 0,
+            fresh_tried=ex.fresh,
+        )
+        self._failed(ex, replica, move)
 
-    def _failed(self, ex: Exchange, replica: ReplicaState, retry: bool) -> None:
-        """An attempt failed before any response byte reached the client."""
-        replica.errors += 1
+    def _failed(self, ex: Exchange, replica: ReplicaState, move: Retry) -> None:
+        """An attempt failed before any response byte reached the client: send the
+        request again as ``move`` says (lb/retry.py) if the budget allows, else 502."""
+        if move is not Retry.FRESH:
+            replica.errors += 1  # a FRESH retry is the keep-alive race, not the replica
         ex.replica = None
-        if retry and ex.attempts <= MAX_RETRIES and not ex.client.closing:
-            if ex.tried is None:
-                ex.tried = set()
-            ex.tried.add(replica.id)
+        ex.served = replica  # should the client get 502, it counts against this version
+        if (
+            move is not Retry.NONE
+            and ex.attempts <= MAX_RETRIES
+            and not ex.client.closing
+            and self.retry_budget.spend(self.now(), self.metrics.answered())
+        ):
+            if move is Retry.FRESH:
+                ex.fresh = True
+            else:
+                if ex.tried is None:
+                    ex.tried = set()
+                ex.tried.add(replica.id)
+            replay(ex)
             ex.state = step(ex.state, READY)
             self.metrics.retries += 1
             self.dispatch(ex)
@@ -454,22 +483,6 @@ class Proxy:
             if not client.exchanges:
                 client.close()
 
-    def make_room(self) -> bool:
-        """At ``max_connections``: close the connections that hold no request, idle
-        ones first, oldest first (a batch, so a flood of connects costs one scan per
-        batch); False when every connection is busy with a request."""
-        victims = idle_victims(self.clients, max(1, self.max_connections // 100))
-        if not victims:
-            return False
-        log.warning(
-            "%d client connections (max_connections): closing the %d oldest without a request",
-            len(self.clients),
-            len(victims),
-        )
-        for client in victims:
-            client.close()
-        return True
-
     def sweep(self) -> None:
         """Close idle client connections and pooled replica connections gone cold."""
         now = self.now()
@@ -478,11 +491,7 @@ class Proxy:
             if not client.exchanges and now - client.idle_since > idle_timeout:
                 client.close()
         for replica in list(self.balancer.known.values()):
-            idle = replica.idle
-            while idle and now - idle[0].idle_since > UPSTREAM_IDLE_SECONDS:
-                conn = idle.pop(0)
-                conn.in_pool = False
-                conn.close()
+            expire(replica, now)
 
     def close_all(self) -> None:
         for client in list(self.clients):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 from typing import TYPE_CHECKING, cast
 
 import httptools
@@ -38,7 +39,6 @@ from steadyserve.lb.framing import (
     RULES,
     Framing,
     choose,
-    response_end,
 )
 from steadyserve.lb.http import (
     HOP_BY_HOP,
@@ -48,6 +48,8 @@ from steadyserve.lb.http import (
     header_name,
     set_nodelay,
 )
+from steadyserve.lb.overrun import overrun
+from steadyserve.lb.pool import announced_hold
 from steadyserve.lb.request_id import stamped
 
 if TYPE_CHECKING:
@@ -73,13 +75,10 @@ class UpstreamConnection(asyncio.Protocol):
         "_conn_tokens",
         "_extra",
         "_has_length",
-        "_held",
-        "_held_size",
         "_interim",
         "_lines",
         "_out",
-        "_seen",
-        "_seen_size",
+        "_poller",
         "_switching",
         "_te",
         "_upgrade_to",
@@ -88,6 +87,8 @@ class UpstreamConnection(asyncio.Protocol):
         "exchange",
         "framing",
         "head_sent",
+        "held",
+        "held_size",
         "idle_since",
         "in_pool",
         "keep_alive",
@@ -96,8 +97,12 @@ class UpstreamConnection(asyncio.Protocol):
         "read_paused",
         "replica",
         "rule",
+        "seen",
+        "seen_size",
         "status",
         "transport",
+        "unsent",
+        "uses",
         "wrote",
     )
 
@@ -111,6 +116,9 @@ class UpstreamConnection(asyncio.Protocol):
         self.in_pool = False
         self.read_paused = False
         self.idle_since = 0.0
+        self.uses = 0  # requests started on this connection
+        self.unsent = False  # the last request's write failed: the replica read none of it
+        self._poller: select.poll | None = None
         self._out: list[bytes] = []
         self._switching = False  # a 101 to a WebSocket handshake is being parsed
         self._upgrade_to: bytes | None = None  # the response's Upgrade header
@@ -119,8 +127,8 @@ class UpstreamConnection(asyncio.Protocol):
     def _begin(self) -> None:
         """Reset the per-response state."""
         self._lines: list[bytes] = []
-        self._held: list[bytes] = []
-        self._held_size = 0
+        self.held: list[bytes] = []
+        self.held_size = 0
         self._te: bytes | None = None
         self._has_length = False
         self._clean = True
@@ -134,13 +142,19 @@ class UpstreamConnection(asyncio.Protocol):
         self.status = 0
         self.wrote = False  # has any byte of this response gone to the client?
         self._extra = False  # bytes arrived past the end of the response
-        self._seen: list[bytes] | None = []
-        self._seen_size = 0
+        self.seen: list[bytes] | None = []
+        self.seen_size = 0
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         set_nodelay(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # Asked before the connection is used again (lb/pool.py): poll(0) on
+            # this one descriptor is a single syscall, no exception raised.
+            self._poller = poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
         exchange = self.exchange
@@ -148,12 +162,12 @@ class UpstreamConnection(asyncio.Protocol):
             # Nothing was asked: a replica talking out of turn cannot be trusted.
             self.close()
             return
-        seen = self._seen
+        seen = self.seen
         if seen is not None:
             seen.append(data)
-            self._seen_size += len(data)
-            if self._seen_size > MAX_SEEN_BYTES:
-                self._seen = None
+            self.seen_size += len(data)
+            if self.seen_size > MAX_SEEN_BYTES:
+                self.seen = None
         if self.framing is PASSTHROUGH:
             try:
                 self.parser.feed_data(data)
@@ -164,12 +178,12 @@ class UpstreamConnection(asyncio.Protocol):
                 self._upgraded(exchange, data, int(exc.args[0]))
                 return
             if self._extra:
-                self._overrun(exchange, data)
+                overrun(self, exchange, data)
                 return
             self.wrote = True
             exchange.client.write(data)
             if self.complete:
-                self._finish(exchange)
+                self.finish(exchange)
             return
         out = self._out = []
         try:
@@ -182,21 +196,21 @@ class UpstreamConnection(asyncio.Protocol):
             return
         if self.framing is PASSTHROUGH:
             if self._extra:
-                self._overrun(exchange, data)
+                overrun(self, exchange, data)
                 return
-            held = self._held
+            held = self.held
             # The access log's X-Request-Id is asked first: off, the check ends here.
             if exchange.request_id is not None and not self.wrote:
                 # This read holds (the end of) the head: stamp it.
                 self.wrote = True
-                self._held = []
+                self.held = []
                 exchange.client.write(stamped(b"".join([*held, data]), exchange.request_id))
             else:
                 self.wrote = True
                 if held:
                     held.append(data)
                     exchange.client.write_many(held)
-                    self._held = []
+                    self.held = []
                 else:
                     exchange.client.write(data)
         else:
@@ -205,46 +219,15 @@ class UpstreamConnection(asyncio.Protocol):
                 exchange.client.write_many(out)
             if not self.head_sent:
                 # Head incomplete: keep the bytes in case it turns out passthrough.
-                self._held.append(data)
-                self._held_size += len(data)
-                if self._held_size > MAX_HELD_BYTES:
+                self.held.append(data)
+                self.held_size += len(data)
+                if self.held_size > MAX_HELD_BYTES:
                     self.proxy.upstream_failed(exchange, self, "response head too large")
                     return
         if self.complete:
             if self._extra:
                 self.keep_alive = False  # never reuse a connection with leftover bytes
-            self._finish(exchange)
-
-    def _overrun(self, exchange: Exchange, data: bytes) -> None:
-        """A passthrough response complete, and more bytes after it in ``data``:
-        forward the response only, and never use this connection again."""
-        end = self._response_end(data)
-        if end is None:
-            # Cannot tell where it ended (a large response): closing the client is
-            # the only answer that delivers no foreign byte.
-            self.proxy.upstream_failed(exchange, self, "bytes past the end of a response")
-            return
-        first = not self.wrote  # this read holds the head: stamp it
-        self.wrote = True
-        held = self._held
-        if first and exchange.request_id is not None:
-            self._held = []
-            exchange.client.write(stamped(b"".join([*held, data[:end]]), exchange.request_id))
-        elif held:
-            self._held = []
-            exchange.client.write_many([*held, data[:end]])
-        else:
-            exchange.client.write(data[:end])
-        self.keep_alive = False
-        self._finish(exchange)
-
-    def _response_end(self, data: bytes) -> int | None:
-        """Where in ``data`` (the last read) the current response ends, found by
-        re-parsing the response's bytes; None when they were not all kept."""
-        seen = self._seen
-        if seen is None or not seen or seen[-1] is not data:
-            return None
-        return response_end(seen)
+            self.finish(exchange)
 
     def _upgraded(self, exchange: Exchange, data: bytes, end: int) -> None:
         """httptools stopped at the end of a 101 head: hand the socket over to the
@@ -272,12 +255,12 @@ class UpstreamConnection(asyncio.Protocol):
         if self.complete:
             # A whole response followed by garbage: deliver it, drop the connection.
             if self.framing is PASSTHROUGH:
-                self._overrun(exchange, data)
+                overrun(self, exchange, data)
                 return
             if self._out:
                 exchange.client.write_many(self._out)
             self.keep_alive = False
-            self._finish(exchange)
+            self.finish(exchange)
             return
         if self.wrote and self.framing is not PASSTHROUGH and self._out:
             exchange.client.write_many(self._out)
@@ -298,7 +281,7 @@ class UpstreamConnection(asyncio.Protocol):
             if rule.at_close:
                 exchange.client.write(rule.at_close)
             self.keep_alive = False
-            self._finish(exchange)
+            self.finish(exchange)
             return
         self.proxy.upstream_failed(exchange, self, f"replica connection lost: {exc!r}")
 
@@ -315,6 +298,7 @@ class UpstreamConnection(asyncio.Protocol):
         """Send ``exchange``'s request (head and any buffered body) on this connection."""
         self.exchange = exchange
         self.in_pool = False
+        self.uses += 1
         if self.complete:
             self._begin()
         transport = self.transport
@@ -324,6 +308,8 @@ class UpstreamConnection(asyncio.Protocol):
             transport.writelines([head, *body])
         else:
             transport.write(head)
+        # A write that fails closes the transport at once: nothing reached the replica.
+        self.unsent = transport.is_closing()
         if exchange.client.write_paused:
             self.pause_reading()
 
@@ -332,6 +318,17 @@ class UpstreamConnection(asyncio.Protocol):
         transport = self.transport
         if transport is not None and not self.closed:
             transport.write(data)
+
+    def quiet(self) -> bool:
+        """Is there nothing to read? A pooled connection that is readable is at
+        EOF, reset, or holds stray bytes: either way not to be used again."""
+        poller = self._poller
+        return poller is None or not poller.poll(0)
+
+    @property
+    def answered(self) -> bool:
+        """Has any byte of the current response arrived (forwarded or not)?"""
+        return self.seen is None or self.seen_size > 0
 
     def pause_reading(self) -> None:
         if not self.read_paused and not self.closed and self.transport is not None:
@@ -351,7 +348,7 @@ class UpstreamConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
 
-    def _finish(self, exchange: Exchange) -> None:
+    def finish(self, exchange: Exchange) -> None:
         self.exchange = None
         rule = self.rule
         if rule.complete_at_head:
@@ -384,6 +381,10 @@ class UpstreamConnection(asyncio.Protocol):
                 else:
                     if lname == b"upgrade":
                         self._upgrade_to = value
+                    elif lname == b"keep-alive":
+                        hold = announced_hold(value)
+                        if hold is not None:
+                            self.replica.idle_hold = hold
                     self._clean = False
                 return
             if lname == b"content-length":
