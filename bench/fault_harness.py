@@ -224,8 +224,7 @@ class _ReplicaConn(asyncio.Protocol):
             self.transport.write(b"\x00\x01 this is not HTTP\r\n\r\n")
             return
         body = (
-            f"{replica.name} {self.method} {self.req_id} {self.length} "
-            f"{self.digest.hexdigest()}"
+            f"{replica.name} {self.method} {self.req_id} {self.length} {self.digest.hexdigest()}"
         ).encode()
         head = [b"HTTP/1.1 200 OK\r\n", b"content-length: %d\r\n" % len(body)]
         if replica.keep_alive_header is not None:
@@ -304,18 +303,20 @@ class Load:
 def run_load(port: int, load: Load, timeout: float = 10.0) -> list[Sent]:
     """Run ``load.clients`` threads against 127.0.0.1:``port`` for ``load.duration``
     seconds (bounded by ``max_requests``): bursts of requests, the same gap for
-    every client between bursts, so idle pooled connections age together."""
+    every client between bursts, so idle pooled connections age together.
+    The clock starts once the load balancer answers (every worker started)."""
+    warm_up(port)
     barrier = threading.Barrier(load.clients)
     stop = time.monotonic() + load.duration
     results: list[Sent] = []
     lock = threading.Lock()
-    schedule = random.Random(load.seed)
-    gaps = [schedule.uniform(*load.gap) for _ in range(int(load.duration / load.gap[0]) + 2)]
 
     def client(index: int) -> None:
         rng = random.Random(load.seed * 1000 + index)
         conn: http.client.HTTPConnection | None = None
-        for round_no, gap in enumerate(gaps):
+        for round_no in range(load.max_requests):
+            # The same gap for every client in a round: seeded by the round.
+            gap = random.Random(load.seed * 100_003 + round_no).uniform(*load.gap)
             with contextlib.suppress(threading.BrokenBarrierError):
                 barrier.wait(timeout)
             if time.monotonic() >= stop:
@@ -343,6 +344,27 @@ def run_load(port: int, load: Load, timeout: float = 10.0) -> list[Sent]:
         t.join(load.duration + 60)
     load.results = results
     return results
+
+
+def warm_up(port: int, timeout: float = 15.0) -> None:
+    """Wait until eight requests in a row, each on a new connection (so that the
+    kernel spreads them over the load balancer's workers), are answered within
+    0.2 s: a worker still starting holds its connections in the backlog."""
+    deadline = time.monotonic() + timeout
+    quick = 0
+    while quick < 8 and time.monotonic() < deadline:
+        t0 = time.monotonic()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        try:
+            conn.request("GET", "/warm-up", headers={"x-req": "warm-up"})
+            conn.getresponse().read()
+        except (OSError, http.client.HTTPException):
+            quick = 0
+            time.sleep(0.05)
+            continue
+        finally:
+            conn.close()
+        quick = quick + 1 if time.monotonic() - t0 < 0.2 else 0
 
 
 def _body(size: int, chunked: bool) -> bytes | Iterator[bytes]:
@@ -418,11 +440,7 @@ def judge(fault: str, results: list[Sent], replicas: list[FaultReplica]) -> Verd
         processed.update(r.processed)
     failed = [s for s in results if not s.ok]
     unexpected = [
-        s
-        for s in failed
-        if not may_fail(fault, s.method, s.body_bytes, s.req_id in broken)
+        s for s in failed if not may_fail(fault, s.method, s.body_bytes, s.req_id in broken)
     ]
-    twice = [
-        s.req_id for s in results if s.method not in IDEMPOTENT and processed[s.req_id] > 1
-    ]
+    twice = [s.req_id for s in results if s.method not in IDEMPOTENT and processed[s.req_id] > 1]
     return Verdict(len(results), len(failed), len(failed) - len(unexpected), unexpected, twice)

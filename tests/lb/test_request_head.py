@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steadyserve.lb.http import STATUS_LINES
-from steadyserve.lb.retry import IDEMPOTENT_METHODS
 from steadyserve.lb.request_head import (
     BUFFER,
     CONTINUE,
@@ -28,6 +27,7 @@ from steadyserve.lb.request_head import (
     RequestRejected,
     decide,
 )
+from steadyserve.lb.retry import IDEMPOTENT_METHODS
 
 
 @dataclass
@@ -208,9 +208,10 @@ def test_a_body_is_buffered_and_expect_is_answered_here() -> None:
     # PUT is idempotent with a body too: a retry replays the body the LB holds.
     assert move is BUFFER and head.continue_100 and facts.idempotent
     assert b"expect" not in facts.head.lower()
-    _, _, facts = judge(raw.replace(b"PUT", b"POST"))
+    post = raw.replace(b"PUT", b"POST")
+    _, _, facts = judge(post)
     assert not facts.idempotent
-    _, _, facts = judge(raw.replace(b"PUT", b"POST"), Rules(idempotent_methods=frozenset({b"POST"})))
+    _, _, facts = judge(post, Rules(idempotent_methods=frozenset({b"POST"})))
     assert facts.idempotent  # a method the service file marks
     move, head, _ = judge(raw.replace(b"HTTP/1.1", b"HTTP/1.0"))
     assert move is BUFFER and not head.continue_100  # a 1.0 client never waits for it

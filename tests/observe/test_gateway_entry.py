@@ -72,6 +72,7 @@ class _Ex:
     head = b"GET /x HTTP/1.1\r\n\r\n"
     status = 200
     request_id = b"test-1"
+    attempts = 1
     client = SimpleNamespace(
         head=SimpleNamespace(xff=b"127.0.0.1"), proxy=SimpleNamespace(limits=Limits())
     )

@@ -36,6 +36,7 @@ class ReplicaState:
         "host",
         "id",
         "idle",
+        "idle_cap",
         "idle_hold",
         "in_table",
         "inflight",
@@ -62,6 +63,7 @@ class ReplicaState:
         # How long a connection may stay pooled (lb/pool.py): less than the
         # replica's own idle timeout, once its Keep-Alive header announced one.
         self.idle_hold = IDLE_HOLD
+        self.idle_cap = float("inf")  # the shortest idle time it was seen closing at, x0.8
         # The replica's own queue gauge while a scrape of it is fresh
         # (replica_metrics.py); the request-aware policies prefer it to ``inflight``.
         self.queue: float | None = None

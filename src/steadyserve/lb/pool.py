@@ -8,7 +8,10 @@ only while
 
 * it was idle for less than its replica's *hold*: 80% of the timeout the replica
   announces (``Keep-Alive: timeout=N``), else ``IDLE_HOLD`` (1.5 s, below every
-  common server's timeout), and
+  common server's timeout); and, once the replica was seen closing a pooled
+  connection idle for some time, 80% of the shortest such time (never below
+  ``MIN_HOLD``, so a replica that closes at random moments still gets its
+  connections reused under load), and
 * the kernel holds nothing to read for it: a pooled connection has nothing to
   say, so a readable one is at EOF, reset, or carries stray bytes. One ``poll``
   (a syscall of a quarter microsecond) sees a close that arrived since the event
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 IDLE_HOLD = 1.5  # seconds a connection is pooled when the replica announces no timeout
 KEEP_ALIVE_SHARE = 0.8  # of an announced timeout: the margin covers the replica's clock slack
 MAX_HOLD = 60.0  # however long a replica announces
+MIN_HOLD = 0.05  # however early a replica was seen closing idle connections
 
 
 def take(replica: ReplicaState, now: float) -> UpstreamConnection | None:
@@ -42,8 +46,11 @@ def take(replica: ReplicaState, now: float) -> UpstreamConnection | None:
         conn.in_pool = False
         if conn.closed:
             continue
-        if now - conn.idle_since < hold and conn.quiet():
-            return conn
+        age = now - conn.idle_since
+        if age < hold:
+            if conn.quiet():
+                return conn
+            closed_idle(replica, age)  # closed by the replica since the loop last looked
         conn.close()
     return None
 
@@ -63,6 +70,21 @@ def expire(replica: ReplicaState, now: float) -> None:
         conn = idle.pop(0)
         conn.in_pool = False
         conn.close()
+
+
+def announced(replica: ReplicaState, value: bytes) -> None:
+    """The replica sent ``Keep-Alive: value``: pool for less than its timeout."""
+    hold = announced_hold(value)
+    if hold is not None:
+        replica.idle_hold = min(hold, replica.idle_cap)
+
+
+def closed_idle(replica: ReplicaState, age: float) -> None:
+    """The replica closed a pooled connection idle for ``age`` seconds: its idle
+    timeout is at most that, so pool for less from now on."""
+    cap = max(MIN_HOLD, min(replica.idle_cap, age * KEEP_ALIVE_SHARE))
+    replica.idle_cap = cap
+    replica.idle_hold = min(replica.idle_hold, cap)
 
 
 def announced_hold(value: bytes) -> float | None:

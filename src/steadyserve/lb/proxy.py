@@ -27,7 +27,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from steadyserve.backends.netns_socket import create_connection
-from steadyserve.lb import request_id
+from steadyserve.lb import request_id, retry
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.lb.exchange import (
     CONNECTING,
@@ -44,14 +44,7 @@ from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.pool import expire, park, take
 from steadyserve.lb.request_key import route_key
-from steadyserve.lb.retry import (
-    IDEMPOTENT_METHODS,
-    Retry,
-    RetryBudget,
-    after_failure,
-    hold,
-    replay,
-)
+from steadyserve.lb.retry import Retry
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
 from steadyserve.wire.routes import Limits, RouteTable
@@ -100,9 +93,9 @@ class Proxy:
         self._waking = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics = LBMetrics()
-        self.retry_budget = RetryBudget()
+        self.retry_budget = retry.RetryBudget()
         # Methods sent again after a failure (lb/retry.py), read by request_head.decide.
-        self.idempotent_methods = IDEMPOTENT_METHODS
+        self.idempotent_methods = retry.IDEMPOTENT_METHODS
         # Bound once: asyncio.get_running_loop() costs a getpid() syscall per call.
         self.loop = asyncio.get_running_loop()
         self.now = self.loop.time
@@ -299,7 +292,7 @@ class Proxy:
             size = ex.pending_size
             ex.pending_size = 0
             conn.start(ex, ex.head, pending)
-            hold(ex, pending, size)  # for a retry (lb/retry.py)
+            retry.hold(ex, pending, size)  # for a retry (lb/retry.py)
             ex.client.body_flushed()
         else:
             conn.start(ex, ex.head, None)
@@ -396,7 +389,7 @@ class Proxy:
             ex.client.abort_response(ex)
             return
         ex.response_started = False  # nothing reached the client: a clean 502 is possible
-        move = after_failure(
+        move = retry.after_failure(
             unsent=conn.unsent,
             reused=conn.uses > 1,
             answered=conn.answered,
@@ -425,7 +418,7 @@ class Proxy:
                 if ex.tried is None:
                     ex.tried = set()
                 ex.tried.add(replica.id)
-            replay(ex)
+            retry.replay(ex)
             ex.state = step(ex.state, READY)
             self.metrics.retries += 1
             self.dispatch(ex)

@@ -17,7 +17,9 @@ and their table of what each does on body bytes, at the end and at a close):
 
 A ``101 Switching Protocols`` is accepted only as the answer to the WebSocket
 handshake its client connection is waiting on (lb/websocket.py): the connection
-then parses no more and its socket goes to the tunnel.
+then parses no more and its socket goes to the tunnel. Bytes past a response's
+end are lb/overrun.py's; what a failure tells the retry rules (``uses``,
+``unsent``, ``answered``) is read by lb/retry.py, and ``quiet`` by lb/pool.py.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from steadyserve.lb.http import (
     set_nodelay,
 )
 from steadyserve.lb.overrun import overrun
-from steadyserve.lb.pool import announced_hold
+from steadyserve.lb.pool import announced, closed_idle
 from steadyserve.lb.request_id import stamped
 
 if TYPE_CHECKING:
@@ -268,10 +270,11 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.in_pool:
+        if self.in_pool:  # the replica closed it while idle (lb/pool.py learns from it)
             self.in_pool = False
             with contextlib.suppress(ValueError):
                 self.replica.idle.remove(self)
+            closed_idle(self.replica, self.proxy.now() - self.idle_since)
         exchange = self.exchange
         if exchange is None:
             return
@@ -382,9 +385,7 @@ class UpstreamConnection(asyncio.Protocol):
                     if lname == b"upgrade":
                         self._upgrade_to = value
                     elif lname == b"keep-alive":
-                        hold = announced_hold(value)
-                        if hold is not None:
-                            self.replica.idle_hold = hold
+                        announced(self.replica, value)
                     self._clean = False
                 return
             if lname == b"content-length":
