@@ -240,7 +240,7 @@ def test_a_reused_connection_closed_before_any_answer(
     a POST the replica may have read gets 502, counted against its replica."""
     rig = Rig(loop)
     try:
-        rig.upstream.uses = 1  # it carried a request before
+        rig.upstream.idle_since = rig.proxy.now()  # pooled: it carried a request before
         rig.client.data_received(POST.replace(b"POST", method))
         ex = rig.client.exchanges[0]
         rig.upstream.connection_lost(None)

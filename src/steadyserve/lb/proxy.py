@@ -41,6 +41,7 @@ from steadyserve.lb.exchange import (
 
 # Exchange is re-exported: the connections and other modules' hooks import it from here.
 from steadyserve.lb.exchange import Exchange as Exchange
+from steadyserve.lb.http import no_route
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.pool import expire, park, take
 from steadyserve.lb.request_key import route_key
@@ -188,24 +189,8 @@ class Proxy:
         self._no_route(ex)
 
     def _no_route(self, ex: Exchange) -> None:
-        if ex.pin is not None and not ex.attempts:
-            self._respond(
-                ex,
-                503,
-                f"no ready replica of version {ex.pin} for service {self.service!r} "
-                "(X-Steady-Version)",
-                "no_pinned_replica",
-            )
-        elif ex.attempts:
-            msg = f"no replica of service {self.service!r} answered"
-            self._respond(ex, 502, msg, "replica_failed")
-        elif self.balancer.replicas:
-            msg = f"no reachable replica for service {self.service!r}"
-            self._respond(ex, 503, msg, "no_reachable_replica")
-        else:
-            # "unavailable" as in Ray Serve's 503 for a deployment that cannot serve.
-            msg = f"no ready replica for service {self.service!r}: it is unavailable"
-            self._respond(ex, 503, msg, "no_replica")
+        pin = None if ex.attempts else ex.pin
+        self._respond(ex, *no_route(self.service, pin, ex.attempts, bool(self.balancer.replicas)))
 
     def _wake(self) -> None:
         """Start queued requests, first come first served, while slots are free."""
@@ -237,10 +222,23 @@ class Proxy:
         ex.replica = replica
         ex.attempts += 1
         replica.requests += 1
-        if replica.idle and not ex.fresh:
-            conn = take(replica, self.now())
-            if conn is not None:
+        idle = replica.idle
+        if idle and not ex.fresh:
+            # pool.take's common case inline (the newest pooled connection is fit):
+            # the call would cost more than the checks, on every request.
+            conn = idle[-1]
+            poller = conn.poller
+            if (
+                not conn.closed
+                and self.now() - conn.idle_since < replica.idle_hold
+                and (poller is None or not poller.poll(0))
+            ):
+                idle.pop()
                 self._attach(ex, conn)
+                return
+            pooled = take(replica, self.now())
+            if pooled is not None:
+                self._attach(ex, pooled)
                 return
         ex.state = step(ex.state, CONNECTING)
         task = self.loop.create_task(self._connect(ex, replica))
@@ -362,7 +360,9 @@ class Proxy:
         ex.status = conn.status
         ex.served = replica
         if reusable and ex.request_done and conn.replica.in_table and not self.draining:
-            park(conn, self.now())
+            conn.in_pool = True  # pool.park, inline: on every request
+            conn.idle_since = self.now()
+            conn.replica.idle.append(conn)
         else:
             conn.close()
         if replica is not None:
@@ -391,7 +391,7 @@ class Proxy:
         ex.response_started = False  # nothing reached the client: a clean 502 is possible
         move = retry.after_failure(
             unsent=conn.unsent,
-            reused=conn.uses > 1,
+            reused=conn.idle_since > 0.0,  # it was pooled: it carried a request before
             answered=conn.answered,
             idempotent=ex.idempotent,
             held=ex.held_size >= 0,

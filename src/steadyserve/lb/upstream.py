@@ -18,7 +18,7 @@ and their table of what each does on body bytes, at the end and at a close):
 A ``101 Switching Protocols`` is accepted only as the answer to the WebSocket
 handshake its client connection is waiting on (lb/websocket.py): the connection
 then parses no more and its socket goes to the tunnel. Bytes past a response's
-end are lb/overrun.py's; what a failure tells the retry rules (``uses``,
+end are lb/overrun.py's; what a failure tells the retry rules (``idle_since``,
 ``unsent``, ``answered``) is read by lb/retry.py, and ``quiet`` by lb/pool.py.
 """
 
@@ -80,7 +80,6 @@ class UpstreamConnection(asyncio.Protocol):
         "_interim",
         "_lines",
         "_out",
-        "_poller",
         "_switching",
         "_te",
         "_upgrade_to",
@@ -95,6 +94,7 @@ class UpstreamConnection(asyncio.Protocol):
         "in_pool",
         "keep_alive",
         "parser",
+        "poller",
         "proxy",
         "read_paused",
         "replica",
@@ -104,7 +104,6 @@ class UpstreamConnection(asyncio.Protocol):
         "status",
         "transport",
         "unsent",
-        "uses",
         "wrote",
     )
 
@@ -118,9 +117,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.in_pool = False
         self.read_paused = False
         self.idle_since = 0.0
-        self.uses = 0  # requests started on this connection
         self.unsent = False  # the last request's write failed: the replica read none of it
-        self._poller: select.poll | None = None
+        self.poller: select.poll | None = None  # asked by lb/pool.py before reuse
         self._out: list[bytes] = []
         self._switching = False  # a 101 to a WebSocket handshake is being parsed
         self._upgrade_to: bytes | None = None  # the response's Upgrade header
@@ -155,7 +153,7 @@ class UpstreamConnection(asyncio.Protocol):
         if sock is not None:
             # Asked before the connection is used again (lb/pool.py): poll(0) on
             # this one descriptor is a single syscall, no exception raised.
-            self._poller = poller = select.poll()
+            self.poller = poller = select.poll()
             poller.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
@@ -301,7 +299,6 @@ class UpstreamConnection(asyncio.Protocol):
         """Send ``exchange``'s request (head and any buffered body) on this connection."""
         self.exchange = exchange
         self.in_pool = False
-        self.uses += 1
         if self.complete:
             self._begin()
         transport = self.transport
@@ -325,7 +322,7 @@ class UpstreamConnection(asyncio.Protocol):
     def quiet(self) -> bool:
         """Is there nothing to read? A pooled connection that is readable is at
         EOF, reset, or holds stray bytes: either way not to be used again."""
-        poller = self._poller
+        poller = self.poller
         return poller is None or not poller.poll(0)
 
     @property
