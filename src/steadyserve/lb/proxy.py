@@ -95,8 +95,6 @@ class Proxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics = LBMetrics()
         self.retry_budget = retry.RetryBudget()
-        # Methods sent again after a failure (lb/retry.py), read by request_head.decide.
-        self.idempotent_methods = retry.IDEMPOTENT_METHODS
         # Bound once: asyncio.get_running_loop() costs a getpid() syscall per call.
         self.loop = asyncio.get_running_loop()
         self.now = self.loop.time
@@ -107,6 +105,8 @@ class Proxy:
         self.websockets: WebSockets | None = None
         self.tunnels = 0  # open tunnels: they count towards max_connections
         self.limits = self.default_limits
+        # Methods sent again after a failure (lb/retry.py), read by request_head.decide.
+        self.idempotent_methods = retry.idempotent(self.limits.idempotent_methods)
         # request_timeout_s of the exchanges in flight, and the one timer serving them.
         self.deadlines = Deadlines()
         # Each client connection may hold one replica connection: two descriptors.
@@ -152,6 +152,7 @@ class Proxy:
         if limits != self.limits:
             self.limits = limits
             self.max_connections = self._connection_cap()
+            self.idempotent_methods = retry.idempotent(limits.idempotent_methods)
             log.info("limits: %s", limits)
         if self.zero is not None:
             self.zero.on_table()

@@ -32,6 +32,7 @@ can still retry, banked up to ``CAP``. Pure: no I/O, the clock passed in.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,12 @@ HOLD_BYTES = 256 * 1024
 # Methods that are idempotent (RFC 9110 9.2.2); a service adds its own with
 # ``service.load_balancer.idempotent_methods``.
 IDEMPOTENT_METHODS = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE"})
+
+
+def idempotent(marked: Iterable[str]) -> frozenset[bytes]:
+    """The standard idempotent methods and those the service file marks."""
+    return IDEMPOTENT_METHODS | {m.encode("ascii") for m in marked}
+
 
 RATIO = 0.2  # retries may add a fifth to the requests answered
 PER_SECOND = 10.0  # and ten a second, so a quiet service may still retry
