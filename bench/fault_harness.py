@@ -233,7 +233,15 @@ class _ReplicaConn(asyncio.Protocol):
             head.append(b"connection: close\r\n")
         head.append(b"\r\n")
         if fault == "close_mid_response":
-            self.transport.write(b"".join(head) + body[: len(body) // 2])
+            whole = b"".join(head)
+            # Half the answer: for a HEAD, whose answer is its head, half the head
+            # (body bytes after it would be bytes past the end, another fault).
+            part = (
+                whole[: len(whole) // 2]
+                if self.method == "HEAD"
+                else whole + body[: len(body) // 2]
+            )
+            self.transport.write(part)
             self._close()
             return
         self.transport.write(b"".join(head) + (b"" if self.method == "HEAD" else body))
