@@ -222,6 +222,8 @@ class Proxy:
     def _start_attempt(self, ex: Exchange, replica: ReplicaState) -> None:
         ex.replica = replica
         ex.attempts += 1
+        if ex.attempts > 1:
+            self.metrics.retries += 1  # sent again (lb/retry.py); the access log's retries
         replica.requests += 1
         idle = replica.idle
         if idle and not ex.fresh:
@@ -421,7 +423,6 @@ class Proxy:
                 ex.tried.add(replica.id)
             retry.replay(ex)
             ex.state = step(ex.state, READY)
-            self.metrics.retries += 1
             self.dispatch(ex)
         else:
             self._respond(ex, 502, f"replica of service {self.service!r} failed", "replica_failed")
