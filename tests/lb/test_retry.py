@@ -256,3 +256,32 @@ def test_a_reused_connection_closed_before_any_answer(
         for task in list(rig.proxy._tasks):
             task.cancel()
         loop.run_until_complete(asyncio.sleep(0))
+
+
+@pytest.mark.parametrize("raises", [False, True])
+def test_a_connection_closed_under_the_request_sends_it_again_not_hangs(
+    loop: asyncio.AbstractEventLoop, raises: bool
+) -> None:
+    """The replica closed the connection before the load balancer wrote a byte
+    (a new connection it dropped at once; the close seen by the transport, not yet
+    by the protocol): the request, a POST too, goes again on a fresh connection.
+    uvloop raises on a write to a closed handle; asyncio drops the bytes."""
+    rig = Rig(loop)
+    try:
+        transport = rig.upstream_transport
+        transport.closed = True
+        if raises:
+
+            def closed_handle(data: object) -> None:
+                raise RuntimeError("unable to perform operation: the handler is closed")
+
+            transport.write = transport.writelines = closed_handle  # type: ignore[method-assign,assignment]
+        rig.client.data_received(POST)
+        ex = rig.client.exchanges[0]
+        assert ex.state is CONNECTING and ex.fresh and ex.pending == [b"body"]
+        assert not rig.client_transport.bytes()
+    finally:
+        rig.close()
+        for task in list(rig.proxy._tasks):
+            task.cancel()
+        loop.run_until_complete(asyncio.sleep(0))

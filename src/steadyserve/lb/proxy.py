@@ -227,8 +227,7 @@ class Proxy:
         replica.requests += 1
         idle = replica.idle
         if idle and not ex.fresh:
-            # pool.take's common case inline (the newest pooled connection is fit):
-            # the call would cost more than the checks, on every request.
+            # pool.take's common case inline: the call would cost more, on every request.
             conn = idle[-1]
             poller = conn.poller
             if (
@@ -297,6 +296,8 @@ class Proxy:
             ex.client.body_flushed()
         else:
             conn.start(ex, ex.head, None)
+        if conn.unsent:  # closed under us (a new connection the replica dropped at once)
+            self.upstream_failed(ex, conn, "the request could not be written")
 
     def _park(self, conn: UpstreamConnection) -> None:
         """Pool a connection that has nothing to do, if its replica is still routable."""
@@ -392,19 +393,11 @@ class Proxy:
             ex.client.abort_response(ex)
             return
         ex.response_started = False  # nothing reached the client: a clean 502 is possible
-        move = retry.after_failure(
-            unsent=conn.unsent,
-            reused=conn.idle_since > 0.0,  # it was pooled: it carried a request before
-            answered=conn.answered,
-            idempotent=ex.idempotent,
-            held=ex.held_size >= 0,
-            fresh_tried=ex.fresh,
-        )
-        self._failed(ex, replica, move)
+        self._failed(ex, replica, retry.after_attempt(ex, conn))
 
     def _failed(self, ex: Exchange, replica: ReplicaState, move: Retry) -> None:
-        """An attempt failed before any response byte reached the client: send the
-        request again as ``move`` says (lb/retry.py) if the budget allows, else 502."""
+        """An attempt failed before any response byte reached the client: send it
+        again as ``move`` says (lb/retry.py), budget allowing; else 502."""
         if move is not Retry.FRESH:
             replica.errors += 1  # a FRESH retry is the keep-alive race, not the replica
         ex.replica = None

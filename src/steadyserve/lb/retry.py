@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from steadyserve.lb.exchange import Exchange
+    from steadyserve.lb.upstream import UpstreamConnection
 
 # Request body bytes held for a retry: a body up to this size is kept until its
 # request is done (the same bound as the body held while no connection is ready).
@@ -91,6 +92,19 @@ def after_failure(
     if reused and not answered and not fresh_tried:
         return Retry.FRESH
     return Retry.ELSEWHERE
+
+
+def after_attempt(ex: Exchange, conn: UpstreamConnection) -> Retry:
+    """``after_failure`` for ``ex``'s attempt on ``conn``, which failed before any
+    response byte reached the client."""
+    return after_failure(
+        unsent=conn.unsent,
+        reused=conn.idle_since > 0.0,  # it was pooled: it carried a request before
+        answered=conn.answered,
+        idempotent=ex.idempotent,
+        held=ex.held_size >= 0,
+        fresh_tried=ex.fresh,
+    )
 
 
 class RetryBudget:

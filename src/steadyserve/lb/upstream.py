@@ -296,7 +296,8 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- used by the proxy ----------------------------------------------------------
     def start(self, exchange: Exchange, head: bytes, body: list[bytes] | None) -> None:
-        """Send ``exchange``'s request (head and any buffered body) on this connection."""
+        """Send ``exchange``'s request (head and any buffered body) on this connection;
+        ``unsent`` says the write failed (the proxy then sends it again)."""
         self.exchange = exchange
         self.in_pool = False
         if self.complete:
@@ -304,10 +305,14 @@ class UpstreamConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             raise RuntimeError("start() before connection_made()")
-        if body:
-            transport.writelines([head, *body])
-        else:
-            transport.write(head)
+        try:
+            if body:
+                transport.writelines([head, *body])
+            else:
+                transport.write(head)
+        except RuntimeError:  # uvloop: closed by the replica, connection_lost to come
+            self.unsent = True
+            return
         # A write that fails closes the transport at once: nothing reached the replica.
         self.unsent = transport.is_closing()
         if exchange.client.write_paused:
