@@ -285,3 +285,23 @@ def test_a_connection_closed_under_the_request_sends_it_again_not_hangs(
         for task in list(rig.proxy._tasks):
             task.cancel()
         loop.run_until_complete(asyncio.sleep(0))
+
+
+def test_only_a_close_by_the_replica_teaches_the_pool(loop: asyncio.AbstractEventLoop) -> None:
+    """A pooled connection the load balancer closes itself (the replica left the
+    table) says nothing of the replica's idle timeout; one the replica closes does."""
+    rig = Rig(loop)
+    try:
+        replica = rig.proxy.balancer.replicas[0]
+        replica.close_idle()
+        rig.upstream.connection_lost(None)
+        assert replica.idle_hold == IDLE_HOLD
+        other = Rig(loop)
+        replica = other.proxy.balancer.replicas[0]
+        other.upstream.idle_since = other.proxy.now() - 0.5
+        other.upstream.connection_lost(None)  # the replica closed it, idle 0.5 s
+        assert replica.idle_hold == pytest.approx(0.4, abs=0.01)
+        assert replica.idle == []
+        other.close()
+    finally:
+        rig.close()

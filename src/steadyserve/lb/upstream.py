@@ -12,8 +12,8 @@ and their table of what each does on body bytes, at the end and at a close):
   re-chunked, one write per read. Streams (SSE, token streaming) flow through
   unchanged as soon as each piece arrives.
 * rebuilt: anything else (HEAD, 1xx, until-close bodies, HTTP/1.0 or closing
-  clients, hop-by-hop headers). The head is rebuilt without hop-by-hop headers and
-  the body re-framed for the client (re-chunked for HTTP/1.1, until-close for 1.0).
+  clients, hop-by-hop headers): the head rebuilt without hop-by-hop headers, the
+  body re-framed (re-chunked for HTTP/1.1, until-close for 1.0).
 
 A ``101 Switching Protocols`` is accepted only as the answer to the WebSocket
 handshake its client connection is waiting on (lb/websocket.py): the connection
@@ -296,8 +296,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- used by the proxy ----------------------------------------------------------
     def start(self, exchange: Exchange, head: bytes, body: list[bytes] | None) -> None:
-        """Send ``exchange``'s request (head and any buffered body) on this connection;
-        ``unsent`` says the write failed (the proxy then sends it again)."""
+        """Send ``exchange``'s request (head, buffered body); ``unsent``: it failed."""
         self.exchange = exchange
         self.in_pool = False
         if self.complete:
@@ -348,6 +347,7 @@ class UpstreamConnection(asyncio.Protocol):
     def close(self) -> None:
         """Close without returning to the pool (the exchange, if any, is forgotten)."""
         self.exchange = None
+        self.in_pool = False  # closed by the load balancer: nothing for lb/pool.py to learn
         if not self.closed:
             self.closed = True
             if self.transport is not None:
