@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 import uvloop
 
-from steadyserve import api_token
+from steadyserve.home import api_token
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

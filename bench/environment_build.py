@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from tests.helpers.wheels import make_wheel, offline_env  # noqa: E402
 
 from steadyserve.envs import build as eb  # noqa: E402
-from steadyserve.paths import Home  # noqa: E402
+from steadyserve.home.paths import Home  # noqa: E402
 
 
 def once(tool: str, pip: list[str] | None, setup: str | None) -> tuple[float, float]:

@@ -14,6 +14,7 @@ barely move it: use it to compare two versions of the hot path.
     python bench/lb_python_cost.py --profile       # plus cProfile's top functions
     python bench/lb_python_cost.py --request-timeout 30   # with request_timeout_s set
     python bench/lb_python_cost.py --policy prefix_affinity --chat-bytes 4096  # an LLM request
+    python bench/lb_python_cost.py --blocked-path /-/reconfigure   # a command replica's table
     py-spy record -r 1000 -f raw -o out.txt -- python bench/lb_python_cost.py -n 400000
 """
 
@@ -24,6 +25,7 @@ import cProfile
 import pstats
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import uvloop
@@ -94,10 +96,13 @@ async def measure(
     request_timeout: float | None,
     policy: str = "least_load",
     request: bytes = REQUEST,
+    blocked_path: str | None = None,
 ) -> float:
     table = RouteTable.static("127.0.0.1:9", policy, 100, -1)
     balancer = Balancer(table, policy, 100, -1)
     proxy = Proxy("bench", balancer, limits=Limits(request_timeout_s=request_timeout))
+    if blocked_path is not None:  # a command replica's reconfigure_path: checked per request
+        proxy.apply_table(replace(table, blocked_paths=frozenset({blocked_path.encode()})))
     replica = balancer.replicas[0]
     upstream = UpstreamConnection(proxy, replica)
     upstream.connection_made(CountingTransport())  # type: ignore[arg-type]
@@ -142,12 +147,25 @@ def main() -> int:
     p.add_argument(
         "--chat-bytes", type=int, default=0, help="send a chat completion of this size, not GET /"
     )
+    p.add_argument(
+        "--blocked-path", default=None, help="a path the table blocks (e.g. /-/reconfigure)"
+    )
     args = p.parse_args()
     request = chat_request(args.chat_bytes) if args.chat_bytes else REQUEST
     us = uvloop.run(
-        measure(args.n, args.runs, args.profile, args.request_timeout, args.policy, request)
+        measure(
+            args.n,
+            args.runs,
+            args.profile,
+            args.request_timeout,
+            args.policy,
+            request,
+            args.blocked_path,
+        )
     )
     what = f"{args.policy}, {len(request)}-byte request"
+    if args.blocked_path:
+        what += f", {args.blocked_path} blocked"
     print(f"{us:.2f} us of CPU per proxied request in the load balancer's Python code ({what})")
     return 0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from steadyserve.state import STRICT_MOVES_ENV
+from steadyserve.store import STRICT_MOVES_ENV
 from tests.helpers.raycluster import RayCluster
 from tests.helpers.steady import Steady, processes_of_home
 

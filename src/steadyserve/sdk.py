@@ -2,7 +2,7 @@
 
 The calls SkyPilot users script as ``sky.serve.up(task, service_name)``, made
 against this home's controller (started when none runs, as any ``steady``
-command does). Each returns the typed contract of ``steadyserve.cli.contracts``,
+command does). Each returns the typed contract of ``steadyserve.client.contracts``,
 the very objects ``steady ... --json`` prints, ``*_iso`` twins included. A failure
 raises ``SteadyError(message, exit_code)``: the line and the exit code the CLI
 would print and exit with (2 bad input, nothing changed; 1 anything else).
@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from steadyserve.cli.client import Client, CommandError
-from steadyserve.cli.contracts import (
+from steadyserve.client.connection import Client, CommandError
+from steadyserve.client.contracts import (
     Created,
     Deploy,
     Down,
@@ -36,7 +36,8 @@ from steadyserve.cli.contracts import (
     Update,
     with_iso,
 )
-from steadyserve.paths import Home
+from steadyserve.core.strategies import selectable_modes
+from steadyserve.home.paths import Home
 from steadyserve.spec import SpecError
 
 __all__ = [
@@ -53,7 +54,6 @@ __all__ = [
 ]
 
 POLL_S = 0.2
-MODES = ("rolling", "blue_green", "canary")
 
 
 class SteadyError(Exception):
@@ -102,8 +102,8 @@ def up(
     home: str | os.PathLike[str] | None = None,
 ) -> Created:
     """Start a service from the file ``task`` (``steady up FILE -n NAME [--wait]``)."""
-    from steadyserve.cli.common import load_one
-    from steadyserve.cli.python_defaults import raw_document
+    from steadyserve.client.python_defaults import raw_document
+    from steadyserve.client.service_files import load_one
     from steadyserve.compat.file_mounts import staged
     from steadyserve.compat.skyserve import unique_name
 
@@ -148,11 +148,12 @@ def update(
     ``service.update_mode``); with ``wait`` the plan has ``update``, its outcome, and
     a failed update raises SteadyError (exit code 1).
     """
-    from steadyserve.cli.common import load_one
+    from steadyserve.client.service_files import load_one
     from steadyserve.compat.file_mounts import staged
 
-    if mode is not None and mode not in MODES:
-        raise SteadyError(f"mode: must be one of {', '.join(MODES)}, not {mode!r}", 2)
+    modes = selectable_modes()
+    if mode is not None and mode not in modes:
+        raise SteadyError(f"mode: must be one of {', '.join(modes)}, not {mode!r}", 2)
     file = Path(task)
     with _errors():
         spec = load_one(file, service_name, [], ignore_resources, ignore_image)
@@ -201,7 +202,7 @@ def deploy(
 ) -> Deploy:
     """Make a fleet file (``services: [...]``) or a Ray Serve config the whole desired
     state (``steady deploy FILE -y``: services it made and no longer lists go down)."""
-    from steadyserve.cli.deploy_files import deploy_request
+    from steadyserve.client.deploy_files import deploy_request
 
     with _errors():
         client = _client(home)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from steadyserve.cli.contracts import CONTRACTS
 from steadyserve.cli.docs import all_commands, render
+from steadyserve.client.contracts import CONTRACTS
 from tests.helpers.steady import REPO
 
 FACT_COMMANDS = {

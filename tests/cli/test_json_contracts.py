@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from steadyserve.cli.contracts import CONTRACTS, DEPLOY_ITEM, PLAN, Shape
+from steadyserve.client.contracts import CONTRACTS, DEPLOY_ITEM, PLAN, Shape
 from tests.helpers.steady import EXAMPLES, Steady
 
 FIRST_PORT = 30001

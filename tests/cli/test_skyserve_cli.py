@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from steadyserve.cli.client import controller_alive
-from steadyserve.paths import Home
+from steadyserve.client.connection import controller_alive
+from steadyserve.home.paths import Home
 from tests.helpers.certs import make_pair
 from tests.helpers.steady import Steady, http_get
 

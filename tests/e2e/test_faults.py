@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from steadyserve.state import Store
+from steadyserve.store import Store
 from tests.e2e.test_updates import port_of, spec_text, write
 from tests.helpers.figures import report
 from tests.helpers.steady import LoadClient, Steady, http_get

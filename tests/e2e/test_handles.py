@@ -91,10 +91,11 @@ def test_the_call_path_is_refused_by_the_load_balancer(steady: Steady, tmp_path:
     svc = steady.service("translator")
     status, _ = http_get(port_of(svc), "/-/steady/call")
     assert status == 404
-    # The replica itself takes the call (what the handles use).
+    # The replica itself takes calls (what the handles use), only with the home's
+    # graph secret: any local user can reach its port.
     replica_port = svc["replicas"][0]["port"]
     status, body = http_get(replica_port, "/-/steady/call")
-    assert status == 405 and b"POST" in body
+    assert status == 403 and b"graph secret" in body
     assert json.loads(http_get(port_of(svc), "/?text=hello")[1])["translation"] == "bonjour"
     # Handles use the routes-only token: a replica never holds the API's secret.
     secret = api_secret(steady.home)

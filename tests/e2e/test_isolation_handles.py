@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from steadyserve.backends import netns
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from tests.conftest import _steady_in
 from tests.helpers.figures import report
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, api_secret, http_get

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from steadyserve.backends import netns
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from tests.conftest import _steady_in
 from tests.helpers.steady import Steady, http_get
 

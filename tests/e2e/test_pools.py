@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from steadyserve.cli.contracts import CONTRACTS
+from steadyserve.client.contracts import CONTRACTS
 from tests.cli.test_json_contracts import assert_shape
 from tests.conftest import _steady_in
 from tests.helpers.steady import Steady, api_headers, processes_of_home

@@ -18,16 +18,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends.base import LaunchRequest
 from steadyserve.backends.cgroups import PREFIX, Cgroups
 from steadyserve.backends.local import LocalBackend, LocalProcess
 from steadyserve.controller.probes import new_probe_session
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, VersionOutcome
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import parse_service
-from steadyserve.state import ServiceRow, Store, VersionRow
+from steadyserve.store import ServiceRow, Store, VersionRow
+from steadyserve.wire import replica_contract as contract
 from tests.helpers.steady import EXAMPLES, Steady, processes_of_home
 
 TEXT_ML = EXAMPLES / "text_ml"
@@ -468,3 +468,62 @@ def test_a_failed_replica_whose_stop_was_cut_short_is_stopped_after_a_restart(
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(pid), "the restarted controller left a FAILED replica's process running"
+
+
+def test_the_home_is_owner_only_and_replicas_keep_the_users_umask(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """Everything the controller creates in the home is 0700/0600, whatever the umask
+    of the shell that started it; the sealed copies of a workdir are read-only (0444,
+    0555 when executable) and only reachable through the 0700 home. A replica's own
+    files get the user's umask: SteadyServe's privacy is not imposed on user code."""
+    made = tmp_path / "made-by-replica"
+    run = f"touch {made} && " + HTTP_SERVER
+    spec = command_service(tmp_path, "modes", run, {})
+    steady.run("up", str(spec), "--wait", "--timeout", "60")
+    user_umask = os.umask(0)
+    os.umask(user_umask)
+    assert made.stat().st_mode & 0o777 == 0o666 & ~user_umask
+    loose = []
+    for path in [steady.home, *steady.home.rglob("*")]:
+        if path.is_socket() or path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o777
+        sealed = "objects" in path.parts or "workdir" in path.parts
+        if path.is_dir():
+            ok = mode == 0o700 or (sealed and mode in (0o700, 0o555, 0o500))
+        else:
+            ok = mode == 0o600 or (sealed and mode in (0o444, 0o555))
+        if not ok:
+            loose.append(f"{oct(mode)} {path.relative_to(steady.home)}")
+    assert not loose, loose
+    steady.run("down", "modes")
+
+
+def test_a_chatty_replica_log_is_rotated_under_its_cap_and_reads_as_one(
+    steady: Steady, tmp_path: Path
+) -> None:
+    """1 MB a second into a log capped at 500 KB: copies appear and stay at most
+    STEADY_REPLICA_LOG_BACKUPS, the replica keeps writing to its own file (the
+    controller is not in its output path), and ``steady logs`` reads across."""
+    chatty = Steady(
+        steady.home,
+        {"STEADY_REPLICA_LOG_MAX_BYTES": "500000", "STEADY_REPLICA_LOG_BACKUPS": "2"},
+    )
+    writer = "(while true; do head -c 1000000 /dev/zero | tr '\\0' x; echo; sleep 1; done) & "
+    spec = command_service(tmp_path, "chatty", writer + HTTP_SERVER, {})
+    chatty.run("up", str(spec), "--wait", "--timeout", "60")
+    replica = chatty.service("chatty")["replicas"][0]
+    log = Home(steady.home).replica_log("chatty", replica["id"])
+    deadline = time.monotonic() + 40
+    while not log.with_name(f"{log.name}.2").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert log.with_name(f"{log.name}.2").exists(), "the log was not rotated twice"
+    assert not log.with_name(f"{log.name}.3").exists()
+    # The replica's stdout is still its own log file, appended at the truncated end.
+    assert os.readlink(f"/proc/{replica['pid']}/fd/1") == str(log)
+    assert log.stat().st_size < 4_000_000
+    out = chatty.run("logs", "chatty", str(replica["id"])).stdout  # the copies, then the file
+    assert out.count("x" * 1000) >= 2
+    assert chatty.service("chatty")["replicas"][0]["pid"] == replica["pid"]
+    chatty.run("down", "chatty")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from steadyserve.backends.ray import actor_name
-from steadyserve.replica_contract import home_id
+from steadyserve.wire.replica_contract import home_id
 from tests.helpers.figures import report
 from tests.helpers.raycluster import HEAD_IP, WORKER_IP, RayCluster
 from tests.helpers.steady import EXAMPLES, LoadClient, Steady, http_get

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from steadyserve import sdk
-from steadyserve.cli.contracts import CONTRACTS, EVENT, HISTORY_VERSION, PLAN, SERVICE
+from steadyserve.client.contracts import CONTRACTS, EVENT, HISTORY_VERSION, PLAN, SERVICE
 from tests.helpers.steady import EXAMPLES, Steady, http_get
 
 SERVER = EXAMPLES / "http_server"

@@ -19,7 +19,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from tests.e2e.test_updates import port_of, write
 from tests.helpers.figures import report
 from tests.helpers.steady import Steady, http_get

@@ -19,9 +19,9 @@ from steadyserve.backends.fake import FakeBackend, FakeReplica
 from steadyserve.controller.pool_runtime import runtime_class
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ReadinessProbe, ServiceSpec, parse_service
-from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
+from steadyserve.store import ReplicaRow, ServiceRow, Store, VersionRow
 
 SETTLE_ROUNDS = 50
 # A binary fraction, so that steps add up to whole seconds exactly.

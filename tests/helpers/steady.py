@@ -20,8 +20,8 @@ from typing import Any
 
 import psutil
 
-from steadyserve import replica_contract as contract
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
+from steadyserve.wire import replica_contract as contract
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

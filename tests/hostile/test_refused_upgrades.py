@@ -1,7 +1,7 @@
 """A WebSocket handshake the replica refuses never turns the connection into a
 byte tunnel: what follows is parsed as HTTP by the load balancer again, so a
 blocked control path stays blocked, headers are rewritten and replica slots are
-freed (issue 22, item 1)."""
+freed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Requests the load balancer refuses show up in the access log: what was
-received (method and target, bounded and escaped) and a ``reason`` (issue 22,
-item 6). An attack must be visible, and must not be able to break the log."""
+received (method and target, bounded and escaped) and a ``reason``. An attack
+must be visible, and must not be able to break the log."""
 
 from __future__ import annotations
 

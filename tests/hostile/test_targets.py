@@ -40,6 +40,18 @@ def status_of(answer: bytes) -> int:
         b"/-\\reconfigure",
         b"//-//reconfigure/",
         b"http://x//-/reconfigure/.",
+        # Readings of other servers: Python's urlparse drops a last ";x", Tomcat and
+        # Spring every ";x" (and read "..;" as ".."), Express ignores case, most stop
+        # at "#", C strings at NUL, old decoders accept overlong UTF-8.
+        b"/-/reconfigure;x",
+        b"/-/reconfigure;x/",
+        b"/-;a/reconfigure",
+        b"/-/x/..;/reconfigure",
+        b"/-/reconfigure%3Bx",
+        b"/-/RECONFIGURE",
+        b"/-/reconfigure#x",
+        b"/-/reconfigure%00.png",
+        b"/-%C0%AFreconfigure",
     ],
 )
 def test_every_spelling_of_a_blocked_path_is_404(

@@ -1,6 +1,6 @@
 """WebSockets follow the same routing rules as plain requests: the version pin,
-the blue-green preview port, and the ``max_connections`` cap (issue 22, items 4
-and 5). The replicas are raw sockets that accept every handshake and echo."""
+the blue-green preview port, and the ``max_connections`` cap. The replicas are
+raw sockets that accept every handshake and echo."""
 
 from __future__ import annotations
 

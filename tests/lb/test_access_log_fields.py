@@ -1,7 +1,7 @@
 """The request log says who called (client, user agent) and under which id, when
 (ISO-8601 UTC beside the Unix time), and the id travels: the client's valid
 ``X-Request-Id`` (or one the load balancer made) reaches the replica and comes
-back in the response (issue 33 item 5)."""
+back in the response."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from steadyserve.core.changes import classify
 from steadyserve.spec import ServiceSpec, parse_service
+from steadyserve.spec.changes import classify
 from steadyserve.wire.routes import Limits, RouteTable
 
 RUN = "python server.py --port $PORT"

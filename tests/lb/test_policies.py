@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyserve.core.routing.policies import LeastLoad, PowerOfTwo, RoundRobin, make_policy
+from steadyserve.core.routing.policies import LeastLoad, PowerOfTwo, RoundRobin, least_loaded
+from steadyserve.core.routing.registry import make_policy
 
 
 @dataclass
@@ -123,3 +124,33 @@ def test_power_of_two_is_deterministic_with_a_seeded_rng() -> None:
 def test_unknown_policy_names_the_choices() -> None:
     with pytest.raises(ValueError, match="least_load"):
         make_policy("fastest")
+
+
+@dataclass
+class Loaded:
+    id: int
+    inflight: int
+    load: float
+
+
+@given(
+    loads=st.lists(st.integers(-3, 6), max_size=8),
+    inflight=st.lists(st.integers(0, 4), min_size=8, max_size=8),
+    limit=limits,
+    exclude=st.sets(st.integers(1, 8)),
+    start=st.integers(0, 20),
+)
+def test_the_one_least_load_scan_is_the_first_minimum_from_its_start(
+    loads: list[int], inflight: list[int], limit: int, exclude: set[int], start: int
+) -> None:
+    """Every least-load policy scans with least_loaded: the eligible replica of least
+    load, ties to the first from ``start``; stopping at the floor changes nothing
+    when no load is below it, and a negative load (a replica's own report) is found."""
+    rs = [Loaded(i + 1, inflight[i], float(load)) for i, load in enumerate(loads)]
+    n = len(rs)
+    order = [rs[(start + i) % n] for i in range(n)]
+    ok = [r for r in order if r.id not in exclude and (limit <= 0 or r.inflight < limit)]
+    expected = min(ok, key=lambda r: r.load) if ok else None  # min keeps the first
+    assert least_loaded(rs, start, lambda r: r.load, limit, exclude, floor=None) is expected
+    if all(r.load >= 0 for r in rs):
+        assert least_loaded(rs, start, lambda r: r.load, limit, exclude) is expected

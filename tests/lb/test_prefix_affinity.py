@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyserve.core.routing.options import PolicyOptions
-from steadyserve.core.routing.policies import make_policy
 from steadyserve.core.routing.prefix import PrefixAffinity, PrefixIndex, chain
+from steadyserve.core.routing.registry import make_policy
 
 
 @dataclass

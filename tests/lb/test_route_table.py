@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from _lb_helpers import FakeController, LBProcess, request, upstreams, wait_for
 
+from steadyserve.home.paths import Home
 from steadyserve.lb.route_client import LoadReporter, RouteClient
-from steadyserve.paths import Home
 from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
 TABLE = {

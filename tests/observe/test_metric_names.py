@@ -14,9 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from steadyserve.controller.metrics import Traffic, quantile
-from steadyserve.core.changes import classify
 from steadyserve.lb.access_log import AccessLog
 from steadyserve.spec import ServiceSpec, SpecError, load_service_file
+from steadyserve.spec.changes import classify
 from steadyserve.wire.counts import LATENCY_BUCKETS, merge_counts
 from steadyserve.wire.exposition import families
 from steadyserve.wire.routes import Limits

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from steadyserve import replica_contract as contract
 from steadyserve.replica.control import Phase, ReplicaState, control_app
 from steadyserve.replica.loader import Target
 from steadyserve.replica.user import UserClass
+from steadyserve.wire import replica_contract as contract
 from tests.replica._asgi import Reply, call
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from steadyserve.replica import DeploymentOptions, deployment
-from steadyserve.replica.deployment import options_of
+from steadyserve.wire.deployment import options_of
 
 
 def test_bare_decorator_marks_the_class_and_returns_it() -> None:

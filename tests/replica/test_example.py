@@ -125,8 +125,11 @@ def test_summarizer_calls_a_translator_replica_through_a_handle(
 ) -> None:
     """A real Translator replica; handles find it through STEADY_GRAPH_ROUTES."""
     from steadyserve.serve import DeploymentHandle
+    from steadyserve.serve import handle as handle_module
 
-    env = {"STEADY_USER_CONFIG": json.dumps({"language": "spanish"})}
+    secret = "test-graph-secret"  # a replica takes handle calls only with it
+    monkeypatch.setattr(handle_module, "_graph_secret", secret)
+    env = {"STEADY_USER_CONFIG": json.dumps({"language": "spanish"}), "STEADY_GRAPH_SECRET": secret}
     with Replica(EXAMPLE, "text_ml:app.Translator", env, log_dir=tmp_path) as replica:
         replica.wait_health(200)
         routes = json.dumps({"translator": f"{HOST}:{replica.port}"})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from steadyserve import replica_contract as contract
 from steadyserve.replica.settings import SettingsError, from_env
+from steadyserve.wire import replica_contract as contract
 
 PORTS = {"PORT": "8001", "STEADY_CONTROL_PORT": "8002"}
 

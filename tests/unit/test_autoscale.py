@@ -30,12 +30,12 @@ from steadyserve.core.autoscale import (
     initial_state,
     mean_ongoing,
     ongoing_desired,
-    policy_for,
     qps,
     qps_desired,
     request_waiting_at_zero,
 )
 from steadyserve.spec import ServiceSection, parse_service
+from steadyserve.spec.autoscaling import policy_for
 
 # ------------------------------------------------------------------- simulation
 

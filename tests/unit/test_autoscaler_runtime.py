@@ -6,13 +6,13 @@ import asyncio
 
 import aiohttp
 from aiohttp import web
+from tests.helpers.own_count import read_own_count
 
 from steadyserve.controller.autoscaler import Autoscaler
 from steadyserve.controller.load import (
     OWN_COUNT_FRESH_S,
     CountTarget,
     ServiceLoad,
-    read_own_count,
 )
 from steadyserve.core.autoscale import FixedPolicy, OngoingPolicy, QpsPolicy
 from steadyserve.core.planner import ReplicaView, plan_steady

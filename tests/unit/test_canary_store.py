@@ -7,7 +7,7 @@ from pathlib import Path
 from steadyserve.controller.rollout.tables import CanaryTable
 from steadyserve.core.canary.steps import CanaryState, Phase
 from steadyserve.core.states import EventKind
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 
 def test_tables_survive_a_new_connection(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from steadyserve.core.changes import ChangeSet, FieldChange, classify
 from steadyserve.spec import ServiceSpec, parse_service
+from steadyserve.spec.changes import ChangeSet, FieldChange, classify
 
 BASE: dict[str, Any] = {
     "name": "svc",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.serve import handle
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from steadyserve.controller.endpoint import EndpointClaims, claim
 from steadyserve.controller.errors import BadInput
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 
 def stores(tmp_path: Path) -> tuple[Store, Store]:

@@ -16,13 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.helpers.wheels import make_wheel, offline_env
 
-from steadyserve.core.changes import classify
 from steadyserve.envs import build as eb
 from steadyserve.envs import plan as envs
 from steadyserve.envs import seal
+from steadyserve.home.paths import Home
 from steadyserve.oneline import last_lines
-from steadyserve.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError
+from steadyserve.spec.changes import classify
 from steadyserve.spec.loading import parse_service
 
 PY = "cpython-311 3.11.7"

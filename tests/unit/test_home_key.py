@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from steadyserve import api_token
-from steadyserve import replica_contract as contract
+from steadyserve.home import api_token
+from steadyserve.wire import replica_contract as contract
 
 DERIVE = (
-    "import sys; from pathlib import Path; from steadyserve import replica_contract as c; "
+    "import sys; from pathlib import Path; from steadyserve.wire import replica_contract as c; "
     "print(c.api_secret(Path(sys.argv[1])))"
 )
 

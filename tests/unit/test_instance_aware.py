@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyserve.controller.routing import replica_accelerator, route_table
-from steadyserve.core.autoscale import QpsPolicy, policy_for
+from steadyserve.core.autoscale import QpsPolicy
 from steadyserve.core.autoscale.instance_aware import capacity
 from steadyserve.core.routing.instance_aware import (
     InstanceAwareLeastLoad,
@@ -20,10 +20,11 @@ from steadyserve.core.routing.instance_aware import (
     normalized_load,
     target_qps_for,
 )
-from steadyserve.core.routing.policies import make_policy
+from steadyserve.core.routing.registry import make_policy
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
-from steadyserve.state import ReplicaRow
+from steadyserve.spec.autoscaling import policy_for
+from steadyserve.store import ReplicaRow
 from steadyserve.wire.routes import RouteTable
 
 IA = "instance_aware_least_load"

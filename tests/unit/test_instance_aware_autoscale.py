@@ -22,14 +22,14 @@ from steadyserve.core.autoscale import (
     ReplicaLoad,
     ScaleState,
     decide,
-    policy_for,
 )
 from steadyserve.core.autoscale.instance_aware import FleetReplica, capacity, needed
 from steadyserve.core.capacity import Assignment
 from steadyserve.core.planner import ReplicaView, plan_steady
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
-from steadyserve.state import ReplicaRow
+from steadyserve.spec.autoscaling import policy_for
+from steadyserve.store import ReplicaRow
 
 AV = {"A100": 10.0, "V100": 5.0}
 

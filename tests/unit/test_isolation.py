@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from steadyserve.backends import netns
-from steadyserve.backends.netns_socket import socket_in
-from steadyserve.compat.skypilot import fixed_port_problem, isolated, isolation_problem
+from steadyserve.compat.skypilot import fixed_port_problem, isolation_problem
 from steadyserve.controller.capacity import request_for
 from steadyserve.controller.fixed_ports import listening_ports
 from steadyserve.spec import SpecError, parse_service
+from steadyserve.spec.ports import isolated
+from steadyserve.wire.netns import socket_in
 from steadyserve.wire.routes import ReplicaRoute
 
 FIXED = {"run": "python3 server.py --port 8080", "resources": {"ports": 8080}}
@@ -219,7 +220,7 @@ def test_an_isolated_fixed_port_is_no_capacity_to_share(tmp_path: Path) -> None:
     holds the port only for replicas on the host's network (docs/gpus.md, fixed ports)."""
     isolated_spec = parse({**FIXED, "service": {"replicas": 2}}, tmp_path)
     on_host = parse({**FIXED, "service": {"replicas": 1, "isolation": "none"}}, tmp_path)
-    assert request_for(isolated_spec).ports == ()
+    assert request_for(isolated_spec, isolates=True).ports == ()
     assert request_for(on_host).ports == (8080,)
 
 

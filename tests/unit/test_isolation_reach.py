@@ -15,9 +15,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from tests.helpers.own_count import read_own_count
 
 from steadyserve.backends import netns
-from steadyserve.controller.load import CountTarget, read_own_count
+from steadyserve.controller.load import CountTarget
 from steadyserve.lb.replica_metrics import fetch
 
 pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason=str(netns.unavailable()))

@@ -13,7 +13,7 @@ import pytest
 from steadyserve.controller.lb_process import LoadBalancerProcess
 from steadyserve.core.planner import service_status
 from steadyserve.core.states import EventKind, ServiceStatus
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 
 class Clock:

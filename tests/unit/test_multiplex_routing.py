@@ -17,7 +17,7 @@ from steadyserve.core.routing.policies import has_room
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.lb.balancer import Balancer
 from steadyserve.spec import parse_service
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
 HEAD = b"GET / HTTP/1.1\r\nhost: x\r\nserve_multiplexed_model_id: m1\r\n\r\n"

@@ -14,8 +14,9 @@ import itertools
 from dataclasses import dataclass, field
 
 import pytest
+from tests.helpers.update_plans import plan_canary, plan_update
 
-from steadyserve.core.planner import ReplicaView, plan_canary, plan_update
+from steadyserve.core.planner import ReplicaView
 from steadyserve.core.states import ReplicaStatus, UpdateMode
 
 R = ReplicaStatus

@@ -9,9 +9,10 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.helpers.update_plans import plan_canary, plan_update
 
 from steadyserve.core.canary.steps import new_replicas
-from steadyserve.core.planner import Plan, ReplicaView, plan_canary, plan_update, stable_size
+from steadyserve.core.planner import Plan, ReplicaView, stable_size
 from steadyserve.core.states import ReplicaStatus, UpdateMode
 
 R = ReplicaStatus

@@ -20,7 +20,7 @@ from steadyserve.core.jobs import (
     ended_as,
 )
 from steadyserve.core.planner import Plan
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 J = JobStatus
 ALLOWED = {

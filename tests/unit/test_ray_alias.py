@@ -15,7 +15,7 @@ import pytest
 
 from steadyserve.envs import build as eb
 from steadyserve.envs import seal
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 CODE = """
 import sys

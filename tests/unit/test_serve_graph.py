@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyserve import serve
-from steadyserve.replica.errors import LoadError
 from steadyserve.replica.loader import load
 from steadyserve.serve import wire
+from steadyserve.serve.errors import LoadError
 from steadyserve.serve.graph import describe_app
 from steadyserve.serve.handle import DeploymentHandle
 from steadyserve.serve.names import attr_name, default_service_name
@@ -241,7 +241,7 @@ def test_frames_split_anywhere_come_out_whole_and_errors_raise() -> None:
 
 
 def test_the_cli_fills_service_fields_from_rays_options(tmp_path: Path) -> None:
-    from steadyserve.cli.python_defaults import with_deployment_defaults
+    from steadyserve.client.python_defaults import with_deployment_defaults
     from steadyserve.spec import parse_service
 
     (tmp_path / "queued.py").write_text(

@@ -8,14 +8,27 @@ import asyncio
 import json
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.replica._proc import HOST, Replica
 
 from steadyserve.serve import DeploymentHandle
+from steadyserve.serve import handle as handle_module
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "text_ml"
+SECRET = {"STEADY_GRAPH_SECRET": "test-graph-secret"}
+"""A replica takes handle calls only with its home's graph secret."""
+
+
+@pytest.fixture(autouse=True)
+def graph_secret() -> Iterator[None]:
+    """This process's handles carry the secret the test replicas were given."""
+    before = handle_module._graph_secret
+    handle_module.set_graph_secret(SECRET["STEADY_GRAPH_SECRET"])
+    yield
+    handle_module.set_graph_secret(before)
 
 
 def _closed_port() -> int:
@@ -29,7 +42,7 @@ def _closed_port() -> int:
 def test_a_refused_replica_is_skipped_and_responses_chain(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Replica(EXAMPLE, "text_ml:app.Translator", {}, log_dir=tmp_path) as replica:
+    with Replica(EXAMPLE, "text_ml:app.Translator", SECRET, log_dir=tmp_path) as replica:
         replica.wait_health(200)
         dead = [f"{HOST}:{_closed_port()}" for _ in range(3)]
         addresses = ",".join([*dead, f"{HOST}:{replica.port}"])
@@ -102,7 +115,7 @@ def test_a_cancelled_stream_closes_the_callees_generator(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "endless.py").write_text(ENDLESS)
-    with Replica(tmp_path, "endless:app", {}, log_dir=tmp_path) as replica:
+    with Replica(tmp_path, "endless:app", SECRET, log_dir=tmp_path) as replica:
         replica.wait_health(200)
         monkeypatch.setenv("STEADY_GRAPH_ROUTES", json.dumps({"endless": f"{HOST}:{replica.port}"}))
         handle = DeploymentHandle("Endless", service="endless")

@@ -1,5 +1,5 @@
 """``@serve.ingress(app)``: a real replica serves the ASGI app, and the class behind
-it still takes handle calls (JSON, and pickle only with the graph secret)."""
+it still takes handle calls, only with the home's graph secret."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from tests.replica._proc import HOST, Replica
 
-from steadyserve.replica.errors import LoadError
 from steadyserve.replica.loader import load
 from steadyserve.serve import wire
+from steadyserve.serve.errors import LoadError
 
 MODULE = """
 from starlette.applications import Starlette
@@ -58,14 +58,18 @@ def test_ingress_app_answers_http_and_methods_answer_handles(tmp_path: Path) -> 
     with Replica(tmp_path, "ingress_mod:app", env, log_dir=tmp_path) as replica:
         replica.wait_health(200)
         assert replica.app("/hello") == (200, b"hello from the ingress app")
-        status, body = _call(replica.port, "double", 21, None)
+        status, body = _call(replica.port, "double", 21, "s3cret")
         assert status == 200 and wire.decode_one(body, allow_pickle=False) == 42
         status, body = _call(replica.port, "double", (1, 2), "s3cret")  # a tuple: pickle
         assert status == 200 and wire.decode_one(body, allow_pickle=True) == (1, 2, 1, 2)
-        status, body = _call(replica.port, "double", (1, 2), "wrong")
-        assert status == 400 and b"without the graph secret" in body
-        status, body = _call(replica.port, "_private", 1, None)
-        assert status == 404 and json.loads(body[5:])["type"] == "_Refused"
+        # Any local user reaches the app port: a call without the home's secret, JSON
+        # or pickle, is refused before it runs.
+        for secret in (None, "wrong"):
+            status, body = _call(replica.port, "double", 21, secret)
+            assert status == 403 and b"graph secret" in body
+        for method in ("_private", "reconfigure", "check_health"):
+            status, body = _call(replica.port, method, 1, "s3cret")
+            assert status == 404 and json.loads(body[5:])["type"] == "_Refused"
 
 
 def test_class_based_routes_are_refused_by_name(

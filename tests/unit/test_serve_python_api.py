@@ -13,9 +13,9 @@ import pytest
 
 from steadyserve import serve
 from steadyserve.core.routing.multiplex import ModelAffinity
-from steadyserve.replica.errors import LoadError
 from steadyserve.replica.graph import function_class
 from steadyserve.serve import context, shipped
+from steadyserve.serve.errors import LoadError
 from steadyserve.serve.overview import serve_status
 
 

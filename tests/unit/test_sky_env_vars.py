@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyserve.compat.sky_env_vars import cli_values, fill_in
 from steadyserve.spec import SpecError, load_service_file
+from steadyserve.spec.variables import cli_values, fill_in
 
 
 def test_dollar_names_are_filled_and_unknown_ones_kept() -> None:

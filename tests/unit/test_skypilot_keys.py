@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from steadyserve.compat.skypilot import fixed_port, fixed_port_problem, not_applicable_notes
+from steadyserve.compat.skypilot import fixed_port_problem, not_applicable_notes
 from steadyserve.spec import SpecError, load_fleet_file, load_service_file, parse_service
 from steadyserve.spec.machine import Machine, resource_problems
+from steadyserve.spec.ports import fixed_port
 
 
 def _parse(data: dict[str, Any], tmp: Path, **kw: Any) -> Any:

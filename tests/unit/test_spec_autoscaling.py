@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from steadyserve.core.changes import classify
 from steadyserve.spec import ReplicaPolicy, ServiceSpec, SpecError, load_service_file, parse_service
+from steadyserve.spec.changes import classify
 
 BASE = Path("/nonexistent/app")
 NO_WORKDIR: dict[str, str | None] = {"old_workdir_hash": None, "new_workdir_hash": None}

@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, VersionOutcome
-from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
+from steadyserve.store import ReplicaRow, ServiceRow, Store, VersionRow
 
 
 def make_store(tmp_path: Path) -> Store:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyserve import unix_socket
-from steadyserve.paths import Home
+from steadyserve.home import unix_socket
+from steadyserve.home.paths import Home
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from steadyserve.core.states import (
     check_outcome_move,
     check_update_move,
 )
-from steadyserve.state import STRICT_MOVES_ENV, ServiceRow, Store, UpdateRow, VersionRow
+from steadyserve.store import STRICT_MOVES_ENV, ServiceRow, Store, UpdateRow, VersionRow
 
 U = UpdateStatus
 O = VersionOutcome  # noqa: E741

@@ -9,8 +9,9 @@ from typing import Literal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.helpers.update_plans import plan_canary, plan_update
 
-from steadyserve.core.planner import Plan, ReplicaView, plan_canary, plan_update
+from steadyserve.core.planner import Plan, ReplicaView
 from steadyserve.core.states import ReplicaStatus
 
 R = ReplicaStatus

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyserve.core.routing.options import PolicyOptions, ReplicaMetrics
-from steadyserve.core.routing.policies import POLICIES
+from steadyserve.core.routing.registry import POLICIES
 from steadyserve.wire.load_report import LoadReport
 from steadyserve.wire.routes import Limits, ReplicaRoute, RouteTable
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from steadyserve.core.changes import classify
 from steadyserve.envs.workdir import (
     DEFAULT_MAX_BYTES,
     MAX_BYTES_ENV,
@@ -27,7 +26,8 @@ from steadyserve.envs.workdir import (
     snapshot,
 )
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import Store
+from steadyserve.spec.changes import classify
+from steadyserve.store import Store
 
 
 def make(root: Path, files: dict[str, bytes | str]) -> Path:

@@ -101,6 +101,18 @@ class ReplicaHandle(Protocol):
 
 
 class Backend(Protocol):
+    places: bool
+    """Whether replicas run on this machine, whose GPUs, cores and fixed ports the
+    controller divides among them (False: Ray places its actors itself)."""
+
+    def isolation_unavailable(self) -> str | None:
+        """Why a replica cannot have a network namespace of its own here
+        (``service.isolation``), or None when it can."""
+
+    def reap_isolation(self, keep: set[str]) -> None:
+        """Remove the namespaces of this home that no replica claims (``keep``: the
+        names held), and those of homes deleted since. Blocking: run it in a thread."""
+
     async def prepare(
         self,
         service: str,

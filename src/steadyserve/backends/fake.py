@@ -17,8 +17,9 @@ import itertools
 from pathlib import Path
 from typing import cast
 
+from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError, ReplicaHandle
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 
 _ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\n\r\nok\n"
 # Far above any real pid, so a fake replica's number never names a real process.
@@ -79,6 +80,15 @@ class FakeReplica:
 
 
 class FakeBackend:
+    places = True
+
+    def isolation_unavailable(self) -> str | None:
+        return netns.unavailable()  # it stands for the local backend on this machine
+
+    def reap_isolation(self, keep: set[str]) -> None:
+        netns.reap(self.home.root, keep)
+        netns.reap_deleted_homes(self.home.root)
+
     def __init__(self, home: Home, *, serve: bool = True) -> None:
         self.home = home
         self.serve = serve

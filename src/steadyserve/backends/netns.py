@@ -31,9 +31,9 @@ from pathlib import Path
 
 import psutil
 
-from steadyserve import replica_contract as contract
+from steadyserve.wire import replica_contract as contract
+from steadyserve.wire.netns import NETNS_DIR, path_of
 
-NETNS_DIR = Path("/run/netns")
 HOMES_DIR = Path("/run/steadyserve/netns-homes")
 """One file per home that made namespaces, named by its prefix's hash and holding
 the home's path: how a controller tells a deleted home's namespaces from another
@@ -70,11 +70,6 @@ def name_for(home_root: Path | str, service: str, replica_id: int) -> str:
     """The namespace of one replica: found again from its row after a restart."""
     digest = hashlib.sha256(service.encode()).hexdigest()[:8]
     return f"{home_prefix(home_root)}{digest}-{replica_id}"
-
-
-def path_of(name: str) -> str:
-    """Where a process (the load balancer, a probe) opens the namespace to enter it."""
-    return str(NETNS_DIR / name)
 
 
 def helper_log(replica_log: Path) -> Path:

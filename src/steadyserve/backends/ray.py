@@ -28,12 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from steadyserve import replica_contract as contract
+from steadyserve.backends import netns
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ProvisionError
 from steadyserve.backends.ray_placement import Placement, placement_of, unsatisfiable
-from steadyserve.compat.skypilot import fixed_port
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.ports import fixed_port
+from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +204,16 @@ class RayReplica:
 
 class RayBackend:
     """Run replicas as actors on the Ray cluster at ``address``."""
+
+    places = False
+
+    def isolation_unavailable(self) -> str | None:
+        return "service.isolation is for the local backend (not ray)"
+
+    def reap_isolation(self, keep: set[str]) -> None:
+        # Ray's replicas get no namespace; what a local run of this home left goes.
+        netns.reap(self.home.root, keep)
+        netns.reap_deleted_homes(self.home.root)
 
     def __init__(self, home: Home, address: str) -> None:
         self.home = home

@@ -7,31 +7,26 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import wraps
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from steadyserve.backends import backend_name
-from steadyserve.cli.client import (
-    Client,
-    CommandError,
-)
-from steadyserve.cli.contracts import with_iso
-from steadyserve.cli.python_defaults import raw_document, with_deployment_defaults
 from steadyserve.cli.tables import (
     changes_table,
     fit,
 )
-from steadyserve.compat.sky_env_vars import cli_values
-from steadyserve.compat.skyserve import preflight
+from steadyserve.client.connection import (
+    Client,
+    CommandError,
+)
+from steadyserve.client.contracts import with_iso
 from steadyserve.core.states import FAILED_REPLICA_STATES
-from steadyserve.paths import Home
-from steadyserve.spec import SpecError, load_service_file
+from steadyserve.home.paths import Home
+from steadyserve.spec import SpecError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -169,46 +164,6 @@ def _print_created(
         )
     if created.get("notice"):
         click.echo(f"warning: {created['notice']}", err=True)
-
-
-def load_one(
-    file: Path,
-    name: str | None,
-    notes: list[str] | None = None,
-    ignore_resources: bool = False,
-    ignore_image: bool = False,
-    envs: Sequence[str] = (),
-    secrets: Sequence[str] = (),
-) -> Any:
-    notes = [] if notes is None else notes
-    try:
-        given_envs = cli_values(envs, "--env", os.environ)
-        given_secrets = cli_values(secrets, "--secret", os.environ)
-    except SpecError as exc:
-        raise exc.in_file(str(file)) from None
-    spec = load_service_file(file, name, notes, given_envs, given_secrets)
-    spec = _with_defaults(spec, raw_document(file), file, "")
-    try:
-        found = preflight(
-            spec,
-            ignore_resources=ignore_resources,
-            ignore_image=ignore_image,
-            backend=backend_name(),
-        )
-        notes.extend(found)
-    except SpecError as exc:
-        raise SpecError.combine([exc], file=str(file)) from None
-    return spec
-
-
-def _with_defaults(spec: Any, raw: Any, file: Path, prefix: str) -> Any:
-    """Fill what a Python replica's @deployment decorator sets and the file does not."""
-    try:
-        return with_deployment_defaults(spec, raw if isinstance(raw, dict) else {}, file.parent)
-    except SpecError as exc:
-        raise SpecError(
-            f"{prefix}{exc.path}" if exc.path else None, exc.message, file=str(file)
-        ) from exc
 
 
 class Progress:

@@ -11,14 +11,14 @@ from typing import Any, TypeVar
 
 import click
 
-from steadyserve.cli.client import (
+from steadyserve.cli.common import _echo_json, _home, console, json_option, reports_errors
+from steadyserve.cli.service_unit import UNIT_NAME, unit_text
+from steadyserve.client.connection import (
     CommandError,
     controller_alive,
     start_controller,
     stop_controller,
 )
-from steadyserve.cli.common import _echo_json, _home, console, json_option, reports_errors
-from steadyserve.cli.service_unit import UNIT_NAME, unit_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import click
 
-from steadyserve.cli.client import Client, CommandError
-from steadyserve.paths import Home
+from steadyserve.client.connection import Client, CommandError
+from steadyserve.home.paths import Home
 
 
 def dashboard_url(controller_url: str, code: str) -> str:

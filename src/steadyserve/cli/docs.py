@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import click
 
-from steadyserve.cli.contracts import CONTRACTS
 from steadyserve.cli.main import main
+from steadyserve.client.contracts import CONTRACTS
 
 INTRO = """\
 # The `steady` command

@@ -18,7 +18,6 @@ from typing import Any
 
 import click
 
-from steadyserve.cli.client import Client, CommandError
 from steadyserve.cli.common import (
     _echo_json,
     _home,
@@ -31,17 +30,18 @@ from steadyserve.cli.common import (
     ignore_image_option,
     ignore_resources_option,
     json_option,
-    load_one,
     reports_errors,
     secret_option,
     tail_option,
 )
 from steadyserve.cli.pool_tables import policy_line, pools_table, queue_table, workers_table
-from steadyserve.cli.python_defaults import raw_document
+from steadyserve.client.connection import Client, CommandError
+from steadyserve.client.python_defaults import raw_document
+from steadyserve.client.service_files import load_one
 from steadyserve.compat.file_mounts import staged
-from steadyserve.compat.sky_env_vars import cli_values
 from steadyserve.compat.sky_jobs import parse_job
 from steadyserve.spec import SpecError
+from steadyserve.spec.variables import cli_values
 
 FOLLOW_POLL_S = 0.2
 ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})

@@ -10,6 +10,8 @@ time; ``null`` in ``--json``).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import sys
@@ -19,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from steadyserve.cli.tables import Clock, iso_utc
+from steadyserve.cli.tables import Clock
+from steadyserve.client.contracts import iso_utc
+from steadyserve.controller.replica_logs import rotated
 
 FOLLOW_POLL_S = 0.2
 UNKNOWN_TIME = "-"
@@ -125,13 +129,26 @@ def show(
     writer: LineWriter | None = None,
     now: Callable[[], float] = time.time,
 ) -> None:
-    """Print the file's tail; with ``follow``, keep printing what is appended."""
+    """Print the file's tail; with ``follow``, keep printing what is appended.
+
+    A rotated log (``path.1``, ``path.2``, ...: replica logs and the access log)
+    reads as one: the copies, oldest first, then the file. While following, a
+    file truncated in place (a replica log's copy-and-truncate) is read again
+    from its start."""
     writer = writer or LineWriter(sys.stdout.buffer, str(path))
+    copies = rotated(path)
     with open(path, "rb") as handle:
         if tail is None:
+            for copy in copies:
+                with contextlib.suppress(FileNotFoundError), open(copy, "rb") as old:
+                    writer.write(old.read(), None)
             past = handle.read()
+        elif tail > 0:
+            with contextlib.ExitStack() as files:
+                olds = [files.enter_context(open(c, "rb")) for c in copies if c.exists()]
+                past = b"".join(deque(itertools.chain(*olds, handle), maxlen=tail))
         else:
-            past = b"".join(deque(handle, maxlen=tail)) if tail > 0 else b""
+            past = b""
             handle.seek(0, os.SEEK_END)
         if past:
             writer.write(past, None)
@@ -139,6 +156,8 @@ def show(
             return
         pending = bytearray()
         while stop_when is None or time.monotonic() < stop_when:
+            if os.fstat(handle.fileno()).st_size < handle.tell():  # truncated: rotated
+                handle.seek(0)
             block = _complete_lines(handle, pending, whole=not writer.raw)
             if block:
                 writer.write(block, now())

@@ -15,10 +15,6 @@ from typing import Any, TypeVar
 import click
 
 from steadyserve.cli import progressive, ray_status
-from steadyserve.cli.client import (
-    Client,
-    CommandError,
-)
 from steadyserve.cli.common import (
     _confirm,
     _echo_json,
@@ -34,7 +30,6 @@ from steadyserve.cli.common import (
     ignore_image_option,
     ignore_resources_option,
     json_option,
-    load_one,
     reports_errors,
     secret_option,
     utc_option,
@@ -43,9 +38,7 @@ from steadyserve.cli.common import (
 )
 from steadyserve.cli.controller_commands import controller
 from steadyserve.cli.dashboard import dashboard
-from steadyserve.cli.deploy_files import deploy_request
 from steadyserve.cli.jobs import jobs_group
-from steadyserve.cli.python_defaults import raw_document
 from steadyserve.cli.records import history, logs
 from steadyserve.cli.serve import endpoint_url, plan_line, serve_group, up_plan
 from steadyserve.cli.tables import (
@@ -56,8 +49,16 @@ from steadyserve.cli.tables import (
     services_table,
     update_notes,
 )
+from steadyserve.client.connection import (
+    Client,
+    CommandError,
+)
+from steadyserve.client.deploy_files import deploy_request
+from steadyserve.client.python_defaults import raw_document
+from steadyserve.client.service_files import load_one
 from steadyserve.compat.file_mounts import staged
 from steadyserve.compat.skyserve import unique_name
+from steadyserve.core.strategies import selectable_modes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -255,7 +256,7 @@ def status(
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--mode",
-    type=click.Choice(["rolling", "blue_green", "canary"]),
+    type=click.Choice(list(selectable_modes())),
     default=None,
     help="How replicas restart (default: the file's service.update_mode).",
 )

@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from steadyserve.cli.client import Client, CommandError
-from steadyserve.paths import Home
+from steadyserve.client.connection import Client, CommandError
+from steadyserve.home.paths import Home
 
 
 def _send(name: str, action: str, body: dict[str, bool] | None = None) -> None:

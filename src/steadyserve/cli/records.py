@@ -11,10 +11,6 @@ from typing import Any, TypeVar
 import click
 
 from steadyserve.cli import logs as logs_mod
-from steadyserve.cli.client import (
-    Client,
-    CommandError,
-)
 from steadyserve.cli.common import (
     _echo_json,
     _home,
@@ -28,6 +24,10 @@ from steadyserve.cli.common import (
 from steadyserve.cli.tables import (
     Clock,
     history_table,
+)
+from steadyserve.client.connection import (
+    Client,
+    CommandError,
 )
 from steadyserve.compat.skyserve import MaskedOutput, secret_values
 

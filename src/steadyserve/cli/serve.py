@@ -16,7 +16,6 @@ from typing import Any
 
 import click
 
-from steadyserve.cli.client import Client, CommandError
 from steadyserve.cli.common import (
     controller_log_option,
     env_option,
@@ -27,6 +26,7 @@ from steadyserve.cli.common import (
     secret_option,
     tail_option,
 )
+from steadyserve.client.connection import Client, CommandError
 from steadyserve.spec import ServiceSpec
 
 

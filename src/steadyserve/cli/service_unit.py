@@ -4,7 +4,7 @@ A unit, not a daemon of our own: systemd (or any supervisor running its
 ``ExecStart``) restarts the controller when it dies and starts it at boot, and the
 controller's start brings every service back to its spec. The unit names the user
 and the home and holds no secret: the API's secret is derived from the home
-(api_token.py), so a unit file readable by anyone gives nothing away.
+(home/api_token.py), so a unit file readable by anyone gives nothing away.
 """
 
 from __future__ import annotations

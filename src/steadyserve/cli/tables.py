@@ -91,12 +91,6 @@ class Clock:
         return text.split("T", 1)[1] if moment.date() == today else text
 
 
-def iso_utc(timestamp: float) -> str:
-    """The ISO-8601 UTC string JSON output adds next to each epoch-seconds field."""
-    moment = dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 WHOLE_WORD_MAX = 24
 """Words up to this long are never cut (every state name, a version, a time);
 longer ones (a hash, a long path or URL) may fold so the table still fits."""

@@ -21,8 +21,8 @@ from pathlib import Path
 import pathspec
 
 from steadyserve.compat.ray_runtime_env import excludes_of
-from steadyserve.compat.skypilot import mount_destination
 from steadyserve.spec import ServiceSpec, SpecError
+from steadyserve.spec.mounts import mount_destination
 
 
 @contextmanager

@@ -131,7 +131,7 @@ def _interpreter(workdir: Path, runtime: Runtime) -> Iterator[_Interpreter]:
     python = sys.executable
     if runtime.pip:
         from steadyserve.envs import build as environment_build
-        from steadyserve.paths import Home
+        from steadyserve.home.paths import Home
 
         started = time.monotonic()
         try:

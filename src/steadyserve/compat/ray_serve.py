@@ -17,7 +17,6 @@ the whole table.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,8 @@ from steadyserve.compat.ray_graph import Runtime, describe_graph
 from steadyserve.compat.ray_runtime_env import excludes, packages, py_modules, working_dir
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.fields import _route_prefix
+from steadyserve.spec.fleet import Fleet
 from steadyserve.spec.loading import parse_service
-from steadyserve.spec.models import ServiceSpec
 
 RAY_DEFAULT_PORT = 8000
 
@@ -65,34 +64,15 @@ Describe = Callable[[str, Path, Mapping[str, Any], Runtime], "list[dict[str, Any
 when this installation cannot look inside application graphs."""
 
 
-@dataclass
-class Translation:
-    """A Ray Serve config, translated: what ``steady deploy`` sends."""
-
-    documents: list[dict[str, Any]] = field(default_factory=list)
-    """One service document per deployment (before validation: the CLI merges
-    decorator defaults under them)."""
-    specs: list[ServiceSpec] = field(default_factory=list)
-    gateway_port: int | None = RAY_DEFAULT_PORT
-    """None: no gateway (a fleet file without ``gateway:``)."""
-    notices: list[str] = field(default_factory=list)
-    access_log: bool | None = None
-    """The top-level ``logging_config.enable_access_log``, for applications that
-    do not set their own."""
-    scope: str = "applications"
-    """What a deploy may take down: ``applications`` (services a Ray Serve config
-    made) or ``all`` (a fleet file is the whole desired state)."""
-
-
 def is_ray_config(data: object) -> bool:
     return isinstance(data, dict) and "applications" in data
 
 
 def translate(
     data: Mapping[str, Any], base_dir: Path, describe: Describe = describe_graph
-) -> Translation:
+) -> Fleet:
     """The services a Ray Serve config stands for; SpecError (with every mistake) if bad."""
-    out = Translation()
+    out = Fleet(gateway_port=RAY_DEFAULT_PORT, scope="applications")
     mistakes: list[SpecError] = []
     for key, value in data.items():
         if key not in TOP_KEYS:
@@ -115,7 +95,7 @@ def translate(
     return out
 
 
-def _top_level(key: str, value: Any, out: Translation, mistakes: list[SpecError]) -> None:
+def _top_level(key: str, value: Any, out: Fleet, mistakes: list[SpecError]) -> None:
     if key == "http_options":
         if not isinstance(value, dict):
             mistakes.append(SpecError(key, "must be a mapping"))
@@ -161,7 +141,7 @@ def _application(
     where: str,
     base_dir: Path,
     describe: Describe,
-    out: Translation,
+    out: Fleet,
     seen_names: dict[str, int],
     seen_prefixes: dict[str, int],
     index: int,
@@ -267,7 +247,7 @@ def _application(
 
 
 def _runtime_env(
-    env: Mapping[str, Any], where: str, base_dir: Path, out: Translation
+    env: Mapping[str, Any], where: str, base_dir: Path, out: Fleet
 ) -> tuple[dict[str, Any], Path, Runtime]:
     """The service fields ``runtime_env`` sets, the folder user code is read from,
     and what the import of the application needs (ray_runtime_env.py).
@@ -313,40 +293,3 @@ def _runtime_env(
             )
     runtime.pip = fields.get("pip")
     return fields, workdir, runtime
-
-
-def load_deploy_file(path: str | Path, describe: Describe = describe_graph) -> Translation:
-    """What ``steady deploy FILE`` sends: a fleet file (``services:``, optional
-    ``gateway: {port: N}``) or a Ray Serve config (``applications:``)."""
-    from steadyserve.spec.loading import _read_document, load_fleet_file
-
-    label = str(path)
-    data = _read_document(path)
-    if is_ray_config(data):
-        assert isinstance(data, dict)
-        try:
-            return translate(data, Path(path).absolute().parent, describe)
-        except SpecError as exc:
-            raise exc.in_file(label) from None
-    specs = load_fleet_file(path)
-    assert isinstance(data, dict)
-    items = data.get("services") or []
-    out = Translation(documents=list(items), specs=specs, gateway_port=None, scope="all")
-    gateway = data.get("gateway")
-    if gateway is not None:
-        port = gateway.get("port") if isinstance(gateway, dict) else None
-        extra = [k for k in gateway if k != "port"] if isinstance(gateway, dict) else []
-        if extra:
-            raise SpecError(
-                f"gateway.{extra[0]}", "unknown field (gateway has port only)", file=label
-            )
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise SpecError("gateway.port", "must be a port, 1 to 65535", file=label)
-        out.gateway_port = port
-    elif any(spec.service.route_prefix is not None for spec in specs):
-        raise SpecError(
-            "gateway",
-            "required when a service has service.route_prefix (gateway: {port: N})",
-            file=label,
-        )
-    return out

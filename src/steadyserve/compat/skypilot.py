@@ -1,4 +1,5 @@
-"""SkyPilot's keys that only make sense on a cloud, and SkyServe's path rule.
+"""SkyPilot's keys that only make sense on a cloud, and what a file asks that this
+machine cannot give.
 
 A SkyServe task file runs here unchanged: every key it may hold is either acted
 on (``tls``, ``secrets``, ``file_mounts``, ``ports``, ``workdir``) or named once
@@ -8,121 +9,13 @@ ignored without a word. Pure functions: the CLI prints what they return.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import model_validator
-
-from steadyserve.spec.base import _Model
-from steadyserve.spec.errors import _fail
-from steadyserve.spec.fields import NonEmptyText
+from steadyserve.spec.ports import fixed_port, isolated
 
 if TYPE_CHECKING:
     from steadyserve.spec.models import ServiceSpec
-
-
-class TlsConfig(_Model):
-    """SkyServe's ``service.tls``: the load balancer terminates TLS with these files.
-
-    Relative paths resolve like ``workdir`` (see :func:`resolve_path`)."""
-
-    keyfile: NonEmptyText
-    certfile: NonEmptyText
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_https_names(cls, data: Any) -> Any:
-        """SkyServe's older ``service.https`` spelled them ``key`` and ``cert``."""
-        if isinstance(data, dict) and ("key" in data or "cert" in data):
-            renamed = {"key": "keyfile", "cert": "certfile"}
-            return {renamed.get(k, k): v for k, v in data.items()}
-        return data
-
-
-# --------------------------------------------------------------------- path rule
-
-Origin = Literal["absolute", "current directory", "file's folder"]
-
-
-@dataclass(frozen=True)
-class Resolved:
-    path: Path
-    origin: Origin
-
-
-def resolve_path(
-    text: str, *, file_dir: Path, cwd: Path | None, kind: Literal["dir", "any"]
-) -> Resolved | None:
-    """Where a relative path in a service file points, the way SkyPilot reads it.
-
-    SkyPilot resolves ``workdir`` and ``file_mounts`` sources from the current
-    directory (``workdir: examples/serve/http_server`` run from the repository's
-    root); SteadyServe's own files were written relative to the file's folder
-    (``workdir: .``). Both are tried. When both exist and differ, the file's folder
-    wins, so a file that worked before keeps meaning what it meant; a SkyServe path
-    like the one above exists only from the current directory, and is found there.
-    The plan says which was used. ``cwd`` None (fleet files) means the file's
-    folder only. None when nothing matches.
-    """
-    raw = Path(text).expanduser()
-    if raw.is_absolute():
-        return Resolved(raw.resolve(), "absolute") if _exists(raw, kind) else None
-    in_folder = (file_dir / raw).resolve()
-    if _exists(in_folder, kind):
-        return Resolved(in_folder, "file's folder")
-    in_cwd = (cwd / raw).resolve() if cwd is not None else None
-    if in_cwd is not None and _exists(in_cwd, kind):
-        return Resolved(in_cwd, "current directory")
-    return None
-
-
-def _exists(path: Path, kind: Literal["dir", "any"]) -> bool:
-    try:
-        return path.is_dir() if kind == "dir" else path.exists()
-    except (OSError, ValueError):
-        return False
-
-
-# ------------------------------------------------------------------ file_mounts
-
-_CLOUD_URL = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
-
-
-def cloud_url_scheme(source: str) -> str | None:
-    """``s3`` for ``s3://bucket/x``; None for a local path."""
-    match = _CLOUD_URL.match(source)
-    return match.group(1).lower() if match else None
-
-
-def mount_destination(dest: str) -> str:
-    """Where a mount lands inside the version's workdir copy: SkyPilot's remote path
-    made relative (``/data/x`` -> ``data/x``, ``~/cache`` -> ``cache``)."""
-    text = dest.strip()
-    if text.startswith("~"):
-        text = text[1:]
-    parts = [p for p in Path(text).parts if p not in ("/", "", ".")]
-    return str(Path(*parts)) if parts else ""
-
-
-def check_file_mounts(mounts: dict[str, Any]) -> None:
-    """Refuse what cannot be copied locally, one line naming the mount."""
-    for dest, source in mounts.items():
-        if not isinstance(source, str):
-            raise _fail(
-                f"{dest}: storage objects (source/store/mode) need a cloud;"
-                " give a local path to copy it into the workdir"
-            )
-        scheme = cloud_url_scheme(source)
-        if scheme is not None:
-            raise _fail(
-                f"{dest}: {source} is a cloud URL ({scheme}://); only local paths are copied"
-                " here (download it in setup: instead)"
-            )
-        if ".." in Path(mount_destination(dest)).parts or not mount_destination(dest):
-            raise _fail(f"{dest}: must name a path inside the replica's directory")
 
 
 # ------------------------------------------------------------- not applicable
@@ -221,37 +114,6 @@ def _port_notes(spec: ServiceSpec) -> Iterator[str]:
             f"{field}: replicas listen on $PORT (run uses it); the endpoint is the"
             " load balancer's port"
         )
-
-
-_USES_PORT_VAR = re.compile(r"\$\{?PORT\b|\bPORT\b")
-
-
-def fixed_port(spec: ServiceSpec) -> int | None:
-    """The port a command replica binds when it does not use ``$PORT``: SkyServe's
-    replica port (``service.ports``, else a single ``resources.ports``), when the
-    ``run`` command does not mention PORT. None otherwise."""
-    if spec.run is None or _USES_PORT_VAR.search(spec.run):
-        return None
-    if spec.service.ports is not None:
-        return spec.service.ports
-    declared = spec.resources.ports
-    if isinstance(declared, list):
-        declared = declared[0] if len(declared) == 1 else None
-    if isinstance(declared, int):
-        return declared
-    if isinstance(declared, str) and declared.isdigit():
-        return int(declared)
-    return None
-
-
-def isolated(spec: ServiceSpec) -> bool:
-    """``service.isolation`` resolved: ``auto`` isolates exactly the replicas that
-    ignore ``$PORT`` (the files that bind a fixed port), so every other service runs
-    as it did before isolation existed."""
-    mode = spec.service.isolation
-    if mode == "auto":
-        return fixed_port(spec) is not None
-    return mode == "network"
 
 
 def fixed_port_problem(

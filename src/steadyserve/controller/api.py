@@ -15,10 +15,10 @@ import psutil
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from steadyserve import replica_contract as contract
 from steadyserve.compat.ray_deployment import ingress_of
 from steadyserve.controller import dashboard, dashboard_login, pool_api, progressive
 from steadyserve.controller.errors import ApiError, BadInput, NotFound, json_object
+from steadyserve.wire import replica_contract as contract
 from steadyserve.wire.load_report import LoadReport
 from steadyserve.wire.routes import APP_INGRESS_ROUTE
 
@@ -61,7 +61,7 @@ def secret_required(
     secret: str, routes_token: str, logins: dashboard_login.Logins, open_metrics: bool
 ) -> Middleware:
     """Every call must carry ``Authorization: Bearer <secret>`` (STEADY_TOKEN, or by
-    default the home's secret: api_token.py), except these, each allowed by the
+    default the home's secret: home/api_token.py), except these, each allowed by the
     route it resolved to (never by a prefix of the path it asked for):
 
     - the dashboard's static files and its login link (no data; the link spends a

@@ -36,7 +36,6 @@ from steadyserve.core.autoscale import (
     ScaleState,
     decide,
     mean_ongoing,
-    policy_for,
     qps,
     request_waiting_at_zero,
 )
@@ -45,7 +44,8 @@ from steadyserve.core.autoscale.instance_aware import FleetReplica, capacity
 from steadyserve.core.autoscale.policies import QPS_WINDOW_S, clip
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow
+from steadyserve.spec.autoscaling import policy_for
+from steadyserve.store import ReplicaRow
 
 
 def policy_name(policy: Policy) -> str:

@@ -14,8 +14,7 @@ import asyncio
 import math
 from collections.abc import Callable, Iterable
 
-from steadyserve.backends import netns
-from steadyserve.compat.skypilot import fixed_port, isolated
+from steadyserve.backends.base import Backend
 from steadyserve.core.capacity import (
     Assignment,
     Insufficient,
@@ -28,8 +27,10 @@ from steadyserve.core.capacity import (
 from steadyserve.core.capacity import gpu_count as whole_gpus
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec
+from steadyserve.spec.machine import this_inventory
 from steadyserve.spec.models import Resources
-from steadyserve.state import ReplicaRow
+from steadyserve.spec.ports import fixed_port, isolated
+from steadyserve.store import ReplicaRow
 
 Rows = Callable[[], Iterable[ReplicaRow]]
 
@@ -43,11 +44,11 @@ def holds(replica: ReplicaRow) -> bool:
     return status.is_live or status is ReplicaStatus.SHUTTING_DOWN or replica.pid is not None
 
 
-def request_for(spec: ServiceSpec, *, enforce_gpus: bool = True) -> Request:
+def request_for(spec: ServiceSpec, *, enforce_gpus: bool = True, isolates: bool = False) -> Request:
     """What one replica of ``spec`` holds: its accelerators (any of the
     alternatives), its cores when ``resources.pin_cpus`` asks, its fixed port
     unless it binds that port in a network namespace of its own (docs/isolation.md),
-    where every replica may have the same one."""
+    where every replica may have the same one: ``isolates``, the backend can give one."""
     res = spec.resources
     choices: list[tuple[str, int]] = []
     alternatives = res.any_of or res.ordered
@@ -61,7 +62,7 @@ def request_for(spec: ServiceSpec, *, enforce_gpus: bool = True) -> Request:
     if res.pin_cpus and res.min_cpus is not None:
         cores = max(1, math.ceil(res.min_cpus))
     port = fixed_port(spec)
-    if port is not None and isolated(spec) and netns.unavailable() is None:
+    if port is not None and isolated(spec) and isolates:
         port = None
     return Request(
         accelerators=tuple(choices) if enforce_gpus else (),
@@ -77,23 +78,34 @@ def _choices(res: Resources) -> list[tuple[str, int]]:
 class CapacityPool:
     """The inventory and the rows that hold parts of it; replicas wait here for room."""
 
-    def __init__(self, inventory: Inventory, rows: Rows, *, places: bool = True) -> None:
+    def __init__(
+        self, inventory: Inventory, rows: Rows, *, places: bool = True, isolates: bool = False
+    ) -> None:
         self.inventory = inventory
         self._rows = rows
         self.places = places
         """False for a backend that places replicas itself (Ray): nothing is held here."""
+        self.isolates = isolates
+        """The backend gives replicas namespaces of their own: an isolated replica's
+        fixed port is its own, no capacity to share."""
         self._changed = asyncio.Event()
         self.generation = 0
         """Bumped by every :meth:`changed`: a waiter that looked at generation N
         and found no room waits until it is past N, so no release is missed."""
         self.waiting = 0
 
+    @classmethod
+    def alone(cls, backend: Backend, rows: Rows) -> CapacityPool:
+        """The pool of a service no controller shares one with: no GPUs divided."""
+        isolates = backend.isolation_unavailable() is None
+        return cls(this_inventory(gpus=False), rows, isolates=isolates)
+
     def request(self, spec: ServiceSpec) -> Request:
         # A machine without a GPU has nothing to divide: accelerator requests are
         # the machine check's to refuse (spec/machine.py), or --ignore-resources'.
         if not self.places:
             return Request()
-        return request_for(spec, enforce_gpus=bool(self.inventory.gpus))
+        return request_for(spec, enforce_gpus=bool(self.inventory.gpus), isolates=self.isolates)
 
     def taken(self) -> list[Assignment]:
         held = []

@@ -24,10 +24,10 @@ from typing import Any
 
 from aiohttp import web
 
-from steadyserve.backends import backend_name, choose_backend, netns
+from steadyserve.backends import backend_name, choose_backend
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
-from steadyserve.controller import fleet, routes_socket, updates
+from steadyserve.controller import fleet, replica_logs, routes_socket, updates
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
@@ -41,10 +41,10 @@ from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
 from steadyserve.core.states import Desired, EventKind, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.envs.workdir import relative_excludes
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.machine import this_inventory
-from steadyserve.state import ReplicaRow, ServiceRow, Store, VersionRow
+from steadyserve.store import ReplicaRow, ServiceRow, Store, VersionRow
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -59,6 +59,7 @@ class Controller:
         self.epoch = uuid.uuid4().hex[:12]
         self.services: dict[str, ServiceRuntime] = {}
         self.started_at = clock.wall()
+        self.log_limits = replica_logs.LogLimits.from_env()
         self.url = ""
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
@@ -75,8 +76,13 @@ class Controller:
         )
         # One machine's GPUs, cores and fixed ports for every service (a Ray cluster
         # places its actors itself: nothing is divided here then).
-        places = self.backend_name != "ray"
-        self.capacity = CapacityPool(this_inventory(gpus=places), self._all_replicas, places=places)
+        places = self.backend.places
+        self.capacity = CapacityPool(
+            this_inventory(gpus=places),
+            self._all_replicas,
+            places=places,
+            isolates=self.backend.isolation_unavailable() is None,
+        )
 
     def _all_replicas(self) -> list[ReplicaRow]:
         return [r for rt in list(self.services.values()) for r in rt.replicas.values()]
@@ -424,9 +430,9 @@ class Controller:
         claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
         claimed |= self.gateway.pids
         gateway_task = asyncio.create_task(self.gateway.run())
+        logs_task = asyncio.create_task(replica_logs.rotate_forever(self.home, self.log_limits))
         reap_orphans(str(self.home.root), claimed)
-        await asyncio.to_thread(netns.reap, self.home.root, self._claimed_namespaces())
-        await asyncio.to_thread(netns.reap_deleted_homes, self.home.root)
+        await asyncio.to_thread(self.backend.reap_isolation, self._claimed_namespaces())
         for row in self.store.services():
             if row.desired is Desired.DOWN:  # a down the previous controller did not finish
                 self._resumed_downs.append(
@@ -441,6 +447,7 @@ class Controller:
         for runtime in list(self.services.values()):
             await runtime.detach()
         gateway_task.cancel()
+        logs_task.cancel()
         self.gateway.detach()
         await runner.cleanup()
         await routes_socket.stop(self, routes_runner)
@@ -451,7 +458,8 @@ class Controller:
             self.home.controller_file.unlink(missing_ok=True)
 
     def _claimed_namespaces(self) -> set[str]:
-        """The network namespaces of replicas this controller manages (netns.reap)."""
+        """The network namespaces of replicas this controller manages: the backend
+        reaps the rest."""
         held = (h.handle for r in self.services.values() for h in r.held.values())
         return {name for h in held if (name := getattr(h, "netns", None)) is not None}
 

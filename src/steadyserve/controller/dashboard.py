@@ -21,7 +21,8 @@ from aiohttp import web
 
 from steadyserve.controller.metrics import ControllerCollector, Observer
 from steadyserve.controller.status import REGION, service_json
-from steadyserve.core.states import ReplicaStatus, UpdateMode, UpdateStatus
+from steadyserve.core.states import ReplicaStatus, UpdateStatus
+from steadyserve.core.strategies import strategy_of
 from steadyserve.wire.counts import CONTENT_TYPE
 from steadyserve.wire.exposition import render
 
@@ -56,22 +57,9 @@ def plan_lines(runtime: ServiceRuntime) -> list[str]:
     svc = runtime.spec.service
     target = svc.target_replicas
     old, new = f"v{update.from_version}", f"v{update.to_version}"
-    if update.mode is UpdateMode.IN_PLACE:
-        return [f"{old} -> {new} in place: running replicas are relabelled, none restart"]
-    if update.mode is UpdateMode.BLUE_GREEN:
-        return [
-            f"start {target} replica(s) of {new}; traffic stays on {old}",
-            f"when all {target} are ready, switch all traffic to {new} at once",
-            f"drain and stop the {old} replicas",
-        ]
     surge = svc.max_surge_count(target)
     unavailable = svc.max_unavailable_count(target)
-    return [
-        f"start up to {surge} replica(s) of {new} ahead of stopping {old} ones",
-        f"keep at least {target - unavailable} of {target} replicas ready throughout",
-        f"traffic goes to every ready replica of {old} and {new}",
-        f"drain and stop {old} replicas as {new} replicas become ready",
-    ]
+    return strategy_of(update.mode).plan_lines(old, new, target, surge, unavailable)
 
 
 def _update(controller: Controller, runtime: ServiceRuntime) -> dict[str, Any] | None:

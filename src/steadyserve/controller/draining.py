@@ -14,7 +14,7 @@ from collections.abc import Awaitable
 from steadyserve.backends.base import ReplicaHandle
 from steadyserve.controller.port import DrainPort
 from steadyserve.core.states import ReplicaStatus
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 
 async def stop_failed(rt: DrainPort, replica: ReplicaRow, handle: ReplicaHandle) -> None:

@@ -20,7 +20,7 @@ import socket
 from collections.abc import Callable, Collection
 
 from steadyserve.controller.errors import BadInput
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 FIRST_ENDPOINT_PORT = 30001
 

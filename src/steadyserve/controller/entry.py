@@ -18,7 +18,7 @@ import uvloop
 
 from steadyserve.backends import BackendChoiceError
 from steadyserve.controller.daemon import Controller
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home, make_files_private
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         help="started by a CLI: another controller holding the home is success (exit 0)",
     )
     args = parser.parse_args(argv)
+    make_files_private()  # the home's folders 0700, its files 0600 (docs/security.md)
     home = Home.from_env(args.home).ensure()
     os.environ["STEADY_HOME"] = str(home.root)
     logging.basicConfig(

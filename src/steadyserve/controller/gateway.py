@@ -28,11 +28,11 @@ from typing import Any
 
 import psutil
 
-from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
+from steadyserve.backends.processes import LocalProcess, same_process_alive, stop_group
 from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.controller.routes import RoutePublisher
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.wire.counts import GATEWAY
 

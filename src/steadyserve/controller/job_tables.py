@@ -2,7 +2,7 @@
 
 One row per job submitted with ``steady jobs launch --pool``: its ``run``, its
 state (core/jobs.py), the worker it got and its process. Written through the
-:class:`~steadyserve.state.Store` (its connection, its transactions), and every
+:class:`~steadyserve.store.Store` (its connection, its transactions), and every
 state change is checked against ``jobs.JOB_MOVES``, so a restarted controller
 finds each job where it was. Rows outlive their pool, as SkyPilot's
 ``sky jobs queue`` lists jobs of pools already down; ids are never reused.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steadyserve.core.jobs import JobStatus, check_job_move
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,

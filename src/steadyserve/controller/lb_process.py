@@ -24,12 +24,12 @@ from collections import deque
 
 import psutil
 
-from steadyserve.backends.local import LocalProcess, same_process_alive, stop_group
+from steadyserve.backends.processes import LocalProcess, same_process_alive, stop_group
 from steadyserve.controller.clock import SYSTEM_CLOCK
 from steadyserve.core.states import EventKind
+from steadyserve.home.paths import Home
 from steadyserve.oneline import file_tail
-from steadyserve.paths import Home
-from steadyserve.state import ServiceRow, Store
+from steadyserve.store import ServiceRow, Store
 from steadyserve.wire.lb_process import reuseport_socket, worker_count
 
 RESTART_BACKOFF_S = 0.5

@@ -25,9 +25,9 @@ from typing import Any
 
 import aiohttp
 
-from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.controller.netns_http import request_in
 from steadyserve.core.autoscale import LoadSample, LoadWindow, ReplicaLoad
+from steadyserve.wire.netns import path_of as netns_path
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -157,13 +157,6 @@ def ongoing_of(info: Mapping[str, Any] | None) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
-
-
-async def read_own_count(
-    session: aiohttp.ClientSession, target: CountTarget, timeout: float = 1.0
-) -> float | None:
-    """The runner's ``ongoing_requests`` from its ``/-/info``, or None if it did not say."""
-    return ongoing_of(await read_info(session, target, timeout))
 
 
 InfoSink = Callable[[int, Mapping[str, Any]], None]

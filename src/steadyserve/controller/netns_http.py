@@ -2,7 +2,7 @@
 
 The controller's HTTP client (aiohttp) connects by address only; a replica with
 ``service.isolation: network`` is at ``127.0.0.1:PORT`` of its namespace, which
-the controller reaches with a socket made there (backends/netns_socket.py).
+the controller reaches with a socket made there (wire/netns.py).
 Readiness probes and ``reconfigure_path`` deliveries send one small request
 each, with ``Connection: close``, so this is all they need of a client.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from steadyserve.backends.netns_socket import connect_in
+from steadyserve.wire.netns import connect_in
 
 MAX_BODY = 64 * 1024
 """The most of an answer read (a probe or a reconfigure says little)."""

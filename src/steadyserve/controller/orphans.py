@@ -21,9 +21,9 @@ import signal
 
 import psutil
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends.cgroups import Cgroups, tag_in_cgroup
-from steadyserve.backends.local import tag_of
+from steadyserve.backends.processes import tag_of
+from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger("steadyserve.controller")
 

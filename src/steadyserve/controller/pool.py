@@ -22,17 +22,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from steadyserve import replica_contract as contract
 from steadyserve.backends.base import AdoptRequest, LaunchRequest, ReplicaHandle
-from steadyserve.compat.skypilot import isolated
 from steadyserve.controller.job_tables import JobRow, JobTable
 from steadyserve.core.autoscale import queue
 from steadyserve.core.jobs import JobStatus, JobView, assign, busy_workers, ended_as
 from steadyserve.core.planner import Plan, is_scale_down
 from steadyserve.core.states import EventKind, ReplicaStatus
+from steadyserve.home.paths import Home
 from steadyserve.oneline import one_line
-from steadyserve.paths import Home
 from steadyserve.spec.pool import PoolPolicy
+from steadyserve.spec.ports import isolated
+from steadyserve.wire import replica_contract as contract
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime

@@ -20,7 +20,7 @@ from steadyserve.controller.job_tables import JobTable
 from steadyserve.controller.pool import PoolJobs
 from steadyserve.controller.runtime import ServiceRuntime, Tick
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ServiceRow, Store
+from steadyserve.store import ServiceRow, Store
 
 
 class PoolRuntime(ServiceRuntime):

@@ -30,9 +30,9 @@ from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.core.planner import Plan
 from steadyserve.core.states import ReplicaStatus
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ReadinessProbe, ServiceSpec
-from steadyserve.state import ReplicaRow, ServiceRow, Store
+from steadyserve.store import ReplicaRow, ServiceRow, Store
 
 Prober = Callable[[str, int, ReadinessProbe], Awaitable[tuple[bool, str]]]
 """Probe ``host:port`` once: (ready, why not). The real one is an HTTP GET."""

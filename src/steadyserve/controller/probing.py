@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.controller.port import ProbePort
 from steadyserve.controller.probes import probe_in_netns
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ReadinessProbe, ServiceSpec
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
+from steadyserve.wire.netns import path_of as netns_path
 
 # A replica that is still starting is probed this often (backing off to the
 # configured period), so it turns READY within moments of listening.

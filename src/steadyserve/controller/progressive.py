@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from steadyserve.controller.errors import BadInput
-from steadyserve.controller.rollout.canary import MODE as CANARY
+from steadyserve.core.strategies import strategy_of
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -29,15 +29,16 @@ def carry_out(runtime: ServiceRuntime, action: str, full: bool = False) -> str:
     update = runtime.rollout.update
     if update is None or not runtime.updating:
         raise BadInput(f"{runtime.name}: no update in progress (nothing to {action})")
-    if update.mode == CANARY:
+    strategy = strategy_of(update.mode)
+    if strategy.steps:  # its own step machine takes every command
         return runtime.canary.command("promote_full" if action == "promote" and full else action)
     kind = update.mode.replace("_", "-")
-    if update.mode not in ("rolling", "blue_green"):
+    if not strategy.holds:
         raise BadInput(f"{runtime.name}: {action} does not apply to an {kind} update")
     if action == "abort":
         runtime.rollout.roll_back("aborted by steady abort")
         return f"{kind} update to version {update.to_version} aborted; rolling back"
-    if action == "promote" and update.mode == "blue_green":
+    if action == "promote" and strategy.promotes:
         return runtime.rollout.blue_green.promote()
     if action == "promote":
         raise BadInput(

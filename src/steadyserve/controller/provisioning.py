@@ -18,7 +18,6 @@ import asyncio
 import logging
 
 from steadyserve.backends.base import LaunchRequest, ProvisionError, ReplicaHandle
-from steadyserve.compat.skypilot import fixed_port, isolated
 from steadyserve.controller.port import LaunchPort
 from steadyserve.controller.probing import probe_loop
 from steadyserve.core.capacity import Assignment, Insufficient
@@ -26,7 +25,8 @@ from steadyserve.core.states import EventKind, ReplicaStatus
 from steadyserve.envs.plan import needs_environment
 from steadyserve.oneline import one_line
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow
+from steadyserve.spec.ports import fixed_port, isolated
+from steadyserve.store import ReplicaRow
 
 log = logging.getLogger("steadyserve.controller")
 

@@ -11,11 +11,11 @@ import json
 import os
 import sys
 
-from steadyserve import replica_contract as contract
 from steadyserve.core.capacity import Assignment
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
+from steadyserve.wire import replica_contract as contract
 
 WORKER_HOLDS = "import signal; signal.pause()"
 """A pool worker's own process: it waits (SIGTERM ends it) while jobs run in its

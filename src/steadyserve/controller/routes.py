@@ -51,21 +51,16 @@ class RoutePublisher:
         self,
         epoch: str,
         clock: Callable[[], float] = SYSTEM_CLOCK.now,
-        wall: Callable[[], float] = SYSTEM_CLOCK.wall,
     ) -> None:
-        """``clock`` measures staleness (monotonic), ``wall`` stamps what status shows."""
+        """``clock`` measures staleness (monotonic)."""
         self.epoch = epoch
         self.version = 0
         self.table: dict[str, Any] = {}
         self._content: dict[str, Any] | None = None
         self._changed = asyncio.Event()
         self._clock = clock
-        self._wall = wall
         self.workers: dict[str, WorkerView] = {}
-        self.last_poll_at: float | None = None
         self.polls_since_start = 0
-        self.report_at: float = 0.0
-        self.ack_at: float = 0.0
 
     @property
     def token(self) -> str:
@@ -102,12 +97,10 @@ class RoutePublisher:
 
     def acknowledge(self, known: str, worker: str = "") -> None:
         view = self._worker(worker)
-        self.last_poll_at = self._wall()
         self.polls_since_start += 1
         version = self._version_of(known)
         if version > view.acked_version:
             view.acked_version = version
-            self.ack_at = self._wall()
 
     async def wait(self, known: str, timeout: float, worker: str = "") -> dict[str, Any] | None:
         """The table, as soon as it differs from ``known`` (or after ``timeout``).
@@ -147,7 +140,6 @@ class RoutePublisher:
         view.requests = requests
         view.queued = queued
         view.report = raw
-        self.report_at = self._wall()
         live = self.live()
         if len(live) == 1:
             return inflight, requests, queued, raw

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from steadyserve import replica_contract as contract
-from steadyserve import unix_socket
 from steadyserve.controller.api import Handler, add_route_calls, errors_as_json
+from steadyserve.home import unix_socket
+from steadyserve.wire import replica_contract as contract
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from steadyserve import replica_contract as contract
-from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.core.capacity import Assignment, matches
 from steadyserve.core.routing.instance_aware import capacity_for
 from steadyserve.core.routing.options import PolicyOptions, ReplicaMetrics
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import Resources, ServiceSpec
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
+from steadyserve.wire import replica_contract as contract
+from steadyserve.wire.netns import path_of as netns_path
 from steadyserve.wire.routes import Limits, ReplicaRoute, RouteTable
 
 

@@ -45,7 +45,6 @@ from steadyserve.controller.routes import RoutePublisher
 from steadyserve.controller.routing import route_table
 from steadyserve.controller.versions import VersionJudge
 from steadyserve.core.autoscale import Policy as AutoscalePolicy
-from steadyserve.core.autoscale import policy_for
 from steadyserve.core.planner import Plan, ReplicaView, service_status, status_reason
 from steadyserve.core.states import (
     Desired,
@@ -55,10 +54,10 @@ from steadyserve.core.states import (
     UpdateStatus,
     check_move,
 )
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.spec.machine import this_inventory
-from steadyserve.state import ReplicaRow, ServiceRow, Store
+from steadyserve.spec.autoscaling import policy_for
+from steadyserve.store import ReplicaRow, ServiceRow, Store
 from steadyserve.wire.lb_process import env_for as tls_env
 
 log = logging.getLogger("steadyserve.controller")
@@ -99,13 +98,13 @@ class ServiceRuntime:
         self.name = row.name
         self.failure_reasons: dict[int, str] = {}  # why each replica failed, for status
         self.environment = ReplicaEnvironment(home, self.name)
-        self.routes = RoutePublisher(epoch, self.clock.now, self.clock.wall)
+        self.routes = RoutePublisher(epoch, self.clock.now)
         self.replicas: dict[int, ReplicaRow] = {r.id: r for r in store.replicas(self.name)}
         self.held: dict[int, HeldReplica] = {}
         # The machine's GPUs, cores and fixed ports, shared with every other service
         # of the controller (controller/capacity.py); alone, this service's rows.
-        self.capacity = capacity or CapacityPool(
-            this_inventory(gpus=False), lambda: list(self.replicas.values())
+        self.capacity = capacity or CapacityPool.alone(
+            backend, lambda: list(self.replicas.values())
         )
         self.waiting: dict[int, str] = {}
         """PENDING replicas that do not fit yet, and what they miss (status notices)."""

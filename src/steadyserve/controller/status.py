@@ -9,7 +9,7 @@ from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.capacity import Assignment
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import Resources
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 REGION = "local"
 

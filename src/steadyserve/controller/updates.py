@@ -1,10 +1,12 @@
-"""Turn a new spec into a version: classify the change, plan it, hand it to the runtime.
+"""Turn a new spec into a version: read its files, describe the update (pure:
+controller/update_plan.py), then commit it: snapshot, version row, rollout, prune.
 
 The classifier decides in place versus restart; the runtime carries it out. A
 dry run gives the same answer and writes nothing; the counts it (and every
-update) shows are the planner's (core/update_counts.py), not a formula of its own. The caller (the
-controller) holds the service's command lock around :func:`apply`, so version
-numbers and snapshot folders are never shared by two commands.
+update) shows are the update strategy's (core/strategies/), not a formula of its
+own. The caller (the controller) holds the service's command lock around
+:func:`apply`, so version numbers and snapshot folders are never shared by two
+commands.
 """
 
 from __future__ import annotations
@@ -12,19 +14,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput
-from steadyserve.core.changes import classify, shown
+from steadyserve.controller.update_plan import UpdatePlan, check_unchangeable, describe_update
 from steadyserve.core.states import (
-    RESTART_MODES,
-    UpdateMode,
     UpdateStatus,
     VersionOutcome,
 )
-from steadyserve.core.update_counts import update_counts
+from steadyserve.core.strategies import strategy_of
 from steadyserve.envs import build as environment_build
+from steadyserve.envs.plan import PipSpec, needs_environment
 from steadyserve.envs.workdir import (
     WorkdirError,
     check_root,
@@ -36,24 +38,16 @@ from steadyserve.envs.workdir import (
     snapshot,
 )
 from steadyserve.envs.workdir_diff import workdir_diff
-from steadyserve.paths import Home
-from steadyserve.replica_contract import SETUP_MARKER
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import Store, VersionRow
+from steadyserve.store import Store, VersionRow
+from steadyserve.wire.replica_contract import SETUP_MARKER
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
     from steadyserve.controller.runtime import ServiceRuntime
 
 log = logging.getLogger("steadyserve.controller")
-
-
-def _mode(spec: ServiceSpec, requested: str | None) -> UpdateMode:
-    mode = requested or spec.service.update_mode
-    if mode not in RESTART_MODES:
-        choices = " or ".join(RESTART_MODES)
-        raise BadInput(f"update mode {mode}: use {choices}")
-    return UpdateMode(mode)
 
 
 async def apply(
@@ -69,90 +63,101 @@ async def apply(
     spec_file: str | None = None,
     keep_files: bool = False,
 ) -> dict[str, Any]:
-    """``keep_files``: the new version has the current version's files, as they are
+    """Read the new version's files, describe the update (update_plan.py, pure), and
+    unless it is a dry run or changes nothing, commit it.
+
+    ``keep_files``: the new version has the current version's files, as they are
     stored (``steady jobs pool apply --workers N``, which names no file): the
     spec's workdir is not read again, so neither an edit made there since nor
     the service file itself (which no file names for exclusion) makes a change."""
     store, home, name = controller.store, controller.home, runtime.name
-    if spec.service.port is not None and spec.service.port != runtime.row.port:
-        raise BadInput(
-            f"service.port: the endpoint port cannot change in an update "
-            f"(it is {runtime.row.port}; take the service down and up again)"
-        )
-    if spec.service.tls != runtime.spec.service.tls:  # the LB reads it at start
-        raise BadInput(
-            "service.tls: the endpoint's TLS files cannot change in an update"
-            " (take the service down and up again)"
-        )
-    source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
+    check_unchangeable(runtime.spec, spec, runtime.row.port)
     current = store.version(name, runtime.row.version)
     assert current is not None
-    if keep_files:
-        kept = home.version_workdir(name, runtime.row.version)
-        source = kept if current.workdir_hash is not None and kept.is_dir() else None
-        exclude: set[str] = set()
-        new_hash = current.workdir_hash
-    else:
-        exclude = relative_excludes(source, [spec_file] if spec_file else [])
-        new_hash = await hash_workdir(source, exclude, home) if source is not None else None
-    changes = classify(
-        runtime.spec, spec, old_workdir_hash=current.workdir_hash, new_workdir_hash=new_hash
+    files = await _new_files(home, runtime, current, spec, source_workdir, spec_file, keep_files)
+    plan = describe_update(
+        runtime.spec,
+        spec,
+        old_hash=current.workdir_hash,
+        new_hash=files.hash,
+        requested_mode=mode,
+        replicas=runtime.views(),
+        next_version=store.latest_version_number(name) + 1,
     )
-    in_place = not changes.needs_restart
-    chosen = UpdateMode.IN_PLACE if in_place else _mode(spec, mode)
-    target = spec.service.target_replicas
-    counts = update_counts(
-        chosen,
-        target,
-        store.latest_version_number(name) + 1,
-        runtime.views(),
-        max_surge=spec.service.max_surge_count(target),
-        max_unavailable=spec.service.max_unavailable_count(target),
-    )
-    result: dict[str, Any] = {
-        "name": name,
-        "changed": not changes.empty,
-        "version": runtime.row.version,
-        "mode": chosen,
-        "changes": [
-            {
-                "path": c.path,
-                "old": shown(c.path, c.old),
-                "new": shown(c.path, c.new),
-                "kind": c.kind,
-                "why": c.why,
-            }
-            for c in changes.changes
-        ],
-        "launch": counts.launch,
-        "stop": counts.drain,
-        "dry_run": dry_run,
-    }
+    result = plan.reply(name, runtime.row.version, dry_run)
     for change in result["changes"]:
-        if change["path"] == "workdir" and change["old"] and change["new"] and source:
+        if change["path"] == "workdir" and change["old"] and change["new"] and files.source:
             # The files, not two content hashes (envs/workdir_diff.py).
             current_files = home.version_workdir(name, runtime.row.version)
             if current_files.is_dir():
                 change["files"] = await asyncio.to_thread(
-                    workdir_diff, current_files, source, exclude
+                    workdir_diff, current_files, files.source, files.exclude
                 )
-    if changes.empty:
-        result.update(launch=0, stop=0, mode="none")
+    if plan.changes.empty:
         return result
-    if chosen is UpdateMode.BLUE_GREEN:
-        _check_blue_green_fits(runtime, spec, "--mode" if mode else "service.update_mode")
+    if strategy_of(plan.mode).doubles:
+        _check_blue_green_fits(runtime, spec, plan.mode_field)
     if dry_run:
         return result
+    result["version"] = await _commit(
+        controller, runtime, spec, spec_yaml, plan, files, current, rollback_to
+    )
+    return result
+
+
+@dataclass(frozen=True)
+class _Files:
+    """Where the new version's files come from, what is left out, and their hash."""
+
+    source: Path | None
+    exclude: set[str]
+    hash: str | None
+    kept: bool
+    """The current version's stored files, as they are (``keep_files``)."""
+
+
+async def _new_files(
+    home: Home,
+    runtime: ServiceRuntime,
+    current: VersionRow,
+    spec: ServiceSpec,
+    source_workdir: Path | None,
+    spec_file: str | None,
+    keep_files: bool,
+) -> _Files:
+    if keep_files:
+        kept = home.version_workdir(runtime.name, runtime.row.version)
+        source = kept if current.workdir_hash is not None and kept.is_dir() else None
+        return _Files(source, set(), current.workdir_hash, kept=True)
+    source = source_workdir or (Path(spec.workdir) if spec.workdir else None)
+    exclude = relative_excludes(source, [spec_file] if spec_file else [])
+    new_hash = await hash_workdir(source, exclude, home) if source is not None else None
+    return _Files(source, exclude, new_hash, kept=False)
+
+
+async def _commit(
+    controller: Controller,
+    runtime: ServiceRuntime,
+    spec: ServiceSpec,
+    spec_yaml: str,
+    plan: UpdatePlan,
+    files: _Files,
+    current: VersionRow,
+    rollback_to: int | None,
+) -> int:
+    """The update's I/O: the new version's snapshot and row, then the rollout begins
+    and old versions are pruned. Returns the new version's number."""
+    store, home, name = controller.store, controller.home, runtime.name
     number = store.latest_version_number(name) + 1
     workdir_hash = await take_snapshot(
-        home, name, number, source, exclude, None if keep_files else new_hash
+        home, name, number, files.source, files.exclude, None if files.kept else files.hash
     )
-    if keep_files:  # the copy may hold setup's output; the files are the current ones
+    if files.kept:  # the copy may hold setup's output; the files are the current ones
         workdir_hash = current.workdir_hash
     old_marker = home.version_dir(name, runtime.row.version) / SETUP_MARKER
-    if in_place and old_marker.exists():  # setup is unchanged: it already ran for this code
+    if plan.in_place and old_marker.exists():  # setup is unchanged: it already ran for it
         (home.version_dir(name, number) / SETUP_MARKER).touch()
-    message = changes.describe()
+    message = plan.changes.describe()
     if rollback_to is not None:
         message = f"rollback to version {rollback_to}: {message}"
     try:
@@ -164,19 +169,18 @@ async def apply(
                 spec_json=spec.spec_json(),
                 spec_yaml=spec_yaml,
                 workdir_hash=workdir_hash,
-                mode=chosen,
+                mode=plan.mode,
                 changes=message,
                 outcome=VersionOutcome.IN_PROGRESS,
-                base_version=runtime.row.version if in_place else None,
+                base_version=runtime.row.version if plan.in_place else None,
             )
         )
     except BaseException:  # never leave files of a version that was not recorded
         await asyncio.to_thread(shutil.rmtree, home.version_dir(name, number), True)
         raise
-    runtime.rollout.begin(number, spec, chosen, message, rollback=rollback_to is not None)
-    result["version"] = number
+    runtime.rollout.begin(number, spec, plan.mode, message, rollback=rollback_to is not None)
     await prune(store, home, runtime, spec.service.history_limit, keep=rollback_to)
-    return result
+    return number
 
 
 def _check_blue_green_fits(runtime: ServiceRuntime, spec: ServiceSpec, field: str) -> None:
@@ -309,13 +313,28 @@ async def prune(
 async def prune_environments(store: Store, home: Home) -> None:
     """delete the virtualenvs no kept version (of any service) uses."""
     try:
-        kept = environment_build.kept_versions(home, store)
+        kept = _kept_versions(home, store)
         freed = await asyncio.to_thread(environment_build.prune_unused, home, kept)
     except OSError:  # unreclaimed space is not a reason to fail the command
         log.exception("could not delete unused environments")
         return
     if freed:
         log.info("deleted %d unused environments: %s", len(freed), [k[:16] for k in freed])
+
+
+def _kept_versions(home: Home, store: Store) -> list[tuple[Path, str | None, PipSpec]]:
+    """What every version whose files are kept needs an environment for (read
+    from the store, so call it where the store lives)."""
+    found: list[tuple[Path, str | None, PipSpec]] = []
+    for service in store.services():
+        for row in store.versions(service.name):
+            if row.pruned:
+                continue
+            spec = ServiceSpec.from_json(row.spec_json)
+            if needs_environment(spec.setup, spec.pip):
+                workdir = home.version_workdir(service.name, row.version)
+                found.append((workdir, spec.setup, spec.pip))
+    return found
 
 
 def rollback_target(store: Store, runtime: ServiceRuntime, to: int | None) -> VersionRow:

@@ -2,8 +2,9 @@
 docs/design.md "States"), update statuses and modes, version outcomes, event kinds.
 
 The store reads and writes these enums, so no state is ever a bare string in the
-controller. Each is a :class:`StrEnum`: its value is what the database and the JSON
-API carry, unchanged from the strings of earlier releases.
+controller. Each is a :class:`StrEnum` (an update's mode an interned string, as
+strategies register their own): its value is what the database and the JSON API
+carry, unchanged from the strings of earlier releases.
 
 :data:`REPLICA_MOVES` is the one table of the replica state changes the
 controller may make; :func:`check_move` refuses every other one. :data:`UPDATE_MOVES`
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
+from typing import ClassVar
 
 
 class StrEnum(str, Enum):
@@ -154,18 +156,47 @@ class UpdateStatus(StrEnum):
     ROLLED_BACK = "ROLLED_BACK"
 
 
-class UpdateMode(StrEnum):
-    """How a version is reached: ``initial`` (created by up), in place, or by a
-    restart strategy. ``RESTART_MODES`` are the ones a user may ask for."""
+class UpdateMode(str):
+    """How a version is reached: ``initial`` (created by up), or by one of the update
+    strategies (core/strategies/), each registered under its mode.
 
-    INITIAL = "initial"
-    IN_PLACE = "in_place"
-    ROLLING = "rolling"
-    BLUE_GREEN = "blue_green"
-    CANARY = "canary"
+    A string, interned: ``UpdateMode("rolling") is UpdateMode.ROLLING``, and a name
+    no strategy registered is a ValueError, so a row read from the store holds a
+    known mode. A new strategy interns its mode when it registers
+    (:meth:`named`); the built-in ones are named here."""
+
+    _known: ClassVar[dict[str, UpdateMode]] = {}
+    INITIAL: ClassVar[UpdateMode]
+    IN_PLACE: ClassVar[UpdateMode]
+    ROLLING: ClassVar[UpdateMode]
+    BLUE_GREEN: ClassVar[UpdateMode]
+    CANARY: ClassVar[UpdateMode]
+
+    __slots__ = ()
+
+    def __new__(cls, value: str) -> UpdateMode:
+        known = cls._known.get(value)
+        if known is None:
+            raise ValueError(f"{value!r} is not an update mode")
+        return known
+
+    @classmethod
+    def named(cls, value: str) -> UpdateMode:
+        """The mode called ``value``, made known if it is new."""
+        known = cls._known.get(value)
+        if known is None:
+            known = cls._known[value] = str.__new__(cls, value)
+        return known
+
+    def __repr__(self) -> str:
+        return f"UpdateMode({str.__repr__(self)})"
 
 
-RESTART_MODES = (UpdateMode.ROLLING, UpdateMode.BLUE_GREEN, UpdateMode.CANARY)
+UpdateMode.INITIAL = UpdateMode.named("initial")
+UpdateMode.IN_PLACE = UpdateMode.named("in_place")
+UpdateMode.ROLLING = UpdateMode.named("rolling")
+UpdateMode.BLUE_GREEN = UpdateMode.named("blue_green")
+UpdateMode.CANARY = UpdateMode.named("canary")
 
 _U = UpdateStatus
 UPDATE_START = _U.IN_PROGRESS

@@ -41,10 +41,8 @@ import steadyserve
 from steadyserve.envs import outputs as outputs
 from steadyserve.envs import plan as plan
 from steadyserve.envs import seal as seal
+from steadyserve.home.paths import Home
 from steadyserve.oneline import last_lines
-from steadyserve.paths import Home
-from steadyserve.spec import ServiceSpec
-from steadyserve.state import Store
 
 log = logging.getLogger("steadyserve.controller")
 
@@ -337,23 +335,8 @@ def _abandoned(folder: Path) -> bool:
     return True
 
 
-def kept_versions(home: Home, store: Store) -> list[tuple[Path, str | None, plan.PipSpec]]:
-    """What every version whose files are kept needs an environment for (read
-    from the store, so call it where the store lives)."""
-    found: list[tuple[Path, str | None, plan.PipSpec]] = []
-    for service in store.services():
-        for row in store.versions(service.name):
-            if row.pruned:
-                continue
-            spec = ServiceSpec.from_json(row.spec_json)
-            if plan.needs_environment(spec.setup, spec.pip):
-                workdir = home.version_workdir(service.name, row.version)
-                found.append((workdir, spec.setup, spec.pip))
-    return found
-
-
 def prune_unused(home: Home, kept: list[tuple[Path, str | None, plan.PipSpec]]) -> list[str]:
-    """Delete the environments none of ``kept`` (see :func:`kept_versions`) uses."""
+    """Delete the environments none of ``kept`` (what each kept version needs) uses."""
     in_use = set()
     for workdir, setup, pip in kept:
         with contextlib.suppress(BuildError):  # its requirements file is gone: nothing to keep

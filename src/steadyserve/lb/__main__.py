@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from steadyserve.core.routing.policies import POLICIES
+from steadyserve.core.routing.registry import POLICIES
 from steadyserve.lb.proxy import SEND_TIMEOUT
 from steadyserve.lb.server import LBConfig, LoadBalancer
 from steadyserve.lb.workers import supervise

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from steadyserve.core.canary.weighted import SmoothWeighted
 from steadyserve.core.routing.multiplex import ModelAffinity
 from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions
-from steadyserve.core.routing.policies import NO_EXCLUDE, NO_KEY, Policy, make_policy
+from steadyserve.core.routing.policies import NO_EXCLUDE, NO_KEY, Policy
+from steadyserve.core.routing.registry import make_policy
 from steadyserve.lb.pool import IDLE_HOLD
 from steadyserve.lb.request_key import Extractor, extractor
 from steadyserve.wire.routes import ReplicaRoute, RouteTable

@@ -214,3 +214,28 @@ def reject(
     exchanges.append(error)
     if exchanges[0] is error:
         conn.serve_local(error)
+
+
+def broken(conn: ClientConnection, err: BaseException | None) -> None:
+    """A failure in the load balancer's own handling of ``conn`` (a bug, or an input
+    no check foresaw): the connection is never left hanging. Its only request, when
+    no response to it is under way, is answered 500 and counted (reason
+    ``internal_error``); the connection is closed either way, which frees every
+    slot its requests held."""
+    log.error("internal error while proxying; the connection is closed", exc_info=err)
+    conn.pause_reading(PAUSE_BROKEN)
+    conn.parsing = None
+    exchanges = conn.exchanges
+    ex = exchanges[0] if len(exchanges) == 1 else None
+    if ex is not None and not ex.response_started and not conn.closing:
+        try:
+            conn.proxy.abort(ex)
+            ex.reason = "internal_error"
+            ex.keep_alive = False
+            ex.response_started = True
+            ex.status = 500
+            conn.write(simple_response(500, "internal load balancer error", close=True))
+            conn.exchange_done(ex)  # counted, then closed (not keep-alive)
+        except Exception:
+            log.exception("could not answer the broken request")
+    conn.close()

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from steadyserve import api_token
-from steadyserve.paths import Home
+from steadyserve.home import api_token
+from steadyserve.home.paths import Home
 
 
 class ControlHTTPError(Exception):
@@ -65,7 +65,7 @@ async def request(
     home: Home,
 ) -> tuple[int, bytes]:
     """Send one request to ``url``, the controller of ``home``, with the token it
-    requires (api_token.py); return (status, body). Raises ControlHTTPError."""
+    requires (home/api_token.py); return (status, body). Raises ControlHTTPError."""
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ControlHTTPError(f"unsupported controller url {url!r}")

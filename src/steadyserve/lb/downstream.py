@@ -171,8 +171,7 @@ class ClientConnection(asyncio.Protocol):
                 if isinstance(err, RequestRejected):
                     guards.reject(self, err.status, err.message, err.reason)
                 else:
-                    log.error("internal error while proxying", exc_info=err)
-                    guards.reject(self, 500, "internal load balancer error", "internal_error")
+                    guards.broken(self, err)
                 return
             except httptools.HttpParserUpgrade as exc:
                 data = data[int(exc.args[0]) :]

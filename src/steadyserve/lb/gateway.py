@@ -53,6 +53,17 @@ def request_path(head: bytes) -> bytes:
     return target if query < 0 else target[:query]
 
 
+def _is_blocked_in(path: bytes, prefix: bytes | None, blocked: frozenset[bytes]) -> bool:
+    """Is ``path`` blocked as it is, or as the application under ``prefix`` sees it
+    (a replica given the prefix as its root path routes on what follows it)?"""
+    if is_blocked(path, blocked):
+        return True
+    if prefix is None or prefix == b"/":
+        return False
+    rest = path[len(prefix) :]
+    return is_blocked(rest if rest[:1] == b"/" else b"/" + rest, blocked)
+
+
 # A JSON string cannot hold a bare quote, so these bytes only match a key.
 _MODEL = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
@@ -145,7 +156,7 @@ class GatewayProxy(Proxy):
             self._respond(ex, 404, NOT_FOUND, "unknown_route")
             return
         blocked = lane.blocked_paths
-        if blocked and is_blocked(request_path(ex.head), blocked):
+        if blocked and _is_blocked_in(request_path(ex.head), prefix, blocked):
             self._respond(ex, 404, NOT_FOUND, "blocked_path")
             return
         if prefix is not None and prefix != b"/":  # the runner's root_path, as Ray's proxy sets

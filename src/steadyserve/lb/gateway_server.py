@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from steadyserve.home.paths import Home
 from steadyserve.lb import control_http
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
@@ -39,7 +40,6 @@ from steadyserve.lb.proxy import Proxy
 from steadyserve.lb.route_client import LoadReporter, RouteClient
 from steadyserve.lb.server import open_file_limit
 from steadyserve.lb.zero import ZeroHold, controller_asker
-from steadyserve.paths import Home
 from steadyserve.wire.counts import GATEWAY
 from steadyserve.wire.routes import RouteTable, service_url
 

@@ -10,9 +10,9 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from steadyserve.home.paths import Home
 from steadyserve.lb.access_log import AccessLog
 from steadyserve.lb.metrics import LBMetrics, MetricsServer, live_report
-from steadyserve.paths import Home
 from steadyserve.wire.counts import ENDPOINT
 from steadyserve.wire.routes import RouteTable
 

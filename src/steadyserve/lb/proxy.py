@@ -26,9 +26,9 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
-from steadyserve.backends.netns_socket import create_connection
 from steadyserve.lb import request_id, retry
 from steadyserve.lb.balancer import Balancer, ReplicaState
+from steadyserve.lb.client_guards import broken
 from steadyserve.lb.exchange import (
     CONNECTING,
     DONE,
@@ -46,8 +46,10 @@ from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.pool import expire, park, take
 from steadyserve.lb.request_key import route_key
 from steadyserve.lb.retry import Retry
+from steadyserve.lb.target import blocked_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
+from steadyserve.wire.netns import create_connection
 from steadyserve.wire.routes import Limits, RouteTable
 
 if TYPE_CHECKING:
@@ -147,7 +149,7 @@ class Proxy:
     def apply_table(self, table: RouteTable) -> None:
         """Switch routes; queued requests may now fit (or have nowhere left to go)."""
         self.balancer.apply(table)
-        self.blocked_paths = table.blocked_paths
+        self.blocked_paths = frozenset(blocked_key(path) for path in table.blocked_paths)
         limits = table.limits or self.default_limits
         if limits != self.limits:
             self.limits = limits
@@ -167,12 +169,16 @@ class Proxy:
     def dispatch(self, ex: Exchange) -> None:
         """Send ``ex`` to a replica, queue it, or answer it with an error."""
         balancer = self.balancer
-        if balancer.read_key is None:
-            replica = balancer.choose(ex.tried, ex.pin)
-        else:
-            replica = balancer.choose(ex.tried, ex.pin, route_key(ex, balancer.read_key))
-        if replica is not None:
-            self._start_attempt(ex, replica)
+        try:  # free unless raised: a failure closes this client, never hangs it
+            if balancer.read_key is None:
+                replica = balancer.choose(ex.tried, ex.pin)
+            else:
+                replica = balancer.choose(ex.tried, ex.pin, route_key(ex, balancer.read_key))
+            if replica is not None:
+                self._start_attempt(ex, replica)
+                return
+        except Exception as exc:
+            broken(ex.client, exc)
             return
         if balancer.has_candidate(ex.tried, ex.pin):
             limit = balancer.max_queued
@@ -203,19 +209,25 @@ class Proxy:
             balancer = self.balancer
             while waiting:
                 ex = waiting[0]
-                if balancer.read_key is None:
-                    replica = balancer.choose(ex.tried, ex.pin)
-                else:
-                    key = route_key(ex, balancer.read_key)
-                    replica = balancer.choose(ex.tried, ex.pin, key)
-                if replica is None:
-                    if balancer.has_candidate(ex.tried, ex.pin) or (self.zero and self.zero.keep()):
-                        break
+                try:  # as in dispatch: a failure closes this client, the queue goes on
+                    if balancer.read_key is None:
+                        replica = balancer.choose(ex.tried, ex.pin)
+                    else:
+                        key = route_key(ex, balancer.read_key)
+                        replica = balancer.choose(ex.tried, ex.pin, key)
+                    if replica is None:
+                        zero = self.zero
+                        if balancer.has_candidate(ex.tried, ex.pin) or (zero and zero.keep()):
+                            break
+                        waiting.popleft()
+                        self._no_route(ex)
+                        continue
                     waiting.popleft()
-                    self._no_route(ex)
-                    continue
-                waiting.popleft()
-                self._start_attempt(ex, replica)
+                    self._start_attempt(ex, replica)
+                except Exception as exc:
+                    if waiting and waiting[0] is ex:
+                        waiting.popleft()
+                    broken(ex.client, exc)
         finally:
             self._waking = False
 
@@ -230,11 +242,8 @@ class Proxy:
             # pool.take's common case inline: the call would cost more, on every request.
             conn = idle[-1]
             poller = conn.poller
-            if (
-                not conn.closed
-                and self.now() - conn.idle_since < replica.idle_hold
-                and (poller is None or not poller.poll(0))
-            ):
+            fit = not conn.closed and self.now() - conn.idle_since < replica.idle_hold
+            if fit and (poller is None or not poller.poll(0)):
                 idle.pop()
                 self._attach(ex, conn)
                 return
@@ -411,9 +420,7 @@ class Proxy:
             if move is Retry.FRESH:
                 ex.fresh = True
             else:
-                if ex.tried is None:
-                    ex.tried = set()
-                ex.tried.add(replica.id)
+                ex.tried = {*(ex.tried or ()), replica.id}
             retry.replay(ex)
             ex.state = step(ex.state, READY)
             self.dispatch(ex)

@@ -22,9 +22,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from steadyserve.backends.netns_socket import connect_in
 from steadyserve.core.routing.options import ReplicaMetrics
 from steadyserve.lb.balancer import Balancer
+from steadyserve.wire.netns import connect_in
 
 log = logging.getLogger("steadyserve.lb.metrics_scrape")
 

@@ -8,11 +8,17 @@ downstream.py's REQUEST_BUFFER_BYTES), so nothing waits for it. Everything here
 is tolerant: a body that is not JSON, is cut at 64 KiB, or has no such field
 gives None, and the policy routes that request like least_load. Keys are turned
 into hashes by the policies and never logged.
+
+Whatever a client sends, reading its key can only fail into "no key": a body
+outside :func:`parse_bounded`'s limits (size, nesting) is not parsed at all, a
+string with a lone surrogate still hashes (its UTF-8 with ``surrogatepass``), and
+``read_key`` turns any other failure into None.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -23,6 +29,20 @@ from steadyserve.lb.exchange import UNREAD
 
 if TYPE_CHECKING:
     from steadyserve.lb.exchange import Exchange
+
+log = logging.getLogger("steadyserve.lb")
+
+MAX_JSON_BYTES = 64 * 1024
+"""The largest body a ``json:`` key is parsed from: what the LB buffers anyway."""
+MAX_JSON_DEPTH = 64
+"""Deeper bodies are not parsed: real request bodies nest a few levels, and
+30,000 ``[`` would otherwise reach the parser's recursion limit."""
+MAX_JSON_MARKS = 8192
+"""Bodies with more brackets and quotes than this (outside escapes) and more than
+:data:`MAX_JSON_DEPTH` brackets are not parsed either: that bounds the depth
+check's own work (a chat needs about ten a message)."""
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+_NOT_MARKS = bytes(b for b in range(256) if b not in b'"[]{}')
 
 Extractor = Callable[[bytes, bytes], object]
 """``(head, body) -> key``: the head as the LB forwards it, the buffered body."""
@@ -103,16 +123,45 @@ def json_pointer(document: Any, pointer: str) -> Any:
     return document
 
 
+def parse_bounded(body: bytes) -> bool:
+    """Is ``body`` within what the LB parses: at most :data:`MAX_JSON_BYTES`, and
+    nested at most :data:`MAX_JSON_DEPTH` arrays and objects deep?
+
+    Every step is a C-speed bytes operation over a bounded input. Counting the
+    brackets settles almost every body (that few cannot nest deeper). Otherwise
+    escaped backslashes and quotes go, only quotes and brackets stay (at most
+    :data:`MAX_JSON_MARKS`), every quote left delimits a string (as in any valid
+    JSON) whose contents go too, and each pass removes the innermost bracket
+    pairs: the passes needed are the depth. Unbalanced brackets never empty, and
+    such a body is not JSON."""
+    if len(body) > MAX_JSON_BYTES:
+        return False
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return True
+    marks = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(_SQUARE, _NOT_MARKS)
+    if len(marks) > MAX_JSON_MARKS:
+        return False
+    brackets = b"".join(marks.split(b'"')[::2])
+    for _ in range(MAX_JSON_DEPTH):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"[]", b"")
+    return not brackets
+
+
 def _body_field(pointer: str) -> Extractor:
     def read(head: bytes, body: bytes) -> object:
+        if not parse_bounded(body):
+            return None
         try:
             value = json_pointer(json.loads(body), pointer)
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
             return None
         if value is None:
             return None
         if isinstance(value, str):
-            return value.encode()
+            # JSON may spell a lone surrogate ("\ud800"): it still names a session.
+            return value.encode("utf-8", "surrogatepass")
         return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
     return read
@@ -141,11 +190,16 @@ def extractor(request_key: str, options: PolicyOptions) -> Extractor:
 
 
 def read_key(read: Extractor, head: bytes, pending: list[bytes] | None) -> object:
-    """Apply ``read`` to a request whose buffered body is ``pending``."""
-    body = b"".join(pending) if pending else b""
-    if body and b"\r\ntransfer-encoding: chunked" in head.lower():
-        body = dechunk(body)
-    return read(head, body)
+    """Apply ``read`` to a request whose buffered body is ``pending``: the key, or
+    None when the request has none or it cannot be read (never an exception)."""
+    try:
+        body = b"".join(pending) if pending else b""
+        if body and b"\r\ntransfer-encoding: chunked" in head.lower():
+            body = dechunk(body)
+        return read(head, body)
+    except Exception:  # a request no check above foresaw routes as one with no key
+        log.warning("a request's routing key could not be read; routed without one")
+        return None
 
 
 def route_key(ex: Exchange, read: Extractor) -> object:

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from steadyserve.home.paths import Home
 from steadyserve.lb import control_http
-from steadyserve.paths import Home
 from steadyserve.wire.load_report import LoadReport
 from steadyserve.wire.routes import RouteTable, service_url
 

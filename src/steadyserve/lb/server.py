@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from steadyserve.home.paths import Home
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
 from steadyserve.lb.observe import Observability
@@ -27,7 +28,6 @@ from steadyserve.lb.shared_load import REFRESH_S, SharedLoad, refresh, share
 from steadyserve.lb.tls import server_context_from_env
 from steadyserve.lb.websocket import WebSockets
 from steadyserve.lb.zero import ZeroHold, controller_asker
-from steadyserve.paths import Home
 from steadyserve.wire.routes import Limits, RouteTable
 
 log = logging.getLogger("steadyserve.lb")

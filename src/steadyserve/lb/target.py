@@ -76,23 +76,89 @@ def normalise(target: bytes, method: bytes) -> tuple[bytes, bytes | None]:
     return (path + b"?" + query if sep else path), authority
 
 
-def check_path(target: bytes) -> bytes:
-    """The path a replica could possibly understand ``target`` as: fully decoded,
-    slashes merged, dot segments resolved, no trailing slash. For the block check."""
-    path = target.split(b"?", 1)[0]
+def is_blocked(target: bytes, blocked: frozenset[bytes]) -> bool:
+    """Could any common server route the (already normalised) ``target`` to one of
+    the ``blocked`` paths (lowercase, no trailing slash; see :func:`blocked_key`)?
+
+    A plain path (the hot path) has one reading; anything else is checked under
+    every reading :func:`readings` lists. Only the check uses them: what is
+    forwarded is the normalised target, unchanged."""
+    path = target.partition(b"?")[0]
+    if 59 not in path and 35 not in path and path.isascii() and is_plain(path):  # ";" "#"
+        return blocked_key(path) in blocked
+    return not blocked.isdisjoint(readings(path))
+
+
+def blocked_key(path: bytes) -> bytes:
+    """How a blocked path is compared: lowercase (Express and ASP.NET route without
+    regard to case, so every case of a blocked path is refused), no trailing slash."""
+    return path.rstrip(b"/").lower() or b"/"
+
+
+def readings(path: bytes) -> set[bytes]:
+    """The paths the servers people put behind SteadyServe may route ``path`` to,
+    each as :func:`blocked_key` spells it (docs/security.md has the table):
+
+    - percent-escapes decoded, repeatedly (``%252e``: a double-decoding app), or not;
+    - cut at a NUL, ``?`` or ``#`` (a decoded ``%3F``, or a fragment a client sent);
+    - ``\\`` read as ``/``; overlong UTF-8 (``%C0%AF``) read as the ASCII it spells;
+    - ``;params`` dropped from every segment before dot segments are resolved
+      (Tomcat, Spring: ``/..;/`` is ``/../``), from the last segment after
+      (Python's ``urlparse``), or kept (most servers), and dropped before decoding
+      as well as after (``%3B`` is a ``;`` to some);
+    - duplicate slashes merged, dot segments resolved, a trailing slash ignored.
+    """
+    decoded = _fully_decoded(path)
+    stripped_then_decoded = _fully_decoded(_without_params(path))
+    out: set[bytes] = set()
+    for form in {path, decoded, stripped_then_decoded}:
+        form = _cut(_OVERLONG.sub(_ascii_of_overlong, form)).replace(b"\\", b"/")
+        out.add(blocked_key(_clean_path(_without_params(form))))  # params, then dots
+        cleaned = _clean_path(form)
+        out.add(blocked_key(cleaned))  # params kept
+        out.add(blocked_key(_without_last_params(cleaned)))  # urlparse: the last one
+    return out
+
+
+def _fully_decoded(path: bytes) -> bytes:
     for _ in range(3):  # double encodings (%252e) as well, bounded
         decoded = unquote_to_bytes(path)
         if decoded == path:
             break
         path = decoded
-    path = _clean_path(path.replace(b"\\", b"/"))
-    return path.rstrip(b"/") or b"/"
+    return path
 
 
-def is_blocked(target: bytes, blocked: frozenset[bytes]) -> bool:
-    """Does the (already normalised) target name one of the ``blocked`` paths?"""
-    path = check_path(target)
-    return path in blocked or path + b"/" in blocked
+def _cut(path: bytes) -> bytes:
+    """The path up to a NUL (C strings), ``?`` or ``#`` (decoded ones included)."""
+    for stop in (b"\x00", b"?", b"#"):
+        path = path.partition(stop)[0]
+    return path
+
+
+def _without_params(path: bytes) -> bytes:
+    """``;params`` dropped from every segment (the Servlet spec's path parameters)."""
+    if 59 not in path:
+        return path
+    return b"/".join(segment.partition(b";")[0] for segment in path.split(b"/"))
+
+
+def _without_last_params(path: bytes) -> bytes:
+    """``;params`` dropped from the last segment only, as ``urllib.parse.urlparse``."""
+    head, slash, last = path.rpartition(b"/")
+    return head + slash + last.partition(b";")[0]
+
+
+# Overlong UTF-8 for ASCII: two bytes (C0/C1 xx), three (E0 80-81 xx), four (F0 80 80-81 xx).
+_OVERLONG = re.compile(
+    rb"[\xc0\xc1][\x80-\xbf]|\xe0[\x80\x81][\x80-\xbf]|\xf0\x80[\x80\x81][\x80-\xbf]"
+)
+
+
+def _ascii_of_overlong(match: re.Match[bytes]) -> bytes:
+    data = match.group(0)
+    value = data[-1] & 0x3F | (data[-2] & 0x3F) << 6
+    return bytes((value,)) if value < 0x80 else data
 
 
 def _decode_unreserved(match: re.Match[bytes]) -> bytes:

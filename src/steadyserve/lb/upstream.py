@@ -41,6 +41,7 @@ from steadyserve.lb.framing import (
     RULES,
     Framing,
     choose,
+    head_end,
 )
 from steadyserve.lb.http import (
     HOP_BY_HOP,
@@ -59,7 +60,9 @@ if TYPE_CHECKING:
     from steadyserve.lb.exchange import Exchange
     from steadyserve.lb.proxy import Proxy
 
-MAX_HELD_BYTES = 1024 * 1024  # a response head larger than this is refused
+# A larger response head is a 502 and a log line (nginx: proxy_buffer_size); an
+# incomplete head is held up to that size.
+MAX_RESPONSE_HEAD_BYTES = MAX_HELD_BYTES = 64 * 1024
 # A response's bytes kept (while smaller than this) so that, should the replica send
 # bytes past its end, the end can be found and only the response forwarded.
 MAX_SEEN_BYTES = 64 * 1024
@@ -222,7 +225,7 @@ class UpstreamConnection(asyncio.Protocol):
                 self.held.append(data)
                 self.held_size += len(data)
                 if self.held_size > MAX_HELD_BYTES:
-                    self.proxy.upstream_failed(exchange, self, "response head too large")
+                    self.proxy.upstream_failed(exchange, self, "response head larger than 64 KiB")
                     return
         if self.complete:
             if self._extra:
@@ -399,6 +402,9 @@ class UpstreamConnection(asyncio.Protocol):
         assert exchange is not None
         if self.complete:
             raise UpstreamProtocolError("a second response to one request")
+        # What was read of this response bounds its head: only a large read is summed.
+        if self.seen_size > MAX_RESPONSE_HEAD_BYTES < sum(map(len, self._lines)):
+            raise UpstreamProtocolError("response head larger than 64 KiB")
         parser = self.parser
         status = parser.get_status_code()
         self.status = status
@@ -462,19 +468,12 @@ class UpstreamConnection(asyncio.Protocol):
             or self.proxy.draining
             or rule.closes_client
         )
-        framing = rule.header
-        if rule.keeps_te and self._te is not None:
-            framing = b"transfer-encoding: %s\r\n" % self._te
         if rule.complete_at_head:
             self.complete = True
             self.keep_alive = self.parser.should_keep_alive()
-        if exchange.request_id is not None:
-            framing += b"x-request-id: %s\r\n" % exchange.request_id
         if close:
             exchange.keep_alive = False
-            framing += b"connection: close\r\n"
-        elif exchange.http10:
-            framing += b"connection: keep-alive\r\n"
+        framing = head_end(rule, self._te, exchange.request_id, close, exchange.http10)
         self._out.append(
             b"".join((STATUS_LINES[status], *self._filtered(self._lines), framing, b"\r\n"))
         )

@@ -65,13 +65,6 @@ def is_websocket_upgrade(method: bytes, upgrade: bytes | None, http10: bool) -> 
     )
 
 
-def accepts_websocket(proxy: Proxy, method: bytes, upgrade: bytes | None, parser: Any) -> bool:
-    """Will this load balancer tunnel the upgrade request being parsed?"""
-    return proxy.websockets is not None and is_websocket_upgrade(
-        method, upgrade, parser.get_http_version() == "1.0"
-    )
-
-
 # -- the client's side of a handshake (its ClientConnection, downstream.py) -----------
 def hold_for_answer(client: ClientConnection, rest: bytes) -> None:
     """httptools stopped after a handshake's head: hold ``rest`` (and read no more)

@@ -23,9 +23,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from steadyserve.home.paths import Home
 from steadyserve.lb import control_http
 from steadyserve.lb.exchange import WAITING
-from steadyserve.paths import Home
 from steadyserve.wire.routes import service_url
 
 if TYPE_CHECKING:

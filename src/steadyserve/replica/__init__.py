@@ -5,6 +5,6 @@ Only the decorator is imported here: user modules import this package, and
 should not pay for the server stack when a test or notebook uses the class.
 """
 
-from steadyserve.replica.deployment import DeploymentOptions, deployment
+from steadyserve.wire.deployment import DeploymentOptions, deployment
 
 __all__ = ["DeploymentOptions", "deployment"]

@@ -19,10 +19,10 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from steadyserve import replica_contract as contract
 from steadyserve.replica.loader import LoadError, Target, load
 from steadyserve.replica.settings import SettingsError, from_env
 from steadyserve.serve import ray_alias
+from steadyserve.wire import replica_contract as contract
 
 PROG = "steadyserve.replica"
 

@@ -3,7 +3,13 @@
 It sits inside ``OngoingLimit``, so a handle call counts against
 ``max_ongoing_requests`` like any request, and in front of the user's app, so
 the user's routes never see it. Load balancers refuse the path (the controller
-lists it in ``blocked_paths``): only replicas of this STEADY_HOME reach it.
+lists it in ``blocked_paths``), and the app port is a loopback port any local
+user can connect to, so every call must carry this home's graph secret
+(``X-Steady-Graph-Secret``; every Python replica and driver of the home has it,
+no other user can derive it): without it the call is refused 403 before its body
+is read. A call names a method the deployment exposes to handles: never a private
+one, nor a lifecycle hook the controller drives (``reconfigure``,
+``check_health``, ``record_routing_stats``).
 
 The method runs the way the user wrote it (async on the loop, sync in the
 request pool, generators streamed frame by frame); its exception becomes an
@@ -30,6 +36,8 @@ from steadyserve.serve import wire
 log = logging.getLogger("steadyserve.replica")
 
 MAX_CALL_BODY = 256 * 1024 * 1024
+LIFECYCLE_METHODS = frozenset({"reconfigure", "check_health", "record_routing_stats"})
+"""Called by the controller and the runner, never by a handle (Ray's hooks)."""
 _DONE = object()
 
 
@@ -49,6 +57,8 @@ class CallApp:
         headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
         trusted = self._trusted(headers.get(wire.GRAPH_SECRET_HEADER.lower(), b""))
         try:
+            if not trusted:
+                raise _Refused(403, "a handle call needs this home's graph secret")
             if scope["method"] != "POST":
                 raise _Refused(405, "handle calls are POSTs")
             if self.user is None or self.user.instance is None:
@@ -78,6 +88,8 @@ class CallApp:
         assert self.user is not None
         if name != "__call__" and (name.startswith("_") or not name.isidentifier()):
             raise _Refused(404, f"{name!r} is not a public method of {self.user.name}")
+        if name in LIFECYCLE_METHODS:
+            raise _Refused(404, f"{name!r} is {self.user.name}'s lifecycle hook, not a handle's")
         method = getattr(self.user.instance, name, None)
         if method is None or not callable(method):
             raise _Refused(404, f"{self.user.name} has no method {name!r}")

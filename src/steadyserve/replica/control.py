@@ -26,12 +26,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from steadyserve import replica_contract as contract
 from steadyserve.oneline import one_line
 from steadyserve.replica.app import OngoingLimit
 from steadyserve.replica.loader import Target
 from steadyserve.replica.user import UserClass
 from steadyserve.serve import multiplex
+from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger("steadyserve.replica")
 

@@ -13,9 +13,9 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from steadyserve.replica.errors import LoadError
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
+from steadyserve.serve.errors import LoadError
 from steadyserve.serve.handle import DeploymentHandle
 from steadyserve.serve.ingress import bind_class_routes, ingress_of, is_method_of
 

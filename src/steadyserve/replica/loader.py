@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from steadyserve.replica import graph
-from steadyserve.replica.deployment import options_of
-from steadyserve.replica.errors import LoadError
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import ray_alias
+from steadyserve.serve.errors import LoadError
 from steadyserve.serve.names import split_import_path
+from steadyserve.wire.deployment import options_of
 
 __all__ = ["Kind", "LoadError", "Target", "load"]
 

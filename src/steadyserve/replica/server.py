@@ -32,8 +32,7 @@ from typing import Any, Literal
 
 import uvicorn
 
-from steadyserve import replica_contract as contract
-from steadyserve import unix_socket
+from steadyserve.home import unix_socket
 from steadyserve.replica.app import ClassApp, ModelIdHeader, OngoingLimit, RootPath
 from steadyserve.replica.calls import CallApp
 from steadyserve.replica.control import Phase, ReplicaState, control_app
@@ -42,6 +41,7 @@ from steadyserve.replica.settings import Settings
 from steadyserve.replica.user import UserClass
 from steadyserve.serve import context, multiplex
 from steadyserve.serve import handle as handles
+from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger("steadyserve.replica")
 

@@ -1,7 +1,7 @@
 """The runner's settings: the controller's environment over the decorator's defaults.
 
 The controller passes what the service file says (``STEADY_*``, named in
-``steadyserve.replica_contract``); a decorated class fills what the environment
+``steadyserve.wire.replica_contract``); a decorated class fills what the environment
 leaves out; the contract's defaults fill the rest. A malformed value is a
 launcher bug, reported in one line naming the variable.
 """
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from steadyserve import replica_contract as contract
+from steadyserve.wire import replica_contract as contract
 
 
 class SettingsError(Exception):

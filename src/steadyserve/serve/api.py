@@ -26,13 +26,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from steadyserve import replica_contract as contract
-from steadyserve import unix_socket
-from steadyserve.cli.client import Client, CommandError
+from steadyserve.client.connection import Client, CommandError
 from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
 from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.core.states import LIVE_REPLICA_STATES, ReplicaStatus
-from steadyserve.paths import Home
+from steadyserve.home import unix_socket
+from steadyserve.home.paths import Home
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
 from steadyserve.serve import shipped
@@ -42,6 +41,7 @@ from steadyserve.serve.names import attr_name
 from steadyserve.serve.overview import failure_reason
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.loading import parse_service
+from steadyserve.wire import replica_contract as contract
 from steadyserve.wire.routes import app_ingress_url
 
 HTTP_PORT_ENV = "STEADY_SERVE_HTTP_PORT"

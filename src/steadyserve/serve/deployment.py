@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, overload
 
-from steadyserve.replica.deployment import DeploymentOptions
+from steadyserve.wire.deployment import DeploymentOptions
 
 C = TypeVar("C", bound=type)
 

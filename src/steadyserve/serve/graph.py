@@ -19,9 +19,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from steadyserve.replica.errors import LoadError
 from steadyserve.serve import ray_alias
 from steadyserve.serve.deployment import Application, Deployment, replace_nodes
+from steadyserve.serve.errors import LoadError
 from steadyserve.serve.names import attr_name, default_service_name, split_import_path
 
 PROG = "steadyserve.serve.graph"

@@ -28,11 +28,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from steadyserve import replica_contract as contract
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.serve import wire
 from steadyserve.serve.context import MODEL_ID_HEADER, DeploymentID, ReplicaID
 from steadyserve.serve.names import default_service_name
+from steadyserve.wire import replica_contract as contract
 
 if TYPE_CHECKING:  # the HTTP client is imported by the first call, not by every replica
     import aiohttp

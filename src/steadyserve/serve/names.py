@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from steadyserve.replica.errors import LoadError
+from steadyserve.serve.errors import LoadError
 
 _NOT_SERVICE = re.compile(r"[^a-z0-9_-]+")
 _NOT_IDENTIFIER = re.compile(r"\W", re.ASCII)

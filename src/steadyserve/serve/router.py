@@ -32,8 +32,9 @@ from urllib.parse import quote
 import aiohttp
 
 from steadyserve.core.routing.multiplex import ModelAffinity
-from steadyserve.core.routing.policies import Policy, make_policy
-from steadyserve.paths import Home
+from steadyserve.core.routing.policies import Policy
+from steadyserve.core.routing.registry import make_policy
+from steadyserve.home.paths import Home
 from steadyserve.serve import wire
 from steadyserve.serve.unix_calls import BASE_URL, UnixSessions
 from steadyserve.wire.routes import ReplicaRoute, RouteTable, service_url

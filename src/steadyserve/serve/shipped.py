@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from steadyserve.replica.errors import LoadError
+from steadyserve.serve.errors import LoadError
 
 PICKLE_FILE = "app.pkl"
 META_FILE = "app.json"

@@ -23,7 +23,7 @@ import contextlib
 
 import aiohttp
 
-from steadyserve import unix_socket
+from steadyserve.home import unix_socket
 
 BASE_URL = "http://localhost"
 """The host part of a URL sent over a Unix socket (the socket is the address)."""

@@ -22,7 +22,7 @@ import pickle
 import struct
 from typing import Any
 
-from steadyserve.replica_contract import HANDLE_CALL_PATH
+from steadyserve.wire.replica_contract import HANDLE_CALL_PATH
 
 CALL_PATH = HANDLE_CALL_PATH
 METHOD_HEADER = "X-Steady-Method"

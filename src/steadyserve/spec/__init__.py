@@ -23,7 +23,6 @@ __all__ = [
     "CanaryAnalysis",
     "CanaryPolicy",
     "CanaryStep",
-    "LoadBalancingPolicy",
     "ReadinessProbe",
     "ReplicaPolicy",
     "Resources",
@@ -37,14 +36,15 @@ __all__ = [
     "parse_service",
 ]
 
+from steadyserve.core.states import UpdateMode
 from steadyserve.spec.canary import CanaryAnalysis, CanaryPolicy, CanaryStep
 from steadyserve.spec.errors import (
     MAX_FILE_BYTES,
     NAME_PATTERN,
     SpecError,
 )
-from steadyserve.spec.fields import LoadBalancingPolicy, UpdateMode
-from steadyserve.spec.loading import load_fleet_file, load_service_file, parse_service
+from steadyserve.spec.fleet import load_fleet_file
+from steadyserve.spec.loading import load_service_file, parse_service
 from steadyserve.spec.models import Resources, ServiceSpec
 from steadyserve.spec.sections import (
     AutoscalingConfig,

@@ -9,10 +9,12 @@ target only: a field that would be ignored is an error instead.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import StrictBool, StrictStr, ValidationInfo, field_validator, model_validator
 
+from steadyserve.core.autoscale.policies import FixedPolicy, OngoingPolicy, Policy, QpsPolicy
 from steadyserve.spec.base import _Model
 from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import (
@@ -239,3 +241,55 @@ class AutoscalingConfig(_Model):
 
     def as_replica_policy(self) -> ReplicaPolicy:
         return ReplicaPolicy.model_validate(self.model_dump())
+
+
+if TYPE_CHECKING:
+    from steadyserve.spec.sections import ServiceSection
+
+
+def policy_for(service: ServiceSection) -> Policy:
+    """The policy a validated ``service:`` section asks for."""
+    spec = service.replica_policy
+    if spec is None:
+        return FixedPolicy(service.target_replicas)
+    if spec.target_qps_per_replica is not None:
+        target = spec.target_qps_per_replica
+        per_accelerator: tuple[tuple[str, float], ...] = ()
+        if isinstance(target, Mapping):
+            per_accelerator, target = tuple(target.items()), max(target.values())
+        return QpsPolicy(
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            target_qps_per_replica=target,
+            upscale_delay_seconds=spec.upscale_delay_seconds,
+            downscale_delay_seconds=spec.downscale_delay_seconds,
+            num_overprovision=spec.num_overprovision or 0,
+            decision_interval_s=spec.decision_interval_s,
+            burst=spec.burst,
+            per_accelerator=per_accelerator,
+        )
+    if spec.target_ongoing_requests is not None:
+        return OngoingPolicy(
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            target_ongoing_requests=spec.target_ongoing_requests,
+            look_back_period_s=spec.look_back_period_s,
+            upscale_delay_s=spec.upscale_delay_s,
+            downscale_delay_s=spec.downscale_delay_s,
+            downscale_to_zero_delay_s=spec.downscale_to_zero_delay_s,
+            # Ray's precedence: the factor, else its deprecated smoothing factors.
+            upscaling_factor=_first(
+                spec.upscaling_factor, spec.upscale_smoothing_factor, spec.smoothing_factor
+            ),
+            downscaling_factor=_first(
+                spec.downscaling_factor, spec.downscale_smoothing_factor, spec.smoothing_factor
+            ),
+            initial_replicas=spec.initial_replicas,
+            policy_function=spec.custom_policy_function(),
+            burst=spec.burst,
+        )
+    return FixedPolicy(spec.min_replicas)
+
+
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import math
 import re
-import typing
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BeforeValidator,
 )
 
+from steadyserve.core.routing.registry import POLICIES
+from steadyserve.core.strategies import selectable_modes
 from steadyserve.oneline import is_number
 from steadyserve.spec.errors import _NAME_RULE, NAME_PATTERN, _fail
 
@@ -80,16 +81,22 @@ def _number(
     return check
 
 
-def _choice(kind: Any) -> Callable[[object], str]:
-    options: tuple[str, ...] = typing.get_args(kind)
-    message = "must be one of " + ", ".join(options)
+def _update_mode(value: object) -> str:
+    """One of the update strategies a user may ask for (core/strategies/), read from
+    the registry when a file is checked, so a strategy registered later is accepted."""
+    modes = selectable_modes()
+    if not isinstance(value, str) or value not in modes:
+        raise _fail("must be one of " + ", ".join(modes))
+    return value
 
-    def check(value: object) -> str:
-        if not isinstance(value, str) or value not in options:
-            raise _fail(message)
-        return value
 
-    return check
+def _routing_policy(value: object) -> str:
+    """One of the routing policies of the registry (core/routing/registry.py), read
+    when a file is checked, so a policy registered later is accepted."""
+    names = tuple(POLICIES)
+    if not isinstance(value, str) or value not in names:
+        raise _fail("must be one of " + ", ".join(names))
+    return value
 
 
 def _url_path(value: object) -> str:
@@ -426,20 +433,9 @@ EnvName = Annotated[str, BeforeValidator(_env_name)]
 HeaderName = Annotated[str, BeforeValidator(_header_name)]
 ScalarText = Annotated[str, BeforeValidator(_scalar_text)]
 JsonData = Annotated[Any, BeforeValidator(_json_data)]
-UpdateMode = Literal["rolling", "blue_green", "canary"]
-LoadBalancingPolicy = Literal[
-    "least_load",
-    "round_robin",
-    "power_of_two",
-    "instance_aware_least_load",
-    "prefix_affinity",
-    "session_affinity",
-]
 
-UpdateModeField = Annotated[UpdateMode, BeforeValidator(_choice(UpdateMode))]
-LoadBalancingPolicyField = Annotated[
-    LoadBalancingPolicy, BeforeValidator(_choice(LoadBalancingPolicy))
-]
+UpdateModeField = Annotated[str, BeforeValidator(_update_mode)]
+LoadBalancingPolicyField = Annotated[str, BeforeValidator(_routing_policy)]
 Surge = Annotated[int | str, BeforeValidator(_surge(cap_percent=None))]
 Unavailable = Annotated[int | str, BeforeValidator(_surge(cap_percent=100))]
 CpuAmount = Annotated[

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
 from collections.abc import Hashable, Mapping
@@ -11,13 +10,13 @@ from typing import Any, Literal
 
 import yaml
 
-from steadyserve.compat.sky_env_vars import with_task_values
-from steadyserve.compat.skypilot import resolve_path
 from steadyserve.oneline import is_number
-from steadyserve.spec.convert import _format_loc, _validate
+from steadyserve.spec.convert import _validate
 from steadyserve.spec.errors import _NAME_RULE, MAX_FILE_BYTES, NAME_PATTERN, TOP_LEVEL, SpecError
 from steadyserve.spec.fields import _short_repr
 from steadyserve.spec.models import ServiceSpec
+from steadyserve.spec.path_rule import resolve_path
+from steadyserve.spec.variables import with_task_values
 
 # ------------------------------------------------------------------------- loading
 
@@ -44,7 +43,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _read_document(path: str | Path) -> object:
+def read_document(path: str | Path) -> object:
     """The parsed YAML of a file, or a SpecError naming the file."""
     label = str(path)
     file = Path(path)
@@ -142,7 +141,7 @@ def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
     return f"invalid YAML{where}: {problem}"
 
 
-def _kind(value: object) -> str:
+def kind_of(value: object) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
@@ -174,13 +173,13 @@ def parse_service(
     ``base_dir`` stands for the file's folder: relative paths (``workdir``,
     ``file_mounts`` sources, ``service.tls`` files) resolve against it, or against
     ``cwd`` when given and the path is only found there (SkyPilot's rule, see
-    :func:`~steadyserve.compat.skypilot.resolve_path`); which one was used is added
+    :func:`~steadyserve.spec.path_rule.resolve_path`); which one was used is added
     to ``notes``. The folder's name is the fallback service name. ``name`` (the
     CLI's ``-n``) wins over the document's ``name:``. A ``secrets`` entry left null
     is read from ``environ``.
     """
     if not isinstance(data, dict):
-        raise SpecError(TOP_LEVEL, f"must be a mapping of service fields, not {_kind(data)}")
+        raise SpecError(TOP_LEVEL, f"must be a mapping of service fields, not {kind_of(data)}")
     fields: dict[Any, Any] = dict(data)
     if name is not None:
         fields["name"] = name
@@ -298,13 +297,13 @@ def load_service_file(
     is not in the file's folder); ``notes`` receives which one each used.
     ``envs``/``secrets`` are SkyPilot's ``--env``/``--secret``: they set the
     file's entries, and ``$KEY`` in ``service`` and ``file_mounts`` is filled
-    with the file's variables (compat/sky_env_vars.py).
+    with the file's variables (spec/variables.py).
 
     Every problem, from a missing file to a bad field, is one SpecError whose text
     starts with the file as given: ``service.yaml: service.replicas: ...``.
     """
     label = str(path)
-    data = _read_document(path)
+    data = read_document(path)
     if (
         isinstance(data, dict)
         and "services" in data
@@ -318,7 +317,7 @@ def load_service_file(
         )
     if not isinstance(data, dict):
         raise SpecError(
-            None, f"file must contain a mapping of service fields, not {_kind(data)}", file=label
+            None, f"file must contain a mapping of service fields, not {kind_of(data)}", file=label
         )
     try:
         data = with_task_values(data, envs or {}, secrets or {})
@@ -332,72 +331,3 @@ def load_service_file(
         )
     except SpecError as exc:
         raise exc.in_file(label) from None
-
-
-def load_fleet_file(path: str | Path) -> list[ServiceSpec]:
-    """Read a fleet file (``steady deploy``): ``services: [...]``, each item a
-    service document with its own ``name``. The file is the whole desired state,
-    so an item without a name, or two items with one name, is ambiguous: refused."""
-    label = str(path)
-    data = _read_document(path)
-    if not isinstance(data, dict):
-        raise SpecError(
-            None, f"file must contain a mapping with services: [...], not {_kind(data)}", file=label
-        )
-    if "applications" in data:  # a Ray Serve config file
-        from steadyserve.compat.ray_serve import translate
-
-        try:
-            return translate(data, Path(path).absolute().parent).specs
-        except SpecError as exc:
-            raise exc.in_file(label) from None
-    for key in data:
-        if key not in ("services", "gateway"):
-            hint = (
-                " (did you mean services?)"
-                if difflib.get_close_matches(str(key), ["services"])
-                else ""
-            )
-            raise SpecError(_format_loc([str(key)]), f"unknown field{hint}", file=label)
-    items = data.get("services")
-    if items is None:
-        raise SpecError("services", "required (a list of services)", file=label)
-    if not isinstance(items, list):
-        raise SpecError("services", "must be a list of services", file=label)
-    if not items:
-        raise SpecError("services", "must not be empty", file=label)
-    base_dir = Path(path).absolute().parent
-    specs: list[ServiceSpec] = []
-    first_index: dict[str, int] = {}
-    mistakes: list[SpecError] = []  # every item is checked: all mistakes in one report
-    for index, item in enumerate(items):
-        where = f"services[{index}]"
-        if not isinstance(item, dict):
-            mistakes.append(
-                SpecError(where, f"must be a mapping of service fields, not {_kind(item)}")
-            )
-            continue
-        if item.get("name") is None:
-            mistakes.append(
-                SpecError(f"{where}.name", "required (every service in a fleet file needs a name)")
-            )
-        try:
-            spec = parse_service(item, base_dir=base_dir, environ=os.environ)
-        except SpecError as exc:
-            mistakes.append(exc.under(where))
-            continue
-        if spec.name is None:
-            continue
-        if spec.name in first_index:
-            mistakes.append(
-                SpecError(
-                    f"{where}.name",
-                    f"duplicate service name {spec.name!r} "
-                    f"(also services[{first_index[spec.name]}])",
-                )
-            )
-        first_index[spec.name] = index
-        specs.append(spec)
-    if mistakes:
-        raise SpecError.combine(mistakes, file=label)
-    return specs

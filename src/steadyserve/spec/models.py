@@ -15,7 +15,6 @@ from pydantic import (
     model_validator,
 )
 
-from steadyserve.compat.skypilot import check_file_mounts
 from steadyserve.envs.plan import requirements_path
 from steadyserve.spec.base import _Model
 from steadyserve.spec.convert import _validate
@@ -40,6 +39,7 @@ from steadyserve.spec.fields import (
     StringOrJsonMapping,
     Text,
 )
+from steadyserve.spec.mounts import check_file_mounts
 from steadyserve.spec.sections import ServiceSection
 
 

@@ -15,7 +15,6 @@ from pydantic import (
     model_validator,
 )
 
-from steadyserve.compat.skypilot import TlsConfig
 from steadyserve.core.routing.options import (
     DEFAULT_BLOCK_BYTES,
     DEFAULT_EPSILON,
@@ -50,6 +49,24 @@ from steadyserve.spec.fields import (
     UrlPath,
 )
 from steadyserve.spec.pool import PoolPolicy, fold_workers
+
+
+class TlsConfig(_Model):
+    """SkyServe's ``service.tls``: the load balancer terminates TLS with these files.
+
+    Relative paths resolve like ``workdir`` (spec/path_rule.py)."""
+
+    keyfile: NonEmptyText
+    certfile: NonEmptyText
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_https_names(cls, data: Any) -> Any:
+        """SkyServe's older ``service.https`` spelled them ``key`` and ``cert``."""
+        if isinstance(data, dict) and ("key" in data or "cert" in data):
+            renamed = {"key": "keyfile", "cert": "certfile"}
+            return {renamed.get(k, k): v for k, v in data.items()}
+        return data
 
 
 class ReadinessProbe(_Model):

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions, ReplicaMetrics
-from steadyserve.core.routing.policies import POLICIES
+from steadyserve.core.routing.registry import POLICIES
 
 # The only namespaces a load balancer enters: the ones the local backend made
 # for isolated replicas (backends/netns.py names them ssv-<home>-<service>-<id>).

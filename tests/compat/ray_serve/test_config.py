@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from steadyserve.compat.ray_serve import load_deploy_file, translate
-from steadyserve.core.changes import classify
+from steadyserve.compat.formats import load_deploy_file
+from steadyserve.compat.ray_serve import translate
 from steadyserve.spec import SpecError
+from steadyserve.spec.changes import classify
+from steadyserve.spec.loading import read_document
 
 # The Ray docs' serve_config.yaml for the text_ml example (serve build output).
 RAY_DOCS_CONFIG = """\
@@ -209,7 +211,7 @@ def test_without_a_graph_describer_the_import_path_is_the_deployment(tmp_path: P
         "applications:\n- name: Hello World\n  route_prefix: /hi\n  import_path: app:Hello\n"
         "  runtime_env: {pip: [requests], conda: env}\n"
     )
-    out = load_deploy_file(path, lambda *_: None)
+    out = translate(read_document(path), tmp_path, lambda *_: None)
     (spec,) = out.specs
     assert spec.name == "hello-world-hello" and spec.import_path == "app:Hello"
     assert spec.service.route_prefix == "/hi"

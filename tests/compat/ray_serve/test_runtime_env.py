@@ -14,8 +14,8 @@ import pytest
 from steadyserve.compat.file_mounts import staged
 from steadyserve.compat.ray_graph import Runtime, describe_graph
 from steadyserve.compat.ray_serve import translate
-from steadyserve.core.changes import classify
 from steadyserve.spec import SpecError
+from steadyserve.spec.changes import classify
 from tests.helpers.wheels import make_wheel, offline_env
 
 SEEN: list[Runtime] = []

@@ -24,7 +24,7 @@ from steadyserve.core.states import (
     check_move,
     update_event,
 )
-from steadyserve.state import ReplicaRow, ServiceRow, Store, UpdateRow, VersionRow
+from steadyserve.store import ReplicaRow, ServiceRow, Store, UpdateRow, VersionRow
 
 # ------------------------------------------------------------- the table of moves
 

@@ -11,7 +11,7 @@ import pytest
 from tests.lb._lb_helpers import free_port
 
 from steadyserve.controller.gateway import GatewaySupervisor
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.loading import parse_service
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from steadyserve.controller.gateway import GatewaySupervisor, prefix_conflict
 from steadyserve.controller.routes import RoutePublisher
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
 from steadyserve.spec.loading import parse_service
 

@@ -4,7 +4,7 @@ function builds both plans). A `user_config` change showed as `(set)` `(set)`.""
 
 from __future__ import annotations
 
-from steadyserve.core.changes import ChangeSet, FieldChange, may_hold_secret, shown
+from steadyserve.spec.changes import ChangeSet, FieldChange, may_hold_secret, shown
 
 
 def test_a_plan_hides_what_history_hides() -> None:

@@ -14,7 +14,7 @@ from steadyserve.controller.probing import apply_probe
 from steadyserve.controller.readopt import readopt
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, parse_service
-from steadyserve.state import ReplicaRow
+from steadyserve.store import ReplicaRow
 
 
 class Handle:

@@ -9,7 +9,6 @@ from typing import Any
 
 from tests.helpers.fake_controller import World, run
 
-from steadyserve import replica_contract as contract
 from steadyserve.core.states import (
     ReplicaStatus,
     ServiceStatus,
@@ -17,6 +16,7 @@ from steadyserve.core.states import (
     UpdateStatus,
     VersionOutcome,
 )
+from steadyserve.wire import replica_contract as contract
 
 FIELDS: dict[str, Any] = {
     "service": {

@@ -1,7 +1,7 @@
 """Blue-green extras (``service.blue_green``): a preview port, a switch that waits
 for ``steady promote``, and the old version kept warm after the switch.
 
-The planner decides (planner.plan_update's ``switch_allowed`` and ``keep_old``);
+The planner decides (core/strategies/blue_green.py's ``switch_allowed`` and ``keep_old``);
 this module tells it what the spec and the commands say, remembers when the
 switch happened and whether it was promoted (in the rollout's tables of the state
 database, rollout/tables.py, each with its event in one transaction, so a
@@ -49,7 +49,7 @@ class BlueGreen:
         return update.id
 
     def options(self, target: int, version: int, views: Sequence[ReplicaView]) -> dict[str, Any]:
-        """plan_update's ``switch_allowed`` and ``keep_old`` for this tick."""
+        """The UpdateStep's ``switch_allowed`` and ``keep_old`` for this tick."""
         update_id = self._update_id()
         if update_id is None:
             return {}

@@ -1,13 +1,13 @@
 """Carry out a canary update: the step machine's weight in the route table, the new
 version sized to it, the analysis on the load balancers' counts, the commands.
 
-The decisions are pure (steadyserve.core.canary, planner.plan_canary); this driver
+The decisions are pure (steadyserve.core.canary, core/strategies/canary.py); this driver
 feeds them the clock, the replicas and the counts, and does what they say
 through the runtime: it publishes weights, plans launches and drains, records
 each move and each analysis result as an event, and on an abort rolls the
 service back (rollout.roll_back: the new version is FAILED, its replicas drain
 in the same tick, the stable version, which kept its target throughout (a
-stable replica lost meanwhile is replaced: plan_canary's ``launch_old``,
+stable replica lost meanwhile is replaced: the canary plan's ``launch_old``,
 rollout.heal), takes all traffic again).
 
 The machine's state is saved after every move in the rollout's tables of the
@@ -17,6 +17,7 @@ so a controller killed during a canary resumes it at the same step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from steadyserve.controller.errors import BadInput
@@ -32,7 +33,7 @@ from steadyserve.core.canary.steps import (
     new_replicas,
     start,
 )
-from steadyserve.core.planner import Plan, ReplicaView, plan_canary
+from steadyserve.core.planner import ReplicaView
 from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode
 from steadyserve.wire.counts import LATENCY_BUCKETS
 
@@ -175,29 +176,15 @@ class CanaryDriver:
         )
         return ready >= new_replicas(self.rt.target_replicas(), state.weight)
 
-    def plan(
-        self, target: int, version: int, views: list[ReplicaView], broken: bool
-    ) -> tuple[Plan, bool]:
+    def options(self, target: int, version: int, views: Sequence[ReplicaView]) -> dict[str, Any]:
+        """The canary step's fields of the UpdateStep: how many new replicas its weight
+        needs, and whether it is complete or aborted."""
         state = self._current()
-        step = plan_canary(
-            target,
-            version,
-            views,
-            new_count=new_replicas(target, state.weight),
-            complete=state.phase is Phase.COMPLETE,
-            aborted=state.phase is Phase.ABORTED,
-            old_broken=self.owner.stable_broken(),
-            stable_target=self.owner.stable_target(),
-            room=self.owner.room(target),
-        )
-        plan = Plan(
-            launch=0 if broken else step.launch,
-            stop=step.drain,
-            routable=step.routable,
-            launch_old=step.launch_old,  # the stable version heals (rollout.heal)
-            note=step.note,
-        )
-        return plan, step.done
+        return {
+            "new_count": new_replicas(target, state.weight),
+            "complete": state.phase is Phase.COMPLETE,
+            "aborted": state.phase is Phase.ABORTED,
+        }
 
     # the load balancer -----------------------------------------------------
     def route_fields(

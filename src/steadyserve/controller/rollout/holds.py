@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from steadyserve.core.planner import Plan
-from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode
+from steadyserve.core.states import EventKind, ReplicaStatus
+from steadyserve.core.strategies import strategy_of
 
 if TYPE_CHECKING:
     from steadyserve.controller.port import RolloutPort
@@ -36,7 +37,7 @@ class Holds:
             update is None
             or update.id is None
             or not self.owner.updating
-            or update.mode is UpdateMode.CANARY
+            or not strategy_of(update.mode).holds
         ):
             return False
         if self._held_for != update.id:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from steadyserve.backends.netns import path_of as netns_path
 from steadyserve.controller.reconfigure import post_user_config
-from steadyserve.core.states import ReplicaStatus, UpdateMode, UpdateStatus, VersionOutcome
+from steadyserve.core.states import ReplicaStatus, UpdateStatus, VersionOutcome
+from steadyserve.core.strategies import strategy_of
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, UpdateRow
+from steadyserve.store import ReplicaRow, UpdateRow
+from steadyserve.wire.netns import path_of as netns_path
 
 if TYPE_CHECKING:
     from steadyserve.controller.port import RolloutPort
@@ -65,7 +66,7 @@ async def deliver(
         return
     if failed:
         revert(rollout, update, old_spec, old_version, failed[0])
-    elif update.mode is UpdateMode.IN_PLACE:
+    elif not strategy_of(update.mode).restarts:
         rollout.finish(UpdateStatus.SUCCEEDED, f"applied in place to {len(relabelled)} replicas")
     rt.wake()
 
@@ -79,7 +80,7 @@ def revert(
     rt = rollout.rt
     with rt.store.transaction():
         rt.store.move_outcome(rt.name, update.to_version, VersionOutcome.FAILED)
-        if update.mode is UpdateMode.IN_PLACE:
+        if not strategy_of(update.mode).restarts:
             rollout.finish(UpdateStatus.FAILED, f"{why}; reverted to version {back_to}")
         else:
             failed = update.to_version

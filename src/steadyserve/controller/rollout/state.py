@@ -8,7 +8,7 @@ update (rollout/holds.py), the blue-green switch (rollout/blue_green.py), and
 the plan that converges to the target version; it decides which version is the
 target (begin, finish, roll back, revert), and replaces stable replicas lost
 while the stable version still serves (heal). All of it is persisted through
-the :class:`~steadyserve.state.Store` (its one connection; the progressive
+the :class:`~steadyserve.store.Store` (its one connection; the progressive
 tables are rollout/tables.py), each change one transaction, and every update
 status and version outcome moves by ``Store.move_update``/``move_outcome``,
 checked against ``UPDATE_MOVES``/``OUTCOME_MOVES``. The planner decides what
@@ -20,9 +20,9 @@ public methods (``set_version``, ``spec_for``, ``mark_failed``, ``spawn``,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import steadyserve.controller.rollout.in_place as in_place
 from steadyserve.controller.autoscaler import capacities_of
@@ -30,7 +30,7 @@ from steadyserve.controller.rollout.blue_green import BlueGreen
 from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.rollout.holds import Holds
 from steadyserve.controller.rollout.tables import CanaryTable
-from steadyserve.core.planner import Plan, ReplicaView, failed_to_forget, plan_steady, plan_update
+from steadyserve.core.planner import Plan, ReplicaView, failed_to_forget, plan_steady
 from steadyserve.core.states import (
     UPDATE_START,
     EventKind,
@@ -39,11 +39,18 @@ from steadyserve.core.states import (
     VersionOutcome,
     update_event,
 )
+from steadyserve.core.strategies import UpdateStep, strategy_of
 from steadyserve.spec import ServiceSpec
-from steadyserve.state import ReplicaRow, UpdateRow
+from steadyserve.store import ReplicaRow, UpdateRow
 
 if TYPE_CHECKING:
     from steadyserve.controller.port import RolloutPort
+
+
+class ProgressDriver(Protocol):
+    def options(self, target: int, version: int, views: Sequence[ReplicaView]) -> dict[str, Any]:
+        """The fields of this tick's UpdateStep that the update's progress decides."""
+        ...
 
 
 class Rollout:
@@ -66,6 +73,12 @@ class Rollout:
         """Preview, promote and the warm old version of a blue-green update."""
         self.holds = Holds(runtime, self, self.table)
         """``steady pause`` of a rolling or blue-green update."""
+        self.drivers: dict[UpdateMode, ProgressDriver] = {
+            UpdateMode.CANARY: self.canary,
+            UpdateMode.BLUE_GREEN: self.blue_green,
+        }
+        """The strategies whose plan reads progress the controller keeps (a canary's
+        step, a blue-green switch): each driver gives its step's options."""
 
     @property
     def updating(self) -> bool:
@@ -73,7 +86,8 @@ class Rollout:
 
     @property
     def in_place(self) -> bool:
-        return self.updating and self.update is not None and self.update.mode is UpdateMode.IN_PLACE
+        update = self.update
+        return self.updating and update is not None and not strategy_of(update.mode).restarts
 
     # planning ------------------------------------------------------------
     def plan(self, views: list[ReplicaView], target: int, broken: bool) -> tuple[Plan, bool]:
@@ -93,30 +107,33 @@ class Rollout:
         self, target: int, version: int, views: list[ReplicaView], broken: bool
     ) -> tuple[Plan, bool]:
         """The plan of an update in flight (or of replicas left of another version)."""
-        mode = self.update.mode if self.updating and self.update is not None else None
-        if mode is UpdateMode.CANARY:  # sized by the weight (rollout/canary.py)
-            return self.canary.plan(target, version, views, broken)
-        if self.holds.held():  # a paused rolling / blue-green update launches and drains nothing
+        updating = self.updating and self.update is not None
+        mode = self.update.mode if updating and self.update is not None else UpdateMode.ROLLING
+        strategy = strategy_of(mode)
+        if strategy.holds and self.holds.held():  # a paused update launches and drains nothing
             return self.holds.hold_plan(), False
         svc = self.rt.spec.service
-        step = plan_update(
-            UpdateMode.BLUE_GREEN if mode is UpdateMode.BLUE_GREEN else UpdateMode.ROLLING,
-            target,
-            version,
-            views,
-            max_surge=svc.max_surge_count(target),
-            max_unavailable=svc.max_unavailable_count(target),
-            old_broken=self.stable_broken(),
-            stable_target=self.stable_target(),
-            room=self.room(target),
-            # Blue-green: promote and the warm old version (rollout/blue_green.py).
-            **(self.blue_green.options(target, version, views) if self.updating else {}),
+        # The update's own progress (a canary's step, a blue-green switch), if it has any.
+        driver = self.drivers.get(mode) if updating else None
+        progress = driver.options(target, version, views) if driver is not None else {}
+        step = strategy.plan(
+            UpdateStep(
+                target,
+                version,
+                views,
+                max_surge=svc.max_surge_count(target),
+                max_unavailable=svc.max_unavailable_count(target),
+                old_broken=self.stable_broken(),
+                stable_target=self.stable_target(),
+                room=self.room(target),
+                **progress,
+            )
         )
         plan = Plan(
             launch=0 if broken else step.launch,
             stop=step.drain,
             routable=step.routable,
-            launch_old=step.launch_old,
+            launch_old=step.launch_old,  # the stable version heals (heal)
             note=step.note,
         )
         return plan, step.done
@@ -154,9 +171,8 @@ class Rollout:
         if count <= 0 or update is None or not self.updating:
             return
         rt = self.rt
-        canary = update.mode is UpdateMode.CANARY
-        when = "during the canary" if canary else "before the switch"
-        kind = EventKind.CANARY_STEP if canary else EventKind.BLUE_GREEN
+        strategy = strategy_of(update.mode)
+        when, kind = strategy.heal_when, strategy.heal_event
         stable = update.from_version
         for _ in range(count):
             if self.lost_stable:
@@ -178,7 +194,7 @@ class Rollout:
         # A canary's pauses (and a wait for promote) are its own timeline: no deadline;
         # the time a rolling or blue-green update spends paused does not count.
         deadline += self.holds.paused_seconds()
-        if self.update.mode is not UpdateMode.CANARY and rt.clock.wall() > deadline:
+        if strategy_of(self.update.mode).deadline and rt.clock.wall() > deadline:
             return f"not done within update_deadline_s={rt.spec.service.update_deadline_s:g}"
         limit = max(3, rt.target_replicas())
         if self.failures >= limit:
@@ -264,7 +280,7 @@ class Rollout:
     ) -> UpdateRow:
         """Start converging to ``version``: relabel in place, or launch by ``mode``."""
         rt = self.rt
-        in_place = mode is UpdateMode.IN_PLACE
+        in_place = not strategy_of(mode).restarts
         previous = self.update
         old_version, old_spec = rt.row.version, rt.spec
         # An in-place change during a restart update joins it; any other update in
@@ -309,7 +325,7 @@ class Rollout:
     ) -> UpdateRow:
         """Add the row of a new update and make it the one in flight."""
         rt = self.rt
-        in_place = mode is UpdateMode.IN_PLACE
+        in_place = not strategy_of(mode).restarts
         # The stable version's size now: what it heals back to during the update.
         # A superseded update's stable version is still this one's, at the size it
         # had before either began (the target now may be the superseded version's).

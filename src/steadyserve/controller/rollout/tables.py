@@ -5,7 +5,7 @@ update, written after every move); ``update_holds`` when ``steady pause`` held
 a rolling or blue-green update and for how long in all; ``blue_green_switch``
 whether a blue-green update was promoted and when it switched. They live in
 the controller's SQLite file beside the update rows they key on, and are
-written through the :class:`~steadyserve.state.Store` (its connection, its
+written through the :class:`~steadyserve.store.Store` (its connection, its
 transactions), so a change of one of them and its event commit together and a
 controller restarted mid-update finds all three.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from steadyserve.core.canary.steps import CanaryState
-from steadyserve.state import Store
+from steadyserve.store import Store
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS canary_state (

@@ -31,7 +31,6 @@ from steadyserve.core.autoscale.policies import (
     Policy,
     QpsPolicy,
     ongoing_desired,
-    policy_for,
     qps_desired,
 )
 from steadyserve.core.autoscale.signals import (
@@ -59,7 +58,6 @@ __all__ = [
     "initial_state",
     "mean_ongoing",
     "ongoing_desired",
-    "policy_for",
     "qps",
     "qps_desired",
     "request_waiting_at_zero",

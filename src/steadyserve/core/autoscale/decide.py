@@ -217,20 +217,6 @@ def decide(
         burst_reading = _Reading("ongoing", mean_ongoing(short), short_span, reading.per_replica)
         measured_qps = None
 
-    def decision(
-        target: int, reason: str, next_state: ScaleState, decided: bool = True
-    ) -> Decision:
-        return Decision(
-            target,
-            reason,
-            next_state,
-            previous,
-            qps=measured_qps,
-            ongoing=ongoing,
-            burst=next_state.in_burst(now),
-            decided=decided,
-        )
-
     # Burst (on request): short-window load over twice what the serving replicas carry.
     burst_until = state.burst_until
     if policy.burst:
@@ -244,61 +230,109 @@ def decide(
             if burst_target > previous:
                 reason = "burst: " + burst_reading.says(burst_target)
                 reason += _bounds_note(policy, burst_reading, burst_target)
-                return decision(
+                step = _Step(state, now, reading, ongoing, measured_qps, burst_until)
+                return step.decision(
                     burst_target, reason, ScaleState(burst_target, burst_until=burst_until)
                 )
-    bursting = burst_until is not None and now < burst_until
-
+    step = _Step(state, now, reading, ongoing, measured_qps, burst_until)
     if isinstance(policy, QpsPolicy):
-        if state.next_at is not None and now < state.next_at:
-            reason = f"next decision in {_secs(state.next_at - now)} s"
-            return decision(previous, reason, replace(state, burst_until=burst_until), False)
-        counts = SkyCounts(state.up_count, state.down_count)
-        step = hysteresis(policy, previous, counts, clip(reading.needs(), policy))
-        if step.desired < previous and bursting:
-            step = replace(step, target=previous, counts=SkyCounts(), needed=0)
-            reason = (
-                f"holding {_replicas(previous)}: {reading.says(step.desired)}, but burst mode"
-                f" forbids scaling down for {_secs(burst_until - now)} s"  # type: ignore[operator]
-            )
-        elif step.target != previous:
-            reason = reading.says(step.target) + _bounds_note(policy, reading, step.target)
-            if previous == 0:
-                reason += " (from zero)"
-        elif step.needed:
-            made = max(step.counts.up, step.counts.down)
-            way = "upscale" if step.counts.up else "downscale"
-            delay = (
-                policy.upscale_delay_seconds if step.counts.up else policy.downscale_delay_seconds
-            )
-            reason = (
-                f"holding {_replicas(previous)}: {reading.says(step.desired)} on {made} of"
-                f" {step.needed} decisions ({_secs(delay)} s {way} delay)"
-            )
-        else:
-            reason = f"steady: {reading.says(previous)}"
-        next_at = now + decision_interval(policy, step.target)
-        next_state = ScaleState(
-            step.target,
-            burst_until=burst_until,
-            up_count=step.counts.up,
-            down_count=step.counts.down,
-            next_at=next_at,
-        )
-        return decision(step.target, reason, next_state)
+        return _skyserve(policy, step)
+    return _ray_serve(policy, step, current_replicas, custom_desired)
 
+
+@dataclass(frozen=True)
+class _Step:
+    """One step's inputs once the load is read: what each peer's policy decides from."""
+
+    state: ScaleState
+    now: float
+    reading: _Reading
+    ongoing: float
+    measured_qps: float | None
+    burst_until: float | None
+
+    @property
+    def previous(self) -> int:
+        return self.state.target
+
+    @property
+    def bursting(self) -> bool:
+        return self.burst_until is not None and self.now < self.burst_until
+
+    def decision(
+        self, target: int, reason: str, next_state: ScaleState, decided: bool = True
+    ) -> Decision:
+        return Decision(
+            target,
+            reason,
+            next_state,
+            self.previous,
+            qps=self.measured_qps,
+            ongoing=self.ongoing,
+            burst=next_state.in_burst(self.now),
+            decided=decided,
+        )
+
+    def burst_holds(self, wanted: int) -> str:
+        return (
+            f"holding {_replicas(self.previous)}: {self.reading.says(wanted)}, but burst mode"
+            f" forbids scaling down for {_secs(self.burst_until - self.now)} s"  # type: ignore[operator]
+        )
+
+
+def _skyserve(policy: QpsPolicy, step: _Step) -> Decision:
+    """SkyServe's policy: judged once a decision interval, counting consecutive
+    decisions that want more (or fewer) replicas (sky_policy.py)."""
+    state, now, reading, previous = step.state, step.now, step.reading, step.previous
+    if state.next_at is not None and now < state.next_at:
+        reason = f"next decision in {_secs(state.next_at - now)} s"
+        return step.decision(previous, reason, replace(state, burst_until=step.burst_until), False)
+    counts = SkyCounts(state.up_count, state.down_count)
+    sky = hysteresis(policy, previous, counts, clip(reading.needs(), policy))
+    if sky.desired < previous and step.bursting:
+        sky = replace(sky, target=previous, counts=SkyCounts(), needed=0)
+        reason = step.burst_holds(sky.desired)
+    elif sky.target != previous:
+        reason = reading.says(sky.target) + _bounds_note(policy, reading, sky.target)
+        if previous == 0:
+            reason += " (from zero)"
+    elif sky.needed:
+        made = max(sky.counts.up, sky.counts.down)
+        way = "upscale" if sky.counts.up else "downscale"
+        delay = policy.upscale_delay_seconds if sky.counts.up else policy.downscale_delay_seconds
+        reason = (
+            f"holding {_replicas(previous)}: {reading.says(sky.desired)} on {made} of"
+            f" {sky.needed} decisions ({_secs(delay)} s {way} delay)"
+        )
+    else:
+        reason = f"steady: {reading.says(previous)}"
+    next_state = ScaleState(
+        sky.target,
+        burst_until=step.burst_until,
+        up_count=sky.counts.up,
+        down_count=sky.counts.down,
+        next_at=now + decision_interval(policy, sky.target),
+    )
+    return step.decision(sky.target, reason, next_state)
+
+
+def _ray_serve(
+    policy: OngoingPolicy, step: _Step, current_replicas: int, custom_desired: float | None
+) -> Decision:
+    """Ray Serve's policy: judged every tick, a wish held on the clock for its delay
+    before the target moves (ray_policy.py), or its custom policy's answer."""
+    state, now, reading, previous = step.state, step.now, step.reading, step.previous
     pending = RayDelay(1, state.up_since) if state.up_since is not None else RayDelay()
     if state.down_since is not None:
         pending = RayDelay(-1, state.down_since)
-    ray = policy_step(policy, current_replicas, ongoing, previous, pending, now, custom_desired)
+    ray = policy_step(
+        policy, current_replicas, step.ongoing, previous, pending, now, custom_desired
+    )
     target = clip(ray.count, policy)
-    if clip(ray.desired, policy) < previous and bursting:
-        reason = (
-            f"holding {_replicas(previous)}: {reading.says(clip(ray.desired, policy))}, but"
-            f" burst mode forbids scaling down for {_secs(burst_until - now)} s"  # type: ignore[operator]
-        )
-        return decision(previous, reason, ScaleState(previous, burst_until=burst_until))
     wanted = clip(ray.desired, policy)
+    if wanted < previous and step.bursting:
+        held = ScaleState(previous, burst_until=step.burst_until)
+        return step.decision(previous, step.burst_holds(wanted), held)
     if target != previous:
         reason = reading.says(target) + _bounds_note(policy, reading, target)
         if previous == 0:
@@ -318,7 +352,7 @@ def decide(
         reason = f"steady: {reading.says(previous)}"
     up = ray.delay.since if ray.delay.direction > 0 else None
     down = ray.delay.since if ray.delay.direction < 0 else None
-    return decision(target, reason, ScaleState(target, up, down, burst_until))
+    return step.decision(target, reason, ScaleState(target, up, down, step.burst_until))
 
 
 def request_waiting_at_zero(policy: Policy, state: ScaleState) -> Decision:

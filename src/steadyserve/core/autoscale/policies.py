@@ -11,12 +11,7 @@ means there.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from steadyserve.spec import ServiceSection
 
 __all__ = [
     "QPS_WINDOW_S",
@@ -26,7 +21,6 @@ __all__ = [
     "QpsPolicy",
     "clip",
     "ongoing_desired",
-    "policy_for",
     "qps_desired",
 ]
 
@@ -90,10 +84,6 @@ class QpsPolicy:
         return dict(self.per_accelerator) if self.per_accelerator else None
 
     @property
-    def upscale_delay(self) -> float:
-        return self.upscale_delay_seconds
-
-    @property
     def initial(self) -> int:
         return self.min_replicas
 
@@ -123,10 +113,6 @@ class OngoingPolicy:
     @property
     def window_s(self) -> float:
         return self.look_back_period_s
-
-    @property
-    def upscale_delay(self) -> float:
-        return self.upscale_delay_s
 
     @property
     def initial(self) -> int:
@@ -170,51 +156,3 @@ def ongoing_desired(policy: OngoingPolicy, ongoing: float, running: int) -> int:
         raise ValueError("running must be > 0")
     desired = default_desired(policy, running, ongoing, running)
     return clip(scaling_factors(desired, running, policy), policy)
-
-
-def _first(*values: float | None) -> float | None:
-    return next((v for v in values if v is not None), None)
-
-
-def policy_for(service: ServiceSection) -> Policy:
-    """The policy a validated ``service:`` section asks for."""
-    spec = service.replica_policy
-    if spec is None:
-        return FixedPolicy(service.target_replicas)
-    if spec.target_qps_per_replica is not None:
-        target = spec.target_qps_per_replica
-        per_accelerator: tuple[tuple[str, float], ...] = ()
-        if isinstance(target, Mapping):
-            per_accelerator, target = tuple(target.items()), max(target.values())
-        return QpsPolicy(
-            min_replicas=spec.min_replicas,
-            max_replicas=spec.max_replicas,
-            target_qps_per_replica=target,
-            upscale_delay_seconds=spec.upscale_delay_seconds,
-            downscale_delay_seconds=spec.downscale_delay_seconds,
-            num_overprovision=spec.num_overprovision or 0,
-            decision_interval_s=spec.decision_interval_s,
-            burst=spec.burst,
-            per_accelerator=per_accelerator,
-        )
-    if spec.target_ongoing_requests is not None:
-        return OngoingPolicy(
-            min_replicas=spec.min_replicas,
-            max_replicas=spec.max_replicas,
-            target_ongoing_requests=spec.target_ongoing_requests,
-            look_back_period_s=spec.look_back_period_s,
-            upscale_delay_s=spec.upscale_delay_s,
-            downscale_delay_s=spec.downscale_delay_s,
-            downscale_to_zero_delay_s=spec.downscale_to_zero_delay_s,
-            # Ray's precedence: the factor, else its deprecated smoothing factors.
-            upscaling_factor=_first(
-                spec.upscaling_factor, spec.upscale_smoothing_factor, spec.smoothing_factor
-            ),
-            downscaling_factor=_first(
-                spec.downscaling_factor, spec.downscale_smoothing_factor, spec.smoothing_factor
-            ),
-            initial_replicas=spec.initial_replicas,
-            policy_function=spec.custom_policy_function(),
-            burst=spec.burst,
-        )
-    return FixedPolicy(spec.min_replicas)

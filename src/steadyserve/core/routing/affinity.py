@@ -23,7 +23,14 @@ import math
 from collections.abc import Container, Sequence
 
 from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions
-from steadyserve.core.routing.policies import NO_EXCLUDE, NO_KEY, C, has_room, load_of
+from steadyserve.core.routing.policies import (
+    NO_EXCLUDE,
+    NO_KEY,
+    C,
+    has_room,
+    least_loaded,
+    load_of,
+)
 
 VNODES = 64
 """Points per replica: enough that 4 replicas split the ring within ~15%."""
@@ -97,7 +104,7 @@ class SessionAffinity:
         if not eligible:
             return None
         if not isinstance(key, bytes):
-            return self._least(replicas, eligible)
+            return self._least(replicas, max_ongoing, exclude)
         # The ring spans every candidate, eligible or not, so a full replica
         # keeps its keys' positions and gets them back once it has room.
         ring = self.ring(tuple(r.id for r in replicas))
@@ -106,19 +113,15 @@ class SessionAffinity:
         for rid in ring.walk(stable_hash(key)):
             if rid in eligible and loads[rid] < cap:
                 return eligible[rid]
-        return self._least(replicas, eligible)  # unreachable: some load is below the mean
+        return self._least(
+            replicas, max_ongoing, exclude
+        )  # unreachable: some load is below the mean
 
-    def _least(self, replicas: Sequence[C], eligible: dict[int, C]) -> C:
-        n = len(replicas)
-        start = self._start % n
+    def _least(self, replicas: Sequence[C], max_ongoing: int, exclude: Container[int]) -> C:
+        start = self._start % len(replicas)
         self._start = start + 1
-        best: C | None = None
-        best_load = 0.0
-        for i in range(n):
-            r = replicas[(start + i) % n]
-            if r.id in eligible and (best is None or load_of(r) < best_load):
-                best, best_load = r, load_of(r)
-        assert best is not None
+        best = least_loaded(replicas, start, load_of, max_ongoing, exclude, floor=None)
+        assert best is not None  # called with some replica eligible
         return best
 
     def forget(self, replica_id: int) -> None:

@@ -24,10 +24,8 @@ Pure: no I/O, no clock, nothing imported from the load balancer.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from steadyserve.core.routing.policies import C
+from steadyserve.core.routing.policies import C, least_loaded
 
 FALLBACK_QPS = 1.0
 """SkyServe's target for an accelerator the map does not name, and for a target <= 0."""
@@ -53,6 +51,10 @@ def target_qps_for(accelerator: str | None, targets: Mapping[str, float]) -> flo
 def normalized_load(inflight: int, target_qps: float) -> float:
     """In-flight requests over the replica's target; a target <= 0 counts as 1.0."""
     return inflight / (target_qps if target_qps > 0 else FALLBACK_QPS)
+
+
+def _normalized(replica: C) -> float:
+    return normalized_load(replica.inflight, replica.capacity)
 
 
 def capacity_for(accelerator: str | None, targets: Mapping[str, float]) -> float:
@@ -82,19 +84,7 @@ class InstanceAwareLeastLoad:
             return None
         start = self._start % n
         self._start = start + 1
-        best: C | None = None
-        best_load = 0.0
-        for i in range(n):
-            r = replicas[(start + i) % n]
-            if r.id in exclude or (max_ongoing > 0 and r.inflight >= max_ongoing):
-                continue
-            load = normalized_load(r.inflight, r.capacity)
-            if best is None or load < best_load:
-                best = r
-                best_load = load
-                if load == 0:
-                    break
-        return best
+        return least_loaded(replicas, start, _normalized, max_ongoing, exclude)
 
     def forget(self, replica_id: int) -> None:
         """Nothing is kept per replica."""

@@ -33,7 +33,8 @@ from steadyserve.core.routing.policies import (
     C,
     LeastLoad,
     Policy,
-    has_room,
+    inflight_of,
+    least_loaded,
 )
 
 MODEL_ID_HEADER = "serve_multiplexed_model_id"
@@ -96,15 +97,8 @@ class ModelAffinity:
         model_id = model_id_of(key)
         if model_id is None:
             return self.fallback.choose(candidates, max_ongoing, exclude)
-        picked: C | None = None
-        for c in candidates:
-            if (
-                (picked is None or c.inflight < picked.inflight)
-                and has_room(c.inflight, max_ongoing)
-                and c.id not in exclude
-                and self.holds(c.id, model_id)
-            ):
-                picked = c
+        holders = [c for c in candidates if self.holds(c.id, model_id)]
+        picked = least_loaded(holders, 0, inflight_of, max_ongoing, exclude)
         if picked is None:
             picked = self.fallback.choose(candidates, max_ongoing, exclude)
             if picked is None:

@@ -6,24 +6,25 @@ tested exhaustively without sockets. A candidate (:class:`Candidate`) carries
 what any policy may weigh: its in-flight count, version, capacity and
 accelerator (the route table's fields, wire/routes.py). ``request_key`` is
 what a request-aware policy asked the load balancer to extract from the request
-(:attr:`Policy.request_key` says what); today's policies read nothing from the
-request, so it is always None for them. A policy only ever picks a replica that is
+(:attr:`Policy.request_key` says what: prefix_affinity the prompt, session_affinity
+a header, cookie or JSON field); it is None for the policies that ask for nothing
+(least_load, round_robin, power_of_two, instance_aware_least_load). A policy only
+ever picks a replica that is
 below ``max_ongoing`` and not in ``exclude`` (replicas already tried for this
 request, or ejected after a refused connection); it returns ``None`` only when no
 replica is eligible, which the proxy turns into queueing or an error.
 
-Policies keep a little state of their own (a rotating start, a random generator),
+Every policy is registered by its name in registry.py. Policies keep a little
+state of their own (a rotating start, a random generator),
 so one instance lives as long as the load balancer's routing table says to use it.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
+from operator import attrgetter
 from typing import Protocol, TypeVar
-
-from steadyserve.core.routing.instance_aware import InstanceAwareLeastLoad
-from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions
 
 
 class Candidate(Protocol):
@@ -56,6 +57,40 @@ def has_room(inflight: int, max_ongoing: int) -> bool:
 
 
 _has_room = has_room
+
+inflight_of: Callable[[Candidate], float] = attrgetter("inflight")
+"""A candidate's load for the policies that weigh in-flight requests (a C getter: this
+is the load balancer's per-request path)."""
+
+
+def least_loaded(
+    replicas: Sequence[C],
+    start: int,
+    load: Callable[[C], float],
+    max_ongoing: int,
+    exclude: Container[int] = NO_EXCLUDE,
+    *,
+    floor: float | None = 0,
+) -> C | None:
+    """The one least-load scan: of the replicas below ``max_ongoing`` in flight and not
+    in ``exclude``, the one whose ``load`` is least, ties going to the first found
+    from index ``start`` on (a rotating start spreads sequential requests). None when
+    none is eligible. The scan stops at a load of ``floor``, which nothing can beat
+    (0 for counts; None scans every replica: a load a replica reports may be negative)."""
+    n = len(replicas)
+    best: C | None = None
+    best_load = 0.0
+    for i in range(n):
+        r = replicas[(start + i) % n]
+        if r.id in exclude or (max_ongoing > 0 and r.inflight >= max_ongoing):
+            continue
+        value = load(r)
+        if best is None or value < best_load:
+            best = r
+            best_load = value
+            if value == floor:
+                break
+    return best
 
 
 def load_of(candidate: Candidate) -> float:
@@ -117,19 +152,7 @@ class LeastLoad:
             return None
         start = self._start % n
         self._start = start + 1
-        best: C | None = None
-        best_load = 0
-        for i in range(n):
-            r = replicas[(start + i) % n]
-            load = r.inflight
-            if (best is None or load < best_load) and _has_room(load, max_ongoing):
-                if r.id in exclude:
-                    continue
-                best = r
-                best_load = load
-                if load == 0:
-                    break
-        return best
+        return least_loaded(replicas, start, inflight_of, max_ongoing, exclude)
 
     def forget(self, replica_id: int) -> None:
         """Nothing is kept per replica."""
@@ -195,40 +218,3 @@ class PowerOfTwo:
 
     def forget(self, replica_id: int) -> None:
         """Nothing is kept per replica."""
-
-
-POLICIES: tuple[str, ...] = (
-    "least_load",
-    "round_robin",
-    "power_of_two",
-    "instance_aware_least_load",
-    "prefix_affinity",
-    "session_affinity",
-)
-"""Every ``load_balancing_policy`` name; SkyServe's instance-aware one and the
-request-aware ones live in their own modules (instance_aware.py, prefix.py,
-affinity.py) and are built by :func:`make_policy`."""
-
-
-def make_policy(
-    name: str, rng: random.Random | None = None, options: PolicyOptions = DEFAULT_OPTIONS
-) -> Policy:
-    """Build the policy called ``name``; ValueError names the valid choices."""
-    if name == PowerOfTwo.name:
-        return PowerOfTwo(rng)
-    if name == LeastLoad.name:
-        return LeastLoad()
-    if name == RoundRobin.name:
-        return RoundRobin()
-    if name == InstanceAwareLeastLoad.name:
-        return InstanceAwareLeastLoad()
-    # Imported here: those modules build on this one's helpers.
-    if name == "prefix_affinity":
-        from steadyserve.core.routing.prefix import PrefixAffinity
-
-        return PrefixAffinity(options)
-    if name == "session_affinity":
-        from steadyserve.core.routing.affinity import SessionAffinity
-
-        return SessionAffinity(options)
-    raise ValueError(f"unknown load balancing policy {name!r}; expected one of {sorted(POLICIES)}")

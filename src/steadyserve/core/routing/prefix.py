@@ -30,6 +30,7 @@ from steadyserve.core.routing.policies import (
     NO_KEY,
     C,
     has_room,
+    least_loaded,
     load_of,
 )
 
@@ -124,24 +125,21 @@ class PrefixAffinity:
         n = len(replicas)
         start = self._start % n if n else 0
         self._start = start + 1
+        # From a rotating start, so ties (all idle, nothing matched) spread out.
+        least = least_loaded(replicas, start, load_of, max_ongoing, exclude, floor=None)
+        if least is None:
+            return None
+        least_load = load_of(least)
         best: C | None = None
         best_match = 0
         best_load = 0.0
-        least: C | None = None
-        least_load = 0.0
-        # From a rotating start, so ties (all idle, nothing matched) spread out.
-        for i in range(n):
+        for i in range(n if hashes else 0):  # the longest prefix sent before, least loaded
             r = replicas[(start + i) % n]
             if r.id in exclude or not has_room(r.inflight, max_ongoing):
                 continue
-            load = load_of(r)
-            if least is None or load < least_load:
-                least, least_load = r, load
-            m = index.match(r.id, hashes) if hashes else 0
-            if m > best_match or (m == best_match and best is not None and load < best_load):
-                best, best_match, best_load = r, m, load
-        if least is None:
-            return None
+            m = index.match(r.id, hashes)
+            if m > best_match or (m == best_match and best is not None and load_of(r) < best_load):
+                best, best_match, best_load = r, m, load_of(r)
         if best is None or best_load - least_load > self.options.imbalance_threshold:
             best = least
         if hashes:

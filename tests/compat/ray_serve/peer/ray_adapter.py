@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from steadyserve.core.autoscale import OngoingPolicy, policy_for, ray_policy
+from steadyserve.core.autoscale import OngoingPolicy, ray_policy
 from steadyserve.core.autoscale.context import AutoscalingContext as AutoscalingContext
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
-from steadyserve.spec.autoscaling import DEFAULT_POLICY_FUNCTION
+from steadyserve.spec.autoscaling import DEFAULT_POLICY_FUNCTION, policy_for
 
 __all__ = [
     "CONTROL_LOOP_INTERVAL_S",
@@ -88,7 +88,6 @@ def _load(fields: dict[str, Any], notes: list[str] | None = None) -> ServiceSpec
 
 def _warn_deprecations(spec: ServiceSpec) -> None:
     """SteadyServe's notices about Ray's deprecated fields, as Ray's DeprecationWarning."""
-    # Imported here: steadyserve.compat.skypilot must not be imported before steadyserve.spec.
     from steadyserve.compat.skypilot import not_applicable_notes
 
     for note in not_applicable_notes(spec):

@@ -31,7 +31,6 @@ from steadyserve.core.autoscale import (
     ReplicaLoad,
     decide,
     initial_state,
-    policy_for,
     sky_policy,
 )
 from steadyserve.core.autoscale.instance_aware import FleetReplica
@@ -40,7 +39,8 @@ from steadyserve.core.capacity import Assignment
 from steadyserve.core.planner import ReplicaView, plan_steady
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, parse_service
-from steadyserve.state import ReplicaRow
+from steadyserve.spec.autoscaling import policy_for
+from steadyserve.store import ReplicaRow
 
 _HERE = Path(__file__).parent
 

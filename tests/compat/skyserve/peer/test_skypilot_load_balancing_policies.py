@@ -37,7 +37,8 @@ from steadyserve.core.routing.instance_aware import (
     normalized_load,
     target_qps_for,
 )
-from steadyserve.core.routing.policies import POLICIES, LeastLoad, RoundRobin, make_policy
+from steadyserve.core.routing.policies import LeastLoad, RoundRobin
+from steadyserve.core.routing.registry import POLICIES, make_policy
 from steadyserve.lb.balancer import Balancer, ReplicaState
 from steadyserve.spec import parse_service
 from steadyserve.wire.routes import ReplicaRoute, RouteTable

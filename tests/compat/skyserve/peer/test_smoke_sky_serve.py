@@ -94,8 +94,8 @@ from typing import Any
 import pytest
 
 from steadyserve.backends import netns
-from steadyserve.cli.client import Client
-from steadyserve.paths import Home
+from steadyserve.client.connection import Client
+from steadyserve.home.paths import Home
 from tests.conftest import _steady_in
 from tests.helpers.steady import Steady
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from steadyserve import replica_contract as contract
+from steadyserve.wire import replica_contract as contract
 
 ENV = "STEADY_TOKEN"
 

@@ -1,4 +1,5 @@
-"""The loader's one error, in a module of its own so ``graph`` can raise it too."""
+"""The loader's one error, in a module of its own so the runner's loader and the
+serve API's graph both raise it."""
 
 from __future__ import annotations
 

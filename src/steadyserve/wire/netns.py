@@ -1,5 +1,7 @@
-"""Connect to a replica inside its own network namespace, from a process that stays
-in the host's.
+"""How a process reaches a replica inside its own network namespace, while it stays
+in the host's: the namespace's path (what the route table and the probes carry), and
+sockets made inside it. The backend makes and removes namespaces; every other
+process (the load balancer, the controller's probes) only enters them through here.
 
 A socket belongs to the namespace it was created in, for its whole life; only
 its creation must happen inside. So a short-lived thread enters the namespace
@@ -17,7 +19,17 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
+
+NETNS_DIR = Path("/run/netns")
+"""Where ``ip netns`` keeps a namespace open by its name."""
+
+
+def path_of(name: str) -> str:
+    """Where a process (the load balancer, a probe) opens the namespace to enter it."""
+    return str(NETNS_DIR / name)
+
 
 CLONE_NEWNET = 0x40000000
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from steadyserve.oneline import is_number
-from steadyserve.spec import ServiceSpec
+from steadyserve.spec.models import ServiceSpec
 
 __all__ = ["ChangeKind", "ChangeSet", "FieldChange", "classify"]
 

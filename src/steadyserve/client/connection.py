@@ -1,4 +1,5 @@
-"""The CLI's way to the controller: find it, start it on demand, call its API.
+"""The way to the controller for the CLI, the SDK and the serve API: find it, start
+it on demand, call its API.
 
 Plain urllib keeps every ``steady`` command quick to start; the controller's
 answers carry one-line errors that map to exit codes.
@@ -19,9 +20,10 @@ from typing import Any
 
 import psutil
 
-from steadyserve import api_token, oneline
+from steadyserve import oneline
 from steadyserve.backends import BACKEND_ENV, BackendChoiceError, backend_name
-from steadyserve.paths import Home
+from steadyserve.home import api_token
+from steadyserve.home.paths import Home
 
 START_TIMEOUT_S = 30.0
 

@@ -20,9 +20,9 @@ import click
 
 from steadyserve.envs import build as environment_build
 from steadyserve.envs.plan import needs_environment
-from steadyserve.paths import Home
+from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec, SpecError, parse_service
-from steadyserve.spec.loading import _read_document
+from steadyserve.spec.loading import read_document
 
 DESCRIBE_TIMEOUT_S = 120.0
 # Decorator option -> service field it fills when the file leaves it out.
@@ -99,7 +99,7 @@ def with_deployment_defaults(spec: ServiceSpec, raw: dict[str, Any], base_dir: P
 def raw_document(path: Path) -> Any:
     """The file's YAML as data, read by the spec loader's own reader (its size,
     duplicate-key and alias checks hold here too)."""
-    return _read_document(path)
+    return read_document(path)
 
 
 # A module whose packages come from the version's own

@@ -1,4 +1,4 @@
-"""The state database's rows as typed values: what the store (state.py) reads and writes.
+"""The state database's rows as typed values: what the store (database.py) reads and writes.
 
 Columns become the lifecycle enums of ``steadyserve.core.states`` here, at the
 boundary, and nowhere else.

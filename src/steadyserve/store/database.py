@@ -33,7 +33,7 @@ from steadyserve.core.states import (
     check_update_move,
     check_version_start,
 )
-from steadyserve.rows import EventRow, ReplicaRow, ServiceRow, UpdateRow, VersionRow
+from steadyserve.store.rows import EventRow, ReplicaRow, ServiceRow, UpdateRow, VersionRow
 
 __all__ = ["EventRow", "ReplicaRow", "ServiceRow", "Store", "UpdateRow", "VersionRow"]
 

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from steadyserve.backends import backend_name
-from steadyserve.cli.common import _with_defaults
+from steadyserve.client.service_files import with_defaults
 from steadyserve.compat.file_mounts import staged
-from steadyserve.compat.ray_serve import Translation, load_deploy_file
+from steadyserve.compat.formats import load_deploy_file
 from steadyserve.compat.skyserve import preflight
 from steadyserve.spec import SpecError
+from steadyserve.spec.fleet import Fleet
 
 
 @contextlib.contextmanager
@@ -23,13 +24,13 @@ def deploy_request(
     notes: list[str],
     ignore_resources: bool = False,
     ignore_image: bool = False,
-) -> Iterator[tuple[dict[str, Any], Translation]]:
+) -> Iterator[tuple[dict[str, Any], Fleet]]:
     """The dry-run request for FILE (every mistake of every service raised at once,
     as one SpecError), with its file_mounts staged while the block runs."""
     plan = load_deploy_file(file)  # a fleet file or a Ray Serve config
     where = "services[{}]." if plan.scope == "all" else "applications: {}: "
     specs = [
-        _with_defaults(spec, item, file, where.format(i if plan.scope == "all" else spec.name))
+        with_defaults(spec, item, file, where.format(i if plan.scope == "all" else spec.name))
         for i, (spec, item) in enumerate(zip(plan.specs, plan.documents, strict=True))
     ]
     mistakes: list[SpecError] = []

@@ -1,4 +1,7 @@
-"""``@deployment``: Ray Serve's ``@serve.deployment`` for SteadyServe classes.
+"""``@deployment``: Ray Serve's ``@serve.deployment`` for SteadyServe classes, and the
+options it records: what user code, the runner and (through ``--describe``) the CLI
+agree on, so it sits with the other formats both sides import, below ``replica/`` and
+``serve/`` alike.
 
 The decorator only records defaults on the class and hands the class back, so
 the class stays a plain class (tests and notebooks construct it directly). The

@@ -8,6 +8,7 @@ epoch seconds (``*_at``, ``time``) with an ISO-8601 UTC twin (``*_iso``).
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -22,10 +23,14 @@ EPOCH_KEYS = (
 )
 
 
+def iso_utc(timestamp: float) -> str:
+    """The ISO-8601 UTC string JSON output adds next to each epoch-seconds field."""
+    moment = dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def with_iso(value: Any) -> Any:
     """A copy of ``value`` where every epoch field ``k`` also has ``k_iso`` (UTC)."""
-    from steadyserve.cli.tables import iso_utc
-
     if isinstance(value, list):
         return [with_iso(item) for item in value]
     if not isinstance(value, dict):

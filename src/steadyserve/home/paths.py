@@ -15,6 +15,26 @@ from typing import Any
 
 DEFAULT_HOME = "~/.steady"
 
+PRIVATE_UMASK = 0o077
+"""The controller's umask: what it creates in the home is its owner's only (0700
+folders, 0600 files), whatever the umask of the shell that started it."""
+_user_umask: int | None = None
+
+
+def make_files_private() -> None:
+    """Create files owner-only from now on; remember the umask the user had, which
+    the user's own processes (``setup``, replicas) keep (:func:`user_umask`)."""
+    global _user_umask
+    previous = os.umask(PRIVATE_UMASK)
+    if _user_umask is None:
+        _user_umask = previous
+
+
+def user_umask() -> int:
+    """The umask a service's ``setup`` and replicas run with: the user's, not the
+    controller's private one (-1, "leave it", before make_files_private)."""
+    return -1 if _user_umask is None else _user_umask
+
 
 @dataclass(frozen=True)
 class Home:
