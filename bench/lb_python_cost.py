@@ -107,6 +107,7 @@ async def measure(
     upstream = UpstreamConnection(proxy, replica)
     upstream.connection_made(CountingTransport())  # type: ignore[arg-type]
     upstream.in_pool = True
+    upstream.idle_since = proxy.now()  # pooled from now (lb/pool.py)
     replica.idle.append(upstream)
     client = ClientConnection(proxy)
     client_transport = CountingTransport()

@@ -67,6 +67,7 @@ class Rig:
         self.upstream = UpstreamConnection(proxy, replica)
         self.upstream.connection_made(self.upstream_transport)  # type: ignore[arg-type]
         self.upstream.in_pool = True
+        self.upstream.idle_since = proxy.now()  # pooled from now (lb/pool.py)
         replica.idle.append(self.upstream)
         self.client_transport = RecordingTransport()
         self.client = ClientConnection(proxy)

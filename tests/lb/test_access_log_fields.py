@@ -101,3 +101,19 @@ def test_x_forwarded_for_from_an_untrusted_peer_is_ignored() -> None:
     assert _client(b"10.0.0.1", head, head, ("10.0.0.0/8",), cache) == b"192.0.2.9"
     trusted = ("10.0.0.0/8", "192.0.2.0/24")
     assert _client(b"10.0.0.1", head, head, trusted, cache) == b"1.2.3.4"
+
+
+def test_a_request_sent_again_says_how_often_and_its_502_names_the_replica(
+    lb: tuple[LBProcess, Upstream, Path],
+) -> None:
+    """A GET on a pooled connection that the replica resets goes again once on a
+    fresh connection (lb/retry.py); reset again, and with no other replica, it is
+    the client's 502, logged against the replica with the reason."""
+    proc, _, log = lb
+    assert request(proc.port, "GET", "/echo", headers={"X-Request-Id": "pool-it"})[0] == 200
+    status, _, _ = request(proc.port, "GET", "/die", headers={"X-Request-Id": "die-twice"})
+    assert status == 502
+    entry = _line(log, "die-twice")
+    assert (entry["status"], entry["replica"], entry["version"]) == (502, 1, 1)
+    assert (entry["reason"], entry["retries"]) == ("replica_failed", 1)
+    assert "retries" not in _line(log, "pool-it")

@@ -41,6 +41,7 @@ def test_defaults_match_the_load_balancers(tmp_path: Path) -> None:
         "affinity_epsilon": 0.25,
         "replica_metrics": None,
         "trusted_proxies": list(defaults.trusted_proxies),  # the access log's client
+        "idempotent_methods": list(defaults.idempotent_methods),  # sent again on failure
     }
 
 
@@ -54,6 +55,9 @@ def test_defaults_match_the_load_balancers(tmp_path: Path) -> None:
         ({"load_balancer": {"workers": 0}}, "workers"),
         ({"load_balancer": {"workers": "many"}}, "workers"),
         ({"websocket_drain_s": -1}, "websocket_drain_s"),
+        ({"load_balancer": {"idempotent_methods": ["post"]}}, "idempotent_methods"),
+        ({"load_balancer": {"idempotent_methods": ["CONNECT"]}}, "idempotent_methods"),
+        ({"load_balancer": {"idempotent_methods": "POST"}}, "idempotent_methods"),
     ],
 )
 def test_bad_limits_are_refused_naming_the_field(
@@ -70,6 +74,7 @@ def test_bad_limits_are_refused_naming_the_field(
         ("request_timeout_s", 30),
         ("load_balancer", {"workers": "auto"}),
         ("websocket_drain_s", 60),
+        ("load_balancer", {"idempotent_methods": ["POST"]}),
     ],
 )
 def test_limit_changes_are_in_place(tmp_path: Path, field: str, value: Any) -> None:
@@ -129,3 +134,29 @@ def test_connection_cap_stays_below_the_file_descriptor_limit() -> None:
         return low.max_connections, high.max_connections
 
     assert asyncio.run(caps()) == ((1000 - FD_RESERVE) // 2, 50)
+
+
+def test_marked_methods_reach_the_proxy_in_place(tmp_path: Path) -> None:
+    """``idempotent_methods`` goes through the route table to the proxy, which sends
+    a marked POST again like a GET (lb/retry.py), and forgets it when unmarked."""
+    from steadyserve.lb.balancer import Balancer
+    from steadyserve.lb.proxy import Proxy
+    from steadyserve.lb.retry import IDEMPOTENT_METHODS
+
+    svc = spec(tmp_path, load_balancer={"idempotent_methods": ["POST", "M-SEARCH"]}).service
+    marked = RouteTable.from_json(table(load_balancer=svc.load_balancer.model_dump()))
+    assert marked.limits is not None
+    assert marked.limits.idempotent_methods == ("POST", "M-SEARCH")
+
+    async def run() -> list[frozenset[bytes]]:
+        proxy = Proxy("svc", Balancer(None))
+        seen = [proxy.idempotent_methods]
+        proxy.apply_table(marked)
+        seen.append(proxy.idempotent_methods)
+        proxy.apply_table(RouteTable.from_json(table(load_balancer={})))
+        seen.append(proxy.idempotent_methods)
+        return seen
+
+    before, during, after = asyncio.run(run())
+    assert before == after == IDEMPOTENT_METHODS
+    assert during == IDEMPOTENT_METHODS | {b"POST", b"M-SEARCH"}

@@ -27,6 +27,7 @@ from steadyserve.lb.request_head import (
     RequestRejected,
     decide,
 )
+from steadyserve.lb.retry import IDEMPOTENT_METHODS
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Rules:
     blocked_paths: frozenset[bytes] = frozenset()
     websockets: object | None = None
     auth: bytes | None = None
+    idempotent_methods: frozenset[bytes] = IDEMPOTENT_METHODS
 
 
 @dataclass
@@ -217,8 +219,14 @@ def test_hop_by_hop_and_named_connection_options_are_dropped() -> None:
 def test_a_body_is_buffered_and_expect_is_answered_here() -> None:
     raw = b"PUT /u HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n"
     move, head, facts = judge(raw)
-    assert move is BUFFER and head.continue_100 and not facts.idempotent
+    # PUT is idempotent with a body too: a retry replays the body the LB holds.
+    assert move is BUFFER and head.continue_100 and facts.idempotent
     assert b"expect" not in facts.head.lower()
+    post = raw.replace(b"PUT", b"POST")
+    _, _, facts = judge(post)
+    assert not facts.idempotent
+    _, _, facts = judge(post, Rules(idempotent_methods=frozenset({b"POST"})))
+    assert facts.idempotent  # a method the service file marks
     move, head, _ = judge(raw.replace(b"HTTP/1.1", b"HTTP/1.0"))
     assert move is BUFFER and not head.continue_100  # a 1.0 client never waits for it
 

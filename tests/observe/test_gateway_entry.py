@@ -73,6 +73,7 @@ class _Ex:
     status = 200
     outcome = "completed"
     request_id = b"test-1"
+    attempts = 1
     client = SimpleNamespace(
         head=SimpleNamespace(xff=b"127.0.0.1"), proxy=SimpleNamespace(limits=Limits())
     )

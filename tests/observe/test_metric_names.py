@@ -124,21 +124,25 @@ def test_lb_metrics_port_shows_requests_by_version_replica_method_and_class(
     assert lines[0]["replica"] == 1 and lines[0]["version"] == 1 and lines[0]["bytes"] > 0
 
 
-def test_lb_answers_without_a_replica_count_as_version_none(tmp_path: Path) -> None:
+def test_lb_answers_count_as_version_none_and_a_failed_replica_s_502_as_its_own(
+    tmp_path: Path,
+) -> None:
+    """A 502 whose replica failed is what the client saw of that replica: it counts
+    against its version (the canary analysis reads these counts); an answer the
+    load balancer gave with no replica involved counts as version none."""
     metrics_port = free_port()
     dead = free_port()  # nothing listens there: connect fails, replica ejected, 502
     with LBProcess(
         tmp_path, "--static-routes", f"127.0.0.1:{dead}", "--metrics-port", str(metrics_port)
     ) as lb:
-        assert request(lb.port, "GET", "/")[0] in (502, 503)
+        assert request(lb.port, "GET", "/")[0] == 502
+        assert request(lb.port, "GET", "/", headers={"X-Steady-Version": "9"})[0] == 503
         _, text = get(f"http://127.0.0.1:{metrics_port}", "/metrics")
     parsed = {f.name: f for f in text_string_to_metric_families(text.decode())}
-    [sample] = parsed["steady_lb_requests"].samples
-    assert (sample.labels["version"], sample.labels["replica"], sample.labels["code"]) == (
-        "none",
-        "none",
-        "5xx",
-    )
+    samples = parsed["steady_lb_requests"].samples
+    assert sorted(
+        (s.labels["version"], s.labels["replica"], s.labels["code"]) for s in samples
+    ) == [("1", "1", "5xx"), ("none", "none", "5xx")]
     [failures] = parsed["steady_lb_upstream_connect_failures"].samples
     assert failures.value >= 1
     [ejections] = parsed["steady_lb_ejections"].samples
@@ -202,6 +206,7 @@ def test_access_log_rotates_and_keeps_a_bounded_number_of_files(tmp_path: Path) 
         status = 200
         outcome = "completed"
         request_id = b"test-1"
+        attempts = 1
         client = SimpleNamespace(
             head=SimpleNamespace(xff=b"127.0.0.1"), proxy=SimpleNamespace(limits=Limits())
         )

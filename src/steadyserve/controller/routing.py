@@ -57,6 +57,7 @@ def route_table(
             max_connections=lb.max_connections,
             request_timeout_s=svc.request_timeout_s,
             trusted_proxies=tuple(lb.trusted_proxies),
+            idempotent_methods=tuple(lb.idempotent_methods),
         ),
         # Scale to zero: the LB holds requests that arrive at zero this long.
         hold_at_zero_s=svc.cold_start_timeout_s if hold_at_zero else 0.0,

@@ -74,10 +74,14 @@ class AccessLog:
         Formatted by hand rather than with ``json.dumps`` of a dict (a third of
         the cost); the method and path are the only free text and go through the
         JSON string encoder, which escapes quotes and control characters. A
-        request the load balancer answered itself (no replica) also says why."""
+        request the load balancer answered itself (no replica, or a 502/504 after
+        its replica failed) also says why; one sent more than once, how often
+        it was sent again (``retries``, lb/retry.py)."""
         head = ex.head
         tail = self._tail
-        if not replica:
+        if ex.attempts > 1:
+            tail = f',"retries":{ex.attempts - 1}' + tail
+        if not replica or ex.status >= 500:
             reason = getattr(ex, "reason", None)
             if reason is not None:
                 tail = f',"reason":{_quote(reason)}' + tail

@@ -17,6 +17,7 @@ from steadyserve.core.routing.multiplex import ModelAffinity
 from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions
 from steadyserve.core.routing.policies import NO_EXCLUDE, NO_KEY, Policy
 from steadyserve.core.routing.registry import make_policy
+from steadyserve.lb.pool import IDLE_HOLD
 from steadyserve.lb.request_key import Extractor, extractor
 from steadyserve.wire.routes import ReplicaRoute, RouteTable
 
@@ -36,6 +37,8 @@ class ReplicaState:
         "host",
         "id",
         "idle",
+        "idle_cap",
+        "idle_hold",
         "in_table",
         "inflight",
         "netns",
@@ -58,6 +61,10 @@ class ReplicaState:
         self.errors = 0
         self.in_table = True
         self.idle: list[UpstreamConnection] = []
+        # How long a connection may stay pooled (lb/pool.py): less than the
+        # replica's own idle timeout, once its Keep-Alive header announced one.
+        self.idle_hold = IDLE_HOLD
+        self.idle_cap = float("inf")  # the shortest idle time it was seen closing at, x0.8
         # The replica's own queue gauge while a scrape of it is fresh
         # (replica_metrics.py); the request-aware policies prefer it to ``inflight``.
         self.queue: float | None = None

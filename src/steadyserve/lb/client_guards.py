@@ -22,6 +22,7 @@ from steadyserve.wire.counts import CLIENT_ABORTED
 
 if TYPE_CHECKING:
     from steadyserve.lb.downstream import ClientConnection
+    from steadyserve.lb.proxy import Proxy
 
 log = logging.getLogger("steadyserve.lb")
 
@@ -65,16 +66,16 @@ def connection_cap(max_connections: int, fd_cap: int | None) -> int:
     return max_connections
 
 
-def make_room(clients: set[ClientConnection], max_connections: int) -> bool:
+def make_room(proxy: Proxy) -> bool:
     """At ``max_connections``: close the connections that hold no request, idle
     ones first, oldest first (a batch, so a flood of connects costs one scan per
     batch); False when every connection is busy with a request."""
-    victims = idle_victims(clients, max(1, max_connections // 100))
+    victims = idle_victims(proxy.clients, max(1, proxy.max_connections // 100))
     if not victims:
         return False
     log.warning(
         "%d client connections (max_connections): closing the %d oldest without a request",
-        len(clients),
+        len(proxy.clients),
         len(victims),
     )
     for client in victims:

@@ -56,6 +56,7 @@ from steadyserve.lb.request_head import (
     RequestRejected,
     decide,
 )
+from steadyserve.lb.retry import hold
 from steadyserve.lb.websocket import after_refusal, hold_for_answer
 from steadyserve.wire.counts import CLIENT_ABORTED, COMPLETED
 
@@ -135,7 +136,8 @@ class ClientConnection(asyncio.Protocol):
         proxy = self.proxy
         self.idle_since = proxy.now()
         # Open WebSockets count too: each is a client socket and a replica socket.
-        if len(proxy.clients) + proxy.tunnels >= proxy.max_connections and not proxy.make_room():
+        full = len(proxy.clients) + proxy.tunnels >= proxy.max_connections
+        if full and not guards.make_room(proxy):
             # Every connection is busy with a request: refuse this one at once
             # rather than run the process out of file descriptors.
             self.closing = True
@@ -311,6 +313,8 @@ class ClientConnection(asyncio.Protocol):
             conn = ex.upstream
             assert conn is not None
             conn.send(data)
+            if ex.held_size >= 0:
+                hold(ex, [data], len(data))
         elif state is not DONE:
             if ex.pending is None:
                 ex.pending = [data]

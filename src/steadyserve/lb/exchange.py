@@ -102,7 +102,10 @@ class Exchange:
         "client",
         "deadline",
         "first_byte",
+        "fresh",
         "head",
+        "held",
+        "held_size",
         "http10",
         "idempotent",
         "keep_alive",
@@ -147,6 +150,11 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         self.tried: set[int] | None = None
         self.attempts = 0
+        # The body bytes sent upstream, kept for a retry (lb/retry.py) while they
+        # total at most HOLD_BYTES; held_size -1: let go, the request is not retried.
+        self.held: list[bytes] | None = None
+        self.held_size = 0
+        self.fresh = False  # sent again on a fresh connection (a retry after the keep-alive race)
         # Body still being read into ``pending``: not dispatched yet (request buffering).
         self.buffering = False
         self.deadline = 0.0  # loop time by which the response must be complete; 0: none

@@ -158,6 +158,24 @@ def choose(
     return Framing.DECHUNKED if http10 else Framing.RECHUNKED
 
 
+def head_end(
+    rule: Rule, te: bytes | None, request_id: bytes | None, close: bool, http10: bool
+) -> bytes:
+    """The lines a rebuilt head ends with: its framing (``te``: the replica's
+    Transfer-Encoding), the X-Request-Id (None: the access log is off) and
+    persistence (``close``: the client connection closes after it)."""
+    framing = rule.header
+    if rule.keeps_te and te is not None:
+        framing = b"transfer-encoding: %s\r\n" % te
+    if request_id is not None:
+        framing += b"x-request-id: %s\r\n" % request_id
+    if close:
+        framing += b"connection: close\r\n"
+    elif http10:
+        framing += b"connection: keep-alive\r\n"
+    return framing
+
+
 def response_end(seen: list[bytes]) -> int | None:
     """Where in ``seen[-1]`` (the last read) the response whose bytes ``seen``
     holds, from its first, ends: re-parsed, the last read a byte at a time.

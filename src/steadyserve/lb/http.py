@@ -42,10 +42,6 @@ def is_version_pin(value: bytes) -> bool:
     return 0 < len(value) <= 9 and value.isdigit() and value[0] != 48  # "0"
 
 
-# Requests that may be sent twice: replayed on another replica when the first one
-# died before answering. Only when they carry no body (see Exchange.idempotent).
-IDEMPOTENT_METHODS = frozenset({b"GET", b"HEAD", b"OPTIONS"})
-
 STATUS_LINES: dict[int, bytes] = {}
 for _code in range(100, 600):
     try:

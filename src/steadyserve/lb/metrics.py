@@ -102,6 +102,10 @@ class LBMetrics:
         if self.access_log is not None:
             self.access_log.request(ex, version, rid, elapsed, sent, ttfb)
 
+    def answered(self) -> int:
+        """Requests answered so far (the retry budget earns on them)."""
+        return sum(self.requests.values())
+
     def report(self) -> dict[str, Any]:
         """The counters as JSON: cumulative since this process started."""
         return {

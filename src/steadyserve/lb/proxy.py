@@ -10,9 +10,11 @@ balancer keep a large share of a replica's direct throughput.
 
 Failure rules (``_failed``): a connection that could not be opened is retried on
 another replica, which is ejected for a second; a request that was already sent is
-replayed elsewhere only when it is idempotent (GET/HEAD/OPTIONS without a body) and
-nothing of the response reached the client; otherwise 502, or the client connection
-is closed when the response was already under way. Retries are bounded (3).
+sent again only as lb/retry.py allows (RFC 9110 9.2.2: an idempotent method, or a
+replica that provably never read it; never once a response byte reached the
+client), within the retry budget and at most ``MAX_RETRIES`` times; otherwise 502,
+or the client connection is closed when the response was already under way. Which
+pooled connection may carry a request is lb/pool.py's.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
-from steadyserve.lb import request_id
+from steadyserve.lb import request_id, retry
 from steadyserve.lb.balancer import Balancer, ReplicaState
-from steadyserve.lb.client_guards import broken, connection_cap, make_room
+from steadyserve.lb.client_guards import broken, connection_cap
 from steadyserve.lb.exchange import (
     CONNECTING,
     DONE,
@@ -41,7 +43,9 @@ from steadyserve.lb.exchange import (
 # Exchange is re-exported: the connections and other modules' hooks import it from here.
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.metrics import LBMetrics
+from steadyserve.lb.pool import expire, park, take
 from steadyserve.lb.request_key import route_key
+from steadyserve.lb.retry import Retry
 from steadyserve.lb.target import blocked_key
 from steadyserve.lb.upstream import UpstreamConnection
 from steadyserve.lb.websocket import switch
@@ -58,7 +62,6 @@ log = logging.getLogger("steadyserve.lb")
 
 MAX_RETRIES = 3
 CONNECT_TIMEOUT = 5.0
-UPSTREAM_IDLE_SECONDS = 3.0  # below common servers' keep-alive timeouts (uvicorn: 5 s)
 # Descriptors kept free for the listening socket, logs and the control plane.
 FD_RESERVE = 64
 # A client that reads none of its response for this long is disconnected, freeing
@@ -95,6 +98,7 @@ class Proxy:
         self._waking = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.metrics = LBMetrics()
+        self.retry_budget = retry.RetryBudget()
         # Bound once: asyncio.get_running_loop() costs a getpid() syscall per call.
         self.loop = asyncio.get_running_loop()
         self.now = self.loop.time
@@ -105,6 +109,8 @@ class Proxy:
         self.websockets: WebSockets | None = None
         self.tunnels = 0  # open tunnels: they count towards max_connections
         self.limits = self.default_limits
+        # Methods sent again after a failure (lb/retry.py), read by request_head.decide.
+        self.idempotent_methods = retry.idempotent(self.limits.idempotent_methods)
         # request_timeout_s of the exchanges in flight, and the one timer serving them.
         self.deadlines = Deadlines()
         # Each client connection may hold one replica connection: two descriptors.
@@ -139,6 +145,7 @@ class Proxy:
         if limits != self.limits:
             self.limits = limits
             self.max_connections = connection_cap(limits.max_connections, self.fd_cap)
+            self.idempotent_methods = retry.idempotent(limits.idempotent_methods)
             log.info("limits: %s", limits)
         if self.zero is not None:
             self.zero.on_table()
@@ -229,14 +236,23 @@ class Proxy:
     def _start_attempt(self, ex: Exchange, replica: ReplicaState) -> None:
         ex.replica = replica
         ex.attempts += 1
+        if ex.attempts > 1:
+            self.metrics.retries += 1  # sent again (lb/retry.py); the access log's retries
         replica.requests += 1
         idle = replica.idle
-        while idle:
-            conn = idle.pop()
-            if not conn.closed:
+        if idle and not ex.fresh:
+            # pool.take's common case inline: the call would cost more, on every request.
+            conn = idle[-1]
+            poller = conn.poller
+            fit = not conn.closed and self.now() - conn.idle_since < replica.idle_hold
+            if fit and (poller is None or not poller.poll(0)):
+                idle.pop()
                 self._attach(ex, conn)
                 return
-            conn.in_pool = False
+            pooled = take(replica, self.now())
+            if pooled is not None:
+                self._attach(ex, pooled)
+                return
         ex.state = step(ex.state, CONNECTING)
         task = self.loop.create_task(self._connect(ex, replica))
         self._tasks.add(task)
@@ -266,7 +282,7 @@ class Proxy:
             )
             self.balancer.eject(replica)
             if ex.replica is replica and ex.state is CONNECTING:
-                self._failed(ex, replica, retry=True)
+                self._failed(ex, replica, Retry.ELSEWHERE)
             return
         if ex.replica is replica and ex.state is CONNECTING:
             self._attach(ex, conn)
@@ -284,20 +300,22 @@ class Proxy:
         pending = ex.pending
         if pending:
             ex.pending = None
+            size = ex.pending_size
             ex.pending_size = 0
             conn.start(ex, ex.head, pending)
+            retry.hold(ex, pending, size)  # for a retry (lb/retry.py)
             ex.client.body_flushed()
         else:
             conn.start(ex, ex.head, None)
+        if conn.unsent:  # closed under us (a new connection the replica dropped at once)
+            self.upstream_failed(ex, conn, "the request could not be written")
 
     def _park(self, conn: UpstreamConnection) -> None:
         """Pool a connection that has nothing to do, if its replica is still routable."""
         if conn.closed or not conn.replica.in_table or self.draining:
             conn.close()
             return
-        conn.in_pool = True
-        conn.idle_since = self.now()
-        conn.replica.idle.append(conn)
+        park(conn, self.now())
 
     def _release(self, replica: ReplicaState) -> None:
         self.balancer.release(replica)
@@ -334,6 +352,7 @@ class Proxy:
         )
         ex.upstream = None
         ex.replica = None
+        ex.served = replica  # the client's 504 counts against the replica's version
         conn.close()
         replica.errors += 1
         if conn.wrote:
@@ -357,7 +376,7 @@ class Proxy:
         ex.status = conn.status
         ex.served = replica
         if reusable and ex.request_done and conn.replica.in_table and not self.draining:
-            conn.in_pool = True
+            conn.in_pool = True  # pool.park, inline: on every request
             conn.idle_since = self.now()
             conn.replica.idle.append(conn)
         else:
@@ -389,18 +408,27 @@ class Proxy:
             ex.client.abort_response(ex)
             return
         ex.response_started = False  # nothing reached the client: a clean 502 is possible
-        self._failed(ex, replica, retry=ex.idempotent)
+        self._failed(ex, replica, retry.after_attempt(ex, conn))
 
-    def _failed(self, ex: Exchange, replica: ReplicaState, retry: bool) -> None:
-        """An attempt failed before any response byte reached the client."""
-        replica.errors += 1
+    def _failed(self, ex: Exchange, replica: ReplicaState, move: Retry) -> None:
+        """An attempt failed before any response byte reached the client: send it
+        again as ``move`` says (lb/retry.py), budget allowing; else 502."""
+        if move is not Retry.FRESH:
+            replica.errors += 1  # a FRESH retry is the keep-alive race, not the replica
         ex.replica = None
-        if retry and ex.attempts <= MAX_RETRIES and not ex.client.closing:
-            if ex.tried is None:
-                ex.tried = set()
-            ex.tried.add(replica.id)
+        ex.served = replica  # should the client get 502, it counts against this version
+        if (
+            move is not Retry.NONE
+            and ex.attempts <= MAX_RETRIES
+            and not ex.client.closing
+            and self.retry_budget.spend(self.now(), self.metrics.answered())
+        ):
+            if move is Retry.FRESH:
+                ex.fresh = True
+            else:
+                ex.tried = {*(ex.tried or ()), replica.id}
+            retry.replay(ex)
             ex.state = step(ex.state, READY)
-            self.metrics.retries += 1
             self.dispatch(ex)
         else:
             self._respond(ex, 502, f"replica of service {self.service!r} failed", "replica_failed")
@@ -464,10 +492,6 @@ class Proxy:
             if not client.exchanges:
                 client.close()
 
-    def make_room(self) -> bool:
-        """At ``max_connections``: room made by closing idle connections (client_guards)."""
-        return make_room(self.clients, self.max_connections)
-
     def sweep(self) -> None:
         """Close idle client connections and pooled replica connections gone cold."""
         now = self.now()
@@ -476,11 +500,7 @@ class Proxy:
             if not client.exchanges and now - client.idle_since > idle_timeout:
                 client.close()
         for replica in list(self.balancer.known.values()):
-            idle = replica.idle
-            while idle and now - idle[0].idle_since > UPSTREAM_IDLE_SECONDS:
-                conn = idle.pop(0)
-                conn.in_pool = False
-                conn.close()
+            expire(replica, now)
 
     def close_all(self) -> None:
         """The load balancer stops: what is still in flight was cut by its drain."""

@@ -51,7 +51,6 @@ from typing import Protocol
 from steadyserve.lb.declined_upgrade import body_framing
 from steadyserve.lb.http import (
     HOP_BY_HOP,
-    IDEMPOTENT_METHODS,
     PIN_HEADER,
     REQUEST_WATCHED_NAME_LENGTHS,
     connection_tokens,
@@ -110,6 +109,8 @@ class Rules(Protocol):
     def websockets(self) -> object | None: ...  # None: upgrades are declined
     @property
     def auth(self) -> bytes | None: ...  # service.auth_key (None: no check)
+    @property
+    def idempotent_methods(self) -> frozenset[bytes]: ...  # lb/retry.py
 
 
 class RequestFacts(Protocol):
@@ -332,8 +333,9 @@ def decide(
     facts.method_head = head_request = method == b"HEAD"
     # HEAD: httptools would wait for the body the head announces; rebuild instead.
     facts.passthrough_ok = keep_alive and not http10 and not head_request
-    # Never replay a handshake once sent: the replica may have acted on it.
-    facts.idempotent = not websocket and not buffering and method in IDEMPOTENT_METHODS
+    # Never replay a handshake once sent: the replica may have acted on it. A body
+    # is replayed from what the load balancer holds of it (lb/retry.py).
+    facts.idempotent = not websocket and method in rules.idempotent_methods
     facts.pin = head.pin
     if websocket:
         return TUNNEL

@@ -12,18 +12,21 @@ and their table of what each does on body bytes, at the end and at a close):
   re-chunked, one write per read. Streams (SSE, token streaming) flow through
   unchanged as soon as each piece arrives.
 * rebuilt: anything else (HEAD, 1xx, until-close bodies, HTTP/1.0 or closing
-  clients, hop-by-hop headers). The head is rebuilt without hop-by-hop headers and
-  the body re-framed for the client (re-chunked for HTTP/1.1, until-close for 1.0).
+  clients, hop-by-hop headers): the head rebuilt without hop-by-hop headers, the
+  body re-framed (re-chunked for HTTP/1.1, until-close for 1.0).
 
 A ``101 Switching Protocols`` is accepted only as the answer to the WebSocket
 handshake its client connection is waiting on (lb/websocket.py): the connection
-then parses no more and its socket goes to the tunnel.
+then parses no more and its socket goes to the tunnel. Bytes past a response's
+end are lb/overrun.py's; what a failure tells the retry rules (``idle_since``,
+``unsent``, ``answered``) is read by lb/retry.py, and ``quiet`` by lb/pool.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 from time import perf_counter
 from typing import TYPE_CHECKING, cast
 
@@ -39,7 +42,7 @@ from steadyserve.lb.framing import (
     RULES,
     Framing,
     choose,
-    response_end,
+    head_end,
 )
 from steadyserve.lb.http import (
     HOP_BY_HOP,
@@ -49,6 +52,8 @@ from steadyserve.lb.http import (
     header_name,
     set_nodelay,
 )
+from steadyserve.lb.overrun import overrun
+from steadyserve.lb.pool import announced, closed_idle
 from steadyserve.lb.request_id import stamped
 
 if TYPE_CHECKING:
@@ -76,13 +81,9 @@ class UpstreamConnection(asyncio.Protocol):
         "_conn_tokens",
         "_extra",
         "_has_length",
-        "_held",
-        "_held_size",
         "_interim",
         "_lines",
         "_out",
-        "_seen",
-        "_seen_size",
         "_switching",
         "_te",
         "_upgrade_to",
@@ -91,16 +92,22 @@ class UpstreamConnection(asyncio.Protocol):
         "exchange",
         "framing",
         "head_sent",
+        "held",
+        "held_size",
         "idle_since",
         "in_pool",
         "keep_alive",
         "parser",
+        "poller",
         "proxy",
         "read_paused",
         "replica",
         "rule",
+        "seen",
+        "seen_size",
         "status",
         "transport",
+        "unsent",
         "wrote",
     )
 
@@ -114,6 +121,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.in_pool = False
         self.read_paused = False
         self.idle_since = 0.0
+        self.unsent = False  # the last request's write failed: the replica read none of it
+        self.poller: select.poll | None = None  # asked by lb/pool.py before reuse
         self._out: list[bytes] = []
         self._switching = False  # a 101 to a WebSocket handshake is being parsed
         self._upgrade_to: bytes | None = None  # the response's Upgrade header
@@ -122,8 +131,8 @@ class UpstreamConnection(asyncio.Protocol):
     def _begin(self) -> None:
         """Reset the per-response state."""
         self._lines: list[bytes] = []
-        self._held: list[bytes] = []
-        self._held_size = 0
+        self.held: list[bytes] = []
+        self.held_size = 0
         self._te: bytes | None = None
         self._has_length = False
         self._clean = True
@@ -137,13 +146,19 @@ class UpstreamConnection(asyncio.Protocol):
         self.status = 0
         self.wrote = False  # has any byte of this response gone to the client?
         self._extra = False  # bytes arrived past the end of the response
-        self._seen: list[bytes] | None = []
-        self._seen_size = 0
+        self.seen: list[bytes] | None = []
+        self.seen_size = 0
 
     # -- asyncio.Protocol ------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         set_nodelay(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # Asked before the connection is used again (lb/pool.py): poll(0) on
+            # this one descriptor is a single syscall, no exception raised.
+            self.poller = poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
         exchange = self.exchange
@@ -151,12 +166,12 @@ class UpstreamConnection(asyncio.Protocol):
             # Nothing was asked: a replica talking out of turn cannot be trusted.
             self.close()
             return
-        seen = self._seen
+        seen = self.seen
         if seen is not None:
             seen.append(data)
-            self._seen_size += len(data)
-            if self._seen_size > MAX_SEEN_BYTES:
-                self._seen = None
+            self.seen_size += len(data)
+            if self.seen_size > MAX_SEEN_BYTES:
+                self.seen = None
         if self.framing is PASSTHROUGH:
             try:
                 self.parser.feed_data(data)
@@ -167,12 +182,12 @@ class UpstreamConnection(asyncio.Protocol):
                 self._upgraded(exchange, data, int(exc.args[0]))
                 return
             if self._extra:
-                self._overrun(exchange, data)
+                overrun(self, exchange, data)
                 return
             self.wrote = True
             exchange.client.write(data)
             if self.complete:
-                self._finish(exchange)
+                self.finish(exchange)
             return
         out = self._out = []
         try:
@@ -185,21 +200,21 @@ class UpstreamConnection(asyncio.Protocol):
             return
         if self.framing is PASSTHROUGH:
             if self._extra:
-                self._overrun(exchange, data)
+                overrun(self, exchange, data)
                 return
-            held = self._held
+            held = self.held
             # The access log's X-Request-Id is asked first: off, the check ends here.
             if exchange.request_id is not None and not self.wrote:
                 # This read holds (the end of) the head: stamp it.
                 self.wrote = True
-                self._held = []
+                self.held = []
                 exchange.client.write(stamped(b"".join([*held, data]), exchange.request_id))
             else:
                 self.wrote = True
                 if held:
                     held.append(data)
                     exchange.client.write_many(held)
-                    self._held = []
+                    self.held = []
                 else:
                     exchange.client.write(data)
         else:
@@ -208,46 +223,15 @@ class UpstreamConnection(asyncio.Protocol):
                 exchange.client.write_many(out)
             if not self.head_sent:
                 # Head incomplete: keep the bytes in case it turns out passthrough.
-                self._held.append(data)
-                self._held_size += len(data)
-                if self._held_size > MAX_HELD_BYTES:
+                self.held.append(data)
+                self.held_size += len(data)
+                if self.held_size > MAX_HELD_BYTES:
                     self.proxy.upstream_failed(exchange, self, "response head larger than 64 KiB")
                     return
         if self.complete:
             if self._extra:
                 self.keep_alive = False  # never reuse a connection with leftover bytes
-            self._finish(exchange)
-
-    def _overrun(self, exchange: Exchange, data: bytes) -> None:
-        """A passthrough response complete, and more bytes after it in ``data``:
-        forward the response only, and never use this connection again."""
-        end = self._response_end(data)
-        if end is None:
-            # Cannot tell where it ended (a large response): closing the client is
-            # the only answer that delivers no foreign byte.
-            self.proxy.upstream_failed(exchange, self, "bytes past the end of a response")
-            return
-        first = not self.wrote  # this read holds the head: stamp it
-        self.wrote = True
-        held = self._held
-        if first and exchange.request_id is not None:
-            self._held = []
-            exchange.client.write(stamped(b"".join([*held, data[:end]]), exchange.request_id))
-        elif held:
-            self._held = []
-            exchange.client.write_many([*held, data[:end]])
-        else:
-            exchange.client.write(data[:end])
-        self.keep_alive = False
-        self._finish(exchange)
-
-    def _response_end(self, data: bytes) -> int | None:
-        """Where in ``data`` (the last read) the current response ends, found by
-        re-parsing the response's bytes; None when they were not all kept."""
-        seen = self._seen
-        if seen is None or not seen or seen[-1] is not data:
-            return None
-        return response_end(seen)
+            self.finish(exchange)
 
     def _upgraded(self, exchange: Exchange, data: bytes, end: int) -> None:
         """httptools stopped at the end of a 101 head: hand the socket over to the
@@ -275,12 +259,12 @@ class UpstreamConnection(asyncio.Protocol):
         if self.complete:
             # A whole response followed by garbage: deliver it, drop the connection.
             if self.framing is PASSTHROUGH:
-                self._overrun(exchange, data)
+                overrun(self, exchange, data)
                 return
             if self._out:
                 exchange.client.write_many(self._out)
             self.keep_alive = False
-            self._finish(exchange)
+            self.finish(exchange)
             return
         if self.wrote and self.framing is not PASSTHROUGH and self._out:
             exchange.client.write_many(self._out)
@@ -288,10 +272,11 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.in_pool:
+        if self.in_pool:  # the replica closed it while idle (lb/pool.py learns from it)
             self.in_pool = False
             with contextlib.suppress(ValueError):
                 self.replica.idle.remove(self)
+            closed_idle(self.replica, self.proxy.now() - self.idle_since)
         exchange = self.exchange
         if exchange is None:
             return
@@ -301,7 +286,7 @@ class UpstreamConnection(asyncio.Protocol):
             if rule.at_close:
                 exchange.client.write(rule.at_close)
             self.keep_alive = False
-            self._finish(exchange)
+            self.finish(exchange)
             return
         self.proxy.upstream_failed(exchange, self, f"replica connection lost: {exc!r}")
 
@@ -315,7 +300,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- used by the proxy ----------------------------------------------------------
     def start(self, exchange: Exchange, head: bytes, body: list[bytes] | None) -> None:
-        """Send ``exchange``'s request (head and any buffered body) on this connection."""
+        """Send ``exchange``'s request (head, buffered body); ``unsent``: it failed."""
         self.exchange = exchange
         self.in_pool = False
         if self.complete:
@@ -323,10 +308,16 @@ class UpstreamConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             raise RuntimeError("start() before connection_made()")
-        if body:
-            transport.writelines([head, *body])
-        else:
-            transport.write(head)
+        try:
+            if body:
+                transport.writelines([head, *body])
+            else:
+                transport.write(head)
+        except RuntimeError:  # uvloop: closed by the replica, connection_lost to come
+            self.unsent = True
+            return
+        # A write that fails closes the transport at once: nothing reached the replica.
+        self.unsent = transport.is_closing()
         if exchange.client.write_paused:
             self.pause_reading()
 
@@ -335,6 +326,17 @@ class UpstreamConnection(asyncio.Protocol):
         transport = self.transport
         if transport is not None and not self.closed:
             transport.write(data)
+
+    def quiet(self) -> bool:
+        """Is there nothing to read? A pooled connection that is readable is at
+        EOF, reset, or holds stray bytes: either way not to be used again."""
+        poller = self.poller
+        return poller is None or not poller.poll(0)
+
+    @property
+    def answered(self) -> bool:
+        """Has any byte of the current response arrived (forwarded or not)?"""
+        return self.seen is None or self.seen_size > 0
 
     def pause_reading(self) -> None:
         if not self.read_paused and not self.closed and self.transport is not None:
@@ -349,12 +351,13 @@ class UpstreamConnection(asyncio.Protocol):
     def close(self) -> None:
         """Close without returning to the pool (the exchange, if any, is forgotten)."""
         self.exchange = None
+        self.in_pool = False  # closed by the load balancer: nothing for lb/pool.py to learn
         if not self.closed:
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
 
-    def _finish(self, exchange: Exchange) -> None:
+    def finish(self, exchange: Exchange) -> None:
         self.exchange = None
         rule = self.rule
         if rule.complete_at_head:
@@ -387,6 +390,8 @@ class UpstreamConnection(asyncio.Protocol):
                 else:
                     if lname == b"upgrade":
                         self._upgrade_to = value
+                    elif lname == b"keep-alive":
+                        announced(self.replica, value)
                     self._clean = False
                 return
             if lname == b"content-length":
@@ -399,7 +404,7 @@ class UpstreamConnection(asyncio.Protocol):
         if self.complete:
             raise UpstreamProtocolError("a second response to one request")
         # What was read of this response bounds its head: only a large read is summed.
-        if self._seen_size > MAX_RESPONSE_HEAD_BYTES < sum(map(len, self._lines)):
+        if self.seen_size > MAX_RESPONSE_HEAD_BYTES < sum(map(len, self._lines)):
             raise UpstreamProtocolError("response head larger than 64 KiB")
         parser = self.parser
         status = parser.get_status_code()
@@ -464,19 +469,12 @@ class UpstreamConnection(asyncio.Protocol):
             or self.proxy.draining
             or rule.closes_client
         )
-        framing = rule.header
-        if rule.keeps_te and self._te is not None:
-            framing = b"transfer-encoding: %s\r\n" % self._te
         if rule.complete_at_head:
             self.complete = True
             self.keep_alive = self.parser.should_keep_alive()
-        if exchange.request_id is not None:
-            framing += b"x-request-id: %s\r\n" % exchange.request_id
         if close:
             exchange.keep_alive = False
-            framing += b"connection: close\r\n"
-        elif exchange.http10:
-            framing += b"connection: keep-alive\r\n"
+        framing = head_end(rule, self._te, exchange.request_id, close, exchange.http10)
         self._out.append(
             b"".join((STATUS_LINES[status], *self._filtered(self._lines), framing, b"\r\n"))
         )

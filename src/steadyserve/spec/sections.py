@@ -4,6 +4,7 @@ update modes, canary, load-balancer limits and the ``service:`` section."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -128,6 +129,9 @@ class ReplicaMetricsSection(_Model):
     max_age_s: PositiveSeconds = 5.0
 
 
+METHOD = re.compile(r"[A-Z][A-Z-]{0,31}")  # an HTTP method token, as sent
+
+
 class LoadBalancerLimits(_Model):
     """``service.load_balancer:``: how long the load balancer waits for clients and
     how many client connections it holds, and how the request-aware policies are
@@ -148,6 +152,18 @@ class LoadBalancerLimits(_Model):
     trusted_proxies: list[str] = Field(default_factory=list)
     """CIDRs of proxies in front: from these peers the access log's ``client`` is
     read from ``X-Forwarded-For`` (lb/access_log.py)."""
+    idempotent_methods: list[str] = Field(default_factory=list)
+    """Methods this service's handlers make idempotent (``POST`` of a model server
+    that only computes), sent again after a replica failed like ``GET`` and ``PUT``
+    (lb/retry.py); the standard idempotent methods always are."""
+
+    @field_validator("idempotent_methods")
+    @classmethod
+    def _methods(cls, value: list[str]) -> list[str]:
+        for i, item in enumerate(value):
+            if not METHOD.fullmatch(item) or item == "CONNECT":
+                raise _fail(f"[{i}] {item!r} is not an HTTP method in capitals (POST, PATCH)")
+        return value
 
     @field_validator("trusted_proxies")
     @classmethod

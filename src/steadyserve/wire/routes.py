@@ -104,6 +104,8 @@ class Limits:
     request_timeout_s: float | None = None
     # CIDRs whose X-Forwarded-For names the client (the access log's ``client``).
     trusted_proxies: tuple[str, ...] = ()
+    # Methods the service marks idempotent, besides the standard ones (lb/retry.py).
+    idempotent_methods: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The ``load_balancer`` block (``request_timeout_s`` is a top-level field)."""
@@ -113,6 +115,7 @@ class Limits:
             "idle_timeout_s": self.idle_timeout_s,
             "max_connections": self.max_connections,
             "trusted_proxies": list(self.trusted_proxies),
+            "idempotent_methods": list(self.idempotent_methods),
         }
 
     @classmethod
@@ -131,6 +134,7 @@ class Limits:
             "affinity_epsilon",
             "replica_metrics",
             "trusted_proxies",
+            "idempotent_methods",
         }
         if unknown:
             raise ValueError(f"route table: unknown load_balancer field {sorted(unknown)[0]!r}")
@@ -149,8 +153,14 @@ class Limits:
         trusted = block.get("trusted_proxies", [])
         if not isinstance(trusted, list) or not all(isinstance(c, str) for c in trusted):
             raise ValueError("route table: load_balancer.trusted_proxies must be a list of CIDRs")
+        methods = block.get("idempotent_methods", [])
+        if not isinstance(methods, list) or not all(
+            isinstance(m, str) and m.isascii() and m for m in methods
+        ):
+            raise ValueError("route table: load_balancer.idempotent_methods must be method names")
         return cls(
             trusted_proxies=tuple(trusted),
+            idempotent_methods=tuple(methods),
             max_connections=connections,
             request_timeout_s=None if request_timeout is None else float(request_timeout),
             **values,
