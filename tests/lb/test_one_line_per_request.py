@@ -96,6 +96,7 @@ class Bench:
         conn = UpstreamConnection(self.proxy, self.replica)
         conn.connection_made(Transport())  # type: ignore[arg-type]
         conn.in_pool = True
+        conn.idle_since = self.proxy.now()  # pooled just now: within its hold (lb/pool.py)
         self.replica.idle.append(conn)
         return conn
 

@@ -19,7 +19,6 @@ isolation cannot be had on this machine, in one line (docs/isolation.md).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import signal
@@ -31,14 +30,20 @@ from pathlib import Path
 
 import psutil
 
-from steadyserve.wire import replica_contract as contract
-from steadyserve.wire.netns import NETNS_DIR, path_of, sysctl_in
+from steadyserve.wire.netns import (
+    NETNS_DIR,
+    PREFIX,
+    home_prefix,
+    of_home,
+    path_of,
+    sysctl_in,
+)
+from steadyserve.wire.netns import name_for as name_for  # one naming, two sides
 
 HOMES_DIR = Path("/run/steadyserve/netns-homes")
 """One file per home that made namespaces, named by its prefix's hash and holding
 the home's path: how a controller tells a deleted home's namespaces from another
 live home's (:func:`reap_deleted_homes`). On tmpfs, like the namespaces."""
-PREFIX = "ssv-"
 READY_TIMEOUT_S = 10.0
 """Longest wait for slirp4netns to configure the namespace's tap device."""
 IP_TIMEOUT_S = 10.0
@@ -59,17 +64,6 @@ def unavailable() -> str | None:
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install iproute2 slirp4netns)"
     return None
-
-
-def home_prefix(home_root: Path | str) -> str:
-    """The first part of every namespace name of one home."""
-    return f"{PREFIX}{contract.home_id(home_root)[:10]}-"
-
-
-def name_for(home_root: Path | str, service: str, replica_id: int) -> str:
-    """The namespace of one replica: found again from its row after a restart."""
-    digest = hashlib.sha256(service.encode()).hexdigest()[:8]
-    return f"{home_prefix(home_root)}{digest}-{replica_id}"
 
 
 def helper_log(replica_log: Path) -> Path:
@@ -212,14 +206,6 @@ def _pids_in(name: str) -> list[int]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [int(word) for word in done.stdout.split() if word.isdigit()]
-
-
-def of_home(home_root: Path | str) -> list[str]:
-    """Every namespace this home made that still exists."""
-    prefix = home_prefix(home_root)
-    with contextlib.suppress(OSError):
-        return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(prefix))
-    return []
 
 
 def reap(home_root: Path | str, keep: set[str]) -> list[str]:

@@ -159,8 +159,9 @@ def controller_run(backend: str | None, ray_address: str | None, as_json: bool) 
     is_flag=True,
     help="Begin with an empty state; processes still running are left alone, unmanaged.",
 )
+@json_option
 @reports_errors
-def controller_restore(file: Path | None, empty: bool) -> None:
+def controller_restore(file: Path | None, empty: bool, as_json: bool) -> None:
     """Replace this home's state.db while no controller runs: with FILE (a state.db
     copy you kept), the newest good backup (no FILE), or an empty state (--empty).
     The current state.db is kept as state.db.broken-TIME.
@@ -186,9 +187,13 @@ def controller_restore(file: Path | None, empty: bool) -> None:
         if source is None:
             raise CommandError(f"no good backup in {backups.folder(home)}", 2)
     try:
-        console.print(recovery.restore(home.ensure(), source, SYSTEM_CLOCK.wall()), markup=False)
+        said = recovery.restore(home.ensure(), source, SYSTEM_CLOCK.wall())
     except recovery.StateRefused as exc:
         raise CommandError(str(exc), 2) from None
+    if as_json:
+        _echo_json({"restored": True, "source": str(source) if source else None, "message": said})
+    else:
+        console.print(said, markup=False)
 
 
 @controller.command("install-unit")

@@ -260,6 +260,12 @@ class ControllerExit(TypedDict):
     exit_code: int
 
 
+class Restored(TypedDict):
+    restored: bool
+    source: str | None
+    message: str
+
+
 class Unit(TypedDict):
     unit: str
     output: str | None
@@ -433,6 +439,10 @@ CONTRACTS: dict[str, Contract] = {
     "controller run": Contract(
         "One line when the controller exits: its `exit_code` (the log is on stderr).",
         Shape.of(ControllerExit),
+    ),
+    "controller restore": Contract(
+        "One object: the `source` put in as state.db (null: begun empty) and the `message`.",
+        Shape.of(Restored),
     ),
     "controller install-unit": Contract(
         "One object: the `unit` text, and the file it was written to (`output`, or null).",

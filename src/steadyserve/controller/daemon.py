@@ -19,13 +19,10 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
-
-from aiohttp import web
 
 from steadyserve import port_range
 from steadyserve.backends import backend_name, choose_backend
@@ -37,13 +34,14 @@ from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
 from steadyserve.controller.endpoint import (
     EndpointClaims,
-    controller_port,
     endpoint_port,
     gateway_port_in,
     port_notice,
 )
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
+from steadyserve.controller.freed_names import free_name
 from steadyserve.controller.gateway import GatewaySupervisor
+from steadyserve.controller.listen import api_host, listen
 from steadyserve.controller.orphans import Known, kept_namespaces, reap_orphans
 from steadyserve.controller.pool_runtime import runtime_class, same_kind
 from steadyserve.controller.probes import new_probe_session
@@ -193,7 +191,7 @@ class Controller:
         expected = (
             await updates.hash_workdir(source, exclude, self.home) if source is not None else None
         )
-        notes = await self._free_name(name)
+        notes = await free_name(self.store, self.home, name)
         number = 1
         workdir_hash = await updates.take_snapshot(
             self.home, name, number, source, exclude, expected
@@ -236,22 +234,6 @@ class Controller:
             "notice": port_notice(self.store, port) if spec.service.port is None else None,
             "notes": notes,
         }
-
-    async def _free_name(self, name: str) -> list[str]:
-        """A name freed by ``steady down`` starts again at version 1, as in SkyServe:
-        the history the down kept is forgotten now (with a note), so a new file
-        under that name never becomes a later version of the service that was down."""
-        versions = [v.version for v in self.store.versions(name)]
-        if not versions:
-            return []
-        self.store.delete_service(name, purge=True)
-        await asyncio.to_thread(shutil.rmtree, self.home.service_dir(name), ignore_errors=True)
-        first, last = versions[0], versions[-1]
-        shown = f"version {first}" if first == last else f"versions {first}-{last}"
-        return [
-            f"name: {name} was taken down earlier; its history ({shown}) is forgotten"
-            " and this service starts at version 1"
-        ]
 
     async def update_service(
         self,
@@ -451,27 +433,7 @@ class Controller:
     async def serve(self) -> None:
         self.probe_session = new_probe_session()
         token = os.environ.get("STEADY_TOKEN") or None
-        host = os.environ.get("STEADY_CONTROLLER_HOST", "127.0.0.1")
-        if host not in ("127.0.0.1", "localhost", "::1") and token is None:
-            raise SystemExit("STEADY_CONTROLLER_HOST: binding beyond loopback needs STEADY_TOKEN")
-        app = build_app(self, token)
-        # Long-polls from load balancers would hold a graceful shutdown for their full wait.
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
-        await runner.setup()
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        port = controller_port()
-        try:
-            sock.bind((host, port))
-        except OSError as exc:  # the line a failed start shows: which address
-            sock.close()
-            raise OSError(exc.errno, f"{exc.strerror} ({host}:{port})") from None
-        site = web.SockSite(runner, sock)
-        await site.start()
-        shown = "127.0.0.1" if host in ("0.0.0.0", "localhost") else host
-        shown = f"[{shown}]" if ":" in shown else shown
-        self.url = f"http://{shown}:{sock.getsockname()[1]}"
+        runner, self.url = await listen(build_app(self, token), api_host(token))
         routes_runner = await routes_socket.start(self)  # for replicas in their own netns
         # What this state recorded, read before any replica of this run is launched:
         # only what it proves its own is stopped as an orphan (controller/orphans.py).

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import psutil
 
-from steadyserve.backends import netns
 from steadyserve.backends.cgroups import Cgroups, tag_in_cgroup
 from steadyserve.backends.processes import tag_of
+from steadyserve.wire import netns
 from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger("steadyserve.controller")

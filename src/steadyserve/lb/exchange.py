@@ -230,6 +230,8 @@ class Deadlines:
         self._due[ex] = due
 
     def discard(self, ex: Exchange) -> None:
+        """``ex`` ended (or no longer waits on its deadline): forget it."""
+        ex.deadline = 0.0
         self._due.pop(ex, None)
 
     def expired(self, now: float) -> list[Exchange]:

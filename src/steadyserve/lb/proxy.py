@@ -9,12 +9,10 @@ small ``Exchange`` object and a few dozen Python calls, which is what lets the l
 balancer keep a large share of a replica's direct throughput.
 
 Failure rules (``_failed``): a connection that could not be opened is retried on
-another replica, which is ejected for a second; a request that was already sent is
-sent again only as lb/retry.py allows (RFC 9110 9.2.2: an idempotent method, or a
-replica that provably never read it; never once a response byte reached the
-client), within the retry budget and at most ``MAX_RETRIES`` times; otherwise 502,
-or the client connection is closed when the response was already under way. Which
-pooled connection may carry a request is lb/pool.py's.
+another replica, which is ejected for a second; a request already sent goes again
+only as lb/retry.py allows (RFC 9110 9.2.2), at most ``MAX_RETRIES`` times; else
+502, or a closed client connection once the response was under way. Which pooled
+connection may carry a request is lb/pool.py's.
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from steadyserve.lb.exchange import (
 
 # Exchange is re-exported: the connections and other modules' hooks import it from here.
 from steadyserve.lb.exchange import Exchange as Exchange
+from steadyserve.lb.http import no_route
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.pool import expire, park, take
 from steadyserve.lb.request_key import route_key
@@ -187,19 +186,8 @@ class Proxy:
         self._no_route(ex)
 
     def _no_route(self, ex: Exchange) -> None:
-        if ex.pin is not None and not ex.attempts:
-            msg = f"no ready replica of version {ex.pin} for service {self.service!r}"
-            self._respond(ex, 503, msg + " (X-Steady-Version)", "no_pinned_replica")
-        elif ex.attempts:
-            msg = f"no replica of service {self.service!r} answered"
-            self._respond(ex, 502, msg, "replica_failed")
-        elif self.balancer.replicas:
-            msg = f"no reachable replica for service {self.service!r}"
-            self._respond(ex, 503, msg, "no_reachable_replica")
-        else:
-            # "unavailable" as in Ray Serve's 503 for a deployment that cannot serve.
-            msg = f"no ready replica for service {self.service!r}: it is unavailable"
-            self._respond(ex, 503, msg, "no_replica")
+        pin = None if ex.attempts else ex.pin
+        self._respond(ex, *no_route(self.service, pin, ex.attempts, bool(self.balancer.replicas)))
 
     def _wake(self) -> None:
         """Start queued requests, first come first served, while slots are free."""
@@ -333,10 +321,6 @@ class Proxy:
         if earliest is not None:
             deadlines.arm(self.loop, earliest, self._deadlines_due)
 
-    def _forget_deadline(self, ex: Exchange) -> None:
-        ex.deadline = 0.0
-        self.deadlines.discard(ex)
-
     # -- outcomes (called by the connections) -------------------------------------
     def _timed_out(self, ex: Exchange) -> None:
         """``request_timeout_s`` passed without a complete response: 504, or close
@@ -345,11 +329,9 @@ class Proxy:
         conn = ex.upstream
         if conn is None or ex.state is not SENT or replica is None:
             return
-        log.warning(
-            "replica %d: no complete response within request_timeout_s %.1fs",
-            replica.id,
-            self.limits.request_timeout_s,
-        )
+        timeout = self.limits.request_timeout_s
+        what = "replica %d: no complete response within request_timeout_s %.1fs"
+        log.warning(what, replica.id, timeout)
         ex.upstream = None
         ex.replica = None
         ex.served = replica  # the client's 504 counts against the replica's version
@@ -361,14 +343,14 @@ class Proxy:
             self._release(replica)
             ex.client.abort_response(ex)
             return
-        msg = f"service {self.service!r} did not answer in time"
-        self._respond(ex, 504, msg, "request_timeout")
+        late = f"service {self.service!r} did not answer in time"
+        self._respond(ex, 504, late, "request_timeout")
         self._release(replica)
 
     def response_complete(self, ex: Exchange, conn: UpstreamConnection, reusable: bool) -> None:
         """The replica finished its response: pool the connection, free the slot."""
         if ex.deadline:
-            self._forget_deadline(ex)
+            self.deadlines.discard(ex)
         replica = ex.replica
         ex.replica = None
         ex.upstream = None
@@ -395,7 +377,7 @@ class Proxy:
             return
         ex.upstream = None
         if ex.deadline:
-            self._forget_deadline(ex)
+            self.deadlines.discard(ex)
         log.warning("replica %d: %s", replica.id, reason)
         if conn.wrote:
             replica.errors += 1
@@ -444,7 +426,7 @@ class Proxy:
                 self.waiting.remove(ex)
         ex.state = step(ex.state, DONE)
         if ex.deadline:
-            self._forget_deadline(ex)
+            self.deadlines.discard(ex)
         conn = ex.upstream
         if conn is not None:
             ex.upstream = None
@@ -463,7 +445,7 @@ class Proxy:
         """The replica answered ``ex``'s WebSocket handshake with 101: the request is
         done, its replica slot goes with the tunnel (lb/websocket.py frees it)."""
         if ex.deadline:
-            self._forget_deadline(ex)
+            self.deadlines.discard(ex)
         ex.state = step(ex.state, DONE)
         ex.status = 101
         ex.served = ex.replica

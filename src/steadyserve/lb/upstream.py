@@ -17,9 +17,8 @@ and their table of what each does on body bytes, at the end and at a close):
 
 A ``101 Switching Protocols`` is accepted only as the answer to the WebSocket
 handshake its client connection is waiting on (lb/websocket.py): the connection
-then parses no more and its socket goes to the tunnel. Bytes past a response's
-end are lb/overrun.py's; what a failure tells the retry rules (``idle_since``,
-``unsent``, ``answered``) is read by lb/retry.py, and ``quiet`` by lb/pool.py.
+then parses no more and its socket goes to the tunnel. Bytes past a response's end
+are lb/overrun.py's; lb/retry.py reads ``idle_since``, ``unsent``, ``answered``.
 """
 
 from __future__ import annotations
@@ -61,12 +60,10 @@ if TYPE_CHECKING:
     from steadyserve.lb.exchange import Exchange
     from steadyserve.lb.proxy import Proxy
 
-# A larger response head is a 502 and a log line (nginx: proxy_buffer_size); an
-# incomplete head is held up to that size.
-MAX_RESPONSE_HEAD_BYTES = MAX_HELD_BYTES = 64 * 1024
-# A response's bytes kept (while smaller than this) so that, should the replica send
-# bytes past its end, the end can be found and only the response forwarded.
-MAX_SEEN_BYTES = 64 * 1024
+# A larger response head is a 502 and a log line (nginx: proxy_buffer_size). A
+# response's bytes are kept while smaller, so that should the replica send bytes past
+# its end, only the response is forwarded (lb/overrun.py).
+MAX_RESPONSE_HEAD_BYTES = MAX_HELD_BYTES = MAX_SEEN_BYTES = 64 * 1024
 
 
 class UpstreamProtocolError(Exception):

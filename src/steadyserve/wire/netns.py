@@ -14,7 +14,9 @@ connection, never per request (bench/RESULTS.md measures it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
+import hashlib
 import os
 import socket
 import threading
@@ -22,7 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from steadyserve.wire import replica_contract as contract
+
 NETNS_DIR = Path("/run/netns")
+PREFIX = "ssv-"
+"""Every namespace SteadyServe makes is named ssv-<home>-... (backends/netns.py)."""
 """Where ``ip netns`` keeps a namespace open by its name."""
 
 
@@ -116,3 +122,22 @@ async def create_connection(
         return await loop.create_connection(factory, host, port)
     sock = await connect_in(netns, host, port)
     return await loop.create_connection(factory, sock=sock)
+
+
+def home_prefix(home_root: Path | str) -> str:
+    """The first part of every namespace name of one home."""
+    return f"{PREFIX}{contract.home_id(home_root)[:10]}-"
+
+
+def name_for(home_root: Path | str, service: str, replica_id: int) -> str:
+    """The namespace of one replica: found again from its row after a restart."""
+    digest = hashlib.sha256(service.encode()).hexdigest()[:8]
+    return f"{home_prefix(home_root)}{digest}-{replica_id}"
+
+
+def of_home(home_root: Path | str) -> list[str]:
+    """Every namespace this home made that still exists."""
+    prefix = home_prefix(home_root)
+    with contextlib.suppress(OSError):
+        return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(prefix))
+    return []
