@@ -37,7 +37,7 @@ def test_auth_server_file_is_accepted_and_a_bad_key_named(steady: Steady) -> Non
     out = dry_run(steady, "examples/serve/auth-server.yaml")
     assert out.returncode == 0, out.stderr
     bad = TREE / "examples/serve/auth-server.yaml"
-    text = bad.read_text().replace("sky-authkey-example-0000", "'two words'")
+    text = bad.read_text().replace("sky-authkey-3d2105b9-a9ba-4f13", "'two words'")
     document = yaml.safe_load(text)
     with pytest.raises(SpecError, match=r"service\.auth_key: must be 1 to 512 visible"):
         parse_service(document, base_dir=TREE, name="auth")
