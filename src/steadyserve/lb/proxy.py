@@ -42,6 +42,7 @@ from steadyserve.lb.exchange import (
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.http import no_route
 from steadyserve.lb.metrics import LBMetrics
+from steadyserve.lb.mirror import Mirroring, mirroring_for
 from steadyserve.lb.pool import expire, park, take
 from steadyserve.lb.request_key import route_key
 from steadyserve.lb.retry import Retry
@@ -115,6 +116,7 @@ class Proxy:
         # Each client connection may hold one replica connection: two descriptors.
         self.fd_cap = max(1, (fd_limit - FD_RESERVE) // 2) if fd_limit else None
         self.max_connections = connection_cap(self.limits.max_connections, self.fd_cap)
+        self.mirror: Mirroring | None = None  # a canary's shadow step (lb/mirror.py)
 
     # -- phases -------------------------------------------------------------------
     # The proxy is the only writer of Exchange.state, always through
@@ -148,11 +150,9 @@ class Proxy:
             log.info("limits: %s", limits)
         if self.zero is not None:
             self.zero.on_table()
-        log.info(
-            "routes %s: %s",
-            table.key,
-            ", ".join(f"{r.id}@{r.host}:{r.port}" for r in table.replicas) or "(none)",
-        )
+        self.mirror = mirroring_for(self, table.mirror, self.mirror)
+        listed = ", ".join(f"{r.id}@{r.host}:{r.port}" for r in table.replicas)
+        log.info("routes %s: %s", table.key, listed or "(none)")
         self._wake()
 
     # -- routing ---------------------------------------------------------------
@@ -260,14 +260,9 @@ class Proxy:
             )
         except (OSError, asyncio.TimeoutError) as exc:
             self.metrics.connect_failures += 1
-            log.warning(
-                "replica %d (%s:%d) refused a connection: %r; ejected for %.1fs",
-                replica.id,
-                replica.host,
-                replica.port,
-                exc,
-                self.balancer.eject_seconds,
-            )
+            what = "replica %d (%s:%d) refused a connection: %r; ejected for %.1fs"
+            eject = self.balancer.eject_seconds
+            log.warning(what, replica.id, replica.host, replica.port, exc, eject)
             self.balancer.eject(replica)
             if ex.replica is replica and ex.state is CONNECTING:
                 self._failed(ex, replica, Retry.ELSEWHERE)
@@ -309,6 +304,8 @@ class Proxy:
         self.balancer.release(replica)
         if self.waiting:
             self._wake()
+
+    give_back = _release  # a slot a mirrored copy held (lb/mirror.py) is free again
 
     # -- request_timeout_s: one timer for every exchange in flight (Deadlines) -----
     def _deadlines_due(self) -> None:
@@ -367,6 +364,8 @@ class Proxy:
             if conn.status >= 500:
                 replica.errors += 1
             self._release(replica)
+        if self.mirror is not None:  # before the client moves on: conn.seen is its answer's
+            self.mirror.offer(ex, conn)
         ex.client.response_done(ex)
 
     def upstream_failed(self, ex: Exchange, conn: UpstreamConnection, reason: str) -> None:
@@ -498,3 +497,4 @@ class Proxy:
         self.deadlines.cancel()
         if self.zero is not None:
             self.zero.close()
+        self.mirror = mirroring_for(self, None, self.mirror)  # its copies are cancelled

@@ -31,6 +31,7 @@ from typing import Any
 
 # Keys the comparison yields besides the JSON paths (see the module docstring).
 STATUS = "status"
+NO_ANSWER = "no answer"  # the new version's copy got none: refused, reset, not HTTP, late
 BODY = "body"
 LENGTH = "length"
 HEADER = "header:"

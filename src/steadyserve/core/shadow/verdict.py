@@ -15,8 +15,8 @@ learned across every request, not per URL, and judged when the verdict is asked,
 so an answer compared before its noise was seen is not held against the version.
 No verdict but inconclusive is given before ``MIN_NOISE_PAIRS`` stable pairs were
 compared (unless noise learning is off) or with fewer than ``min_compared``
-answers compared. ``status`` is never noise: a stable version that answers 503 now
-and then does not excuse a new one that answers 500.
+answers compared. ``status`` and ``no answer`` are never noise: a stable version that answers 503
+now and then does not excuse a new one that answers 500 or none at all.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from steadyserve.core.shadow.compare import MORE, STATUS, ignored, keys_of, path_of
+from steadyserve.core.shadow.compare import MORE, NO_ANSWER, STATUS, ignored, keys_of, path_of
 
 MIN_NOISE_PAIRS = 10
 # Distinct signatures, noise keys and examples a load balancer keeps per version;
@@ -36,6 +36,8 @@ MAX_SIGNATURES = 256
 MAX_NOISE_KEYS = 256
 OTHER = MORE
 TOP_PATHS = 5
+# Keys a stable pair's difference never excuses: a failure is not noise.
+NEVER_NOISE = frozenset({STATUS, NO_ANSWER, OTHER})
 
 
 @dataclass(frozen=True)
@@ -191,13 +193,13 @@ class ShadowVerdict:
 
 def noise_of(tally: Tally) -> frozenset[str]:
     """The keys learned as noise (``status`` never is)."""
-    return frozenset(k for k, n in tally.noise.items() if n > 0 and k != STATUS)
+    return frozenset(k for k, n in tally.noise.items() if n > 0 and k not in NEVER_NOISE)
 
 
 def excused(key: str, noise: frozenset[str]) -> bool:
     """Whether a differing ``key`` is noise: the same key, or a JSON path inside a
     noise path (``changed $.meta.at`` under noise ``changed $.meta``, any kind)."""
-    if key in (STATUS, OTHER):
+    if key in NEVER_NOISE:
         return False
     if key in noise:
         return True
