@@ -192,7 +192,9 @@ class CanaryDriver:
         last = self.shadow_verdict
         self.shadow_verdict = verdict
         if last is None or last.outcome != verdict.outcome:
-            self._event(EVENT_ANALYSIS, f"shadow {verdict.outcome}: {verdict.reason}")
+            examples = "; ".join(f"{key}: e.g. {ex}" for key, _, ex in verdict.top[:3] if ex)
+            more = f" [{examples}]" if examples else ""
+            self._event(EVENT_ANALYSIS, f"shadow {verdict.outcome}: {verdict.reason}{more}")
         return verdict
 
     def _apply(self, event: Input, reason: str = "", shadow: str | None = None) -> CanaryState:
