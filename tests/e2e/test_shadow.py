@@ -17,6 +17,12 @@ import pytest
 
 from tests.conftest import _steady_in
 from tests.helpers.steady import LoadClient, Steady
+from tests.observe.test_dashboard_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    _playwright,
+    _watch_console,
+)
 
 APP = Path(__file__).parent / "apps" / "shadow_app.py"
 
@@ -96,16 +102,33 @@ def test_a_version_dropping_a_field_is_aborted_before_any_client_sees_it(
 
 
 def test_answers_differing_only_by_a_time_stamp_walk_on(web: tuple[Steady, Path, int]) -> None:
+    """Seen in ``status --json`` and on the dashboard's update panel."""
     steady, tmp, port = web
+    sync_playwright = _playwright()
+    url = steady.run("dashboard", "--no-browser").stdout.strip()
     client = LoadClient(port, path="/orders/8", max_seconds=60).start()
     try:
-        update(steady, tmp, spec(pause=2, marker="v3"), "v3.yaml")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                errors = _watch_console(page)
+                page.goto(url)
+                page.wait_for_selector('section.service[data-service="web"]')
+                update(steady, tmp, spec(pause=6, marker="v3"), "v3.yaml")
 
-        def compared(svc: dict[str, Any]) -> bool:
-            shadow = (svc.get("canary") or {}).get("shadow") or {}
-            return shadow.get("outcome") == "passed"
+                def compared(svc: dict[str, Any]) -> bool:
+                    shadow = (svc.get("canary") or {}).get("shadow") or {}
+                    return shadow.get("outcome") == "passed"
 
-        mid = steady.wait_for("web", compared, timeout=30, what="a passed shadow verdict")
+                mid = steady.wait_for("web", compared, timeout=30, what="a passed verdict")
+                page.wait_for_selector('[data-shadow-outcome="passed"]', timeout=5_000)
+                panel = page.inner_text('[data-shadow-outcome="passed"]')
+                assert errors == [], errors
+            finally:
+                browser.close()
         svc = steady.wait_for("web", finished, timeout=45, what="the update's end")
     finally:
         client.stop()
@@ -113,6 +136,7 @@ def test_answers_differing_only_by_a_time_stamp_walk_on(web: tuple[Steady, Path,
     assert mid["canary"]["weight"] == 0 and shadow["mirror"] == 50
     assert shadow["compared"] >= 100 and shadow["differed"] == 0 and shadow["rate"] == 0
     assert shadow["noise"] == ["changed $.at"]
+    assert "shadow 50%" in panel and "noise (ignored): changed $.at" in panel
     assert svc["update"]["status"] == "SUCCEEDED", svc["update"]
     assert client.failed == 0, client.summary()
     new = svc["update"]["to_version"]

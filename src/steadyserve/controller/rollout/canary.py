@@ -346,6 +346,7 @@ class CanaryDriver:
             "step": min(state.step + 1, len(steps)),
             "steps": len(steps),
             "weight": state.weight,
+            "mirror": state.mirror,
             "phase": state.phase.value,
             "new_replicas_wanted": new_replicas(self.rt.target_replicas(), state.weight),
         }
