@@ -173,3 +173,11 @@ def test_nothing_under_an_ignored_path_is_ever_reported(
     for key in found:
         path = key.partition(" ")[2]
         assert not ignored(path, set(ignore)), (key, ignore)
+
+
+def test_a_hostile_field_name_is_cut() -> None:
+    """A replica answering with 64 KiB field names must not make the load balancer
+    keep 64 KiB keys (its counts keep up to 256 signatures of 33 keys)."""
+    name = "k" * 60_000
+    got = differences(answer({name: 1}), answer({name: 2}))
+    assert len(got) == 1 and all(len(k) == 200 and k.endswith("...") for k in got)

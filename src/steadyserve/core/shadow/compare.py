@@ -44,6 +44,9 @@ MAX_LEAVES = 20_000
 # Different paths one comparison reports at most (the rest is one "(more)" key).
 MAX_KEYS = 32
 MORE = "(more paths)"
+# A key longer than this is cut (a hostile replica's field names must not grow the
+# load balancer's counts: they keep up to 256 signatures of up to 33 keys).
+MAX_KEY_CHARS = 200
 
 STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl")
 
@@ -147,7 +150,7 @@ def differences(primary: Answer, candidate: Answer, rules: Rules = Rules()) -> f
         out.add(MORE)
     else:
         out.update(keys)
-    return frozenset(out)
+    return frozenset(k if len(k) <= MAX_KEY_CHARS else k[: MAX_KEY_CHARS - 3] + "..." for k in out)
 
 
 _NOT_JSON: Any = object()

@@ -35,6 +35,8 @@ MIN_NOISE_PAIRS = 10
 MAX_SIGNATURES = 256
 MAX_NOISE_KEYS = 256
 OTHER = MORE
+# A signature holds at most 33 keys of at most 200 characters (core/shadow/compare.py).
+MAX_SIGNATURE_CHARS = 33 * 201
 TOP_PATHS = 5
 # Keys a stable pair's difference never excuses: a failure is not noise.
 NEVER_NOISE = frozenset({STATUS, NO_ANSWER, OTHER})
@@ -122,7 +124,7 @@ def _counts(value: Any, cap: int) -> dict[str, int]:
         return {}
     out: dict[str, int] = {}
     for key, n in list(value.items())[: cap * 64]:
-        if isinstance(key, str) and _count(n):
+        if isinstance(key, str) and len(key) <= MAX_SIGNATURE_CHARS and _count(n):
             out[key] = _count(n)
     return out
 
@@ -130,7 +132,11 @@ def _counts(value: Any, cap: int) -> dict[str, int]:
 def _strings(value: Any, cap: int) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
-    items = [(k, v) for k, v in value.items() if isinstance(k, str) and isinstance(v, str)]
+    items = [
+        (k, v[:MAX_SIGNATURE_CHARS])
+        for k, v in value.items()
+        if isinstance(k, str) and isinstance(v, str) and len(k) <= MAX_SIGNATURE_CHARS
+    ]
     return dict(items[: cap * 64])
 
 
