@@ -4,7 +4,7 @@ and what mirroring costs the clients.
 A command replica answers a JSON order (``{"version", "items", "total"}``, plus the
 time it was made as ``at`` with STAMP=1); DROP_PERCENT of its answers leave out
 ``total`` (counter-based, so exact). Each update walks
-``shadow: 50 -> pause 5 s -> weight 100`` with ``max_shadow_diff_rate: 0.01``,
+``shadow: 50 -> pause 10 s -> weight 100`` with ``max_shadow_diff_rate: 0.01``,
 ``min_shadow_compared: 200`` and ``ignore: [$.version]``, under ``--rate``
 requests per second from ``bench/loadgen.py`` (open loop: a stall shows as latency):
 
@@ -76,7 +76,7 @@ class Handler(BaseHTTPRequestHandler):
 ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
 """
 
-STEPS_WALK = [{"shadow": 50}, {"pause": 5}, {"weight": 100}]
+STEPS_WALK = [{"shadow": 50}, {"pause": 10}, {"weight": 100}]
 STEPS_HOLD = [{"shadow": 50}, {"pause": {}}, {"weight": 100}]
 
 

@@ -102,7 +102,7 @@ class CanaryDriver:
         self.last_verdict: Verdict | None = None
         # A shadow step's counts: the load balancers' (every worker added up), and
         # what they were when the mirroring began; its last verdict.
-        self.shadow_now = Tally()
+        self.shadow_now: Tally | None = None  # None: no report since this controller began
         self.shadow_base: Tally | None = None
         self.shadow_verdict: ShadowVerdict | None = None
 
@@ -120,7 +120,7 @@ class CanaryDriver:
             self._update_id = update.id
             self.analysis = Analysis(thresholds_of(self.rt), LATENCY_BUCKETS, TTFB_BUCKETS)
             self.last_verdict = None
-            self.shadow_now, self.shadow_base, self.shadow_verdict = Tally(), None, None
+            self.shadow_base, self.shadow_verdict = None, None
             loaded = self.table.load(update.id)
             if loaded is None:
                 self.state = start(self.rt.clock.wall())
@@ -186,6 +186,8 @@ class CanaryDriver:
         if not state.mirror or state.phase.is_final:
             self.shadow_base = None
             return None
+        if self.shadow_now is None:
+            return None  # after a restart: counted from the first report on
         if self.shadow_base is None:
             self.shadow_base = self.shadow_now
         verdict = judge(self.shadow_now.minus(self.shadow_base), shadow_limits_of(self.rt))
@@ -303,8 +305,9 @@ class CanaryDriver:
             return
         counts = traffic.counts()
         shadow = counts.get("shadow")
-        if isinstance(shadow, dict):
-            self.shadow_now = Tally.from_json(shadow.get(str(self._to_version())))
+        self.shadow_now = Tally.from_json(
+            shadow.get(str(self._to_version())) if isinstance(shadow, dict) else None
+        )
         totals = {
             int(v): Counts(t.requests, t.errors, tuple(t.buckets), tuple(t.ttfb))
             for v, t in version_totals(counts).items()
@@ -359,7 +362,7 @@ class CanaryDriver:
         if verdict is not None:
             out["analysis"] = {"outcome": verdict.outcome, "reason": verdict.reason}
         shadow = self.shadow_verdict
-        if state.mirror and shadow is not None and self.shadow_base is not None:
+        if state.mirror and shadow and self.shadow_base is not None and self.shadow_now:
             since = self.shadow_now.minus(self.shadow_base)
             out["shadow"] = {
                 "mirror": state.mirror,

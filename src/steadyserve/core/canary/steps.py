@@ -6,11 +6,11 @@ the replicas that share needs (READY); a ``pause`` step waits its seconds, or,
 with no seconds (``pause: {}``), until ``steady promote``. A ``shadow`` step
 mirrors a share of the requests to the new version while every client still gets
 the stable answer (core/shadow/): it is complete once the new version has the
-replicas that share needs and the shadow verdict passed; the mirroring holds
-through the pauses after it, and a timed pause among them ends only on a passed
-verdict: one still inconclusive at the pause's end aborts the canary (a failed
-verdict aborts at once, as a failed analysis does). The next ``weight`` step
-ends the mirroring. The machine is a
+replicas that share needs; the mirroring holds through the pauses after it, and
+a timed pause among them ends only on a passed shadow verdict: one still
+inconclusive at the pause's end aborts the canary (a failed verdict aborts at
+once, as a failed analysis does). The next ``weight`` step waits for a passed
+verdict (with no pause before it, as long as that takes) and ends the mirroring. The machine is a
 table of moves (:data:`MOVES`): a phase and an input give the next phase, and
 every input a phase does not list is refused with a one-line reason, which the
 controller hands back to the user (``steady resume`` of a running canary, say).
@@ -215,13 +215,15 @@ def _advance(
         step = steps[state.step]
         if step.shadow is not None:
             if state.mirror != step.shadow:
-                # Mirror now; complete once the replicas are READY and the verdict passed.
+                # Mirror now; complete once the replicas the share needs are READY.
                 return replace(state, mirror=step.shadow, step_started=now, reason="mirroring set")
-            if not scaled or shadow != "passed":
+            if not scaled:
                 return state
-            state = _next_step(state, steps, now, f"shadow {step.shadow}% passed")
+            state = _next_step(state, steps, now, f"mirroring {step.shadow}%")
             continue
         if step.weight is not None:
+            if state.mirror and shadow != "passed":
+                return state  # clients reach the new version only after a passed verdict
             if state.weight != step.weight or state.mirror:
                 # Set the weight now; the step is complete once its replicas are READY,
                 # which the caller reports on a later tick. Mirroring ends here.
