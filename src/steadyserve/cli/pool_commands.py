@@ -58,14 +58,25 @@ def pools_named(client: Client, names: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def confirm(question: str, yes: bool) -> None:
-    """SkyPilot's prompt (``[Y/n]``, Enter proceeds): skipped with -y; with no
-    terminal to ask on and no -y, refused in one line, nothing changed."""
+    """SkyPilot's prompt (``[Y/n]``, Enter proceeds): skipped with -y. Like
+    SkyPilot's (click's), it reads a piped answer too
+    (``yes | steady jobs cancel 3``); with no answer to read and no -y, refused in one line, nothing
+    changed (where SkyPilot prints ``Aborted!``)."""
     if yes:
         return
-    if not sys.stdin.isatty():
-        asked = question.removesuffix(". Proceed?")
-        raise CommandError(f"{asked}: pass -y to confirm (no terminal to ask on)", 2)
-    click.confirm(question, default=True, abort=True, err=True)
+    if sys.stdin.isatty():
+        click.confirm(question, default=True, abort=True, err=True)
+        return
+    for line in sys.stdin:
+        answer = line.strip().lower()
+        click.echo(f"{question} [Y/n]: {line.strip()}", err=True)
+        if answer in ("", "y", "yes"):
+            return
+        if answer in ("n", "no"):
+            raise click.Abort
+        click.echo("Error: invalid input", err=True)
+    asked = question.removesuffix(". Proceed?")
+    raise CommandError(f"{asked}: pass -y to confirm (no terminal to ask on)", 2)
 
 
 @click.group("pool")
@@ -236,8 +247,8 @@ def pool_status(names: tuple[str, ...], as_json: bool) -> None:
 def pool_down(names: tuple[str, ...], all_: bool, purge: bool, yes: bool, as_json: bool) -> None:
     """sky jobs pool down NAME (or --all): cancel their jobs, stop their workers.
 
-    Asks first, as SkyPilot does (-y skips the question; without a terminal,
-    -y is needed).
+    Asks first, as SkyPilot does (-y skips the question; an answer piped in
+    is read; with none to read, -y is needed).
 
     \b
     Example:
