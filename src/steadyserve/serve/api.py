@@ -53,6 +53,7 @@ POLL_S = 0.1
 OWNER_PREFIX = "serve.run:"
 
 _http_port: int | None = None
+_request_timeout_s: float | None = None
 
 
 def home() -> Home:
@@ -97,15 +98,35 @@ def port_source() -> str:
 
 
 def start(http_options: Any = None, **_ignored: Any) -> None:
-    """Start the controller; ``http_options`` (a dict or an object with ``port``)
-    sets the gateway port later ``serve.run`` calls use."""
-    global _http_port
+    """Start the controller and the gateway on its port (held until ``shutdown``),
+    as Ray's ``serve.start`` starts its proxy; ``http_options`` (a dict or an object)
+    may set ``port`` (for later ``serve.run`` calls too) and ``request_timeout_s``
+    (the gateway answers Ray's 408 past it)."""
+    global _http_port, _request_timeout_s
     port = _option(http_options, "port")
     if port is not None:
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise ValueError(f"http_options.port must be a port, 1 to 65535, got {port!r}")
         _http_port = port
-    _call(client(), "GET", "/api/v1/health")
+    timeout = _option(http_options, "request_timeout_s")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise ValueError(f"http_options.request_timeout_s must be seconds, got {timeout!r}")
+        _request_timeout_s = float(timeout)
+    try:
+        _call(client(), "POST", "/api/v1/gateway", gateway_options())
+    except RuntimeError as exc:
+        if str(exc).startswith("gateway: "):
+            raise RuntimeError(f"{exc}; the port is {port_source()}") from None
+        raise
+
+
+def gateway_options() -> dict[str, Any]:
+    """The gateway this driver asks for: a port it names moves the gateway there;
+    with none named, the home's gateway keeps its port (Ray's 8000 if it has none),
+    so a second driver takes over the first one's applications where they are."""
+    named = _http_port is not None or os.environ.get(HTTP_PORT_ENV) is not None
+    return {"port": http_port(), "named": named, "request_timeout_s": _request_timeout_s}
 
 
 def _option(options: Any, name: str) -> Any:
@@ -229,7 +250,7 @@ def run(
         "services": [{"spec": s.spec_json(), "yaml": ""} for s in specs],
         "dry_run": True,
         "file": OWNER_PREFIX + name,
-        "gateway": {"port": http_port()},
+        "gateway": gateway_options(),
     }
     try:
         preview = _call(c, "POST", "/api/v1/deploy", request)
@@ -360,14 +381,18 @@ def delete(name: str, _blocking: bool = True) -> None:
 
 def shutdown() -> None:
     """Take down every application (services with an application; services made with
-    ``steady up`` are kept) and forget this process's handles' routes."""
+    ``steady up`` are kept), stop the gateway (unless such a service is routed on it)
+    and forget this process's handles' routes."""
     where = Home.from_env()
     if where.read_controller_info() is None:
         return
+    global _http_port, _request_timeout_s
     c = client()
     for svc in services(c):
         if svc.get("application"):
             _call(c, "DELETE", f"/api/v1/services/{svc['name']}")
+    _call(c, "DELETE", "/api/v1/gateway")  # the port is free when this returns
+    _http_port = _request_timeout_s = None  # as Ray's next serve.start starts afresh
     handles.forget_routers()
 
 
