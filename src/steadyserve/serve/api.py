@@ -85,10 +85,11 @@ def http_port() -> int:
     return port
 
 
-def port_source() -> str:
-    """Who chose the gateway port, for a message about it."""
-    if _http_port is not None:
-        return f'serve.start(http_options={{"port": {_http_port}}})\'s'
+def port_source(started: int | None = None) -> str:
+    """Who chose the gateway port (``started``: serve.start's now), for a message."""
+    chosen = started if started is not None else _http_port
+    if chosen is not None:
+        return f'serve.start(http_options={{"port": {chosen}}})\'s'
     if os.environ.get(HTTP_PORT_ENV) is not None:
         return f"{HTTP_PORT_ENV}={os.environ[HTTP_PORT_ENV]}"
     return (
@@ -104,29 +105,36 @@ def start(http_options: Any = None, **_ignored: Any) -> None:
     (the gateway answers Ray's 408 past it)."""
     global _http_port, _request_timeout_s
     port = _option(http_options, "port")
-    if port is not None:
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise ValueError(f"http_options.port must be a port, 1 to 65535, got {port!r}")
-        _http_port = port
+    if port is not None and (
+        isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
+    ):
+        raise ValueError(f"http_options.port must be a port, 1 to 65535, got {port!r}")
     timeout = _option(http_options, "request_timeout_s")
-    if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise ValueError(f"http_options.request_timeout_s must be seconds, got {timeout!r}")
-        _request_timeout_s = float(timeout)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise ValueError(f"http_options.request_timeout_s must be seconds, got {timeout!r}")
+    options = gateway_options(port, None if timeout is None else float(timeout))
     try:
-        _call(client(), "POST", "/api/v1/gateway", gateway_options())
+        _call(client(), "POST", "/api/v1/gateway", options)
     except RuntimeError as exc:
         if str(exc).startswith("gateway: "):
-            raise RuntimeError(f"{exc}; the port is {port_source()}") from None
+            raise RuntimeError(f"{exc}; the port is {port_source(port)}") from None
         raise
+    # Kept once the gateway took them: later serve.run calls ask for the same.
+    _http_port = port if port is not None else _http_port
+    _request_timeout_s = options["request_timeout_s"]
 
 
-def gateway_options() -> dict[str, Any]:
-    """The gateway this driver asks for: a port it names moves the gateway there;
-    with none named, the home's gateway keeps its port (Ray's 8000 if it has none),
-    so a second driver takes over the first one's applications where they are."""
-    named = _http_port is not None or os.environ.get(HTTP_PORT_ENV) is not None
-    return {"port": http_port(), "named": named, "request_timeout_s": _request_timeout_s}
+def gateway_options(port: int | None = None, timeout: float | None = None) -> dict[str, Any]:
+    """The gateway this driver asks for: a port it names (``port``, serve.start's, or
+    STEADY_SERVE_HTTP_PORT) moves the gateway there; with none named, the home's
+    gateway keeps its port (Ray's 8000 if it has none), so a second driver takes
+    over the first one's applications where they are."""
+    named = port is not None or _http_port is not None or HTTP_PORT_ENV in os.environ
+    return {
+        "port": port if port is not None else http_port(),
+        "named": named,
+        "request_timeout_s": timeout if timeout is not None else _request_timeout_s,
+    }
 
 
 def _option(options: Any, name: str) -> Any:

@@ -101,7 +101,7 @@ def test_http_options_request_timeout_s_is_the_gateways(tmp_path: Path) -> None:
     assert out.gateway_timeout == 2.5
     assert not [n for n in out.notices if "request_timeout_s" in n]
     assert load(RAY_DOCS_CONFIG, tmp_path).gateway_timeout is None
-    with pytest.raises(SpecError, match="http_options.request_timeout_s: must be seconds"):
+    with pytest.raises(SpecError, match=r"http_options\.request_timeout_s: must be seconds"):
         load(timed.replace("2.5", "soon"), tmp_path)
 
 
