@@ -83,6 +83,18 @@ def models_answer(names: Iterable[bytes], close: bool) -> bytes:
     return _response(200, b"application/json", body, close, None)
 
 
+def ray_text(status: int, text: str, close: bool) -> bytes:
+    """A text answer worded and typed as Ray Serve's proxy writes it (no newline
+    added: Ray's ``/-/healthz`` body is exactly ``success``)."""
+    return _response(status, b"text/plain; charset=utf-8", text.encode(), close, None)
+
+
+def ray_json(value: object, close: bool) -> bytes:
+    """A JSON answer as Ray Serve's proxy writes it (compact separators)."""
+    body = json.dumps(value, separators=(",", ":")).encode()
+    return _response(200, b"application/json", body, close, None)
+
+
 def unknown_model_message(model: bytes) -> str:
     return f"The model `{_text(model)}` does not exist."
 

@@ -10,9 +10,8 @@ balancer keep a large share of a replica's direct throughput.
 
 Failure rules (``_failed``): a connection that could not be opened is retried on
 another replica, which is ejected for a second; a request already sent goes again
-only as lb/retry.py allows (RFC 9110 9.2.2), at most ``MAX_RETRIES`` times; else
-502, or a closed client connection once the response was under way. Which pooled
-connection may carry a request is lb/pool.py's.
+only as lb/retry.py allows (RFC 9110 9.2.2), at most ``MAX_RETRIES`` times; else 502, or a
+closed client connection once the response was under way (lb/pool.py: which connection).
 """
 
 from __future__ import annotations
@@ -320,17 +319,14 @@ class Proxy:
 
     # -- outcomes (called by the connections) -------------------------------------
     def _timed_out(self, ex: Exchange) -> None:
-        """``request_timeout_s`` passed without a complete response: 504, or close
-        the client when part of the response already went out."""
+        """``request_timeout_s`` passed: answer_late, or close a client already answering."""
         replica = ex.replica
         conn = ex.upstream
         if conn is None or ex.state is not SENT or replica is None:
             return
-        timeout = self.limits.request_timeout_s
         what = "replica %d: no complete response within request_timeout_s %.1fs"
-        log.warning(what, replica.id, timeout)
-        ex.upstream = None
-        ex.replica = None
+        log.warning(what, replica.id, self.limits.request_timeout_s)
+        ex.upstream = ex.replica = None
         ex.served = replica  # the client's 504 counts against the replica's version
         conn.close()
         replica.errors += 1
@@ -340,9 +336,13 @@ class Proxy:
             self._release(replica)
             ex.client.abort_response(ex)
             return
+        self.answer_late(ex)
+        self._release(replica)
+
+    def answer_late(self, ex: Exchange) -> None:
+        """504: ``request_timeout_s`` passed before a byte of the response (a gateway lane: 408)."""
         late = f"service {self.service!r} did not answer in time"
         self._respond(ex, 504, late, "request_timeout")
-        self._release(replica)
 
     def response_complete(self, ex: Exchange, conn: UpstreamConnection, reusable: bool) -> None:
         """The replica finished its response: pool the connection, free the slot."""
