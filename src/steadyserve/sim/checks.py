@@ -21,9 +21,10 @@ _SETTLED = (ReplicaStatus.READY,)
 
 def after_step(run: Run, out: Outcome) -> None:
     rt = run.runtime
-    if rt is not None and rt.row.status is ServiceStatus.READY:
+    if rt is not None and rt.row.status is ServiceStatus.READY and run.lb.balancer.replicas:
         run.ready_once = True
     _routing(run, out)
+    _stopped_busy(run)
     _failures(run, out)
     if rt is not None:
         _capacity(run)
@@ -39,8 +40,10 @@ def _routing(run: Run, out: Outcome) -> None:
         if pid in run.backend.stopped_by_controller:
             run._violate("drain", f"request routed to replica {rid} after the controller stopped it")
             continue
-        if rt is None:
-            continue  # no controller: the load balancer routes by its last table
+        if rt is None or run.lb.known != rt.routes.token:
+            # No controller, or its newest table is on its way: the load balancer
+            # routes by the last table it has, as a real one does meanwhile.
+            continue
         row = rt.replicas.get(rid)
         if row is None:
             run._violate("routing", f"request routed to replica {rid}, which the state does not list")
@@ -53,6 +56,16 @@ def _routing(run: Run, out: Outcome) -> None:
                 and canary is not None and canary.weight == 0 and row.version == update.to_version
             ):
                 run._violate("routing", f"request routed to canary replica {rid} at weight 0")
+
+
+def _stopped_busy(run: Run) -> None:
+    """A replica the controller stopped while requests were in flight on it (and not
+    for a fault of its own) cut them: its drain was not waited for."""
+    for request in run.clients.open:
+        pid = request.pid
+        if pid in run.backend.stopped_by_controller and not run.backend.faulty(pid):
+            run._violate("drain", f"replica {request.replica.id} stopped with requests in flight")
+            return
 
 
 def _failures(run: Run, out: Outcome) -> None:

@@ -29,6 +29,10 @@ from steadyserve.wire.routes import RouteTable
 POLL_WAIT_S = 25.0
 REPORT_EVERY_S = 0.5
 RETRY_AFTER_S = 0.2
+DELIVERY_S = 0.1
+"""A new table reaches the load balancer this long after it is published: within the
+next step, so a replica stopped before the load balancer acknowledged its removal
+still gets requests meanwhile, as it would on a real machine."""
 LB_PID = 4_000_000
 
 
@@ -87,6 +91,7 @@ class SimLoadBalancer:
                 await self.clock.sleep(RETRY_AFTER_S)
                 continue
             table = RouteTable.from_json(data)
+            await self.clock.sleep(DELIVERY_S)  # the answer's way back over the network
             if table.key != self.known:
                 self.balancer.apply(table)
                 self.known = table.key
