@@ -3,17 +3,20 @@ its end. A violation is recorded on the run's result (the run stops at the first
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
 from steadyserve.controller import progressive
 from steadyserve.controller.errors import BadInput
-from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, UpdateStatus
+from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
 from steadyserve.sim.schedule import STEP_S
 from steadyserve.sim.traffic import Outcome
 
 if TYPE_CHECKING:
     from steadyserve.sim.runner import Run
+
+END_BOUND_S = 240.0
+"""Once faults stop, every update ends and the service converges within this."""
 
 _ROUTABLE = (ReplicaStatus.READY, ReplicaStatus.SHUTTING_DOWN)
 _SETTLED = (ReplicaStatus.READY,)
@@ -38,7 +41,9 @@ def _routing(run: Run, out: Outcome) -> None:
     assert out.routed is not None
     for rid, pid in out.routed:
         if pid in run.backend.stopped_by_controller:
-            run._violate("drain", f"request routed to replica {rid} after the controller stopped it")
+            run._violate(
+                "drain", f"request routed to replica {rid} after the controller stopped it"
+            )
             continue
         if rt is None or run.lb.known != rt.routes.token:
             # No controller, or its newest table is on its way: the load balancer
@@ -46,14 +51,20 @@ def _routing(run: Run, out: Outcome) -> None:
             continue
         row = rt.replicas.get(rid)
         if row is None:
-            run._violate("routing", f"request routed to replica {rid}, which the state does not list")
+            run._violate(
+                "routing", f"request routed to replica {rid}, which the state does not list"
+            )
         elif row.status not in _ROUTABLE:
             run._violate("routing", f"request routed to replica {rid}, which is {row.status}")
         else:
             update, canary = rt.rollout.update, rt.canary.state
             if (
-                rt.updating and update is not None and update.mode is UpdateMode.CANARY
-                and canary is not None and canary.weight == 0 and row.version == update.to_version
+                rt.updating
+                and update is not None
+                and update.mode is UpdateMode.CANARY
+                and canary is not None
+                and canary.weight == 0
+                and row.version == update.to_version
             ):
                 run._violate("routing", f"request routed to canary replica {rid} at weight 0")
 
@@ -70,7 +81,9 @@ def _stopped_busy(run: Run) -> None:
 
 def _failures(run: Run, out: Outcome) -> None:
     assert out.failures is not None
-    if not run.ready_once or run.clock.now() < run.disturbed_until or _may_go_to_zero(run):
+    if _may_go_to_zero(run):
+        run.zero_until = run.clock.now() + 1.0  # and until its last table reached the LB
+    if not run.ready_once or run.clock.now() < max(run.disturbed_until, run.zero_until):
         return
     for why, pid in out.failures:
         if why == "load balancer restarted" or (pid is not None and run.backend.faulty(pid)):
@@ -81,11 +94,14 @@ def _failures(run: Run, out: Outcome) -> None:
 
 def _may_go_to_zero(run: Run) -> bool:
     """A rolling update whose ``max_unavailable`` is the whole target: the user allowed
-    every replica to drain at once, so a request may find none."""
+    every replica to drain at once, so a request may find none while it runs, and
+    after it ended (aborted, say) until a replica is ready again."""
     rt = run.runtime
-    if rt is None or not rt.updating or rt.rollout.update is None:
+    update = None if rt is None else rt.rollout.update
+    if rt is None or update is None or update.mode is not UpdateMode.ROLLING:
         return False
-    if rt.rollout.update.mode is not UpdateMode.ROLLING:
+    ready = any(r.status is ReplicaStatus.READY for r in rt.replicas.values())
+    if not rt.updating and ready:
         return False
     target = rt.target_replicas()
     return target - rt.spec.service.max_unavailable_count(target) <= 0
@@ -103,23 +119,32 @@ def _capacity(run: Run) -> None:
     ready = sum(1 for r in rt.replicas.values() if r.status is ReplicaStatus.READY)
     seen = run.update_started.setdefault(update.id, (target, ready))
     quiet = run.clock.now() >= run.disturbed_until and run.ready_once
-    if seen[0] != target or not quiet or update.mode not in (UpdateMode.ROLLING, UpdateMode.BLUE_GREEN):
+    if (
+        seen[0] != target
+        or not quiet
+        or update.mode not in (UpdateMode.ROLLING, UpdateMode.BLUE_GREEN)
+    ):
         return
     svc = rt.spec.service
     if update.mode is UpdateMode.ROLLING:
         live = sum(1 for r in rt.replicas.values() if r.status.is_live)
         if live > target + svc.max_surge_count(target):
-            run._violate("surge", f"{live} live replicas, over target {target} + max_surge "
-                                  f"{svc.max_surge_count(target)}")
+            run._violate(
+                "surge",
+                f"{live} live replicas, over target {target} + max_surge "
+                f"{svc.max_surge_count(target)}",
+            )
     floor = target - (svc.max_unavailable_count(target) if update.mode is UpdateMode.ROLLING else 0)
     floor = min(floor, seen[1])  # what was ready when it began
     serving = sum(
-        1 for s in run.lb.balancer.replicas
-        if run.backend.serving(run.backend.by_port[s.port]._pid)
+        1 for s in run.lb.balancer.replicas if run.backend.serving(run.backend.by_port[s.port]._pid)
     )
     if serving < floor:
-        run._violate("availability", f"{serving} ready replica(s) routed during a {update.mode} "
-                                     f"update, below {floor} (target {target})")
+        run._violate(
+            "availability",
+            f"{serving} ready replica(s) routed during a {update.mode} "
+            f"update, below {floor} (target {target})",
+        )
 
 
 def _agreement(run: Run) -> None:
@@ -131,8 +156,11 @@ def _agreement(run: Run) -> None:
         diff = sorted(set(stored.items()) ^ set(held.items()))
         run._violate("agreement", f"replicas in the store and the runtime differ: {diff}")
     if run.watch.service_version() != rt.row.version:
-        run._violate("agreement", f"service version {run.watch.service_version()} in the store, "
-                                  f"{rt.row.version} in the runtime")
+        run._violate(
+            "agreement",
+            f"service version {run.watch.service_version()} in the store, "
+            f"{rt.row.version} in the runtime",
+        )
     latest, update = run.watch.latest_update(), rt.rollout.update
     mine = None if update is None else (update.id, update.status.value, update.to_version)
     if latest != mine:
@@ -149,7 +177,11 @@ def converged(run: Run) -> str | None:
     pending = [v for v, o in run.watch.outcomes.items() if o == "in progress"]
     if pending:
         return f"version(s) {pending} still 'in progress'"
-    live = [r for r in rt.replicas.values() if r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN]
+    live = [
+        r
+        for r in rt.replicas.values()
+        if r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN
+    ]
     versions = {r.version for r in live}
     if versions - {rt.row.version}:
         return f"replicas of versions {sorted(versions)} run, the target is {rt.row.version}"
@@ -169,24 +201,22 @@ async def end(run: Run, first: int) -> None:
     run.disturbed_until = run.clock.now() + 30.0
     every = round(5.0 / STEP_S)
     why: str | None = "not looked at"
-    for n in range(round(240.0 / STEP_S)):
+    for n in range(round(END_BOUND_S / STEP_S)):
         run.step = first + n
         if run.runtime is not None and run.runtime.updating and n % every == 0:
             for action in ("resume", "promote"):
-                try:
+                with contextlib.suppress(BadInput):  # not paused, or not a canary
                     progressive.carry_out(run.runtime, action, full=True)
-                except BadInput:
-                    pass
         out = await run.one_step()
         run.result.trace.append(run.trace_line(out))
         after_step(run, out)
         if run.result.violations:
             return
         why = converged(run)
-        if why is None and not _commands_open():
+        if why is None and all(t.done() for t in run.command_tasks):
             break
     if why is not None:
-        run._violate("ends", f"not converged {240:g} s after the faults stopped: {why}")
+        run._violate("ends", f"not converged {END_BOUND_S:g} s after the faults stopped: {why}")
         return
     stored = {p for _, _, p in run.watch.replicas().values() if p is not None}
     alive = {pid for pid in run.backend.replicas if run.backend.alive(pid)}
@@ -195,14 +225,9 @@ async def end(run: Run, first: int) -> None:
     _tally(run)
 
 
-def _commands_open() -> bool:
-    return any(not t.done() for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("carried"))
-
-
 def _tally(run: Run) -> None:
-    for mode, status in run.watch.db.execute("SELECT mode, status FROM updates WHERE service='svc'"):
+    for mode, status in run.watch.db.execute(
+        "SELECT mode, status FROM updates WHERE service='svc'"
+    ):
         key = f"{mode} {status}"
         run.result.ended[key] = run.result.ended.get(key, 0) + 1
-
-
-__all__ = ["UpdateStatus", "after_step", "converged", "end"]

@@ -58,6 +58,7 @@ def _report(result: Result, shrinking: bool) -> None:
     print(f"seed {result.schedule.seed}: {first}")
     schedule = result.schedule
     if shrinking:
+
         def fails(candidate: Schedule) -> bool:
             return any(v.invariant == first.invariant for v in run(candidate).violations)
 
@@ -81,8 +82,10 @@ def _run(count: int, seed: int, *, shrinking: bool) -> int:
             violations += 1
             _report(result, shrinking)
     cpu = time.process_time() - started
-    print(f"cpu={cpu:.1f}s steps/s={steps / max(cpu, 1e-9):.0f} longest={longest} "
-          f"controller_restarts={restarts} requests={requests}")
+    print(
+        f"cpu={cpu:.1f}s steps/s={steps / max(cpu, 1e-9):.0f} longest={longest} "
+        f"controller_restarts={restarts} requests={requests}"
+    )
     print("updates ended: " + (", ".join(f"{k}={v}" for k, v in sorted(ended.items())) or "none"))
     print(f"schedules={count} steps={steps} violations={violations}")
     return 1 if violations else 0
@@ -132,7 +135,9 @@ def _self_check(seed: int, names: list[str]) -> int:
             print(f"{mutant.name}: NOT caught by {mutant.targets} in {MAX_SCHEDULES} schedules")
         else:
             caught += 1
-            print(f"{mutant.name}: caught by {mutant.targets} after {took} schedule(s) "
-                  f"(that schedule: {steps} steps)")
+            print(
+                f"{mutant.name}: caught by {mutant.targets} after {took} schedule(s) "
+                f"(that schedule: {steps} steps)"
+            )
     print(f"mutants caught {caught}/{len(chosen)}")
     return 0 if caught == len(chosen) else 1

@@ -26,7 +26,9 @@ class InlineExecutor(concurrent.futures.ThreadPoolExecutor):
     """Runs each submitted call at once, on the caller's thread (a ThreadPoolExecutor
     by type only, as asyncio insists on one; it never starts a thread)."""
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+    def submit(
+        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         try:
             future.set_result(fn(*args, **kwargs))
@@ -44,7 +46,7 @@ class _SeededRandom:
     def __init__(self, seeds: random.Random) -> None:
         self._seeds = seeds
 
-    def Random(self, seed: Any = None) -> random.Random:  # noqa: N802 (random.Random's name)
+    def Random(self, seed: Any = None) -> random.Random:
         return random.Random(self._seeds.getrandbits(64) if seed is None else seed)
 
 
@@ -53,10 +55,12 @@ def seeded_generators(seed: int) -> Iterator[None]:
     """Within: every generator made without a seed by the routing code is seeded
     from ``seed`` (in creation order)."""
     stand_in = _SeededRandom(random.Random(seed))
-    saved = policies.random, weighted.random
-    policies.random = stand_in  # type: ignore[assignment]
-    weighted.random = stand_in  # type: ignore[assignment]
+    modules = (policies, weighted)
+    saved = [module.__dict__["random"] for module in modules]
+    for module in modules:
+        setattr(module, "random", stand_in)  # noqa: B010 (the module's own import)
     try:
         yield
     finally:
-        policies.random, weighted.random = saved
+        for module, original in zip(modules, saved, strict=True):
+            setattr(module, "random", original)  # noqa: B010

@@ -69,7 +69,8 @@ class StateWatch:
 
     def latest_update(self) -> tuple[int, str, int] | None:
         row = self.db.execute(
-            "SELECT id, status, to_version FROM updates WHERE service='svc' ORDER BY id DESC LIMIT 1"
+            "SELECT id, status, to_version FROM updates WHERE service='svc'"
+            " ORDER BY id DESC LIMIT 1"
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
 
@@ -84,18 +85,30 @@ class StateWatch:
             if new == "ILLEGAL_MOVE":
                 bad.append("the store recorded an illegal move")
                 continue
-            if rid is None or old is None or old == new or old not in _REPLICA or new not in _REPLICA:
+            if (
+                rid is None
+                or old is None
+                or old == new
+                or old not in _REPLICA
+                or new not in _REPLICA
+            ):
                 continue
             if ReplicaStatus(new) not in REPLICA_MOVES[ReplicaStatus(old)]:
                 bad.append(f"replica {rid}: {old} -> {new}")
         for uid, status in self.db.execute("SELECT id, status FROM updates WHERE service='svc'"):
             before = self.updates.get(uid)
-            if before is None and status != UPDATE_START and uid not in self.updates:
-                if UpdateStatus(status) not in UPDATE_MOVES[UPDATE_START]:
-                    bad.append(f"update {uid} started {status}")
-            elif before is not None and before != status:
-                if UpdateStatus(status) not in UPDATE_MOVES[UpdateStatus(before)]:
-                    bad.append(f"update {uid}: {before} -> {status}")
+            if (
+                before is None
+                and status != UPDATE_START
+                and UpdateStatus(status) not in UPDATE_MOVES[UPDATE_START]
+            ):
+                bad.append(f"update {uid} started {status}")
+            elif (
+                before is not None
+                and before != status
+                and UpdateStatus(status) not in UPDATE_MOVES[UpdateStatus(before)]
+            ):
+                bad.append(f"update {uid}: {before} -> {status}")
             self.updates[uid] = status
         for version, outcome in self.db.execute(
             "SELECT version, outcome FROM versions WHERE service='svc'"
@@ -104,8 +117,10 @@ class StateWatch:
             if before is None and VersionOutcome(outcome) not in VERSION_STARTS:
                 if not _reachable(VERSION_STARTS, VersionOutcome(outcome)):
                     bad.append(f"version {version} started '{outcome}'")
-            elif before is not None and before != outcome and not _reachable(
-                {VersionOutcome(before)}, VersionOutcome(outcome)
+            elif (
+                before is not None
+                and before != outcome
+                and not _reachable({VersionOutcome(before)}, VersionOutcome(outcome))
             ):
                 bad.append(f"version {version}: '{before}' -> '{outcome}'")
             self.outcomes[version] = outcome
@@ -115,7 +130,9 @@ class StateWatch:
 _REPLICA = {s.value for s in ReplicaStatus}
 
 
-def _reachable(starts: set[VersionOutcome] | frozenset[VersionOutcome], end: VersionOutcome) -> bool:
+def _reachable(
+    starts: set[VersionOutcome] | frozenset[VersionOutcome], end: VersionOutcome
+) -> bool:
     """``end`` is at most two allowed moves from one of ``starts`` (one step of a run
     may make two: an update that succeeds and is retired by the next at once)."""
     for start in starts:

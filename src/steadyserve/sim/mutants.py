@@ -17,8 +17,8 @@ from steadyserve.controller.rollout.state import Rollout
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.planner import Plan
 from steadyserve.core.states import ReplicaStatus
-from steadyserve.core.strategies.rolling import Rolling
 from steadyserve.core.strategies.base import UpdateStep
+from steadyserve.core.strategies.rolling import Rolling
 from steadyserve.store import Store
 
 MAX_SCHEDULES = 200
@@ -95,7 +95,7 @@ def _route_under_probe_failure() -> contextlib.AbstractContextManager[None]:
     """NOT_READY replicas (failing probes) stay in the route table."""
     from steadyserve.controller import runtime as runtime_module
 
-    original = runtime_module.route_table
+    original = runtime_module.__dict__["route_table"]
 
     def table(spec: Any, replicas: Any, routable: frozenset[int], **kw: Any) -> Any:
         rows = list(replicas)
@@ -138,8 +138,9 @@ def _illegal_move() -> contextlib.AbstractContextManager[None]:
 
     @contextlib.contextmanager
     def both() -> Iterator[None]:
-        with _patched(runtime_module, "check_move", lambda old, new: None), _patched(
-            ServiceRuntime, "mark_failed", mark_failed
+        with (
+            _patched(runtime_module, "check_move", lambda old, new: None),
+            _patched(ServiceRuntime, "mark_failed", mark_failed),
         ):
             yield
 
@@ -147,22 +148,44 @@ def _illegal_move() -> contextlib.AbstractContextManager[None]:
 
 
 MUTANTS = (
-    Mutant("skip-drain-confirmation", "drain", "stop a replica before the LB confirmed its drain",
-           _skip_drain_confirmation),
-    Mutant("stop-old-before-new-ready", "availability",
-           "a rolling update drains old replicas before new ones are ready",
-           _stop_old_before_new_ready),
-    Mutant("exceed-max-surge", "surge", "a rolling update launches past max_surge",
-           _exceed_max_surge),
-    Mutant("forget-replica-on-restart", "ends", "a restarted controller forgets a replica",
-           _forget_on_restart),
-    Mutant("route-under-probe-failure", "routing", "replicas failing probes stay routed",
-           _route_under_probe_failure),
-    Mutant("lose-a-state-write", "agreement", "a replica's state change never reaches the store",
-           _lose_a_write),
-    Mutant("never-finish-updates", "ends", "a converged update is never recorded as ended",
-           _never_finish),
-    Mutant("illegal-move", "moves", "a replica moves READY -> FAILED_INITIAL_DELAY",
-           _illegal_move),
+    Mutant(
+        "skip-drain-confirmation",
+        "drain",
+        "stop a replica before the LB confirmed its drain",
+        _skip_drain_confirmation,
+    ),
+    Mutant(
+        "stop-old-before-new-ready",
+        "availability",
+        "a rolling update drains old replicas before new ones are ready",
+        _stop_old_before_new_ready,
+    ),
+    Mutant(
+        "exceed-max-surge", "surge", "a rolling update launches past max_surge", _exceed_max_surge
+    ),
+    Mutant(
+        "forget-replica-on-restart",
+        "ends",
+        "a restarted controller forgets a replica",
+        _forget_on_restart,
+    ),
+    Mutant(
+        "route-under-probe-failure",
+        "routing",
+        "replicas failing probes stay routed",
+        _route_under_probe_failure,
+    ),
+    Mutant(
+        "lose-a-state-write",
+        "agreement",
+        "a replica's state change never reaches the store",
+        _lose_a_write,
+    ),
+    Mutant(
+        "never-finish-updates",
+        "ends",
+        "a converged update is never recorded as ended",
+        _never_finish,
+    ),
+    Mutant("illegal-move", "moves", "a replica moves READY -> FAILED_INITIAL_DELAY", _illegal_move),
 )
-

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Coroutine, Iterator
@@ -30,25 +31,27 @@ from steadyserve.controller import progressive
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.rollout import in_place
 from steadyserve.controller.runtime import ServiceRuntime
-from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, UpdateStatus, VersionOutcome
-from steadyserve.core.strategies import strategy_of
+from steadyserve.core.states import ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
 from steadyserve.sim.invariants import StateWatch, Violation
 from steadyserve.sim.schedule import STEP_S, Schedule
 from steadyserve.sim.traffic import Clients, Outcome, SimLoadBalancer
-from steadyserve.sim.world import SimBackend, SimConfigPost, SimController, SimLoadBalancerProcess, SimProber
+from steadyserve.sim.world import (
+    SimBackend,
+    SimConfigPost,
+    SimController,
+    SimLoadBalancerProcess,
+    SimProber,
+)
 from steadyserve.spec import parse_service
-from steadyserve.store import ServiceRow, Store, VersionRow
+from steadyserve.store import STRICT_MOVES_ENV, ServiceRow, Store, VersionRow
 
 NAME = "svc"
 DISTURBED_S = 30.0
 """After a fault or restart, failures are the fault's for this long (a replacement
 starts, passes its probe and is routed well within it)."""
-END_BOUND_S = 240.0
-"""Once faults stop, every update ends and the service converges within this."""
-PROMOTE_EVERY_S = 5.0
 
 
 def _tmp_root() -> Path:
@@ -92,8 +95,10 @@ class Run:
         self.controller: SimController | None = None
         self.runtime: ServiceRuntime | None = None
         self.commands = 0
+        self.command_tasks: set[asyncio.Task[None]] = set()
         self.step = 0
         self.disturbed_until = 0.0
+        self.zero_until = 0.0
         self.ready_once = False
         self.killed_tasks: set[asyncio.Task[Any]] = set()
         self.kill_at: dict[str, Any] | None = None
@@ -111,20 +116,37 @@ class Run:
 
     def _make_service(self) -> None:
         """``steady up`` of version 1, as the controller records it."""
-        spec = parse_service({"name": NAME, "run": "serve --v0", "service": self.schedule.service},
-                             base_dir=self.home.root)
+        spec = parse_service(
+            {"name": NAME, "run": "serve --v0", "service": self.schedule.service},
+            base_dir=self.home.root,
+        )
         store = Store(self.home.db_path)
-        row = ServiceRow(name=NAME, status=ServiceStatus.CONTROLLER_INIT, version=1,
-                         created_at=self.clock.wall(), port=30001)
-        store.add_service(row, VersionRow(
-            service=NAME, version=1, created_at=self.clock.wall(), spec_json=spec.spec_json(),
-            spec_yaml="", mode=UpdateMode.INITIAL, outcome=VersionOutcome.ACTIVE))
+        row = ServiceRow(
+            name=NAME,
+            status=ServiceStatus.CONTROLLER_INIT,
+            version=1,
+            created_at=self.clock.wall(),
+            port=30001,
+        )
+        store.add_service(
+            row,
+            VersionRow(
+                service=NAME,
+                version=1,
+                created_at=self.clock.wall(),
+                spec_json=spec.spec_json(),
+                spec_yaml="",
+                mode=UpdateMode.INITIAL,
+                outcome=VersionOutcome.ACTIVE,
+            ),
+        )
         store.close()
 
     def start_controller(self) -> None:
         self.life += 1
-        self.controller = SimController(self.home, self.clock, self.backend, self.prober,
-                                        self.lb_process, self.life)
+        self.controller = SimController(
+            self.home, self.clock, self.backend, self.prober, self.lb_process, self.life
+        )
         self.runtime = self.controller.start_service(NAME)
         self.lb.attach(self.runtime)
 
@@ -210,7 +232,7 @@ class Run:
             coro.close()
             self.result.trace.append(f"  cmd{number} refused: no controller")
             return
-        asyncio.get_running_loop().create_task(carried())
+        self.command_tasks.add(asyncio.get_running_loop().create_task(carried()))
 
     async def _update(self, args: dict[str, Any]) -> dict[str, Any]:
         controller, runtime = self.controller, self.runtime
@@ -281,12 +303,16 @@ class Run:
         rt = self.runtime
         if rt is None:
             return f"{self.step} down ok={out.ok} fail={out.failed}"
-        reps = ",".join(f"{r.id}:{r.version}:{r.status.value[:4]}" for r in sorted(
-            rt.replicas.values(), key=lambda r: r.id))
+        reps = ",".join(
+            f"{r.id}:{r.version}:{r.status.value[:4]}"
+            for r in sorted(rt.replicas.values(), key=lambda r: r.id)
+        )
         update = rt.rollout.update
         upd = f"{update.mode}>{update.to_version}:{update.status.value[:4]}" if update else "-"
-        return (f"{self.step} v{rt.row.version} {rt.row.status.value[:5]} {upd} [{reps}] "
-                f"t{rt.routes.version} ok={out.ok} fail={out.failed}")
+        return (
+            f"{self.step} v{rt.row.version} {rt.row.status.value[:5]} {upd} [{reps}] "
+            f"t{rt.routes.version} ok={out.ok} fail={out.failed}"
+        )
 
 
 @contextlib.contextmanager
@@ -304,18 +330,23 @@ def _quiet_logs() -> Iterator[None]:
 def run(schedule: Schedule) -> Result:
     """Run ``schedule`` on a fresh event loop and simulated machine; its result."""
     root = Path(tempfile.mkdtemp(prefix="steady-sim-", dir=_tmp_root()))
-    saved_post = in_place.post_user_config
+    saved_post = in_place.__dict__["post_user_config"]
+    # As a running controller: an illegal move is recorded (the ``moves`` invariant
+    # reads it), not raised (the tests' strict setting would end the run).
+    saved_strict = os.environ.pop(STRICT_MOVES_ENV, None)
     try:
         with _quiet_logs(), seeded_generators(schedule.seed):
             run_ = Run(schedule, root)
-            in_place.post_user_config = run_.config_post  # type: ignore[assignment]
+            setattr(in_place, "post_user_config", run_.config_post)  # noqa: B010 (no socket)
             try:
                 asyncio.run(_main(run_))
             finally:
                 run_.watch.close()
             return run_.result
     finally:
-        in_place.post_user_config = saved_post
+        setattr(in_place, "post_user_config", saved_post)  # noqa: B010
+        if saved_strict is not None:
+            os.environ[STRICT_MOVES_ENV] = saved_strict
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -348,6 +379,3 @@ async def _main(run_: Run) -> None:
     # Leave nothing running: the next run gets a fresh loop.
     if run_.controller is not None:
         run_.controller.store.close()
-
-
-__all__ = ["Result", "Run", "run", "ReplicaStatus", "UpdateStatus", "strategy_of"]

@@ -32,9 +32,9 @@ CANARY_STEPS: dict[str, Draw] = {
 UPDATES: dict[str, Draw] = {
     "rolling": lambda r: {},
     "blue_green": lambda r: {"auto_promote": r.random() < 0.7},
-    "canary": lambda r: {"steps": [
-        CANARY_STEPS[r.choice(sorted(CANARY_STEPS))](r) for _ in range(r.randint(1, 3))
-    ]},
+    "canary": lambda r: {
+        "steps": [CANARY_STEPS[r.choice(sorted(CANARY_STEPS))](r) for _ in range(r.randint(1, 3))]
+    },
     "in_place": lambda r: {"refused": r.random() < 0.15},
     "replicas": lambda r: {"replicas": r.randint(1, 4)},
     "rollback": lambda r: {},
@@ -65,9 +65,14 @@ class Schedule:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"seed": self.seed, "service": self.service, "steps": self.steps,
-             "events": [list(e) for e in self.events]},
-            sort_keys=True, separators=(",", ":"),
+            {
+                "seed": self.seed,
+                "service": self.service,
+                "steps": self.steps,
+                "events": [list(e) for e in self.events],
+            },
+            sort_keys=True,
+            separators=(",", ":"),
         )
 
     @classmethod
@@ -93,13 +98,18 @@ def initial_service(r: random.Random) -> dict[str, Any]:
         "rolling_update": {"max_surge": surge, "max_unavailable": unavailable},
         "user_config": {"v": 0},
         "reconfigure_path": "/reconfigure",
-        "canary": {"steps": [{"weight": 50}, {"weight": 100}],
-                   "analysis": {"min_requests": 1_000_000}},
+        "canary": {
+            "steps": [{"weight": 50}, {"weight": 100}],
+            "analysis": {"min_requests": 1_000_000},
+        },
     }
     if r.random() < 0.3:
         service["replica_policy"] = {
-            "min_replicas": 1, "max_replicas": 4, "target_qps_per_replica": 4,
-            "upscale_delay_seconds": 2, "downscale_delay_seconds": 6,
+            "min_replicas": 1,
+            "max_replicas": 4,
+            "target_qps_per_replica": 4,
+            "upscale_delay_seconds": 2,
+            "downscale_delay_seconds": 6,
         }
     else:
         service["replicas"] = r.randint(1, 4)
@@ -119,10 +129,14 @@ def draw(seed: int) -> Schedule:
         events.append((step, "update", {"mode": kind, **UPDATES[kind](r)}))
         for _ in range(r.randrange(3)):  # commands racing the update, or coming later
             later = step + r.choice([0, 0, 1, 4, 20, 60])
-            events.append((later, "command", {"action": r.choice(COMMANDS), "full": r.random() < 0.3}))
+            events.append(
+                (later, "command", {"action": r.choice(COMMANDS), "full": r.random() < 0.3})
+            )
         if r.random() < 0.2:  # another update on its heels
             other = r.choice(sorted(UPDATES))
-            events.append((step + r.choice([0, 1, 10]), "update", {"mode": other, **UPDATES[other](r)}))
+            events.append(
+                (step + r.choice([0, 1, 10]), "update", {"mode": other, **UPDATES[other](r)})
+            )
     for _ in range(r.randint(1, 4)):
         kind = r.choice(sorted(FAULTS))
         events.append((r.randrange(10, steps), kind, FAULTS[kind](r)))

@@ -23,7 +23,7 @@ def shrink(schedule: Schedule, fails: Callable[[Schedule], bool]) -> Schedule:
         chunk = max(1, len(events) // n)
         reduced = False
         for start in range(0, len(events), chunk):
-            candidate: list[Event] = events[:start] + events[start + chunk:]
+            candidate: list[Event] = events[:start] + events[start + chunk :]
             runs += 1
             if fails(schedule.with_events(candidate)):
                 events = candidate

@@ -180,7 +180,7 @@ class SimController(Controller):
 
     _incarnation = itertools.count(1)
 
-    def __init__(  # noqa: PLR0913 (the simulated machine, part by part)
+    def __init__(
         self,
         home: Home,
         clock: FakeClock,

@@ -39,6 +39,11 @@ def relabel(rollout: Rollout, old_version: int, new_version: int) -> list[Replic
             )
             replica.version = new_version
             moved.append(replica)
+            if replica.ready_at is not None:
+                # It serves the new version as it runs: the version has served, so a
+                # new replica of it that fails to start does not judge it broken (no
+                # replacement would be launched, as a restarted controller would).
+                rt.version_served(new_version)
     rt.publish_now()
     return moved
 
