@@ -40,7 +40,7 @@ def _routing(run: Run, out: Outcome) -> None:
     rt = run.runtime
     assert out.routed is not None
     for rid, pid in out.routed:
-        if pid in run.backend.stopped_by_controller:
+        if pid in run.backend.drained:
             run._violate(
                 "drain", f"request routed to replica {rid} after the controller stopped it"
             )
@@ -74,15 +74,21 @@ def _stopped_busy(run: Run) -> None:
     for a fault of its own) cut them: its drain was not waited for."""
     for request in run.clients.open:
         pid = request.pid
-        if pid in run.backend.stopped_by_controller and not run.backend.faulty(pid):
+        if pid in run.backend.drained and not run.backend.faulty(pid):
             run._violate("drain", f"replica {request.replica.id} stopped with requests in flight")
             return
 
 
 def _failures(run: Run, out: Outcome) -> None:
     assert out.failures is not None
-    if _may_go_to_zero(run):
-        run.zero_until = run.clock.now() + 1.0  # and until its last table reached the LB
+    rt, now = run.runtime, run.clock.now()
+    none_ready = rt is not None and not any(
+        r.status is ReplicaStatus.READY for r in rt.replicas.values()
+    )
+    if _may_go_to_zero(run) or (run.zero_until >= now and none_ready):
+        # Until a replica is ready again (whatever update follows), and its table
+        # reached the load balancer.
+        run.zero_until = now + 1.0
     if not run.ready_once or run.clock.now() < max(run.disturbed_until, run.zero_until):
         return
     for why, pid in out.failures:
@@ -116,8 +122,9 @@ def _capacity(run: Run) -> None:
     if not rt.updating or update is None or update.id is None:
         return
     target = rt.target_replicas()
-    ready = sum(1 for r in rt.replicas.values() if r.status is ReplicaStatus.READY)
-    seen = run.update_started.setdefault(update.id, (target, ready))
+    serving = _published_serving(run)
+    # An in-place change joining the update (a new target version) starts a new baseline.
+    seen = run.update_started.setdefault((update.id, update.to_version), (target, serving))
     quiet = run.clock.now() >= run.disturbed_until and run.ready_once
     if (
         seen[0] != target
@@ -136,15 +143,25 @@ def _capacity(run: Run) -> None:
             )
     floor = target - (svc.max_unavailable_count(target) if update.mode is UpdateMode.ROLLING else 0)
     floor = min(floor, seen[1])  # what was ready when it began
-    serving = sum(
-        1 for s in run.lb.balancer.replicas if run.backend.serving(run.backend.by_port[s.port]._pid)
-    )
     if serving < floor:
         run._violate(
             "availability",
             f"{serving} ready replica(s) routed during a {update.mode} "
             f"update, below {floor} (target {target})",
         )
+
+
+def _published_serving(run: Run) -> int:
+    """Replicas in the controller's newest table that answer (the load balancer has
+    it a moment later: the controller's decision is what is judged)."""
+    rt = run.runtime
+    assert rt is not None
+    listed = {item["id"] for item in rt.routes.table.get("replicas", [])}
+    return sum(
+        1
+        for r in rt.replicas.values()
+        if r.id in listed and r.pid is not None and run.backend.serving(r.pid)
+    )
 
 
 def _agreement(run: Run) -> None:

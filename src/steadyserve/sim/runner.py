@@ -31,7 +31,7 @@ from steadyserve.controller import progressive
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.rollout import in_place
 from steadyserve.controller.runtime import ServiceRuntime
-from steadyserve.core.states import ServiceStatus, UpdateMode, VersionOutcome
+from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
@@ -89,6 +89,7 @@ class Run:
         self.config_post = SimConfigPost(self.backend)
         self.lb_process = SimLoadBalancerProcess()
         self.sim_tasks: set[asyncio.Task[Any]] = set()
+        self.backend.status_of = self._status_of
         self.lb = SimLoadBalancer(self.clock, self._sim_task)
         self.clients = Clients(self.lb, self.backend)
         self.life = 0
@@ -103,7 +104,7 @@ class Run:
         self.killed_tasks: set[asyncio.Task[Any]] = set()
         self.kill_at: dict[str, Any] | None = None
         self.down_until_step = -1
-        self.update_started: dict[int, tuple[float, int]] = {}
+        self.update_started: dict[tuple[int, int], tuple[int, int]] = {}
         self._make_service()
         self.watch = StateWatch(str(self.home.db_path))
 
@@ -165,6 +166,11 @@ class Run:
         self.controller = None
         self.runtime = None
         self.disturb()
+
+    def _status_of(self, pid: int) -> ReplicaStatus | None:
+        rt = self.runtime
+        rows = [] if rt is None else [r for r in rt.replicas.values() if r.pid == pid]
+        return rows[0].status if rows else None
 
     def disturb(self) -> None:
         self.disturbed_until = self.clock.now() + DISTURBED_S

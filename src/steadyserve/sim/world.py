@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from steadyserve.controller.endpoint import EndpointClaims
 from steadyserve.controller.pool_runtime import runtime_class
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.capacity import Inventory
+from steadyserve.core.states import ReplicaStatus
 from steadyserve.home.paths import Home
 from steadyserve.sim.clock import FakeClock
 from steadyserve.spec import ReadinessProbe
@@ -60,6 +62,10 @@ class SimBackend(FakeBackend):
         self.next_faults: deque[dict[str, Any]] = deque()
         """Faults the next launched replicas get, in order (never/slow start)."""
         self.stopped_by_controller: set[int] = set()
+        self.drained: set[int] = set()
+        """Pids stopped after a drain (SHUTTING_DOWN), not for failing: the drain
+        handshake promised the load balancer no longer routes to them."""
+        self.status_of: Callable[[int], ReplicaStatus | None] = lambda pid: None
 
     async def launch(self, request: LaunchRequest) -> ReplicaHandle:
         replica = await super().launch(request)
@@ -76,6 +82,8 @@ class SimBackend(FakeBackend):
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         if isinstance(handle, FakeReplica) and handle.exit_code() is None:
             self.stopped_by_controller.add(handle._pid)
+            if self.status_of(handle._pid) is ReplicaStatus.SHUTTING_DOWN:
+                self.drained.add(handle._pid)
         await super().stop(handle, timeout_s)
 
     def alive(self, pid: int) -> bool:
