@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -102,6 +103,8 @@ class Run:
         self.zero_until = 0.0
         self.ready_once = False
         self.killed_tasks: set[asyncio.Task[Any]] = set()
+        self.live_tasks: dict[asyncio.Task[Any], int] = {}
+        self._task_numbers = itertools.count()
         self.kill_at: dict[str, Any] | None = None
         self.down_until_step = -1
         self.update_started: dict[tuple[int, int], tuple[int, int]] = {}
@@ -155,10 +158,10 @@ class Run:
         """SIGKILL: every task of the controller ends where it is; its state file stays."""
         assert self.controller is not None
         self.result.restarts += 1
-        loop = asyncio.get_running_loop()
         current = asyncio.current_task()
-        for task in asyncio.all_tasks(loop):
-            if task is not current and task not in self.sim_tasks:
+        # In the order they were made: a set of tasks iterates by memory address.
+        for task in sorted(self.live_tasks, key=self.live_tasks.__getitem__):
+            if task is not current and task not in self.sim_tasks and not task.done():
                 self.killed_tasks.add(task)
                 task.cancel()
         self.lb.detach()
@@ -175,12 +178,23 @@ class Run:
     def disturb(self) -> None:
         self.disturbed_until = self.clock.now() + DISTURBED_S
 
-    def _exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        task = context.get("future")
-        if task in self.killed_tasks:
-            return  # a killed controller's task failing on its closed store
-        exc = context.get("exception")
-        self._violate("agreement", f"a controller task raised: {exc!r}")
+    def task_factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        """Every task of the run, numbered as made; one that raises is judged when it
+        ends (not when the garbage collector happens to find it unretrieved)."""
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        self.live_tasks[task] = next(self._task_numbers)
+        task.add_done_callback(self._task_ended)
+        return task
+
+    def _task_ended(self, task: asyncio.Task[Any]) -> None:
+        self.live_tasks.pop(task, None)
+        if task.cancelled():
+            return
+        exc = task.exception()  # retrieved: asyncio reports nothing later
+        if exc is not None and task not in self.killed_tasks:
+            self._violate("agreement", f"a controller task raised: {exc!r}")
 
     def _violate(self, invariant: str, what: str) -> None:
         self.result.violations.append(Violation(invariant, self.step, what))
@@ -361,7 +375,7 @@ async def _main(run_: Run) -> None:
 
     loop = asyncio.get_running_loop()
     loop.set_default_executor(InlineExecutor())
-    loop.set_exception_handler(run_._exception)
+    loop.set_task_factory(run_.task_factory)  # type: ignore[arg-type]
     run_.start_controller()
     await settle()
     events = sorted(run_.schedule.events, key=lambda e: e[0])
