@@ -126,6 +126,8 @@ def _capacity(run: Run) -> None:
     # An in-place change joining the update (a new target version) starts a new baseline.
     seen = run.update_started.setdefault((update.id, update.to_version), (target, serving))
     quiet = run.clock.now() >= run.disturbed_until and run.ready_once
+    if rt.rollout.holds.held():  # `steady pause`: nothing launched or drained, by request
+        return
     if (
         seen[0] != target
         or not quiet
