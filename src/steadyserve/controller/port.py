@@ -189,6 +189,8 @@ class RolloutPort(ReplicaPort, Protocol):
     environment: ReplicaEnvironment
     probe_session: aiohttp.ClientSession
     """For ``user_config`` deliveries in place (rollout/in_place.py)."""
+    failure_reasons: dict[int, str]
+    """Why each failed replica failed: an in-place update's refusal names it."""
 
     def target_replicas(self) -> int: ...
 

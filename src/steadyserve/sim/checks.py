@@ -216,7 +216,7 @@ async def end(run: Run, first: int) -> None:
     for proc in run.backend.processes.values():
         proc.hung_until = proc.probe_fail_until = 0.0
     run.backend.next_faults.clear()
-    run.config_post.refusing = False
+    run.config_post.refused = None
     run.disturbed_until = run.clock.now() + 30.0
     every = round(5.0 / STEP_S)
     why: str | None = "not looked at"

@@ -258,7 +258,6 @@ class Run:
         controller, runtime = self.controller, self.runtime
         assert controller is not None and runtime is not None
         mode_name = str(args["mode"])
-        self.config_post.refusing = False
         if mode_name == "rollback":
             return await controller.rollback(NAME, None, dry_run=False)
         current = controller.store.version(NAME, runtime.row.version)
@@ -275,8 +274,8 @@ class Run:
             service["canary"]["steps"] = [*args["steps"], {"weight": 100}]
         elif mode_name == "in_place":
             service["user_config"] = {"v": self.commands}
-            self.config_post.refusing = bool(args.get("refused"))
-            if self.config_post.refusing:
+            if args.get("refused"):
+                self.config_post.refused = service["user_config"]
                 self.disturbed_until = float("inf")  # the version fails; so may replicas
         elif mode_name == "replicas":
             if service.get("replica_policy") is not None:

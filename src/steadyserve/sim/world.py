@@ -141,8 +141,8 @@ class SimConfigPost:
 
     def __init__(self, backend: SimBackend) -> None:
         self.backend = backend
-        self.refusing = False
-        """The schedule's in-place update whose config every replica refuses."""
+        self.refused: Any = None
+        """The ``user_config`` of the schedule's in-place update that every replica refuses."""
 
     async def __call__(
         self, session: Any, ip: str, port: int, path: str, user_config: Any, **_: Any
@@ -151,7 +151,7 @@ class SimConfigPost:
         replica = self.backend.by_port.get(port)
         if replica is None or not self.backend.serving(replica._pid):
             return False, False, "connection refused"
-        if self.refusing:
+        if self.refused is not None and user_config == self.refused:
             return False, True, f"{path} answered 500"
         return True, True, ""
 
