@@ -35,9 +35,9 @@ HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 HAVE_RAY = importlib.util.find_spec("ray") is not None and (
     subprocess.run([sys.executable, "-c", "import ray.serve"], capture_output=True).returncode == 0
 )
-BENCH_HOME_PREFIX = str(Path(tempfile.gettempdir()) / "steady-bench-")
+BENCH_HOME_NAME = "steady-bench-"
 # bench/benchlib.py's run_proxy: the temp dir nginx and HAProxy run from
-PROXY_DIR_PREFIXES = [f"{BENCH_HOME_PREFIX}{proxy}-" for proxy in ("nginx", "haproxy")]
+PROXY_DIR_NAMES = [f"{BENCH_HOME_NAME}{proxy}-" for proxy in ("nginx", "haproxy")]
 
 needs_wrk = pytest.mark.skipif(not HAVE_WRK, reason="wrk is not installed (apt-get install wrk)")
 
@@ -58,26 +58,24 @@ WITH_RAY = HAVE_RAY and _netns_ok()
 RAY_FLAGS = [] if WITH_RAY else ["--no-ray"]
 
 
-def bench_processes(marker: str, since: float) -> list[psutil.Process]:
-    """Live processes of this run's temporary STEADY_HOMEs (the controller and LBs
-    inherit ``marker`` in STEADY_BENCH_SMOKE_RUN: other engineers may run the same
-    benchmarks meanwhile), replicas started since (they get a clean environment but run
-    in a workdir under the home), or proxy config dirs (nginx rewrites its environment:
-    by command line and start time)."""
+def bench_processes(marker: str, scratch: str) -> list[psutil.Process]:
+    """Live processes of this run: its temporary STEADY_HOMEs are made under
+    ``scratch`` (the run's own TMPDIR), so the controller and LBs (which inherit
+    ``marker`` in STEADY_BENCH_SMOKE_RUN), replicas (a clean environment, but a
+    workdir under the home) and proxies (nginx rewrites its environment: by the
+    config dir on its command line) are found there. Another run of the same
+    benchmarks on the machine meanwhile has a scratch folder of its own."""
+    homes = f"{scratch}/{BENCH_HOME_NAME}"
+    proxies = [f"{scratch}/{name}" for name in PROXY_DIR_NAMES]
     found = []
     for proc in psutil.process_iter():
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
             env = proc.environ()
-            home = env.get("STEADY_BENCH_SMOKE_RUN") == marker and env.get(
-                "STEADY_HOME", ""
-            ).startswith(BENCH_HOME_PREFIX)
-            recent = proc.create_time() >= since - 1
-            replica = recent and proc.cwd().startswith(BENCH_HOME_PREFIX)
-            proxy = recent and any(
-                prefix in arg for arg in proc.cmdline() for prefix in PROXY_DIR_PREFIXES
-            )
+            home = env.get("STEADY_BENCH_SMOKE_RUN") == marker
+            replica = proc.cwd().startswith(homes)
+            proxy = any(prefix in arg for arg in proc.cmdline() for prefix in proxies)
             if home or replica or proxy:
                 found.append(proc)
         except psutil.Error:
@@ -90,19 +88,30 @@ def run_bench(
 ) -> str:
     started = time.time()
     marker = f"{os.getpid()}-{time.monotonic_ns()}"
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / script), *args],
-        env=dict(
-            os.environ, STEADY_BENCH_OUT=str(out), STEADY_BENCH_SMOKE_RUN=marker, **(env or {})
-        ),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=BENCH.parent,
-    )
-    assert proc.returncode == 0, f"{script} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    left = bench_processes(marker, started)
-    assert not left, f"{script} left processes behind: {[p.cmdline() for p in left]}"
+    # A short folder of the run's own (unix socket paths under it stay short).
+    scratch = tempfile.mkdtemp(prefix="sb")
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(BENCH / script), *args],
+            env=dict(
+                os.environ,
+                TMPDIR=scratch,
+                STEADY_BENCH_OUT=str(out),
+                STEADY_BENCH_SMOKE_RUN=marker,
+                **(env or {}),
+            ),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=BENCH.parent,
+        )
+        assert proc.returncode == 0, (
+            f"{script} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        )
+        left = bench_processes(marker, scratch)
+        assert not left, f"{script} left processes behind: {[p.cmdline() for p in left]}"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     if HAVE_MATPLOTLIB:
         plots = list(out.glob("*.png"))
         assert plots and all(p.stat().st_mtime >= started - 1 for p in plots), proc.stdout
