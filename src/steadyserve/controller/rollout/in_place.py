@@ -87,17 +87,24 @@ async def _starting_ones(
     their refusals fail it, as a running replica's would (else it succeeded with the
     config taken by none, and the refusal left the version judged broken)."""
     rt = rollout.rt
+    target = update.to_version
     starting = [r for r in relabelled if r.status is ReplicaStatus.STARTING]
-    while (
-        update is rollout.update
-        and update.status is UpdateStatus.IN_PROGRESS
-        and any(r.status is ReplicaStatus.STARTING for r in starting)
-    ):
+
+    def ours() -> bool:  # a newer in-place change joining takes over (and judges)
+        return (
+            update is rollout.update
+            and update.status is UpdateStatus.IN_PROGRESS
+            and update.to_version == target
+        )
+
+    while ours() and any(r.status is ReplicaStatus.STARTING for r in starting):
         await rt.clock.sleep(STARTING_WAIT_S)
+    if not ours():
+        return []
     return [
         rt.failure_reasons.get(r.id, "it failed as it started")
         for r in starting
-        if r.status.is_failed and r.version == update.to_version
+        if r.status.is_failed and r.version == target
     ]
 
 
