@@ -105,7 +105,16 @@ def test_every_mutant_is_caught_by_the_invariant_it_targets(mutant: object) -> N
 
 # Shrunk schedules kept as they replay (python -m steadyserve.sim replay --schedule ...).
 SCHEDULES = {
-    "in-place changes joining a canary while its replica never starts": (""),
+    "in-place changes joining a canary while its replica never starts": (
+        '{"events":[[63,"never_start",{}],[99,"update",{"mode":"canary","steps":[{"pause":{}},{"pau'
+        'se":2},{"pause":1}]}],[118,"update",{"mode":"in_place","refused":true}],[124,"update",{"'
+        'mode":"replicas","replicas":1}]],"seed":304,"service":{"canary":{"analysis":{"min_reques'
+        'ts":1000000},"steps":[{"weight":50},{"weight":100}]},"drain_timeout_s":20,"graceful_shut'
+        'down_timeout_s":2,"graceful_shutdown_wait_loop_s":0.25,"health_check_period_s":1,"readin'
+        'ess_probe":{"initial_delay_seconds":8,"path":"/health","timeout_seconds":1},"reconfigure'
+        '_path":"/reconfigure","replicas":3,"rolling_update":{"max_surge":1,"max_unavailable":0},'
+        '"update_deadline_s":120,"user_config":{"v":0}},"steps":168}'
+    ),
 }
 """The first fix of seed 769 waited for starting replicas in the deliver of the change
 that relabelled them even after a newer change joined the update: it reverted the newer
