@@ -3,14 +3,13 @@ test advances, probes the test answers, a load balancer that is only a record.
 
 Real SQLite and the real runtime, planner and rollout; no sockets, no processes,
 no wall-clock sleeps. Every wait of the runtime's tasks is a ``FakeClock.sleep``
-that returns only when the test advances the clock past it.
+(the simulator's clock, steadyserve/sim/clock.py) that returns only when the test
+advances the clock past it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -20,39 +19,13 @@ from steadyserve.controller.pool_runtime import runtime_class
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
+from steadyserve.sim.clock import FakeClock
 from steadyserve.spec import ReadinessProbe, ServiceSpec, parse_service
 from steadyserve.store import ReplicaRow, ServiceRow, Store, VersionRow
 
 SETTLE_ROUNDS = 50
 # A binary fraction, so that steps add up to whole seconds exactly.
 STEP_S = 0.125
-
-
-class FakeClock:
-    """Wall and monotonic time in one number; sleepers wake only on :meth:`advance`."""
-
-    def __init__(self, start: float = 1_000_000.0) -> None:
-        self.t = start
-        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
-
-    def now(self) -> float:
-        return self.t
-
-    def wall(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._sleepers, (self.t + max(0.0, seconds), next(self._order), future))
-        await future
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-        while self._sleepers and self._sleepers[0][0] <= self.t:
-            _, _, future = heapq.heappop(self._sleepers)
-            if not future.done():
-                future.set_result(None)
 
 
 class FakeLoadBalancer:

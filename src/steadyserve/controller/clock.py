@@ -11,7 +11,7 @@ Nothing else in controller/ reads time: every module asks a :class:`Clock`.
 - ``sleep()`` is every wait of a replica's task (probe periods, drain polls).
 
 The reconcile loop's own tick is not here: tests call ``tick()`` themselves,
-and FakeClock (tests/helpers/fake_controller.py) moves both times together.
+and FakeClock (steadyserve/sim/clock.py) moves both times together.
 """
 
 from __future__ import annotations

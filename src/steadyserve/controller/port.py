@@ -189,6 +189,8 @@ class RolloutPort(ReplicaPort, Protocol):
     environment: ReplicaEnvironment
     probe_session: aiohttp.ClientSession
     """For ``user_config`` deliveries in place (rollout/in_place.py)."""
+    failure_reasons: dict[int, str]
+    """Why each failed replica failed: an in-place update's refusal names it."""
 
     def target_replicas(self) -> int: ...
 
@@ -202,6 +204,10 @@ class RolloutPort(ReplicaPort, Protocol):
 
     def stop_setup(self, version: int, why: str) -> None:
         """Cut short a version's environment build (its update ended)."""
+        ...
+
+    def version_served(self, version: int) -> None:
+        """A replica of ``version`` serves (an in-place relabel): the version is not broken."""
         ...
 
     def publish_now(self) -> None: ...

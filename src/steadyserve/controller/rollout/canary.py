@@ -270,6 +270,11 @@ class CanaryDriver:
         assert update is not None
         new = update.to_version
         weight = self._current().weight  # loaded first if a restart published before a tick
+        if not any(r.version == new for r in self.rt.replicas.values() if r.id in routable):
+            # No replica of the new version is ready yet (it starts slowly, or failed):
+            # its share would find no pool and be refused, while the stable version
+            # could serve it. It takes its share once a replica is routable.
+            weight = 0
         old = sorted(
             {r.version for r in self.rt.replicas.values() if r.id in routable and r.version != new}
             or {update.from_version}

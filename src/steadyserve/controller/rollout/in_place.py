@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from steadyserve.controller.rollout.state import Rollout
 
 CONTROL_RECONFIGURE = "/-/reconfigure"
+STARTING_WAIT_S = 0.1
+"""How often an in-place update looks at relabelled replicas that still start."""
 
 
 def relabel(rollout: Rollout, old_version: int, new_version: int) -> list[ReplicaRow]:
@@ -39,6 +41,11 @@ def relabel(rollout: Rollout, old_version: int, new_version: int) -> list[Replic
             )
             replica.version = new_version
             moved.append(replica)
+            if replica.ready_at is not None:
+                # It serves the new version as it runs: the version has served, so a
+                # new replica of it that fails to start does not judge it broken (no
+                # replacement would be launched, as a restarted controller would).
+                rt.version_served(new_version)
     rt.publish_now()
     return moved
 
@@ -62,6 +69,7 @@ async def deliver(
             )
         )
         failed = [why for ok, why in results if not ok]
+        failed += await _starting_ones(rollout, update, relabelled)
     if update is not rollout.update or update.status is not UpdateStatus.IN_PROGRESS:
         return
     if failed:
@@ -69,6 +77,35 @@ async def deliver(
     elif not strategy_of(update.mode).restarts:
         rollout.finish(UpdateStatus.SUCCEEDED, f"applied in place to {len(relabelled)} replicas")
     rt.wake()
+
+
+async def _starting_ones(
+    rollout: Rollout, update: UpdateRow, relabelled: list[ReplicaRow]
+) -> list[str]:
+    """Relabelled replicas still starting take the new config when their probe first
+    passes (probing.py), and fail if they refuse it: the update waits for them, and
+    their refusals fail it, as a running replica's would (else it succeeded with the
+    config taken by none, and the refusal left the version judged broken)."""
+    rt = rollout.rt
+    target = update.to_version
+    starting = [r for r in relabelled if r.status is ReplicaStatus.STARTING]
+
+    def ours() -> bool:  # a newer in-place change joining takes over (and judges)
+        return (
+            update is rollout.update
+            and update.status is UpdateStatus.IN_PROGRESS
+            and update.to_version == target
+        )
+
+    while ours() and any(r.status is ReplicaStatus.STARTING for r in starting):
+        await rt.clock.sleep(STARTING_WAIT_S)
+    if not ours():
+        return []
+    return [
+        rt.failure_reasons.get(r.id, "it failed as it started")
+        for r in starting
+        if r.status.is_failed and r.version == target
+    ]
 
 
 def revert(

@@ -1,0 +1,5 @@
+"""``python -m steadyserve.sim run|replay|self-check``: see sim/cli.py."""
+
+from steadyserve.sim.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""The invariants a run checks after every step, each with a name a mutant targets.
+
+- ``routing``: no request is routed to a replica that is not READY (or draining:
+  out of the table, its drain not yet confirmed), nor to a version the canary's
+  weight gives no traffic.
+- ``drain``: no request is routed to a replica the controller already stopped (its
+  drain was confirmed), and no replica is stopped while the load balancer still
+  routes to it or has requests in flight on it.
+- ``availability``: no request fails that a client of the real system would have
+  seen succeed: with no fault, restart or load balancer restart lately, nothing
+  fails, and ready capacity stays at least ``target - max_unavailable``.
+- ``surge``: a rolling update never runs more than ``target + max_surge`` replicas.
+- ``moves``: every replica state, update status and version outcome change, and
+  every version's first outcome, is one the typed tables of core/states.py allow.
+- ``agreement``: the runtime's replicas, version and update are the store's.
+- ``ends``: every update ends (SUCCEEDED, FAILED, ROLLED_BACK) within a bound once
+  faults stop, no version stays "in progress", and the service converges to one
+  version at full strength with no orphan process (checked at a run's end).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from steadyserve.core.states import (
+    OUTCOME_MOVES,
+    REPLICA_MOVES,
+    UPDATE_MOVES,
+    UPDATE_START,
+    VERSION_STARTS,
+    ReplicaStatus,
+    UpdateStatus,
+    VersionOutcome,
+)
+
+INVARIANTS = ("routing", "drain", "availability", "surge", "moves", "agreement", "ends")
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    step: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"step {self.step}: {self.invariant}: {self.what}"
+
+
+class StateWatch:
+    """Reads the state file (its own connection) for what changed since the last step."""
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.last_event = 0
+        self.updates: dict[int, str] = {}
+        self.outcomes: dict[int, str] = {}
+
+    def close(self) -> None:
+        self.db.close()
+
+    def replicas(self) -> dict[int, tuple[int, str, int | None]]:
+        rows = self.db.execute("SELECT id, version, status, pid FROM replicas WHERE service='svc'")
+        return {i: (v, s, p) for i, v, s, p in rows}
+
+    def service_version(self) -> int | None:
+        row = self.db.execute("SELECT version FROM services WHERE name='svc'").fetchone()
+        return None if row is None else int(row[0])
+
+    def latest_update(self) -> tuple[int, str, int] | None:
+        row = self.db.execute(
+            "SELECT id, status, to_version FROM updates WHERE service='svc'"
+            " ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
+
+    def moves(self) -> list[str]:
+        """Every change since the last call that the tables of moves do not allow."""
+        bad: list[str] = []
+        for eid, rid, old, new in self.db.execute(
+            "SELECT id, replica_id, from_status, to_status FROM events WHERE id > ? ORDER BY id",
+            (self.last_event,),
+        ).fetchall():
+            self.last_event = eid
+            if new == "ILLEGAL_MOVE":
+                bad.append("the store recorded an illegal move")
+                continue
+            if (
+                rid is None
+                or old is None
+                or old == new
+                or old not in _REPLICA
+                or new not in _REPLICA
+            ):
+                continue
+            if ReplicaStatus(new) not in REPLICA_MOVES[ReplicaStatus(old)]:
+                bad.append(f"replica {rid}: {old} -> {new}")
+        for uid, status in self.db.execute("SELECT id, status FROM updates WHERE service='svc'"):
+            before = self.updates.get(uid)
+            if (
+                before is None
+                and status != UPDATE_START
+                and UpdateStatus(status) not in UPDATE_MOVES[UPDATE_START]
+            ):
+                bad.append(f"update {uid} started {status}")
+            elif (
+                before is not None
+                and before != status
+                and UpdateStatus(status) not in UPDATE_MOVES[UpdateStatus(before)]
+            ):
+                bad.append(f"update {uid}: {before} -> {status}")
+            self.updates[uid] = status
+        for version, outcome in self.db.execute(
+            "SELECT version, outcome FROM versions WHERE service='svc'"
+        ):
+            before = self.outcomes.get(version)
+            if before is None and VersionOutcome(outcome) not in VERSION_STARTS:
+                if not _reachable(VERSION_STARTS, VersionOutcome(outcome)):
+                    bad.append(f"version {version} started '{outcome}'")
+            elif (
+                before is not None
+                and before != outcome
+                and not _reachable({VersionOutcome(before)}, VersionOutcome(outcome))
+            ):
+                bad.append(f"version {version}: '{before}' -> '{outcome}'")
+            self.outcomes[version] = outcome
+        return bad
+
+
+_REPLICA = {s.value for s in ReplicaStatus}
+
+
+def _reachable(
+    starts: set[VersionOutcome] | frozenset[VersionOutcome], end: VersionOutcome
+) -> bool:
+    """``end`` is at most two allowed moves from one of ``starts`` (one step of a run
+    may make two: an update that succeeds and is retired by the next at once)."""
+    for start in starts:
+        for middle in OUTCOME_MOVES[start]:
+            if middle == end or end in OUTCOME_MOVES[middle]:
+                return True
+    return False

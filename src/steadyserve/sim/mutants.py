@@ -1,0 +1,191 @@
+"""Deliberately broken controllers, to show the invariants can fail.
+
+Each mutant changes one decision of the real controller (by monkeypatching, undone
+after the run) and never raises; the self-check runs schedules against it until
+the invariant it targets reports a violation (at most ``MAX_SCHEDULES``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from steadyserve.controller import readopt, routes
+from steadyserve.controller.rollout.state import Rollout
+from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.core.planner import Plan
+from steadyserve.core.states import ReplicaStatus
+from steadyserve.core.strategies.base import UpdateStep
+from steadyserve.core.strategies.rolling import Rolling
+from steadyserve.store import Store
+
+MAX_SCHEDULES = 200
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    targets: str
+    """The invariant that must catch it."""
+    what: str
+    patch: Callable[[], contextlib.AbstractContextManager[None]]
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, attribute: str, value: Any) -> Iterator[None]:
+    saved = owner.__dict__[attribute] if isinstance(owner, type) else getattr(owner, attribute)
+    setattr(owner, attribute, value)
+    try:
+        yield
+    finally:
+        setattr(owner, attribute, saved)
+
+
+def _skip_drain_confirmation() -> contextlib.AbstractContextManager[None]:
+    """Every replica counts as drained at once: stopped while the LB may route to it."""
+    return _patched(routes.RoutePublisher, "drained", lambda self, rid, removed_in: True)
+
+
+def _stop_old_before_new_ready() -> contextlib.AbstractContextManager[None]:
+    """Rolling drains every old replica at once, ready new ones or not."""
+    original = Rolling.plan
+
+    def plan(self: Rolling, step: UpdateStep) -> Plan:
+        plan = original(self, step)
+        old = [r for r in step.replicas if r.version != step.new_version and r.status.is_live]
+        drained = {rid for rid, _ in plan.drain}
+        extra = tuple((r.id, "replaced") for r in old if r.id not in drained)
+        routable = frozenset(i for i in plan.routable if i not in {rid for rid, _ in extra})
+        return replace(plan, drain=plan.drain + extra, routable=routable)
+
+    return _patched(Rolling, "plan", plan)
+
+
+def _exceed_max_surge() -> contextlib.AbstractContextManager[None]:
+    """Rolling launches one replica more than the surge allows, whenever it launches."""
+    original = Rolling.plan
+
+    def plan(self: Rolling, step: UpdateStep) -> Plan:
+        plan = original(self, step)
+        return replace(plan, launch=plan.launch + 1) if plan.launch else plan
+
+    return _patched(Rolling, "plan", plan)
+
+
+def _forget_on_restart() -> contextlib.AbstractContextManager[None]:
+    """A restarted controller drops its highest-numbered replica from the state (its
+    process runs on, unlisted)."""
+    original = readopt.readopt
+
+    def forgetful(rt: Any) -> None:
+        live = sorted(r.id for r in rt.replicas.values() if r.status.is_live)
+        if live:
+            replica = rt.replicas.pop(live[-1])
+            rt.store.remove_replica(replica, "forgotten")
+        original(rt)
+
+    from steadyserve.controller import runtime as runtime_module
+
+    return _patched(runtime_module, "readopt", forgetful)
+
+
+def _route_under_probe_failure() -> contextlib.AbstractContextManager[None]:
+    """NOT_READY replicas (failing probes) stay in the route table."""
+    from steadyserve.controller import runtime as runtime_module
+
+    original = runtime_module.__dict__["route_table"]
+
+    def table(spec: Any, replicas: Any, routable: frozenset[int], **kw: Any) -> Any:
+        rows = list(replicas)
+        unready = {r.id for r in rows if r.status is ReplicaStatus.NOT_READY}
+        shown = [replace(r, status=ReplicaStatus.READY) if r.id in unready else r for r in rows]
+        return original(spec, shown, routable | frozenset(unready), **kw)
+
+    return _patched(runtime_module, "route_table", table)
+
+
+def _lose_a_write() -> contextlib.AbstractContextManager[None]:
+    """The store misses the write of a replica turning NOT_READY (the runtime has it)."""
+    original = Store.set_replica_status
+
+    def write(self: Store, replica: Any, new: ReplicaStatus, reason: str, **values: Any) -> None:
+        if new is ReplicaStatus.NOT_READY:
+            replica.status = new  # in memory only
+            return
+        original(self, replica, new, reason, **values)
+
+    return _patched(Store, "set_replica_status", write)
+
+
+def _never_finish() -> contextlib.AbstractContextManager[None]:
+    """A converged update is never recorded as ended (it stays IN_PROGRESS)."""
+    return _patched(Rollout, "finish", lambda self, status, message: None)
+
+
+def _illegal_move() -> contextlib.AbstractContextManager[None]:
+    """A replica whose probes fail three times is recorded READY -> FAILED_INITIAL_DELAY
+    (a move the table refuses), with the controller's own check switched off."""
+    from steadyserve.controller import runtime as runtime_module
+
+    original = ServiceRuntime.mark_failed
+
+    def mark_failed(self: ServiceRuntime, replica: Any, status: ReplicaStatus, reason: str) -> None:
+        if status is ReplicaStatus.FAILED_PROBING:
+            status = ReplicaStatus.FAILED_INITIAL_DELAY
+        original(self, replica, status, reason)
+
+    @contextlib.contextmanager
+    def both() -> Iterator[None]:
+        with (
+            _patched(runtime_module, "check_move", lambda old, new: None),
+            _patched(ServiceRuntime, "mark_failed", mark_failed),
+        ):
+            yield
+
+    return both()
+
+
+MUTANTS = (
+    Mutant(
+        "skip-drain-confirmation",
+        "drain",
+        "stop a replica before the LB confirmed its drain",
+        _skip_drain_confirmation,
+    ),
+    Mutant(
+        "stop-old-before-new-ready",
+        "availability",
+        "a rolling update drains old replicas before new ones are ready",
+        _stop_old_before_new_ready,
+    ),
+    Mutant(
+        "exceed-max-surge", "surge", "a rolling update launches past max_surge", _exceed_max_surge
+    ),
+    Mutant(
+        "forget-replica-on-restart",
+        "ends",
+        "a restarted controller forgets a replica",
+        _forget_on_restart,
+    ),
+    Mutant(
+        "route-under-probe-failure",
+        "routing",
+        "replicas failing probes stay routed",
+        _route_under_probe_failure,
+    ),
+    Mutant(
+        "lose-a-state-write",
+        "agreement",
+        "a replica's state change never reaches the store",
+        _lose_a_write,
+    ),
+    Mutant(
+        "never-finish-updates",
+        "ends",
+        "a converged update is never recorded as ended",
+        _never_finish,
+    ),
+    Mutant("illegal-move", "moves", "a replica moves READY -> FAILED_INITIAL_DELAY", _illegal_move),
+)

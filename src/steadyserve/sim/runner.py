@@ -1,0 +1,402 @@
+"""One run of a schedule: the simulated machine, the controller on it, the steps.
+
+A step applies the schedule's events of that step, advances the clock by
+``STEP_S``, lets every task run until it waits on the clock, ticks the reconcile
+loop, lets the tasks run again, sends the clients' requests, and checks the
+invariants (sim/invariants.py). A controller kill lands after a number of event
+loop passes drawn by the schedule, so it can fall at any await point of any task;
+the next controller starts from the same SQLite file. After the last step the
+faults stop, waiting updates are promoted, and the run goes on (bounded) until the
+service converges, which the ``ends`` invariant then checks.
+
+A run's trace (one line a step) is a function of its schedule alone: the same seed
+gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from steadyserve.controller import progressive
+from steadyserve.controller.errors import BadInput, Conflict, NotFound
+from steadyserve.controller.rollout import in_place
+from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
+from steadyserve.home.paths import Home
+from steadyserve.sim.clock import FakeClock, settle
+from steadyserve.sim.determinism import InlineExecutor, seeded_generators
+from steadyserve.sim.invariants import StateWatch, Violation
+from steadyserve.sim.schedule import STEP_S, Schedule
+from steadyserve.sim.traffic import Clients, Outcome, SimLoadBalancer
+from steadyserve.sim.world import (
+    SimBackend,
+    SimConfigPost,
+    SimController,
+    SimLoadBalancerProcess,
+    SimProber,
+)
+from steadyserve.spec import parse_service
+from steadyserve.store import STRICT_MOVES_ENV, ServiceRow, Store, VersionRow
+
+NAME = "svc"
+DISTURBED_S = 30.0
+"""After a fault or restart, failures are the fault's for this long (a replacement
+starts, passes its probe and is routed well within it)."""
+
+
+def _tmp_root() -> Path:
+    """tmpfs when there is one: SQLite's fsyncs cost nothing, a truncation is real."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() else Path(tempfile.gettempdir())
+
+
+@dataclass
+class Result:
+    schedule: Schedule
+    steps: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)
+    ended: dict[str, int] = field(default_factory=dict)
+    """Updates that ended, by mode and status (``rolling SUCCEEDED``)."""
+    restarts: int = 0
+    requests: int = 0
+    failed: int = 0
+
+    def trace_bytes(self) -> bytes:
+        return ("\n".join(self.trace) + "\n").encode()
+
+
+class Run:
+    """The simulated machine and controller of one schedule."""
+
+    def __init__(self, schedule: Schedule, root: Path) -> None:
+        self.schedule = schedule
+        self.result = Result(schedule)
+        self.clock = FakeClock()
+        self.home = Home(root / "home").ensure()
+        self.backend = SimBackend(self.home, self.clock)
+        self.prober = SimProber(self.backend, self.clock)
+        self.config_post = SimConfigPost(self.backend)
+        self.lb_process = SimLoadBalancerProcess()
+        self.sim_tasks: set[asyncio.Task[Any]] = set()
+        self.backend.status_of = self._status_of
+        self.lb = SimLoadBalancer(self.clock, self._sim_task)
+        self.clients = Clients(self.lb, self.backend)
+        self.life = 0
+        self.controller: SimController | None = None
+        self.runtime: ServiceRuntime | None = None
+        self.commands = 0
+        self.command_tasks: set[asyncio.Task[None]] = set()
+        self.step = 0
+        self.disturbed_until = 0.0
+        self.zero_until = 0.0
+        self.ready_once = False
+        self.killed_tasks: set[asyncio.Task[Any]] = set()
+        self.live_tasks: dict[asyncio.Task[Any], int] = {}
+        self._task_numbers = itertools.count()
+        self.kill_at: dict[str, Any] | None = None
+        self.down_until_step = -1
+        self.update_started: dict[tuple[int, int], tuple[int, int]] = {}
+        self._make_service()
+        self.watch = StateWatch(str(self.home.db_path))
+
+    # the machine -------------------------------------------------------------
+    def _sim_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.sim_tasks.add(task)
+        task.add_done_callback(self.sim_tasks.discard)
+        return task
+
+    def _make_service(self) -> None:
+        """``steady up`` of version 1, as the controller records it."""
+        spec = parse_service(
+            {"name": NAME, "run": "serve --v0", "service": self.schedule.service},
+            base_dir=self.home.root,
+        )
+        store = Store(self.home.db_path)
+        row = ServiceRow(
+            name=NAME,
+            status=ServiceStatus.CONTROLLER_INIT,
+            version=1,
+            created_at=self.clock.wall(),
+            port=30001,
+        )
+        store.add_service(
+            row,
+            VersionRow(
+                service=NAME,
+                version=1,
+                created_at=self.clock.wall(),
+                spec_json=spec.spec_json(),
+                spec_yaml="",
+                mode=UpdateMode.INITIAL,
+                outcome=VersionOutcome.ACTIVE,
+            ),
+        )
+        store.close()
+        self.home.version_workdir(NAME, 1).mkdir(parents=True)  # as `steady up` leaves it
+
+    def start_controller(self) -> None:
+        self.life += 1
+        self.controller = SimController(
+            self.home, self.clock, self.backend, self.prober, self.lb_process, self.life
+        )
+        self.runtime = self.controller.start_service(NAME)
+        self.lb.attach(self.runtime)
+
+    def kill_controller(self) -> None:
+        """SIGKILL: every task of the controller ends where it is; its state file stays."""
+        assert self.controller is not None
+        self.result.restarts += 1
+        current = asyncio.current_task()
+        # In the order they were made: a set of tasks iterates by memory address.
+        for task in sorted(self.live_tasks, key=self.live_tasks.__getitem__):
+            if task is not current and task not in self.sim_tasks and not task.done():
+                self.killed_tasks.add(task)
+                task.cancel()
+        self.lb.detach()
+        self.controller.store.close()  # what a task would write on its way out is lost
+        self.controller = None
+        self.runtime = None
+        self.disturb()
+
+    def _status_of(self, pid: int) -> ReplicaStatus | None:
+        rt = self.runtime
+        rows = [] if rt is None else [r for r in rt.replicas.values() if r.pid == pid]
+        return rows[0].status if rows else None
+
+    def disturb(self) -> None:
+        self.disturbed_until = self.clock.now() + DISTURBED_S
+
+    def task_factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        """Every task of the run, numbered as made; one that raises is judged when it
+        ends (not when the garbage collector happens to find it unretrieved)."""
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        self.live_tasks[task] = next(self._task_numbers)
+        task.add_done_callback(self._task_ended)
+        return task
+
+    def _task_ended(self, task: asyncio.Task[Any]) -> None:
+        self.live_tasks.pop(task, None)
+        if task.cancelled():
+            return
+        exc = task.exception()  # retrieved: asyncio reports nothing later
+        if exc is not None and task not in self.killed_tasks:
+            self._violate("agreement", f"a controller task raised: {exc!r}")
+
+    def _violate(self, invariant: str, what: str) -> None:
+        self.result.violations.append(Violation(invariant, self.step, what))
+
+    # events ----------------------------------------------------------------
+    def apply(self, kind: str, args: dict[str, Any]) -> None:
+        if kind == "load":
+            self.clients.per_step = int(args["per_step"])
+        elif kind == "update":
+            self._command(self._update(args))
+        elif kind == "command":
+            self._progressive(str(args["action"]), bool(args.get("full")))
+        elif kind == "crash":
+            pid = self._pick(int(args["pick"]))
+            if pid is not None:
+                self.backend.processes[pid].crashed = True
+                self.backend.replicas[pid].exit(137)
+                self.disturb()
+        elif kind in ("hang", "probe_fail"):
+            pid = self._pick(int(args["pick"]))
+            if pid is not None:
+                proc = self.backend.processes[pid]
+                until = self.clock.now() + float(args["for_s"])
+                if kind == "hang":
+                    proc.hung_until = until
+                else:
+                    proc.probe_fail_until = until
+                self.disturbed_until = max(self.disturbed_until, until + DISTURBED_S)
+        elif kind in ("slow_start", "never_start"):
+            self.backend.next_faults.append({"kind": kind, **args})
+        elif kind == "controller_kill":
+            if self.controller is not None:
+                self.kill_at = args
+        elif kind == "lb_restart":
+            self.lb.restart()
+            self.disturb()
+
+    def _pick(self, n: int) -> int | None:
+        alive = sorted(pid for pid in self.backend.replicas if self.backend.alive(pid))
+        return alive[n % len(alive)] if alive else None
+
+    def _command(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """A CLI command reaching the controller: a task of the controller's."""
+        self.commands += 1
+        number = self.commands
+
+        async def carried() -> None:
+            try:
+                result = await coro
+                self.result.trace.append(f"  cmd{number} ok {json.dumps(result.get('version'))}")
+            except (BadInput, Conflict, NotFound) as exc:
+                why = str(exc).splitlines()[0].replace(str(self.home.root), "$STEADY_HOME")
+                self.result.trace.append(f"  cmd{number} refused: {why}")
+
+        if self.controller is None:  # nothing listens: the CLI's call fails
+            coro.close()
+            self.result.trace.append(f"  cmd{number} refused: no controller")
+            return
+        self.command_tasks.add(asyncio.get_running_loop().create_task(carried()))
+
+    async def _update(self, args: dict[str, Any]) -> dict[str, Any]:
+        controller, runtime = self.controller, self.runtime
+        assert controller is not None and runtime is not None
+        mode_name = str(args["mode"])
+        if mode_name == "rollback":
+            return await controller.rollback(NAME, None, dry_run=False)
+        current = controller.store.version(NAME, runtime.row.version)
+        assert current is not None
+        spec = json.loads(current.spec_json)
+        service = spec["service"]
+        mode: str | None = None
+        if mode_name in ("rolling", "blue_green", "canary"):
+            spec["run"] = f"serve --v{self.commands}"
+            mode = mode_name
+        if mode_name == "blue_green":
+            service["blue_green"]["auto_promote"] = bool(args["auto_promote"])
+        elif mode_name == "canary":
+            service["canary"]["steps"] = [*args["steps"], {"weight": 100}]
+        elif mode_name == "in_place":
+            service["user_config"] = {"v": self.commands}
+            if args.get("refused"):
+                self.config_post.refused = service["user_config"]
+                self.disturbed_until = float("inf")  # the version fails; so may replicas
+        elif mode_name == "replicas":
+            if service.get("replica_policy") is not None:
+                service["replica_policy"]["max_replicas"] = max(1, int(args["replicas"]))
+                service["replica_policy"]["min_replicas"] = 1
+            else:
+                service["replicas"] = int(args["replicas"])
+        return await controller.update_service(NAME, json.dumps(spec), "", mode=mode, dry_run=False)
+
+    def _progressive(self, action: str, full: bool) -> None:
+        self.commands += 1
+        if self.runtime is None:
+            self.result.trace.append(f"  cmd{self.commands} refused: no controller")
+            return
+        try:
+            message = progressive.carry_out(self.runtime, action, full)
+            self.result.trace.append(f"  cmd{self.commands} {action}: {message}")
+        except BadInput as exc:
+            self.result.trace.append(f"  cmd{self.commands} {action} refused: {exc}")
+
+    # stepping --------------------------------------------------------------
+    async def one_step(self) -> Outcome:
+        self.clock.advance(STEP_S)
+        if self.kill_at is not None:
+            passes = int(self.kill_at["at"])
+            for _ in range(passes):
+                await asyncio.sleep(0)
+            self.down_until_step = self.step + int(self.kill_at["down_steps"])
+            self.kill_at = None
+            self.kill_controller()
+        await settle()
+        if self.controller is None and self.step >= self.down_until_step:
+            self.start_controller()
+            await settle()
+        if self.runtime is not None:
+            self.runtime.tick()
+            await settle()
+        out = self.clients.step(self.step)
+        self.result.requests += out.ok + out.failed
+        self.result.failed += out.failed
+        return out
+
+    def trace_line(self, out: Outcome) -> str:
+        rt = self.runtime
+        if rt is None:
+            return f"{self.step} down ok={out.ok} fail={out.failed}"
+        reps = ",".join(
+            f"{r.id}:{r.version}:{r.status.value[:4]}"
+            for r in sorted(rt.replicas.values(), key=lambda r: r.id)
+        )
+        update = rt.rollout.update
+        upd = f"{update.mode}>{update.to_version}:{update.status.value[:4]}" if update else "-"
+        return (
+            f"{self.step} v{rt.row.version} {rt.row.status.value[:5]} {upd} [{reps}] "
+            f"t{rt.routes.version} ok={out.ok} fail={out.failed}"
+        )
+
+
+@contextlib.contextmanager
+def _quiet_logs() -> Iterator[None]:
+    """The controller logs what it survives (a failed tick, an illegal move): the
+    invariants judge those, the log would only flood the terminal."""
+    logger = logging.getLogger("steadyserve")
+    level, logger.level = logger.level, logging.CRITICAL + 1
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def run(schedule: Schedule) -> Result:
+    """Run ``schedule`` on a fresh event loop and simulated machine; its result."""
+    root = Path(tempfile.mkdtemp(prefix="steady-sim-", dir=_tmp_root()))
+    saved_post = in_place.__dict__["post_user_config"]
+    # As a running controller: an illegal move is recorded (the ``moves`` invariant
+    # reads it), not raised (the tests' strict setting would end the run).
+    saved_strict = os.environ.pop(STRICT_MOVES_ENV, None)
+    try:
+        with _quiet_logs(), seeded_generators(schedule.seed):
+            run_ = Run(schedule, root)
+            setattr(in_place, "post_user_config", run_.config_post)  # noqa: B010 (no socket)
+            try:
+                asyncio.run(_main(run_))
+            finally:
+                run_.watch.close()
+            return run_.result
+    finally:
+        setattr(in_place, "post_user_config", saved_post)  # noqa: B010
+        if saved_strict is not None:
+            os.environ[STRICT_MOVES_ENV] = saved_strict
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _main(run_: Run) -> None:
+    from steadyserve.sim import checks  # the per-step checks read the run's state
+
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(InlineExecutor())
+    loop.set_task_factory(run_.task_factory)  # type: ignore[arg-type]
+    run_.start_controller()
+    await settle()
+    events = sorted(run_.schedule.events, key=lambda e: e[0])
+    last = max([run_.schedule.steps, *(s + 1 for s, _, _ in events)])
+    i = 0
+    for step in range(last):
+        run_.step = step
+        while i < len(events) and events[i][0] <= step:
+            _, kind, args = events[i]
+            run_.result.trace.append(f"  event {kind} {json.dumps(args, sort_keys=True)}")
+            run_.apply(kind, args)
+            i += 1
+        out = await run_.one_step()
+        run_.result.trace.append(run_.trace_line(out))
+        checks.after_step(run_, out)
+        if run_.result.violations:
+            break
+    if not run_.result.violations:
+        await checks.end(run_, last)
+    run_.result.steps = run_.step + 1
+    # Leave nothing running: the next run gets a fresh loop.
+    if run_.controller is not None:
+        run_.controller.store.close()

@@ -1,0 +1,243 @@
+"""The simulated machine a run's controller manages: replicas that exist only as
+records (with the faults a schedule gives them), the probes and ``user_config``
+posts they answer, and the controller itself with those injected.
+
+The controller is the real :class:`~steadyserve.controller.daemon.Controller` for its
+commands (update, rollback, its command lock) and the real runtime for everything
+else; only what would touch the machine is replaced: the backend (no process), the
+prober and the reconfigure post (no socket), the load balancer's process (a record;
+sim/traffic.py routes), the machine's inventory (no GPU query).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from steadyserve.backends.base import LaunchRequest, ReplicaHandle
+from steadyserve.backends.fake import FakeBackend, FakeReplica
+from steadyserve.controller.capacity import CapacityPool
+from steadyserve.controller.daemon import Controller
+from steadyserve.controller.endpoint import EndpointClaims
+from steadyserve.controller.pool_runtime import runtime_class
+from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.core.capacity import Inventory
+from steadyserve.core.states import ReplicaStatus
+from steadyserve.home.paths import Home
+from steadyserve.sim.clock import FakeClock
+from steadyserve.spec import ReadinessProbe
+from steadyserve.store import ServiceRow, Store
+
+
+@dataclass
+class Process:
+    """A simulated replica process: when it serves, and what ails it."""
+
+    born: float
+    start_delay: float
+    never_starts: bool = False
+    hung_until: float = 0.0
+    probe_fail_until: float = 0.0
+    crashed: bool = False
+    """Ended by a fault (not by the controller's stop)."""
+
+    def started(self, now: float) -> bool:
+        return not self.never_starts and now >= self.born + self.start_delay
+
+
+class SimBackend(FakeBackend):
+    """The fake backend (nothing listens, a replica is a record) with faults at launch."""
+
+    START_DELAY_S = 2.0
+
+    def __init__(self, home: Home, clock: FakeClock) -> None:
+        super().__init__(home, serve=False)
+        self.clock = clock
+        self.processes: dict[int, Process] = {}
+        self.by_port: dict[int, FakeReplica] = {}
+        self.next_faults: deque[dict[str, Any]] = deque()
+        """Faults the next launched replicas get, in order (never/slow start)."""
+        self.stopped_by_controller: set[int] = set()
+        self.drained: set[int] = set()
+        """Pids stopped after a drain (SHUTTING_DOWN), not for failing: the drain
+        handshake promised the load balancer no longer routes to them."""
+        self.status_of: Callable[[int], ReplicaStatus | None] = lambda pid: None
+
+    async def launch(self, request: LaunchRequest) -> ReplicaHandle:
+        replica = await super().launch(request)
+        assert isinstance(replica, FakeReplica)
+        fault = self.next_faults.popleft() if self.next_faults else {}
+        self.processes[replica._pid] = Process(
+            born=self.clock.now(),
+            start_delay=float(fault.get("delay_s", self.START_DELAY_S)),
+            never_starts=fault.get("kind") == "never_start",
+        )
+        self.by_port[replica.port] = replica
+        return replica
+
+    async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
+        if isinstance(handle, FakeReplica) and handle.exit_code() is None:
+            self.stopped_by_controller.add(handle._pid)
+            if self.status_of(handle._pid) is ReplicaStatus.SHUTTING_DOWN:
+                self.drained.add(handle._pid)
+        await super().stop(handle, timeout_s)
+
+    def alive(self, pid: int) -> bool:
+        replica = self.replicas.get(pid)
+        return replica is not None and replica.exit_code() is None
+
+    def serving(self, pid: int) -> bool:
+        """Whether a request sent to the replica now would be answered 200."""
+        proc = self.processes[pid]
+        now = self.clock.now()
+        return (
+            self.alive(pid)
+            and proc.started(now)
+            and now >= proc.hung_until
+            and now >= proc.probe_fail_until
+        )
+
+    def faulty(self, pid: int) -> bool:
+        """Ailing by the schedule's doing (a failure it causes is no controller's fault)."""
+        proc = self.processes[pid]
+        now = self.clock.now()
+        return (
+            proc.crashed
+            or proc.never_starts
+            or now < proc.hung_until
+            or now < proc.probe_fail_until
+        )
+
+
+class SimProber:
+    """The readiness probe, answered by the simulated process behind the port."""
+
+    def __init__(self, backend: SimBackend, clock: FakeClock) -> None:
+        self.backend = backend
+        self.clock = clock
+
+    async def __call__(self, host: str, port: int, probe: ReadinessProbe) -> tuple[bool, str]:
+        replica = self.backend.by_port.get(port)
+        if replica is None or replica.exit_code() is not None:
+            return False, "connection refused"
+        proc = self.backend.processes[replica._pid]
+        now = self.clock.now()
+        if now < proc.hung_until:  # no answer: the probe times out
+            await self.clock.sleep(probe.timeout_seconds)
+            return False, f"no answer within timeout_seconds={probe.timeout_seconds:g}"
+        if not proc.started(now):
+            return False, "connection refused"
+        if now < proc.probe_fail_until:
+            return False, "answered 503"
+        return True, "ok"
+
+
+class SimConfigPost:
+    """``post_user_config`` without a socket: the replica takes or refuses the config."""
+
+    def __init__(self, backend: SimBackend) -> None:
+        self.backend = backend
+        self.refused: Any = None
+        """The ``user_config`` of the schedule's in-place update that every replica refuses."""
+
+    async def __call__(
+        self, session: Any, ip: str, port: int, path: str, user_config: Any, **_: Any
+    ) -> tuple[bool, bool, str]:
+        await asyncio.sleep(0)  # an await point, as the real post has
+        replica = self.backend.by_port.get(port)
+        if replica is None or not self.backend.serving(replica._pid):
+            return False, False, "connection refused"
+        if self.refused is not None and user_config == self.refused:
+            return False, True, f"{path} answered 500"
+        return True, True, ""
+
+
+class SimLoadBalancerProcess:
+    """What the runtime asks of its load balancer's process; routing is sim/traffic.py's."""
+
+    def __init__(self) -> None:
+        self.running = True
+        self.handle = None
+        self.failure: str | None = None
+        self.tls_env: dict[str, str] = {}
+
+    def supervise(self, store: Store, row: ServiceRow, workers: int | str = 1) -> None:
+        pass
+
+    def adopt(self, pid: int | None, create_time: float | None) -> None:
+        pass
+
+    def detach(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self.running = False
+
+
+class SimController(Controller):
+    """The real controller's commands over the simulated machine.
+
+    Built without :meth:`Controller.__init__`'s machine (no backend chosen from the
+    environment, no GPU query, no gateway process, no listening socket); what
+    :meth:`Controller.serve` does at start that matters to one service (re-adopt
+    its replicas) the runner does by :meth:`start_service`."""
+
+    _incarnation = itertools.count(1)
+
+    def __init__(
+        self,
+        home: Home,
+        clock: FakeClock,
+        backend: SimBackend,
+        prober: SimProber,
+        lb: SimLoadBalancerProcess,
+        life: int,
+    ) -> None:
+        self.home = home
+        self.clock = clock
+        self.store = Store(home.db_path)
+        self.backend = backend
+        self.backend_name = "sim"
+        self.epoch = f"life{life}"
+        self._incarnations = itertools.count(1)
+        self.services: dict[str, ServiceRuntime] = {}
+        self.started_at = clock.wall()
+        self.url = ""
+        self._stop = asyncio.Event()
+        self._down_tasks: dict[str, asyncio.Task[None]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.endpoints = EndpointClaims()
+        self._resumed_downs: list[asyncio.Task[None]] = []
+        self.capacity = CapacityPool(Inventory(gpus=(), cores=(0, 1)), self._all_replicas)
+        self.probe_session = None  # type: ignore[assignment]  # no HTTP: probes are injected
+        self._prober = prober
+        self._lb = lb
+
+    def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
+        runtime = runtime_class(self.store, row)(
+            self.home,
+            self.store,
+            self.backend,
+            None,  # type: ignore[arg-type]
+            f"{self.epoch}.{next(self._incarnations)}",
+            row,
+            clock=self.clock,
+            prober=self._prober,
+            lb=self._lb,  # type: ignore[arg-type]
+            capacity=self.capacity,
+        )
+        self.services[row.name] = runtime
+        return runtime
+
+    def start_service(self, name: str) -> ServiceRuntime:
+        """What a (re)started controller does for ``name``: a runtime from the store's
+        rows, its replicas re-adopted; the reconcile loop is the runner's to tick."""
+        row = self.store.service(name)
+        assert row is not None, f"service {name} is not in the state"
+        runtime = self._new_runtime(row)
+        runtime.resume()
+        return runtime
