@@ -286,10 +286,18 @@ def decide(
             return head.reject(505, f"HTTP/{version} is not supported here", "http_version")
         http10 = version == "1.0"
     hosts = head.hosts
-    if hosts != 1 and (hosts or not http10):
-        return head.reject(400, "a request needs exactly one Host header", "bad_host")
-    url = head.url
     lines = head.lines
+    if hosts != 1:
+        if hosts or not http10:
+            return head.reject(400, "a request needs exactly one Host header", "bad_host")
+        # HTTP/1.0 may omit Host, but the head goes on as HTTP/1.1, which must carry
+        # one (RFC 9112 3.2; a replica reading it strictly, h11 for one, answers 400
+        # without): empty, as for a target without an authority, or the authority
+        # of an absolute-form target (below).
+        lines = [b"host", b": ", b"", b"\r\n", *lines]
+        head.host_at = 2
+        hosts = 1
+    url = head.url
     if not is_plain(url):
         try:
             url, authority = normalise(url, method)
@@ -306,6 +314,10 @@ def decide(
         return head.reject(401, "unauthorized: send Authorization: Bearer KEY", "unauthorized")
     if marked:
         buffering = chunked is not None or content_length > 0
+        if chunked is not None and http10:
+            # RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
+            # framing (a 1.0 peer may have read its body another way): close after it.
+            keep_alive = False
         if buffering and not http10:
             lines = _without_expect(head, lines)
         tokens = head.conn_tokens
