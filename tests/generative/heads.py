@@ -111,6 +111,13 @@ QUIRKS: dict[str, Quirk] = {
             "are forwarded for the replica to decode",
         ),
         Quirk(
+            "chunked_list_spelling",
+            "LAXER",
+            "RFC 9110 5.6.1: a recipient MUST ignore empty list elements; h11 refuses "
+            "', chunked'. The load balancer forwards the codings without them, so the "
+            "replica finds chunked where it looks",
+        ),
+        Quirk(
             "request_line_spaces",
             "LAXER",
             "RFC 9112 3: a recipient MAY parse the request line on whitespace "
@@ -174,6 +181,8 @@ def write(req: Request) -> bytes:
         te = b"chunked"
         if "coding_before_chunked" in q:
             te = b"gzip, chunked"
+        if "chunked_list_spelling" in q:
+            te = b", " + te
         if "chunked_not_final" in q:
             te = b"chunked, gzip"
         fields.append((b"Transfer-Encoding", te))
@@ -309,6 +318,7 @@ def _fits(name: str, req: Request) -> bool:
         "coding_before_chunked",
         "chunked_not_final",
         "transfer_encoding_twice",
+        "chunked_list_spelling",
     ):
         return req.chunked is not None
     if name in ("chunk_size_space", "bad_chunk_size"):

@@ -329,7 +329,7 @@ def decide(
             ]
         end = b"\r\n" if head.xff_seen else head.xff_end
         if chunked is not None:
-            end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
+            end = b"transfer-encoding: %s\r\n%s" % (_codings(chunked), end)
         if websocket:
             end = b"connection: upgrade\r\nupgrade: %s\r\n%s" % (head.upgrade_to, end)
     else:
@@ -363,6 +363,16 @@ def _authorized(lines: list[bytes], key: bytes) -> bool:
             scheme, _, token = lines[i + 2].strip().partition(b" ")
             return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), key)
     return False
+
+
+def _codings(value: bytes) -> bytes:
+    """The Transfer-Encoding forwarded: the client's codings without empty list
+    elements or the whitespace around them. llhttp reads ``, chunked`` as chunked
+    (RFC 9110 5.6.1: empty elements are ignored); a replica that does not, and so
+    finds no framing, would read the chunks that follow as its next request."""
+    if value == b"chunked":
+        return value
+    return b", ".join(c for c in (c.strip(b" \t") for c in value.split(b",")) if c)
 
 
 def _without_expect(head: RequestHead, lines: list[bytes]) -> list[bytes]:

@@ -1,0 +1,80 @@
+"""The generative tests of the public surfaces, run long (the suite runs a few
+hundred examples each: tests/generative/).
+
+    python bench/generative_long.py --surface lb --examples 20000
+    python bench/generative_long.py --surface cli --examples 200
+    python bench/generative_long.py --surface serve --examples 50
+
+Each surface runs the same check its test in tests/generative/ runs, with more
+examples and a fresh random seed (``--seed`` for a fixed one). Prints the examples
+run, examples per second, and the first counter-example hypothesis found (shrunk),
+which belongs in the test as an ``@example`` once its defect is fixed. Exits 1 on a
+counter-example.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def lb_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
+    from tests.generative.heads import requests
+    from tests.generative.test_request_head_h11 import check
+
+    loop = asyncio.new_event_loop()
+    count = [0]
+
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(reqs=st.lists(requests(), min_size=1, max_size=3))
+    def run(reqs: list) -> None:  # type: ignore[type-arg]
+        count[0] += 1
+        check(loop, reqs)
+
+    return run, count
+
+
+SURFACES = {"lb": lb_surface}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--surface", choices=sorted(SURFACES), default="lb")
+    p.add_argument("--examples", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=None)
+    args = p.parse_args()
+    run, count = SURFACES[args.surface](args.examples)
+    if args.seed is not None:
+        run = seed(args.seed)(run)
+    started = time.monotonic()
+    found = 0
+    try:
+        run()
+    except Exception:
+        found = 1
+        traceback.print_exc()
+    took = time.monotonic() - started
+    print(
+        f"surface={args.surface} examples={count[0]} seconds={took:.1f} "
+        f"examples/s={count[0] / took:.1f} counter-examples={found}"
+    )
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main())
