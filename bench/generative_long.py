@@ -49,7 +49,90 @@ def lb_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
     return run, count
 
 
-SURFACES = {"lb": lb_surface}
+def cli_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
+    import tempfile
+
+    from hypothesis.stateful import run_state_machine_as_test
+    from tests.generative.test_cli_lifecycle import Cli, Lifecycle, stop_home
+
+    count = [0]
+
+    class Counted(Lifecycle):
+        def __init__(self) -> None:
+            super().__init__()
+            count[0] += 1
+
+    def run() -> None:
+        with tempfile.TemporaryDirectory(prefix="steady-bench-") as tmp:
+            home = Path(tmp) / "home"
+            Counted.cli = Cli(home)
+            Counted.files = Path(tmp)
+            try:
+                run_state_machine_as_test(
+                    Counted,
+                    settings=settings(
+                        max_examples=examples,
+                        stateful_step_count=10,
+                        deadline=None,
+                        database=None,
+                        suppress_health_check=list(HealthCheck),
+                    ),
+                )
+            finally:
+                stop_home(home)
+            print(f"commands: {dict(sorted(Counted.calls.items()))}")
+
+    return run, count
+
+
+def serve_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
+    import os
+    import tempfile
+
+    from hypothesis.stateful import run_state_machine_as_test
+    from tests.generative.test_serve_api import Driver, ServeApi, free_port
+    from tests.helpers.steady import Steady, processes_of_home
+
+    from steadyserve import serve
+
+    count = [0]
+
+    class Counted(ServeApi):
+        def __init__(self) -> None:
+            super().__init__()
+            count[0] += 1
+
+    def run() -> None:
+        with tempfile.TemporaryDirectory(prefix="steady-bench-") as tmp:
+            home = Path(tmp) / "home"
+            port = free_port()
+            os.environ["STEADY_HOME"] = str(home)
+            os.environ["STEADY_SERVE_HTTP_PORT"] = str(port)
+            Counted.driver = Driver(home, port)
+            try:
+                run_state_machine_as_test(
+                    Counted,
+                    settings=settings(
+                        max_examples=examples,
+                        stateful_step_count=10,
+                        deadline=None,
+                        database=None,
+                        suppress_health_check=list(HealthCheck),
+                    ),
+                )
+            finally:
+                serve.shutdown()
+                steady = Steady(home)
+                steady.run("down", "--all", "--purge", "-y", check=False, timeout=120)
+                steady.run("controller", "stop", check=False, timeout=60)
+                for proc in processes_of_home(home):
+                    proc.kill()
+            print(f"calls: {dict(sorted(Counted.calls.items()))}")
+
+    return run, count
+
+
+SURFACES = {"lb": lb_surface, "cli": cli_surface, "serve": serve_surface}
 
 
 def main() -> int:
