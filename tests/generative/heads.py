@@ -7,6 +7,7 @@ bench/generative_long.py (a long one).
 
 A quirk's ``kind``:
 
+* ``SAME``: odd but read alike by both (a disagreement is a finding);
 * ``BOTH_REFUSE``: malformed for both parsers (h11 and the load balancer refuse it);
 * ``STRICTER``: the load balancer refuses what h11 accepts, on purpose;
 * ``LAXER``: the load balancer serves what h11 refuses, and what it forwards is
@@ -18,12 +19,13 @@ the request; anything else is a finding.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from hypothesis import strategies as st
 
-Kind = Literal["BOTH_REFUSE", "STRICTER", "LAXER"]
+Kind = Literal["SAME", "BOTH_REFUSE", "STRICTER", "LAXER"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,13 @@ QUIRKS: dict[str, Quirk] = {
             "every version but 0.9, 1.0, 1.1 and 2.0, and no HTTP/1.2 client exists",
         ),
         Quirk(
+            "tab_after_chunked",
+            "STRICTER",
+            "RFC 9110 5.5: a trailing HTAB is OWS, not part of the value; llhttp takes "
+            "'chunked<HTAB>' for another coding and refuses the head (a trailing SP it "
+            "strips). Refusing leaves nothing ambiguous",
+        ),
+        Quirk(
             "chunk_size_space",
             "STRICTER",
             "RFC 9112 7.1: chunk = chunk-size [ chunk-ext ] CRLF; whitespace after the "
@@ -128,6 +137,15 @@ QUIRKS: dict[str, Quirk] = {
             "LAXER",
             "RFC 9112 2.2: a server SHOULD ignore at least one empty line before the request line",
         ),
+        # -- read alike by both -------------------------------------------------------
+        Quirk("body_past_length", "SAME", "bytes past Content-Length start the next request"),
+        Quirk("chunk_extension", "SAME", "RFC 9112 7.1.1: extensions are ignored"),
+        Quirk("odd_case_names", "SAME", "RFC 9110 5.1: field names are case-insensitive"),
+        Quirk("value_whitespace", "SAME", "RFC 9110 5.5: OWS around a value is not part of it"),
+        Quirk("empty_host", "SAME", "RFC 9112 3.2: an empty Host is allowed"),
+        Quirk("absolute_form", "SAME", "RFC 9112 3.2.2: the target's authority is the host"),
+        Quirk("tab_in_request_line", "BOTH_REFUSE", "RFC 9112 3: SP separates"),
+        Quirk("fragment_in_target", "SAME", "RFC 9112 3.2: no fragment in a target"),
         # -- refused by both ----------------------------------------------------------
         Quirk("space_before_colon", "BOTH_REFUSE", "RFC 9112 5.1: MUST reject with 400"),
         Quirk("control_in_name", "BOTH_REFUSE", "RFC 9110 5.1: a field name is a token"),
@@ -136,7 +154,11 @@ QUIRKS: dict[str, Quirk] = {
         Quirk("content_length_conflict", "BOTH_REFUSE", "RFC 9112 6.3 (5)"),
         Quirk("content_length_bad", "BOTH_REFUSE", "RFC 9110 8.6: 1*DIGIT"),
         Quirk("chunked_not_final", "BOTH_REFUSE", "RFC 9112 6.3 (4): MUST respond 400"),
-        Quirk("transfer_encoding_twice", "BOTH_REFUSE", "h11 refuses; llhttp too"),
+        Quirk(
+            "transfer_encoding_twice",
+            "BOTH_REFUSE",
+            "h11 refuses a second line; the load balancer too (it forwards only one)",
+        ),
         Quirk("bad_version", "BOTH_REFUSE", "RFC 9112 2.3: HTTP/DIGIT.DIGIT"),
         Quirk("no_host", "BOTH_REFUSE", "RFC 9112 3.2: HTTP/1.1 needs one Host"),
         Quirk("two_hosts", "BOTH_REFUSE", "RFC 9112 3.2: exactly one Host"),
@@ -167,10 +189,20 @@ def write(req: Request) -> bytes:
     """The request's bytes, its quirks applied."""
     q = set(req.quirks)
     sp = b"  " if "request_line_spaces" in q else b" "
+    if "tab_in_request_line" in q:
+        sp = b"\t"
+    target = req.target
+    if "absolute_form" in q:
+        target = b"http://h" + target
+    if "fragment_in_target" in q:
+        target += b"#frag"
     method = b"FROB" if "unknown_method" in q else req.method
     version = b"HTTP/" + req.version
-    lines: list[bytes] = [method + sp + req.target + b" " + version]
-    fields: list[tuple[bytes, bytes]] = [(b"Host", h) for h in req.host]
+    lines: list[bytes] = [method + sp + target + b" " + version]
+    host_value = b"" if "empty_host" in q else None
+    fields: list[tuple[bytes, bytes]] = [
+        (b"Host", h if host_value is None else host_value) for h in req.host
+    ]
     fields += req.headers
     if req.close:
         fields.append((b"Connection", b"close"))
@@ -181,13 +213,16 @@ def write(req: Request) -> bytes:
         te = b"chunked"
         if "coding_before_chunked" in q:
             te = b"gzip, chunked"
+        if "tab_after_chunked" in q:
+            te += b"\t"
         if "chunked_list_spelling" in q:
             te = b", " + te
         if "chunked_not_final" in q:
             te = b"chunked, gzip"
         fields.append((b"Transfer-Encoding", te))
         if "transfer_encoding_twice" in q:
-            fields.append((b"Transfer-Encoding", b"chunked"))
+            fields[-1] = (b"Transfer-Encoding", b"gzip")
+            fields.append((b"Transfer-Encoding", te))
         if "length_and_chunked" in q:
             fields.append((b"Content-Length", b"%d" % len(b"".join(req.chunked))))
         size_end = b" " if "chunk_size_space" in q else b""
@@ -195,7 +230,8 @@ def write(req: Request) -> bytes:
             size = b"%x" % len(chunk)
             if "bad_chunk_size" in q:
                 size = b"0x" + size
-            body += size + size_end + b"\r\n" + chunk + b"\r\n"
+            ext = b";a=b" if "chunk_extension" in q else b""
+            body += size + size_end + ext + b"\r\n" + chunk + b"\r\n"
         body += b"0\r\n" + b"".join(n + b": " + v + b"\r\n" for n, v in req.trailers) + b"\r\n"
     elif req.body is not None:
         length = b"%d" % len(req.body)
@@ -209,6 +245,12 @@ def write(req: Request) -> bytes:
         if "content_length_conflict" in q:
             fields.append((b"Content-Length", b"%d" % (len(req.body) + 1)))
         body = req.body
+        if "body_past_length" in q:
+            body += b"GET /smuggled HTTP/1.1\r\nHost: h\r\n\r\n"
+    if "odd_case_names" in q:
+        fields = [(n.upper() if i % 2 else n.lower(), v) for i, (n, v) in enumerate(fields)]
+    if "value_whitespace" in q:
+        fields = [(n, b" \t" + v + b"  ") for n, v in fields]
     # Quirks on the fields: always on the last generated field (there is at least Host
     # or a framing field to carry them: the strategy makes sure).
     if fields:
@@ -236,6 +278,15 @@ def write(req: Request) -> bytes:
     if "leading_empty_line" in q:
         head = b"\r\n" + head
     return head + body
+
+
+def codings(req: Request) -> bytes:
+    """The Transfer-Encoding ``write`` gives a chunked request, as a list without
+    empty elements or the whitespace around them."""
+    head = write(req).split(b"\r\n\r\n", 1)[0]
+    values = re.findall(rb"(?i)\ntransfer-encoding:([^\r\n]*)", head)
+    items = [c.strip(b" \t") for v in values for c in v.split(b",")]
+    return b", ".join(c for c in items if c)
 
 
 # A value over the head limit the test gives both parsers (LIMIT).
@@ -319,9 +370,12 @@ def _fits(name: str, req: Request) -> bool:
         "chunked_not_final",
         "transfer_encoding_twice",
         "chunked_list_spelling",
+        "tab_after_chunked",
     ):
         return req.chunked is not None
-    if name in ("chunk_size_space", "bad_chunk_size"):
+    if name == "body_past_length":
+        return req.body is not None
+    if name in ("chunk_size_space", "bad_chunk_size", "chunk_extension"):
         return bool(req.chunked)
     if name in ("no_host", "two_hosts", "future_minor_version"):
         return req.version == b"1.1"

@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.generative.differential import disagreement, h11_reading, lb_reading
-from tests.generative.heads import Request, requests, write
+from tests.generative.heads import Request, codings, requests, write
 
 connections = st.lists(requests(), min_size=1, max_size=2)
 
@@ -38,6 +38,9 @@ def check(loop: asyncio.AbstractEventLoop, reqs: list[Request]) -> None:
     ref = h11_reading(raw)
     problem = disagreement(reqs, lb, ref)
     assert problem is None, f"{problem}\nbytes: {raw!r}"
+    # Every coding the client applied reaches the replica, without empty elements.
+    sent = [codings(r) for r in reqs[: len(lb.served)] if r.chunked is not None]
+    assert lb.codings == sent, f"codings forwarded {lb.codings!r}, sent {sent!r}"
     # RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing:
     # the connection closes after it, whatever Connection says.
     for i, req in enumerate(reqs[:-1]):
@@ -67,6 +70,15 @@ def check(loop: asyncio.AbstractEventLoop, reqs: list[Request]) -> None:
 @example(
     [
         Request(method=b"POST", chunked=[b"abc"], quirks=("chunked_list_spelling",)),
+        Request(target=b"/second"),
+    ]
+)
+# Found: "Transfer-Encoding: gzip" then "Transfer-Encoding: chunked" was served
+# with only the last line forwarded: the replica took a gzip body for plain bytes.
+# A second Transfer-Encoding line is now refused.
+@example(
+    [
+        Request(method=b"POST", chunked=[b"abc"], quirks=("transfer_encoding_twice",)),
         Request(target=b"/second"),
     ]
 )

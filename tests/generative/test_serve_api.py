@@ -157,11 +157,11 @@ class ServeApi(RuleBasedStateMachine):
     )
     def run(self, name: str, prefix: str | None, word: str, tag: int) -> None:
         app = Echo.options(user_config={"tag": tag}).bind(word)
-        taken = prefix is not None and any(
-            a.prefix == prefix for n, a in self.apps.items() if n != name
-        )
-        if taken:
-            with pytest.raises(RayServeException, match="Prefix"):
+        holders = [n for n, a in self.apps.items() if n != name and prefix and a.prefix == prefix]
+        if holders:
+            # Refused, nothing changed, naming the holder (docs/ray-serve-api.md; in
+            # SteadyServe's words, not Ray's: the holder is named as its service).
+            with pytest.raises(RayServeException, match=f"served by service {holders[0]}-echo"):
                 serve.run(app, name=name, route_prefix=prefix)
             self.calls["run refused: prefix taken"] += 1
             return

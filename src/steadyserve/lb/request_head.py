@@ -196,6 +196,15 @@ class RequestHead:
             if lname in HOP_BY_HOP:
                 self.marked = True
                 if lname == b"transfer-encoding":
+                    if self.chunked_te is not None:
+                        # Two lines are one list (RFC 9110 5.3) that llhttp reads as
+                        # such, while only one line is forwarded: a coding would be
+                        # lost (gzip, then chunked). Refused, as h11 does.
+                        raise RequestRejected(
+                            400,
+                            "malformed request: more than one Transfer-Encoding header",
+                            "bad_transfer_encoding",
+                        )
                     self.chunked_te = value
                 elif lname == b"connection":
                     self.connection_seen = True
