@@ -2,6 +2,7 @@
 hundred examples each: tests/generative/).
 
     python bench/generative_long.py --surface lb --examples 20000
+    python bench/generative_long.py --surface responses --examples 20000
     python bench/generative_long.py --surface cli --examples 200
     python bench/generative_long.py --surface serve --examples 50
 
@@ -45,6 +46,26 @@ def lb_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
     def run(reqs: list) -> None:  # type: ignore[type-arg]
         count[0] += 1
         check(loop, reqs)
+
+    return run, count
+
+
+def responses_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
+    from tests.generative.test_response_framing_h11 import check, responses
+
+    loop = asyncio.new_event_loop()
+    count = [0]
+
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(r=responses())
+    def run(r: object) -> None:
+        count[0] += 1
+        check(loop, r)  # type: ignore[arg-type]
 
     return run, count
 
@@ -132,7 +153,12 @@ def serve_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
     return run, count
 
 
-SURFACES = {"lb": lb_surface, "cli": cli_surface, "serve": serve_surface}
+SURFACES = {
+    "lb": lb_surface,
+    "responses": responses_surface,
+    "cli": cli_surface,
+    "serve": serve_surface,
+}
 
 
 def main() -> int:

@@ -38,13 +38,17 @@ def check(loop: asyncio.AbstractEventLoop, reqs: list[Request]) -> None:
     ref = h11_reading(raw)
     problem = disagreement(reqs, lb, ref)
     assert problem is None, f"{problem}\nbytes: {raw!r}"
+    # The requests on the wire, in order: a body past its Content-Length is one more.
+    wire: list[Request | None] = []
+    for r in reqs:
+        wire += [r, None] if "body_past_length" in r.quirks else [r]
     # Every coding the client applied reaches the replica, without empty elements.
-    sent = [codings(r) for r in reqs[: len(lb.served)] if r.chunked is not None]
+    sent = [codings(r) for r in wire[: len(lb.served)] if r is not None and r.chunked is not None]
     assert lb.codings == sent, f"codings forwarded {lb.codings!r}, sent {sent!r}"
     # RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing:
     # the connection closes after it, whatever Connection says.
-    for i, req in enumerate(reqs[:-1]):
-        if req.version == b"1.0" and req.chunked is not None and len(lb.served) > i:
+    for i, req in enumerate(wire[:-1]):
+        if req and req.version == b"1.0" and req.chunked is not None and len(lb.served) > i:
             assert len(lb.served) == i + 1 and lb.closed, f"read on after {raw!r}"
 
 
@@ -53,6 +57,14 @@ def check(loop: asyncio.AbstractEventLoop, reqs: list[Request]) -> None:
 # Found: an HTTP/1.0 request without Host was forwarded as HTTP/1.1 without one,
 # which a strict replica (h11) refuses: it now carries an empty Host.
 @example([Request(version=b"1.0", host=[])])
+# (A test's own mistake, kept: a body past its Content-Length is a request more on
+# the wire, which the checks of each request's codings must count.)
+@example(
+    [
+        Request(version=b"1.0", host=[], body=b"", keep_alive=True, quirks=("body_past_length",)),
+        Request(chunked=[], quirks=("obs_fold",)),
+    ]
+)
 # Found: the authority of an absolute-form target fills that Host.
 @example([Request(version=b"1.0", host=[], target=b"http://a.example:81/x")])
 # Found: after an HTTP/1.0 request with Transfer-Encoding and Connection: keep-alive

@@ -170,10 +170,22 @@ class ServeApi(RuleBasedStateMachine):
         self.apps[name] = App(prefix, word, tag)
         assert handle.remote("r").result() == self.apps[name].answer
 
-    @rule(name=st.sampled_from(APPS))
-    def delete(self, name: str) -> None:
+    # Calls on an application that runs, and on one that does not, are separate
+    # rules: drawn from all names, the second kind crowded out the first.
+    @precondition(lambda self: bool(self.apps))
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(self.apps)))
         serve.delete(name)
-        self.calls["delete" if self.apps.pop(name, None) else "delete of nothing"] += 1
+        del self.apps[name]
+        self.calls["delete"] += 1
+
+    @precondition(lambda self: len(self.apps) < len(APPS))
+    @rule(data=st.data())
+    def delete_of_nothing(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from([n for n in APPS if n not in self.apps]))
+        serve.delete(name)  # Ray: nothing to do, no error
+        self.calls["delete of nothing"] += 1
 
     @precondition(lambda self: bool(self.apps))  # else it crowds out the other rules
     @rule()
@@ -182,15 +194,20 @@ class ServeApi(RuleBasedStateMachine):
         self.apps.clear()
         self.calls["shutdown"] += 1
 
-    @rule(name=st.sampled_from(APPS))
-    def get_app_handle(self, name: str) -> None:
-        if name not in self.apps:
-            with pytest.raises(RayServeException):
-                serve.get_app_handle(name)
-            self.calls["get_app_handle refused"] += 1
-            return
+    @precondition(lambda self: bool(self.apps))
+    @rule(data=st.data())
+    def get_app_handle(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(self.apps)))
         self.calls["get_app_handle"] += 1
         assert serve.get_app_handle(name).remote("r").result() == self.apps[name].answer
+
+    @precondition(lambda self: len(self.apps) < len(APPS))
+    @rule(data=st.data())
+    def get_app_handle_of_nothing(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from([n for n in APPS if n not in self.apps]))
+        with pytest.raises(RayServeException):
+            serve.get_app_handle(name)
+        self.calls["get_app_handle refused"] += 1
 
     @invariant()
     def status_lists_the_running_applications(self) -> None:
