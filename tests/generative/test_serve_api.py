@@ -144,10 +144,18 @@ class ServeApi(RuleBasedStateMachine):
         super().__init__()
         self.apps: dict[str, App] = {}
 
-    @initialize()
-    def empty(self) -> None:
+    @initialize(
+        name=st.sampled_from(APPS),
+        prefix=st.sampled_from(PREFIXES),
+        word=st.sampled_from(["x", "y"]),
+        tag=st.integers(1, 2),
+    )
+    def first_run(self, name: str, prefix: str | None, word: str, tag: int) -> None:
+        """From no application, one ``serve.run``: every example deploys something
+        (hypothesis tries short sequences first, often none at all)."""
         serve.shutdown()
         assert serve.status().applications == {}
+        self.run(name, prefix, word, tag)
 
     @rule(
         name=st.sampled_from(APPS),
@@ -238,5 +246,6 @@ def test_the_serve_api_follows_its_model(driver: Driver) -> None:
 
     ServeApi.driver = driver
     run_state_machine_as_test(
-        ServeApi, settings=settings(max_examples=3, stateful_step_count=5, deadline=None)
+        ServeApi, settings=settings(max_examples=6, stateful_step_count=6, deadline=None)
     )
+    print(dict(sorted(ServeApi.calls.items())))  # what ran (pytest -s shows it)
