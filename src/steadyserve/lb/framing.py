@@ -31,6 +31,8 @@ from enum import IntEnum
 
 import httptools
 
+from steadyserve.lb.http import codings
+
 # What on_body does with a body's bytes.
 BODY_NONE = 0  # nothing: no body, or passthrough (the read bytes go as they are)
 BODY_RAW = 1  # as they come
@@ -158,11 +160,6 @@ def choose(
             return Framing.LENGTH
         return Framing.CLOSE_RAW if http10 else Framing.CLOSE_CHUNKED
     return Framing.DECHUNKED if http10 else Framing.RECHUNKED
-
-
-def codings(te: bytes) -> list[bytes]:
-    """A Transfer-Encoding's codings, without empty elements (RFC 9110 5.6.1)."""
-    return [c for c in (c.strip(b" \t") for c in te.split(b",")) if c]
 
 
 def chunked_last(te: bytes) -> bool:

@@ -53,6 +53,7 @@ from steadyserve.lb.http import (
     HOP_BY_HOP,
     PIN_HEADER,
     REQUEST_WATCHED_NAME_LENGTHS,
+    codings,
     connection_tokens,
     header_name,
     is_version_pin,
@@ -381,7 +382,7 @@ def _codings(value: bytes) -> bytes:
     finds no framing, would read the chunks that follow as its next request."""
     if value == b"chunked":
         return value
-    return b", ".join(c for c in (c.strip(b" \t") for c in value.split(b",")) if c)
+    return b", ".join(codings(value))
 
 
 def _without_expect(head: RequestHead, lines: list[bytes]) -> list[bytes]:
