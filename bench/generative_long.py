@@ -2,6 +2,7 @@
 hundred examples each: tests/generative/).
 
     python bench/generative_long.py --surface lb --examples 20000
+    python bench/generative_long.py --surface mutated --examples 20000
     python bench/generative_long.py --surface responses --examples 20000
     python bench/generative_long.py --surface cli --examples 200
     python bench/generative_long.py --surface serve --examples 50
@@ -46,6 +47,26 @@ def lb_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
     def run(reqs: list) -> None:  # type: ignore[type-arg]
         count[0] += 1
         check(loop, reqs)
+
+    return run, count
+
+
+def mutated_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
+    from tests.generative.test_mutated_requests import check, mutated
+
+    loop = asyncio.new_event_loop()
+    count = [0]
+
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(raw=mutated())
+    def run(raw: bytes) -> None:
+        count[0] += 1
+        check(loop, raw)
 
     return run, count
 
@@ -155,6 +176,7 @@ def serve_surface(examples: int) -> tuple[Callable[[], None], list[int]]:
 
 SURFACES = {
     "lb": lb_surface,
+    "mutated": mutated_surface,
     "responses": responses_surface,
     "cli": cli_surface,
     "serve": serve_surface,

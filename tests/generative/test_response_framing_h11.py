@@ -254,14 +254,14 @@ def check(loop: asyncio.AbstractEventLoop, r: Response) -> None:
         # h11 implements no coding but chunked: it is shown the bytes without the
         # gzip (its body, like the replica's, then runs to the close), after
         # checking the coding reached a client that can be told it.
-        rechunked = re.search(rb"(?im)^transfer-encoding: gzip, chunked\r$", got) is not None
+        rechunked = re.search(rb"(?im)^transfer-encoding: (gzip, )+chunked\r$", got) is not None
         if r.request not in (GET10, GET10_KEEP) and b" 502 " not in got[:13]:
             assert rechunked == (r.request is GET11 and r.status not in (204, 304)), got
         seen = re.sub(
-            rb"(?im)^transfer-encoding: gzip, chunked\r$", b"transfer-encoding: chunked\r", got
+            rb"(?im)^transfer-encoding: (gzip, )+chunked\r$", b"transfer-encoding: chunked\r", got
         )
-        ref_raw = re.sub(rb"(?im)^transfer-encoding: gzip\r\n", b"", raw)
-        ref_raw = re.sub(rb"(?im)^transfer-encoding: gzip, ", b"transfer-encoding: ", ref_raw)
+        ref_raw = re.sub(rb"(?im)^transfer-encoding: gzip(, gzip)*\r\n", b"", raw)
+        ref_raw = re.sub(rb"(?im)^transfer-encoding: (gzip, )+", b"transfer-encoding: ", ref_raw)
     client = h11_client(r.request, seen)
     assert client.error is None, f"the client cannot read {got!r}: {client.error}"
     ref = h11_client(r.request, ref_raw)
@@ -298,6 +298,15 @@ def check(loop: asyncio.AbstractEventLoop, r: Response) -> None:
 )
 @example(
     Response(request=GET11, framing="chunked", chunks=[b"ab"], quirks=("coding_without_chunked",))
+)
+# (The test's own mistake, kept: both codings quirks at once are "gzip, gzip".)
+@example(
+    Response(
+        request=GET11,
+        framing="chunked",
+        chunks=[b"\x00"],
+        quirks=("coding_without_chunked", "coding_before_chunked"),
+    )
 )
 @example(Response(framing="close", body=b"abc"))
 @example(Response(request=GET10, framing="chunked", chunks=[b"abc"]))
