@@ -143,6 +143,28 @@ def _compared(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     return [(n.lower(), v) for n, v in headers if n.lower() not in _NOT_COMPARED]
 
 
+def _forwarded(seen: Seen) -> list[tuple[bytes, bytes]]:
+    """The end-to-end headers a proxy forwards of what h11 read: without the fields
+    Connection names (RFC 9110 7.6.1), and without Expect when a body is announced
+    (the load balancer reads it first and answers 100-continue itself:
+    docs/load-balancer.md)."""
+    named = {
+        t.strip().lower()
+        for n, v in seen.headers
+        if n.lower() == b"connection"
+        for t in v.split(b",")
+    }
+    framed = any(
+        n.lower() == b"transfer-encoding" or (n.lower() == b"content-length" and v.strip(b"0"))
+        for n, v in seen.headers
+    )
+    return [
+        (n, v)
+        for n, v in _compared(seen.headers)
+        if n not in named and not (n == b"expect" and framed and seen.version == b"1.1")
+    ]
+
+
 def disagreement(req: list[Request], lb: Reading, ref: Reading) -> str | None:
     """What differs between the two readings that the requests' quirks do not
     explain (None: nothing)."""
@@ -158,7 +180,7 @@ def disagreement(req: list[Request], lb: Reading, ref: Reading) -> str | None:
         if (a.method, a.target) != (b.method, target):
             got_line, want_line = (a.method, a.target), (b.method, target)
             return f"request {i}: forwarded {got_line!r}, h11 read {want_line!r}"
-        want = _compared(b.headers)
+        want = _forwarded(b)
         got = _compared(a.headers)
         if not any(n == b"host" for n, _ in want):
             # HTTP/1.0 without Host: forwarded as HTTP/1.1, which needs one (empty).

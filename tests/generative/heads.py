@@ -139,6 +139,22 @@ QUIRKS: dict[str, Quirk] = {
         ),
         # -- read alike by both -------------------------------------------------------
         Quirk("body_past_length", "SAME", "bytes past Content-Length start the next request"),
+        Quirk(
+            "connection_option",
+            "SAME",
+            "RFC 9110 7.6.1: a proxy removes the fields Connection names (compared so)",
+        ),
+        Quirk(
+            "expect_continue",
+            "SAME",
+            "RFC 9110 10.1.1: the load balancer reads the body first, so it answers "
+            "100-continue itself and does not forward Expect (compared so)",
+        ),
+        Quirk(
+            "forwarded_for",
+            "SAME",
+            "the load balancer appends the client's address to X-Forwarded-For (compared so)",
+        ),
         Quirk("chunk_extension", "SAME", "RFC 9112 7.1.1: extensions are ignored"),
         Quirk("odd_case_names", "SAME", "RFC 9110 5.1: field names are case-insensitive"),
         Quirk("value_whitespace", "SAME", "RFC 9110 5.5: OWS around a value is not part of it"),
@@ -204,6 +220,13 @@ def write(req: Request) -> bytes:
         (b"Host", h if host_value is None else host_value) for h in req.host
     ]
     fields += req.headers
+    if "connection_option" in q:
+        fields.append((b"X-Hop", b"1"))
+        fields.append((b"Connection", b"x-hop"))
+    if "expect_continue" in q:
+        fields.append((b"Expect", b"100-continue"))
+    if "forwarded_for" in q:
+        fields.append((b"X-Forwarded-For", b"192.0.2.1"))
     if req.close:
         fields.append((b"Connection", b"close"))
     elif req.keep_alive:
