@@ -132,6 +132,12 @@ def test_streams_outlive_updates_and_scale_down(steady: Steady, tmp_path: Path) 
     scaled = streams(port, 2, "scaledown")
     busy = {s.replica for s in scaled}
     assert len(busy) == 2, "least_load spreads two streams over two replicas"
+    # The victim is chosen by the load the LB last reported: wait for that report.
+    steady.wait_for(
+        "chat",
+        lambda s: {r["id"] for r in s["replicas"] if r["in_flight"]} == busy,
+        what="the streams in the controller's view",
+    )
     update(steady, tmp_path, spec_text(2, "v3"))
     svc = steady.wait_for("chat", lambda s: s["total_replicas"] == 2, what="one replica gone")
     assert {r["id"] for r in svc["replicas"]} == busy  # the idle one was stopped

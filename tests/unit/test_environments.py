@@ -157,10 +157,9 @@ def wheels(tmp_path: Path) -> Path:
 
 def build_env(wheels: Path, tool: str) -> dict[str, str]:
     env = dict(os.environ, **offline_env(wheels))
-    uv = shutil.which("uv")
-    if tool == "pip" and uv:  # hide uv: the venv + pip path (builds use absolute paths)
-        hidden = os.path.dirname(uv)
-        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != hidden)
+    if tool == "pip":  # hide every uv on PATH: the venv + pip path (builds use absolute paths)
+        folders = env["PATH"].split(os.pathsep)
+        env["PATH"] = os.pathsep.join(p for p in folders if not shutil.which("uv", path=p))
     return env
 
 

@@ -100,6 +100,7 @@ class Replica(TypedDict):
     assignment: dict[str, Any] | None
     pending_reason: str | None
     draining: dict[str, Any] | None
+    in_flight: int
 
 
 class Event(TypedDict):

@@ -112,6 +112,9 @@ def service_json(runtime: ServiceRuntime) -> dict[str, Any]:
                 "assignment": assignment_json(Assignment.from_json(r.assignment)),
                 "pending_reason": runtime.waiting.get(r.id),
                 "draining": draining_json(runtime, r.id),
+                # As the load balancer last reported it (twice a second): what a
+                # scale-down reads to stop the least busy replicas first.
+                "in_flight": runtime.routes.inflight.get(r.id, 0),
             }
             for r in replicas
         ],

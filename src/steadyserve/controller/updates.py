@@ -162,18 +162,20 @@ async def _commit(
     and old versions are pruned. Returns the new version's number."""
     store, home, name = controller.store, controller.home, runtime.name
     number = store.latest_version_number(name) + 1
-    workdir_hash = await take_snapshot(
-        home, name, number, files.source, files.exclude, None if files.kept else files.hash
-    )
-    if files.kept:  # the copy may hold setup's output; the files are the current ones
-        workdir_hash = current.workdir_hash
-    old_marker = home.version_dir(name, runtime.row.version) / SETUP_MARKER
-    if plan.in_place and old_marker.exists():  # setup is unchanged: it already ran for it
-        (home.version_dir(name, number) / SETUP_MARKER).touch()
     message = plan.changes.describe()
     if rollback_to is not None:
         message = f"rollback to version {rollback_to}: {message}"
+    # Never leave files of a version that was not recorded: a full disk can fail the
+    # snapshot, its manifest or the row, and each leaves the folder half-written.
     try:
+        workdir_hash = await take_snapshot(
+            home, name, number, files.source, files.exclude, None if files.kept else files.hash
+        )
+        if files.kept:  # the copy may hold setup's output; the files are the current ones
+            workdir_hash = current.workdir_hash
+        old_marker = home.version_dir(name, runtime.row.version) / SETUP_MARKER
+        if plan.in_place and old_marker.exists():  # setup is unchanged: it already ran
+            (home.version_dir(name, number) / SETUP_MARKER).touch()
         store.add_version(
             VersionRow(
                 service=name,
@@ -188,7 +190,7 @@ async def _commit(
                 base_version=runtime.row.version if plan.in_place else None,
             )
         )
-    except BaseException:  # never leave files of a version that was not recorded
+    except BaseException:
         await asyncio.to_thread(shutil.rmtree, home.version_dir(name, number), True)
         raise
     runtime.rollout.begin(number, spec, plan.mode, message, rollback=rollback_to is not None)

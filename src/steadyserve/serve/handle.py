@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from steadyserve.home.paths import Home
 from steadyserve.serve import wire
 from steadyserve.serve.context import MODEL_ID_HEADER, DeploymentID, ReplicaID
+from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.names import default_service_name
 from steadyserve.wire import replica_contract as contract
 
@@ -317,6 +318,16 @@ class DeploymentResponse:
 
     def cancel(self) -> None:
         self._future.cancel()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Only a top-level argument is resolved before a call is sent (as in Ray);
+        # one inside a list or dict would reach the callee as a dead future.
+        raise RayServeException(
+            "`DeploymentResponse` is not serializable. If you are passing the "
+            "`DeploymentResponse` in a nested object (e.g. a list or dictionary) to a "
+            "downstream deployment handle call, that is no longer supported. Please "
+            "only pass `DeploymentResponse` objects as top level arguments."
+        )
 
 
 class DeploymentResponseGenerator:

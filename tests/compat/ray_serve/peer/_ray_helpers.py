@@ -39,6 +39,32 @@ def base_url(host: str = "127.0.0.1") -> str:
     return f"http://{host}:{os.environ.get(HTTP_PORT_ENV, '8000')}"
 
 
+def get_application_url(
+    protocol: str = "HTTP",
+    app_name: str = SERVE_DEFAULT_APP_NAME,
+    use_localhost: bool = True,
+    is_websocket: bool = False,
+    exclude_route_prefix: bool = False,
+) -> str:
+    """Ray's ``get_application_url``: the gateway's URL and the app's route prefix
+    (none when excluded or when the app has no route), with no trailing ``/``."""
+    from steadyserve.serve import api
+
+    assert protocol == "HTTP", "SteadyServe's gateway speaks HTTP"
+    prefixes = [
+        svc.get("route_prefix")
+        for svc in api.services(api.client())
+        if svc.get("application") == app_name
+    ]
+    assert prefixes, f"App {app_name} not found in serve details."
+    route = next((p for p in prefixes if p is not None), None)
+    if exclude_route_prefix or route is None:
+        route = ""
+    scheme = "ws" if is_websocket else "http"
+    # Ray's "localhost" is the loopback; the gateway listens on 127.0.0.1 only.
+    return f"{scheme}://127.0.0.1:{os.environ.get(HTTP_PORT_ENV, '8000')}{route}".rstrip("/")
+
+
 def wait_for_condition(
     condition_predictor: Callable[..., Any],
     timeout: float = 10,
