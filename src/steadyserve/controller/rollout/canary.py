@@ -120,7 +120,9 @@ class CanaryDriver:
             self._update_id = update.id
             self.analysis = Analysis(thresholds_of(self.rt), LATENCY_BUCKETS, TTFB_BUCKETS)
             self.last_verdict = None
-            self.shadow_base, self.shadow_verdict = None, None
+            # The last report's tally was the previous update's version: a base
+            # taken from it would hide this version's first answers (or all).
+            self.shadow_now, self.shadow_base, self.shadow_verdict = None, None, None
             loaded = self.table.load(update.id)
             if loaded is None:
                 self.state = start(self.rt.clock.wall())
