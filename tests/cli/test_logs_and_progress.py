@@ -76,3 +76,28 @@ def test_progress_when_piped_is_one_plain_line_per_change() -> None:
         "web: 1/2 ready",
         "web: update to version 2 SUCCEEDED",
     ]
+
+
+def test_following_ends_when_until_says_and_prints_what_came_first(tmp_path: Path) -> None:
+    """``steady jobs pool logs POOL ID`` follows a worker's setup until it ended:
+    once ``until()`` is true the lines written by then, a last one without its
+    newline too, are printed and ``show`` returns, with no deadline of its own."""
+    path = tmp_path / "1.log"
+    path.write_bytes(b"setup 1\n")
+    out = io.BytesIO()
+    asked: list[int] = []
+
+    def until() -> bool:
+        asked.append(1)
+        if len(asked) == 2:  # the setup writes its last lines, then has ended
+            with open(path, "ab") as handle:
+                handle.write(b"setup 2\n--- setup finished ---")
+        return len(asked) >= 2
+
+    show(path, None, True, writer=LineWriter(out, str(path)), until=until)
+    assert out.getvalue().decode().splitlines() == [
+        "setup 1",
+        "setup 2",
+        "--- setup finished ---",
+    ]
+    assert len(asked) == 2

@@ -244,6 +244,12 @@ def test_reaper_stops_only_what_the_state_proves_its_own(steady: Steady, tmp_pat
         for number in (first["id"], 999)  # recorded and gone; never recorded
     }
     try:
+        # Until it has exec'd, a child's /proc environ is still this process's.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+            contract.REPLICA_TAG in p.environ() for p in strays.values()
+        ):
+            time.sleep(0.02)
         seen = [p.pid for p in processes_of_home(steady.home)]
         assert all(p.pid in seen for p in strays.values())  # the leak check sees them
         steady.run("controller", "start")

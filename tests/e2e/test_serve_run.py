@@ -371,22 +371,22 @@ def test_rays_late_bound_ingress_builds_its_app_from_the_instance(
 def test_a_busy_gateway_port_names_who_chose_it_and_who_holds_it(
     driver: tuple[Steady, int],
 ) -> None:
+    """serve.start binds the port as Ray's starts its proxy: a busy one is refused
+    there, and later runs keep the port the gateway has."""
     from steadyserve.serve import api
 
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         busy = holder.getsockname()[1]
-        serve.start(http_options={"port": busy})
-        try:
-            with pytest.raises(RuntimeError) as refused:
-                serve.run(serve.deployment(lambda: "x").bind(), name="busy")
-        finally:
-            api._http_port = None  # back to the module's port
+        with pytest.raises(RuntimeError) as refused:
+            serve.start(http_options={"port": busy})
+        assert api._http_port is None  # a refused start names no port for later runs
+        serve.run(serve.deployment(lambda: "x").bind(), name="busy", route_prefix=None)
     message = str(refused.value)
     assert f"gateway port {busy} is already in use by pid {os.getpid()} (" in message
     # The holder's command line, as /proc has it (pytest's own, or an xdist worker's).
     command = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().split(b"\0")[0].decode()
     assert f"pid {os.getpid()} ({command}" in message
     assert f'serve.start(http_options={{"port": {busy}}})' in message
-    assert "busy" not in serve.status().applications
+    serve.delete("busy")

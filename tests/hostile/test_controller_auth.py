@@ -213,6 +213,8 @@ def test_the_routes_token_reads_routes_and_nothing_else(owned: Owned) -> None:
         ("POST", "/api/v1/services/web/rollback", b"{}"),
         ("POST", "/api/v1/dashboard/codes", b"{}"),
         ("DELETE", "/api/v1/services/web", b""),
+        ("POST", "/api/v1/gateway", b'{"port": 8000}'),
+        ("DELETE", "/api/v1/gateway", b""),
         ("POST", "/api/v1/shutdown", b"{}"),
     ):
         status, _, body = owned.request(method, path, routes, data)

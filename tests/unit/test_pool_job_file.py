@@ -26,17 +26,25 @@ def _job(data: dict[str, Any]) -> Any:
     return parse_job({"run": "true", **data}, "job", {})
 
 
+_NO_RESTARTS = {
+    "strategy": "EAGER_NEXT_REGION",
+    "max_restarts_on_errors": 0,
+    "recover_on_exit_codes": [],
+}
+
+
 @pytest.mark.parametrize(
     ("recovery", "expected"),
     [
         (None, None),
-        ("FAILOVER", {"max_restarts_on_errors": 0, "recover_on_exit_codes": []}),
-        ("eager_next_region", {"max_restarts_on_errors": 0, "recover_on_exit_codes": []}),
-        ({"max_restarts_on_errors": 3}, {"max_restarts_on_errors": 3, "recover_on_exit_codes": []}),
+        ("FAILOVER", {**_NO_RESTARTS, "strategy": "FAILOVER"}),
+        ("eager_next_region", _NO_RESTARTS),
+        ({"max_restarts_on_errors": 3}, {**_NO_RESTARTS, "max_restarts_on_errors": 3}),
         (
             {"strategy": "FAILOVER", "recover_on_exit_codes": 33},
-            {"max_restarts_on_errors": 0, "recover_on_exit_codes": [33]},
+            {**_NO_RESTARTS, "strategy": "FAILOVER", "recover_on_exit_codes": [33]},
         ),
+        ({"recover_on_exit_codes": None}, _NO_RESTARTS),  # as SkyPilot reads a null
     ],
 )
 def test_job_recovery_as_skypilot_writes_it(recovery: Any, expected: Any) -> None:
@@ -121,8 +129,12 @@ def test_skypilots_variables_and_what_a_job_cannot_fake() -> None:
     ("sent", "line"),
     [
         (
-            {"strategy": "FAILOVER"},
-            "job_recovery: max_restarts_on_errors and recover_on_exit_codes only",
+            {"strategy": "SPOT"},
+            "job_recovery.strategy must be one of EAGER_NEXT_REGION, FAILOVER",
+        ),
+        (
+            {"max_restarts": 1},
+            "job_recovery: strategy, max_restarts_on_errors and recover_on_exit_codes only",
         ),
         (
             {"max_restarts_on_errors": True},
@@ -136,7 +148,10 @@ def test_skypilots_variables_and_what_a_job_cannot_fake() -> None:
             {"recover_on_exit_codes": [-1]},
             "job_recovery.recover_on_exit_codes must be exit codes (0 to 255)",
         ),
-        ("FAILOVER", "job_recovery: max_restarts_on_errors and recover_on_exit_codes only"),
+        (
+            "FAILOVER",
+            "job_recovery: strategy, max_restarts_on_errors and recover_on_exit_codes only",
+        ),
     ],
 )
 def test_the_api_checks_job_recovery_itself(sent: Any, line: str) -> None:
@@ -146,3 +161,4 @@ def test_the_api_checks_job_recovery_itself(sent: Any, line: str) -> None:
     assert job_recovery({"max_restarts_on_errors": 2, "recover_on_exit_codes": [33]}) == (
         JobRecovery(2, frozenset({33}))
     )
+    assert job_recovery({"strategy": "FAILOVER"}) == JobRecovery(strategy="FAILOVER")

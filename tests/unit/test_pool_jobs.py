@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from steadyserve.controller.job_tables import JobTable
 from steadyserve.controller.pool import spare_busy
@@ -94,20 +96,21 @@ def _after(
     lost: str | None = None,
     recovery: JobRecovery = NONE,
     restarts: int = 0,
-) -> tuple[JobStatus, bool]:
+) -> tuple[JobStatus, int]:
+    """The job's next state and its count of failures after it."""
     out = after_exit(
         code, cancelled=cancelled, worker_lost=lost, recovery=recovery, restarts=restarts
     )
-    return out.status, out.counts_restart
+    return out.status, out.restarts
 
 
 def test_how_a_job_ended() -> None:
-    assert _after(0) == (J.SUCCEEDED, False)
-    assert _after(3) == (J.FAILED, False)  # no job_recovery: a failure is final
-    assert _after(None) == (J.FAILED, False)  # it left no code, its worker alive
-    assert _after(-15, cancelled=True) == (J.CANCELLED, False)
-    assert _after(0, cancelled=True) == (J.CANCELLED, False)
-    assert _after(-15, cancelled=True, lost="worker 1 is FAILED") == (J.CANCELLED, False)
+    assert _after(0) == (J.SUCCEEDED, 0)
+    assert _after(3) == (J.FAILED, 1)  # no job_recovery: a failure is final, and counted
+    assert _after(None) == (J.FAILED, 1)  # it left no code, its worker alive
+    assert _after(-15, cancelled=True) == (J.CANCELLED, 0)
+    assert _after(0, cancelled=True) == (J.CANCELLED, 0)
+    assert _after(-15, cancelled=True, lost="worker 1 is FAILED") == (J.CANCELLED, 0)
 
 
 def test_a_lost_worker_is_recovered_however_often_and_uncounted() -> None:
@@ -115,28 +118,54 @@ def test_a_lost_worker_is_recovered_however_often_and_uncounted() -> None:
     for restarts in (0, 5, 1000):
         assert _after(-9, lost="its worker 2 is FAILED", restarts=restarts) == (
             J.RECOVERING,
-            False,
+            restarts,
         )
-    assert _after(None, lost="its worker 2 is gone") == (J.RECOVERING, False)
-    assert _after(0, lost="its worker 2 is gone") == (J.SUCCEEDED, False)  # it finished
+    assert _after(None, lost="its worker 2 is gone") == (J.RECOVERING, 0)
+    assert _after(0, lost="its worker 2 is gone") == (J.SUCCEEDED, 0)  # it finished
 
 
 def test_max_restarts_on_errors_counts_the_failures() -> None:
-    """The worked example of ``after_exit``: 2 restarts, then FAILED."""
+    """The worked example of ``after_exit``: 2 restarts, then FAILED; the refused
+    third restart is counted too, as SkyPilot's ``restart_cnt_on_failure`` is."""
     two = JobRecovery(max_restarts_on_errors=2)
-    assert _after(3, recovery=two, restarts=0) == (J.RECOVERING, True)
-    assert _after(3, recovery=two, restarts=1) == (J.RECOVERING, True)
-    assert _after(3, recovery=two, restarts=2) == (J.FAILED, False)
+    assert _after(3, recovery=two, restarts=0) == (J.RECOVERING, 1)
+    assert _after(3, recovery=two, restarts=1) == (J.RECOVERING, 2)
+    assert _after(3, recovery=two, restarts=2) == (J.FAILED, 3)
     ended = after_exit(3, cancelled=False, worker_lost=None, recovery=two, restarts=2)
     assert ended.reason == "exited with code 3 after 2 restarts (max_restarts_on_errors)"
-    assert _after(0, recovery=two, restarts=2) == (J.SUCCEEDED, False)
+    assert _after(0, recovery=two, restarts=2) == (J.SUCCEEDED, 2)
 
 
 def test_recover_on_exit_codes_restart_uncounted() -> None:
     codes = JobRecovery(max_restarts_on_errors=1, recover_on_exit_codes=frozenset({33}))
-    assert _after(33, recovery=codes, restarts=1) == (J.RECOVERING, False)
-    assert _after(34, recovery=codes, restarts=0) == (J.RECOVERING, True)
-    assert _after(34, recovery=codes, restarts=1) == (J.FAILED, False)
+    assert _after(33, recovery=codes, restarts=1) == (J.RECOVERING, 1)
+    assert _after(34, recovery=codes, restarts=0) == (J.RECOVERING, 1)
+    assert _after(34, recovery=codes, restarts=1) == (J.FAILED, 2)
+
+
+def test_restarts_never_exceed_the_limit_and_the_count_is_every_failure() -> None:
+    """Any run of exit codes against any job_recovery: the job runs at most
+    max_restarts_on_errors + (matching codes) times again, and the count is the
+    number of failures whose code matched none, as SkyPilot counts them."""
+    codes = st.lists(st.integers(1, 6), max_size=12)
+
+    @given(codes, st.integers(0, 4), st.frozensets(st.integers(1, 6), max_size=3))
+    def check(exits: list[int], limit: int, recover: frozenset[int]) -> None:
+        recovery = JobRecovery(limit, recover)
+        count = counted_restarts = 0
+        for code in exits:
+            status, after = _after(code, recovery=recovery, restarts=count)
+            unmatched = code not in recover
+            assert after == count + unmatched
+            if status is J.FAILED:
+                assert unmatched and after == limit + 1
+                break
+            assert status is J.RECOVERING
+            counted_restarts += unmatched
+            count = after
+        assert counted_restarts <= limit
+
+    check()
 
 
 def test_a_scale_down_drains_an_idle_worker_instead_of_a_busy_one() -> None:

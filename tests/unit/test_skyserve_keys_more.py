@@ -98,6 +98,11 @@ def test_a_top_level_pool_is_the_service_sections_pool(tmp_path: Path) -> None:
             " pool.min_workers and pool.max_workers)",
         ),
         ({"pool": {"workers": -1}}, "service.pool.workers: must be an integer >= 0"),
+        (
+            {"pool": {"workers": 1}, "resources": {"accelerators": {"L4": None, "A10G": None}}},
+            "resources: accelerators A10G, L4: Heterogeneous clusters are not supported for"
+            " pools (give one accelerator for all workers)",
+        ),
     ],
 )
 def test_a_bad_pool_is_refused_in_one_line(data: dict[str, Any], line: str, tmp_path: Path) -> None:
@@ -139,3 +144,13 @@ def test_files_that_are_not_pem_are_refused_naming_both(tmp_path: Path) -> None:
         f"service.tls: certfile {tmp_path / 'c.pem'} and keyfile {tmp_path / 'k.pem'}: they do"
         " not load as a PEM certificate and key"
     )
+
+
+def test_a_pool_may_name_one_accelerator_and_a_service_several(tmp_path: Path) -> None:
+    """Only a pool's workers must all get the same accelerator: a service's
+    replicas may take any of several, as SkyServe's do."""
+    pool = _parse({"pool": {"workers": 1}, "resources": {"accelerators": "L4:1"}}, tmp_path)
+    assert pool.resources.accelerator_choices() == [("L4", 1.0)]
+    choices = {"L4": None, "A10G": None}
+    service = _parse({"run": "x", "resources": {"accelerators": choices}}, tmp_path)
+    assert [name for name, _ in service.resources.accelerator_choices()] == ["L4", "A10G"]

@@ -267,6 +267,7 @@ SURGE = 'must be an integer >= 0 or a percentage like "25%"'
 UNAVAILABLE = 'must be an integer >= 0 or a percentage from "0%" to "100%"'
 URL_PATH = "must be a URL path starting with /"
 LAST_WEIGHT = "the last weight must be 100 (a canary ends with all traffic on the new version)"
+ONE_KIND = "canary.steps[0]: a step is one of weight: N, pause: seconds or shadow: N (exactly one)"
 
 TOP_CASES: list[tuple[dict[Any, Any], str]] = [
     ({"name": "Http-Server"}, f"name: 'Http-Server' {NAME_RULE}"),
@@ -395,6 +396,42 @@ SERVICE_CASES: list[tuple[dict[str, Any], str]] = [
         " (an update could never progress)",
     ),
     ({"canary": {"steps": []}}, "canary.steps: must not be empty"),
+    ({"canary": {"steps": [{"shadow": 50, "weight": 100}]}}, ONE_KIND),
+    (
+        {"canary": {"steps": [{"shadow": 0}, {"weight": 100}]}},
+        "canary.steps[0].shadow: must be an integer from 1 to 100"
+        " (percent of the requests mirrored)",
+    ),
+    (
+        {"canary": {"steps": [{"weight": 10}, {"shadow": 50}, {"weight": 100}]}},
+        "canary.steps: a shadow step must come before the first weight above 0 (once clients"
+        " reach the new version there is nothing left to shadow)",
+    ),
+    (
+        {"canary": {"shadow": {"ignore": ["timestamp"]}}},
+        "canary.shadow.ignore[0]: 'timestamp' is not a JSON path like $.field,"
+        ' $.list[*].field or $["odd key"]',
+    ),
+    (
+        {"canary": {"shadow": {"methods": ["get"]}}},
+        "canary.shadow.methods[0]: must be an HTTP method in capitals (GET, POST...)",
+    ),
+    (
+        {"canary": {"shadow": {"max_body_bytes": 10**9}}},
+        "canary.shadow.max_body_bytes: must be an integer from 0 to 262144 (bytes)",
+    ),
+    (
+        {"canary": {"shadow": {"headers": ["bad header"]}}},
+        "canary.shadow.headers[0]: not a valid HTTP header name",
+    ),
+    (
+        {"canary": {"shadow": {"noise_share": 2}}},
+        "canary.shadow.noise_share: must be a number from 0 to 1",
+    ),
+    (
+        {"canary": {"analysis": {"max_shadow_diff_rate": -1}}},
+        "canary.analysis.max_shadow_diff_rate: must be a number from 0 to 1",
+    ),
     ({"canary": {"steps": "all"}}, "canary.steps: must be a list"),
     ({"canary": {"steps": [{"weight": 50}]}}, f"canary.steps: {LAST_WEIGHT}"),
     ({"canary": {"steps": [{"pause": 5}]}}, f"canary.steps: {LAST_WEIGHT}"),
@@ -412,11 +449,11 @@ SERVICE_CASES: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"canary": {"steps": [{}]}},
-        "canary.steps[0]: a step is either weight: N or pause: seconds (exactly one)",
+        ONE_KIND,
     ),
     (
         {"canary": {"steps": [{"weight": 100, "pause": 1}]}},
-        "canary.steps[0]: a step is either weight: N or pause: seconds (exactly one)",
+        ONE_KIND,
     ),
     (
         {"canary": {"analysis": {"max_error_rate": 2}}},

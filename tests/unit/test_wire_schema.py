@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from steadyserve.core.routing.options import PolicyOptions, ReplicaMetrics
 from steadyserve.core.routing.registry import POLICIES
 from steadyserve.wire.load_report import LoadReport
+from steadyserve.wire.mirror import Mirror
 from steadyserve.wire.routes import Limits, ReplicaRoute, RouteTable
 
 ids = st.integers(min_value=1, max_value=10_000)
@@ -70,6 +71,18 @@ tables = st.builds(
         ),
     ),
     multiplexed=st.booleans(),
+    mirror=st.none()
+    | st.builds(
+        Mirror,
+        version=st.integers(1, 10**6),
+        percent=st.integers(1, 100),
+        methods=st.sampled_from([("GET",), ("GET", "POST")]),
+        max_body_bytes=st.integers(0, 256 * 1024),
+        headers=st.sampled_from([(), ("etag", "content-type")]),
+        ignore=st.sampled_from([(), ("$.at", "$.items[*].id", '$["a b"]')]),
+        noise_share=st.floats(0, 1),
+        stream_tolerance=st.floats(0, 1),
+    ),
 )
 
 
@@ -96,6 +109,12 @@ def test_a_table_without_the_candidate_fields_reads_as_before() -> None:
         ({"policy_options": {"block_bytes": 0}}, "policy_options.block_bytes"),
         ({"replicas": [{"id": 1, "version": 1, "host": "h", "port": 1, "models": [1]}]}, "models"),
         ({"multiplexed": "yes"}, "multiplexed"),
+        ({"mirror": {"version": 2, "percent": 0}}, "mirror.percent"),
+        (
+            {"mirror": {**Mirror(2, 5).to_json(), "ignore": ["$.a["]}},
+            "mirror.ignore: .* is not a JSON path",
+        ),
+        ({"mirror": {**Mirror(2, 5).to_json(), "max_body_bytes": 10**9}}, "mirror.max_body"),
         ({"policy_options": {"replica_metrics": {"path": "/m"}}}, "replica_metrics.interval_s"),
     ],
 )

@@ -93,6 +93,9 @@ def controller_start(backend: str | None, ray_address: str | None, as_json: bool
 def controller_stop(as_json: bool) -> None:
     """Stop the controller; services keep serving and are re-adopted on its next start.
 
+    The gateway port (Ray Serve's HTTP port) is freed: it comes back with the
+    next controller while an application is routed on it.
+
     \b
     Example:
       steady controller stop

@@ -291,8 +291,8 @@ def cancel(
     """sky jobs cancel ID... (or -p POOL, --all, --name NAME): stop jobs, waiting
     or running.
 
-    Asks first, as SkyPilot does (-y skips the question; without a terminal,
-    -y is needed).
+    Asks first, as SkyPilot does (-y skips the question; an answer piped in
+    is read; with none to read, -y is needed).
 
     \b
     Example:

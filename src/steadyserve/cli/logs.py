@@ -19,13 +19,25 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from steadyserve.cli.tables import Clock
 from steadyserve.client.contracts import iso_utc
 from steadyserve.controller.replica_logs import rotated
 
 FOLLOW_POLL_S = 0.2
+
+
+class ShowOptions(NamedTuple):
+    """How a log is shown: ``steady logs``' options, shared by ``jobs pool logs``."""
+
+    tail: int | None
+    follow: bool
+    timestamps: bool = False
+    as_json: bool = False
+    utc: bool = False
+
+
 UNKNOWN_TIME = "-"
 
 
@@ -131,8 +143,10 @@ def show(
     stop_when: float | None = None,
     writer: LineWriter | None = None,
     now: Callable[[], float] = time.time,
+    until: Callable[[], bool] | None = None,
 ) -> None:
-    """Print the file's tail; with ``follow``, keep printing what is appended.
+    """Print the file's tail; with ``follow``, keep printing what is appended
+    (until ``until()`` says the writer is done, what it wrote by then printed).
 
     A rotated log (``path.1``, ``path.2``, ...: replica logs and the access log)
     reads as one: the copies, oldest first, then the file. While following, a
@@ -164,5 +178,10 @@ def show(
             block = _complete_lines(handle, pending, whole=not writer.raw)
             if block:
                 writer.write(block, now())
+            elif until is not None and until():
+                block = _complete_lines(handle, pending, whole=False)
+                if block:
+                    writer.write(block, now())
+                return
             else:
                 time.sleep(FOLLOW_POLL_S)

@@ -359,7 +359,7 @@ def down(names: tuple[str, ...], all_: bool, purge: bool, yes: bool, as_json: bo
 
     Versions, events and logs are kept (steady history still works) until
     --purge, which also forgets them for a service that is already down.
-    --all asks first on a terminal (-y skips it).
+    --all asks first on a terminal (-y skips it) and frees the gateway port.
 
     \b
     Example:
@@ -383,6 +383,8 @@ def down(names: tuple[str, ...], all_: bool, purge: bool, yes: bool, as_json: bo
         client.call("DELETE", f"/api/v1/services/{name}?purge={int(purge)}", timeout=600.0)
         if not as_json:
             console.print(f"Service {name} is down.")
+    if all_:  # the gateway port too (serve.start holds it with no service at all)
+        client.call("DELETE", "/api/v1/gateway")
     if as_json:
         _echo_json({"down": taken, "purged": purge})
 

@@ -30,8 +30,10 @@ from steadyserve.cli.common import (
     secret_option,
     tail_option,
 )
+from steadyserve.cli.logs import ShowOptions
 from steadyserve.cli.pool_tables import policy_line, pools_table, workers_table
 from steadyserve.cli.records import logs as service_logs
+from steadyserve.cli.records import print_log
 from steadyserve.client.connection import Client, CommandError
 from steadyserve.client.service_files import load_one
 from steadyserve.compat.file_mounts import staged
@@ -56,14 +58,25 @@ def pools_named(client: Client, names: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def confirm(question: str, yes: bool) -> None:
-    """SkyPilot's prompt (``[Y/n]``, Enter proceeds): skipped with -y; with no
-    terminal to ask on and no -y, refused in one line, nothing changed."""
+    """SkyPilot's prompt (``[Y/n]``, Enter proceeds): skipped with -y. Like
+    SkyPilot's (click's), it reads a piped answer too
+    (``yes | steady jobs cancel 3``); with no answer to read and no -y, refused in one line, nothing
+    changed (where SkyPilot prints ``Aborted!``)."""
     if yes:
         return
-    if not sys.stdin.isatty():
-        asked = question.removesuffix(". Proceed?")
-        raise CommandError(f"{asked}: pass -y to confirm (no terminal to ask on)", 2)
-    click.confirm(question, default=True, abort=True, err=True)
+    if sys.stdin.isatty():
+        click.confirm(question, default=True, abort=True, err=True)
+        return
+    for line in sys.stdin:
+        answer = line.strip().lower()
+        click.echo(f"{question} [Y/n]: {line.strip()}", err=True)
+        if answer in ("", "y", "yes"):
+            return
+        if answer in ("n", "no"):
+            raise click.Abort
+        click.echo("Error: invalid input", err=True)
+    asked = question.removesuffix(". Proceed?")
+    raise CommandError(f"{asked}: pass -y to confirm (no terminal to ask on)", 2)
 
 
 @click.group("pool")
@@ -87,8 +100,14 @@ def _resize(client: Client, name: str, workers: int, mode: str | None, as_json: 
             {"name": name, "action": "resize", "version": result["version"], **_changed(result)}
         )
         return
-    said = f"version {result['version']}" if result["changed"] else "unchanged"
-    console.print(f"Pool {name} updated: {said}.", markup=False)
+    console.print(_updated(name, result), markup=False)
+
+
+def _updated(name: str, result: dict[str, Any]) -> str:
+    """SkyPilot's finishing line of an update, which its users' scripts grep for."""
+    if result["changed"]:
+        return f"Successfully updated pool {name!r} to version {result['version']}."
+    return f"Successfully updated pool {name!r}: no change, version {result['version']} stays."
 
 
 def _changed(result: dict[str, Any]) -> dict[str, bool]:
@@ -97,7 +116,13 @@ def _changed(result: dict[str, Any]) -> dict[str, bool]:
 
 @pool.command("apply")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-p", "--pool", "name", required=True, help="The pool's name.")
+@click.option(
+    "-p",
+    "--pool",
+    "name",
+    default=None,
+    help="The pool's name (with FILE, default: the file's name:, else its stem).",
+)
 @click.option(
     "--workers",
     type=click.IntRange(0, 1000),
@@ -119,7 +144,7 @@ def _changed(result: dict[str, Any]) -> dict[str, bool]:
 @reports_errors
 def pool_apply(
     file: Path | None,
-    name: str,
+    name: str | None,
     workers: int | None,
     mode: str | None,
     yes: bool,
@@ -146,13 +171,16 @@ def pool_apply(
         )
     if file is None and workers is None:
         raise CommandError("give a pool file, or --workers N to resize a running pool", 2)
+    if file is None and name is None:  # SkyPilot's words
+        raise CommandError("A pool name must be provided to update the number of workers.", 2)
     client = Client(_home())
     if file is None:
-        assert workers is not None
+        assert workers is not None and name is not None
         _resize(client, name, workers, mode, as_json)
         return
     notes: list[str] = []
     spec = load_one(file, name, notes, ignore_resources, ignore_image, envs, secrets)
+    name = str(spec.name)
     if spec.service.pool is None:
         raise CommandError(f"{file}: pool: a pool file needs a pool: section (workers: N)", 2)
     known = {s["name"]: s for s in services(client)}
@@ -165,19 +193,16 @@ def pool_apply(
         if name in known:
             result = client.call("POST", f"/api/v1/services/{name}/update", {**body, "mode": mode})
             out = {"action": "update", "version": result["version"], **_changed(result)}
-            said = f"version {result['version']}" if result["changed"] else "unchanged"
-            line = f"Pool {name} updated: {said}."
+            line = _updated(name, result)
         else:
             client.call("POST", "/api/v1/services", body)
-            out, line = (
-                {"action": "create", "version": 1, "changed": True},
-                f"Pool {name} is starting.",
-            )
+            out = {"action": "create", "version": 1, "changed": True}
+            line = f"Successfully created pool {name!r}: its workers run setup, then take jobs."
     if as_json:
         _echo_json({"name": name, **out})
         return
-    console.print(line, markup=False)
     policy = spec.service.pool.model_dump(mode="json")
+    console.print(f"Pool name: {name}", markup=False)
     console.print(f"Worker policy: {policy_line(policy)}", markup=False)
     console.print(
         f"Submit jobs: steady jobs launch --pool {name} JOB.yaml\n"
@@ -185,6 +210,7 @@ def pool_apply(
         f"Take down:   steady jobs pool down {name} -y",
         markup=False,
     )
+    console.print(line, markup=False)  # last, as SkyPilot's finishing line
 
 
 @pool.command("status")
@@ -221,8 +247,8 @@ def pool_status(names: tuple[str, ...], as_json: bool) -> None:
 def pool_down(names: tuple[str, ...], all_: bool, purge: bool, yes: bool, as_json: bool) -> None:
     """sky jobs pool down NAME (or --all): cancel their jobs, stop their workers.
 
-    Asks first, as SkyPilot does (-y skips the question; without a terminal,
-    -y is needed).
+    Asks first, as SkyPilot does (-y skips the question; an answer piped in
+    is read; with none to read, -y is needed).
 
     \b
     Example:
@@ -302,7 +328,8 @@ def pool_logs(
     as_json: bool,
 ) -> None:
     """sky jobs pool logs NAME [WORKER_ID]: a worker's log (its setup's output, as it
-    runs and after it failed), or the controller's with --controller.
+    runs and after it failed; followed, until its setup ended), or the
+    controller's with --controller.
 
     \b
     Example:
@@ -316,18 +343,44 @@ def pool_logs(
         raise CommandError(
             "Can only tail logs from one target at a time (the controller, or a worker).", 2
         )
-    if worker_id is not None:
-        _wait_for_worker_log(client, found, worker_id, follow)
-    ctx.invoke(
-        service_logs,
-        name=name,
-        replica_id=worker_id,
-        controller_log=controller_log,
-        lb_log=False,
-        access_log=False,
-        follow=follow,
-        tail=tail,
-        timestamps=False,
-        utc=False,
-        as_json=as_json,
-    )
+    if worker_id is None:
+        ctx.invoke(
+            service_logs,
+            name=name,
+            replica_id=None,
+            controller_log=True,
+            lb_log=False,
+            access_log=False,
+            follow=follow,
+            tail=tail,
+            timestamps=False,
+            utc=False,
+            as_json=as_json,
+        )
+        return
+    _wait_for_worker_log(client, found, worker_id, follow)
+    show = ShowOptions(tail, follow, as_json=as_json)
+    path = _home().replica_log(name, worker_id)
+    print_log(path, name, access_log=False, show=show, until=SetupEnded(client, name, worker_id))
+
+
+class SetupEnded:
+    """Whether a worker's setup has ended (it is READY, or it failed or went):
+    SkyPilot's ``sky jobs pool logs POOL ID`` follows the setup and returns when
+    it ends; what a worker logs after that is its own, never a job's output.
+    Asks the controller at most once every ``ASK_EVERY_S``."""
+
+    ASK_EVERY_S = 1.0
+
+    def __init__(self, client: Client, name: str, worker_id: int) -> None:
+        self.client, self.name, self.worker_id = client, name, worker_id
+        self.asked_at = 0.0
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self.asked_at < self.ASK_EVERY_S:
+            return False
+        self.asked_at = now
+        (found,) = pools_named(self.client, (self.name,))
+        workers = {w["id"]: w["status"] for w in found["replicas"]}
+        return workers.get(self.worker_id) not in ("PENDING", "PROVISIONING", "STARTING")

@@ -112,4 +112,23 @@ def canary_lines(services: list[dict[str, Any]]) -> list[str]:
         if analysis:
             line += f"; last analysis {analysis['outcome']}: {analysis['reason']}"
         lines.append(line)
+        shadow = canary.get("shadow")
+        if shadow:
+            lines.extend(shadow_lines(svc["name"], shadow))
+    return lines
+
+
+def shadow_lines(name: str, shadow: dict[str, Any]) -> list[str]:
+    """A shadow step's figures: what was mirrored and compared, the verdict, and the
+    most frequent differing paths, each with one (masked) request that showed it."""
+    lines = [
+        f"{name}: shadow {shadow['mirror']}%: {shadow['mirrored']} mirrored, "
+        f"{shadow['dropped']} dropped, {shadow['compared']} compared, "
+        f"{shadow['differed']} differ ({shadow['rate']:.2%}); {shadow['outcome']}: "
+        f"{shadow['reason']}"
+    ]
+    for top in shadow.get("top_paths") or ():
+        lines.append(f"  {top['key']}: {top['answers']} answers, e.g. {top['example']}")
+    if shadow.get("noise"):
+        lines.append(f"  noise (ignored): {', '.join(shadow['noise'])}")
     return lines

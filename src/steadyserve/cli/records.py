@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -141,10 +142,29 @@ def logs(
             path = found[-1]
     if not path.exists():
         raise CommandError(f"no log yet at {path}", 1)
+    print_log(
+        path,
+        name=None if controller_log else name,
+        access_log=access_log,
+        show=logs_mod.ShowOptions(tail, follow, timestamps, as_json, utc),
+    )
+
+
+def print_log(
+    path: Path,
+    name: str | None,
+    access_log: bool,
+    show: logs_mod.ShowOptions,
+    until: Callable[[], bool] | None = None,
+) -> None:
+    """Print one log as ``show`` says, the secrets of service ``name`` masked
+    (None: the controller's log, which holds none); ``until`` ends following."""
     out: Any = sys.stdout.buffer
-    if not controller_log:  # secrets values never shown
-        out = MaskedOutput(out, secret_values(home.db_path, name))
+    if name is not None:  # secrets values never shown
+        out = MaskedOutput(out, secret_values(_home().db_path, name))
     kind = logs_mod.AccessWriter if access_log else logs_mod.LineWriter
-    writer = kind(out, str(path), timestamps=timestamps, as_json=as_json, clock=Clock(utc=utc))
+    writer = kind(
+        out, str(path), timestamps=show.timestamps, as_json=show.as_json, clock=Clock(utc=show.utc)
+    )
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
-        logs_mod.show(path, tail, follow, writer=writer)
+        logs_mod.show(path, show.tail, show.follow, writer=writer, until=until)

@@ -1,7 +1,6 @@
 """``steady status``: the services of this home, their replicas and events; one
 service's endpoint (``--endpoint``) for scripts."""
 
-
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -392,8 +392,10 @@ CONTRACTS: dict[str, Contract] = {
         JOBS,
         "`status` is `PENDING`, `STARTING`, `RUNNING`, `RECOVERING`, `CANCELLING`, "
         "`SUCCEEDED`, `FAILED` or `CANCELLED`; `worker` is null until one is given; "
-        "`recoveries` counts its runs after the first, `restarts_on_errors` those "
-        "`job_recovery` (`max_restarts_on_errors`, `recover_on_exit_codes`) allowed; "
+        "`recoveries` counts its runs after the first, `restarts_on_errors` its failures "
+        "judged against `job_recovery`'s `max_restarts_on_errors` (SkyPilot's count: "
+        "the refused restart too, never a code of `recover_on_exit_codes`); "
+        "`job_recovery` has `strategy`, `max_restarts_on_errors`, `recover_on_exit_codes`; "
         "`log` is the job's log file (docs/pools.md).",
     ),
     "jobs launch": Contract(

@@ -60,7 +60,11 @@ def deploy_request(
                 "prune_all": prune_all,
                 "gateway": None
                 if plan.gateway_port is None
-                else {"port": plan.gateway_port, "named": plan.gateway_named},
+                else {
+                    "port": plan.gateway_port,
+                    "named": plan.gateway_named,
+                    "request_timeout_s": plan.gateway_timeout,
+                },
             },
             plan,
         )

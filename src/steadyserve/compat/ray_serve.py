@@ -107,6 +107,13 @@ def _top_level(key: str, value: Any, out: Fleet, mistakes: list[SpecError]) -> N
                 else:
                     out.gateway_port = item
                     out.gateway_named = True
+            elif sub == "request_timeout_s":
+                if item is not None and (
+                    isinstance(item, bool) or not isinstance(item, (int, float))
+                ):
+                    mistakes.append(SpecError("http_options.request_timeout_s", "must be seconds"))
+                elif item is not None:
+                    out.gateway_timeout = float(item)
             elif sub == "host":
                 if item not in ("127.0.0.1", "localhost"):
                     out.notices.append(
@@ -115,8 +122,8 @@ def _top_level(key: str, value: Any, out: Fleet, mistakes: list[SpecError]) -> N
                     )
             elif sub in HTTP_KEYS:
                 out.notices.append(
-                    f"http_options.{sub}: does not apply here (set service.request_timeout_s"
-                    " or service.load_balancer per service instead)"
+                    f"http_options.{sub}: does not apply here (set service.load_balancer"
+                    " per service instead)"
                 )
             else:
                 mistakes.append(

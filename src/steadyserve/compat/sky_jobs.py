@@ -15,12 +15,11 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyserve.core.jobs import DEFAULT_RECOVERY_STRATEGY, RECOVERY_STRATEGIES
 from steadyserve.spec.errors import TOP_LEVEL, SpecError
 
 _WORKER_KEYS = ("setup", "workdir", "file_mounts", "pip", "pool", "service")
 _ACCEPTED = ("name", "run", "envs", "secrets", "resources", "num_nodes")
-STRATEGIES = ("EAGER_NEXT_REGION", "FAILOVER")
-"""SkyPilot's recovery strategies: both mean "another worker of the pool" here."""
 _RECOVERY_KEYS = ("strategy", "max_restarts_on_errors", "recover_on_exit_codes")
 
 
@@ -31,7 +30,8 @@ class JobFile:
     envs: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     job_recovery: dict[str, Any] | None = None
-    """``max_restarts_on_errors`` and ``recover_on_exit_codes``, as the API takes them."""
+    """``strategy``, ``max_restarts_on_errors`` and ``recover_on_exit_codes``, as
+    the API takes them."""
 
 
 def _did_you_mean(key: str, options: tuple[str, ...]) -> str:
@@ -41,7 +41,9 @@ def _did_you_mean(key: str, options: tuple[str, ...]) -> str:
 
 def job_recovery(value: Any) -> dict[str, Any] | None:
     """SkyPilot's ``resources.job_recovery``: a strategy's name, or a mapping with
-    ``strategy``, ``max_restarts_on_errors`` and ``recover_on_exit_codes``."""
+    ``strategy``, ``max_restarts_on_errors`` and ``recover_on_exit_codes``, read
+    as SkyPilot's ``StrategyExecutor.make`` reads it: no strategy is its default
+    (EAGER_NEXT_REGION), a null ``recover_on_exit_codes`` none, one code a list."""
     if value is None:
         return None
     field_ = "resources.job_recovery"
@@ -55,21 +57,27 @@ def job_recovery(value: Any) -> dict[str, Any] | None:
                 f"{field_}.{key}", "unknown field" + _did_you_mean(str(key), _RECOVERY_KEYS)
             )
     strategy = value.get("strategy")
-    if strategy is not None and (
-        not isinstance(strategy, str) or strategy.upper() not in STRATEGIES
-    ):
-        raise SpecError(f"{field_}.strategy", f"must be one of {', '.join(STRATEGIES)}")
+    if strategy is None:
+        strategy = DEFAULT_RECOVERY_STRATEGY
+    if not isinstance(strategy, str) or strategy.upper() not in RECOVERY_STRATEGIES:
+        raise SpecError(f"{field_}.strategy", f"must be one of {', '.join(RECOVERY_STRATEGIES)}")
     restarts = value.get("max_restarts_on_errors", 0)
     if not isinstance(restarts, int) or isinstance(restarts, bool) or restarts < 0:
         raise SpecError(f"{field_}.max_restarts_on_errors", "must be a whole number >= 0")
-    codes = value.get("recover_on_exit_codes", [])
+    codes = value.get("recover_on_exit_codes")
+    if codes is None:
+        codes = []
     if isinstance(codes, int) and not isinstance(codes, bool):
         codes = [codes]
     if not isinstance(codes, list) or not all(
         isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes
     ):
         raise SpecError(f"{field_}.recover_on_exit_codes", "must be exit codes (0 to 255)")
-    return {"max_restarts_on_errors": restarts, "recover_on_exit_codes": codes}
+    return {
+        "strategy": strategy.upper(),
+        "max_restarts_on_errors": restarts,
+        "recover_on_exit_codes": codes,
+    }
 
 
 def _text_values(value: Any, key: str, given: dict[str, str]) -> dict[str, str]:

@@ -164,7 +164,8 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
 
     @routes.post("/api/v1/shutdown")
     async def shutdown(request: web.Request) -> web.Response:
-        controller.shutdown()
+        """``steady controller stop``: the controller exits and frees the gateway port."""
+        controller.shutdown(stop_gateway=True)
         return web.json_response({"ok": True})
 
     @routes.get("/api/v1/services")
@@ -224,12 +225,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             isinstance(expect_down, list) and all(isinstance(n, str) for n in expect_down)
         ):
             raise BadInput("'expect_down' must be a list of service names")
-        gateway = data.get("gateway")  # a fleet file's gateway: {port} or null
-        port = gateway.get("port") if isinstance(gateway, dict) else None
-        if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
-            raise BadInput("gateway.port must be a port number")
-        if isinstance(gateway, dict) and gateway.get("named") is False:
-            port = controller.gateway_default(port)  # Ray's default: STEADY_PORTS moves it
+        port, timeout = gateway_options(data.get("gateway"))
         result = await controller.deploy(
             [(i["spec"], str(i.get("yaml", ""))) for i in items],
             bool(data.get("dry_run")),
@@ -237,6 +233,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             prune_all=bool(data.get("prune_all")),
             expect_down=expect_down,
             gateway_port=port,
+            gateway_timeout=timeout,
         )
         return web.json_response(result)
 
@@ -323,6 +320,39 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
         if table is None:
             return web.json_response({"error": "no gateway map yet"}, status=503)
         return web.json_response(table)
+
+    def gateway_options(gateway: Any) -> tuple[int | None, float | None]:
+        """A deploy's or ``serve.start``'s ``{port, named, request_timeout_s}`` (null:
+        no gateway): the port and timeout to configure."""
+        if gateway is not None and not isinstance(gateway, dict):
+            raise BadInput("gateway must be an object or null")
+        gateway = gateway or {}
+        port, timeout = gateway.get("port"), gateway.get("request_timeout_s")
+        if port is not None and (not isinstance(port, int) or isinstance(port, bool)):
+            raise BadInput("gateway.port must be a port number")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float, type(None))):
+            raise BadInput("gateway.request_timeout_s must be a number of seconds")
+        if gateway.get("named") is False:
+            taken = {r.port for r in controller.store.services()}
+            port = controller.gateway.default_port(port, taken)  # its own, or Ray's 8000
+        return port, None if timeout is None else float(timeout)
+
+    @routes.post("/api/v1/gateway")
+    async def gateway_start(request: web.Request) -> web.Response:
+        """``serve.start``: the gateway holds its port from now on, apps or not."""
+        port, timeout = gateway_options(await json_object(request))
+        problem = controller.gateway.check_port(port)
+        if problem is not None:
+            raise BadInput(f"gateway: {problem}")
+        await controller.gateway.configure(port, timeout)
+        return web.json_response(controller.gateway.status())
+
+    @routes.delete("/api/v1/gateway")
+    async def gateway_release(request: web.Request) -> web.Response:
+        """``serve.shutdown``, ``steady down --all``: free the port unless a service
+        is still routed on it."""
+        stopped = await controller.gateway.release()
+        return web.json_response({"stopped": stopped, **controller.gateway.status()})
 
     @routes.get("/api/v1/gateway")
     async def gateway_status(request: web.Request) -> web.Response:

@@ -35,7 +35,6 @@ from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
 from steadyserve.controller.endpoint import (
     EndpointClaims,
     endpoint_port,
-    gateway_port_in,
     port_notice,
 )
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
@@ -75,6 +74,7 @@ class Controller:
         self.log_limits = replica_logs.LogLimits.from_env()
         self.url = ""
         self._stop = asyncio.Event()
+        self._stop_gateway = False
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.endpoints = EndpointClaims()
@@ -324,6 +324,7 @@ class Controller:
         prune_all: bool = False,
         expect_down: list[str] | None = None,
         gateway_port: int | None = None,
+        gateway_timeout: float | None = None,
     ) -> dict[str, Any]:
         """A fleet file as the whole desired state (controller/fleet.py)."""
         return await fleet.deploy(
@@ -334,15 +335,8 @@ class Controller:
             prune_all=prune_all,
             expect_down=expect_down,
             gateway_port=gateway_port,
+            gateway_timeout=gateway_timeout,
         )
-
-    def gateway_default(self, port: int | None) -> int | None:
-        """A gateway port the file did not name (Ray's 8000): kept, unless
-        ``STEADY_PORTS`` confines ports to a range (port_range.py)."""
-        found = port_range.from_env()
-        if found is None or port is None:
-            return port
-        return gateway_port_in(found, self.gateway.port, {r.port for r in self.store.services()})
 
     def _parse(self, spec_json: str) -> ServiceSpec:
         try:
@@ -417,8 +411,6 @@ class Controller:
                 runtime.routes.close()  # its open route polls answered now, not at timeout
                 self.capacity.changed()  # its GPUs are free for the others
                 self.endpoints.release(runtime.row.port)  # and its port
-        if not self.services:  # nothing left to serve (serve shutdown)
-            await self.gateway.stop_if_idle()
 
     def _forgotten(self, name: str) -> bool:
         try:
@@ -426,7 +418,9 @@ class Controller:
         except sqlite3.Error:  # cannot tell: keep managing it
             return False
 
-    def shutdown(self) -> None:
+    def shutdown(self, stop_gateway: bool = False) -> None:
+        """Exit; services keep serving (the gateway too, unless ``stop_gateway``)."""
+        self._stop_gateway = self._stop_gateway or stop_gateway
         self._stop.set()
 
     # process lifecycle ------------------------------------------------
@@ -473,7 +467,7 @@ class Controller:
         gateway_task.cancel()
         backup_task.cancel()
         logs_task.cancel()
-        self.gateway.detach()
+        await self.gateway.leave(self._stop_gateway)
         await runner.cleanup()
         await routes_socket.stop(self, routes_runner)
         await self.probe_session.close()

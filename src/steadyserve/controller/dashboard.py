@@ -99,6 +99,8 @@ def _update(controller: Controller, runtime: ServiceRuntime) -> dict[str, Any] |
             "routable": sorted(plan.routable),
         },
         "events": events,
+        # A shadow step's figures while it mirrors (controller/rollout/canary.py).
+        "shadow": (runtime.canary.status_json() or {}).get("shadow"),
     }
 
 

@@ -28,6 +28,7 @@ async def deploy(
     prune_all: bool = False,
     expect_down: list[str] | None = None,
     gateway_port: int | None = None,
+    gateway_timeout: float | None = None,
 ) -> dict[str, Any]:
     """The file is the whole desired state of the services it made: create,
     update, and take down the ones this file made earlier and no longer lists.
@@ -104,5 +105,5 @@ async def deploy(
     for name, reason in kept:
         results.append({"name": name, "action": "keep", "reason": reason})
     if not dry_run:
-        await controller.gateway.configure(gateway_port)
+        await controller.gateway.configure(gateway_port, gateway_timeout)
     return {"dry_run": dry_run, "services": results, "gateway": {"port": gateway_port}}

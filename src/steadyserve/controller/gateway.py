@@ -1,16 +1,23 @@
 """The controller's side of the gateway: its port, its process, its route map.
 
-One gateway per controller (per STEADY_HOME): the last ``steady deploy`` that
-named a gateway port (a Ray Serve config's ``http_options.port``, or a fleet
-file's ``gateway: {port: N}``) sets it, and a fleet file without one removes
-it. The port and the process are kept in ``STEADY_HOME/gateway.json``, so a
-restarted controller adopts the running gateway instead of starting another:
-traffic on the gateway port, like a service endpoint, survives the controller.
+One gateway per controller (per STEADY_HOME): the last ``steady deploy`` or
+``serve.start``/``serve.run`` that named a gateway port (a Ray Serve config's
+``http_options.port``, or a fleet file's ``gateway: {port: N}``) sets it, one
+that names none keeps the port the gateway has (Ray's default, 8000, when it has
+none), and a fleet file without one removes it. The port is held from then until
+``serve.shutdown()``/``steady down --all`` (:meth:`GatewaySupervisor.release`,
+while no routed service is left) or ``steady controller stop``
+(:meth:`GatewaySupervisor.stop_with_controller`): taking down the last
+application keeps it, as Ray's ``serve.delete`` keeps its proxy. The port, Ray's
+``request_timeout_s`` and the process are kept in ``STEADY_HOME/gateway.json``, so
+a controller that restarts without being stopped (killed, or its service
+manager's restart) adopts the running gateway instead of starting another.
 
 The route map (prefix -> service) is every service whose current spec has a
 ``service.route_prefix``, and the model map (OpenAI model name -> service) every
-one with ``service.served_model_names``, published together by long-poll like a
-service's route table.
+one with ``service.served_model_names``, published together (with the prefix ->
+application map Ray's ``/-/routes`` shows and the gateway's ``request_timeout_s``)
+by long-poll like a service's route table.
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ from typing import Any
 
 import psutil
 
+from steadyserve import port_range
 from steadyserve.backends.processes import LocalProcess, same_process_alive, stop_group
 from steadyserve.controller.clock import SYSTEM_CLOCK
+from steadyserve.controller.endpoint import gateway_port_in
 from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.controller.routes import RoutePublisher
 from steadyserve.home.paths import Home
@@ -51,6 +60,16 @@ def route_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
         if prefix is not None and spec.name is not None and prefix not in routes:
             routes[prefix] = spec.name
     return dict(sorted(routes.items()))
+
+
+def app_map(specs: Iterable[ServiceSpec]) -> dict[str, str]:
+    """Route prefix -> application (the service's name when it is not one's), as
+    Ray's ``/-/routes`` answers."""
+    by_name = {spec.name: spec for spec in specs}
+    return {
+        prefix: str(by_name[name].application or name)
+        for prefix, name in route_map(by_name.values()).items()
+    }
 
 
 def prefix_conflict(
@@ -134,6 +153,7 @@ class GatewaySupervisor:
         self._specs = specs
         self._tables = tables
         self.port: int | None = None
+        self.request_timeout_s: float | None = None  # Ray's http_options.request_timeout_s
         self.handle: LocalProcess | None = None
         self.listener: socket.socket | None = None
         self.listener6: socket.socket | None = None  # ::1, when this host has IPv6
@@ -153,6 +173,8 @@ class GatewaySupervisor:
             return
         port = data.get("port")
         self.port = port if isinstance(port, int) else None
+        timeout = data.get("request_timeout_s")
+        self.request_timeout_s = float(timeout) if isinstance(timeout, (int, float)) else None
         pid, created = data.get("pid"), data.get("create_time")
         if isinstance(pid, int) and self.port and same_process_alive(pid, created):
             self.handle = LocalProcess(pid, created, self.port)
@@ -160,6 +182,7 @@ class GatewaySupervisor:
     def _save(self) -> None:
         data = {
             "port": self.port,
+            "request_timeout_s": self.request_timeout_s,
             "pid": self.handle.pid if self.handle else None,
             "create_time": self.handle.create_time if self.handle else None,
         }
@@ -176,6 +199,18 @@ class GatewaySupervisor:
     def running(self) -> bool:
         return self.handle is not None and self.handle.exit_code() is None
 
+    def default_port(self, port: int | None, taken: set[int]) -> int | None:
+        """A port the file or driver did not name (``port``: Ray's 8000): the port of
+        the gateway there is (Ray keeps a running instance's http_options), else
+        ``port``, unless ``STEADY_PORTS`` confines ports to a range (port_range.py);
+        ``taken``: the services' endpoint ports."""
+        if port is None:
+            return None
+        found = port_range.from_env()
+        if found is not None:
+            return gateway_port_in(found, self.port, taken)
+        return port if self.port is None else self.port
+
     def check_port(self, port: int | None) -> str | None:
         """Why ``port`` cannot be the gateway's, or None (it is, or it is free)."""
         if port is None or port == self.port:
@@ -188,22 +223,56 @@ class GatewaySupervisor:
             return f"gateway port {port} is already in use{port_holder(port)}"
         return None
 
-    async def configure(self, port: int | None) -> None:
-        """Serve the gateway on ``port`` (None: no gateway); restarts it on a new port."""
+    async def configure(self, port: int | None, request_timeout_s: float | None = None) -> None:
+        """Serve the gateway on ``port`` (None: no gateway); restarts it on a new port.
+        ``request_timeout_s`` (Ray's ``http_options``) is kept when None, cleared when
+        not above 0 (Ray's "no timeout"), and reaches the gateway by its map."""
         async with self._configuring:
+            if request_timeout_s is not None:
+                self.request_timeout_s = request_timeout_s if request_timeout_s > 0 else None
             if port != self.port:
                 await self._restart_on(port)
+            else:
+                self._save()
+                self.publish()
+            self.supervise()  # the port is bound now: a request sent next waits for it
 
-    async def stop_if_idle(self) -> None:
-        """Stop the gateway if no service is left to serve (``serve.shutdown``).
+    async def release(self) -> bool:
+        """Stop the gateway and free its port unless a service is still routed on it
+        (``serve.shutdown()``, ``steady down --all``); True if it was stopped.
 
-        Checked under the same lock as :meth:`configure`: a deploy that came while
-        the last service went down keeps its gateway (before, a stop that was
-        draining when that deploy found the port unchanged then set it to None,
-        leaving the new application without a gateway)."""
+        Under the same lock as :meth:`configure`: a deploy that came meanwhile and
+        routes a service keeps its gateway."""
         async with self._configuring:
-            if self.port is not None and not list(self._specs()):
-                await self._restart_on(None)
+            if self.port is None and self.handle is None:
+                return False
+            if route_map(self._specs()) or model_map(self._specs()):
+                return False
+            self.request_timeout_s = None
+            await self._restart_on(None)
+            return True
+
+    async def leave(self, stop: bool) -> None:
+        """The controller exits: asked to (``steady controller stop``), the gateway
+        stops with it; else (a signal: a restart by its service manager) the
+        gateway keeps serving for the next controller to adopt."""
+        if stop:
+            await self.stop_with_controller()
+        else:
+            self.detach()
+
+    async def stop_with_controller(self) -> None:
+        """``steady controller stop``: the gateway process stops and its port is
+        free; the port is kept for the next controller only while a service is
+        routed on it (the applications keep running and come back on it)."""
+        async with self._configuring:
+            if not (route_map(self._specs()) or model_map(self._specs())):
+                self.port = None
+                self.request_timeout_s = None
+            keep, self.port = self.port, None  # supervision must not start it again
+            await self.stop()
+            self.port = keep
+            self._save()
 
     async def _restart_on(self, port: int | None) -> None:
         self.port = None  # supervision must not start it again while it stops
@@ -214,7 +283,14 @@ class GatewaySupervisor:
 
     def publish(self) -> None:
         specs = list(self._specs())
-        self.routes.publish({"routes": route_map(specs), "models": model_map(specs)})
+        self.routes.publish(
+            {
+                "routes": route_map(specs),
+                "models": model_map(specs),
+                "apps": app_map(specs),
+                "request_timeout_s": self.request_timeout_s,
+            }
+        )
 
     async def run(self) -> None:
         """Keep the map current and the process running (the controller's task)."""
@@ -333,6 +409,7 @@ class GatewaySupervisor:
         routes = route_map(specs)
         return {
             "port": self.port,
+            "request_timeout_s": self.request_timeout_s,
             "running": self.running,
             "routes": routes,
             "problem": self.problem,

@@ -249,12 +249,13 @@ class PoolJobs:
         )
         why = outcome.reason + when
         if outcome.status is JobStatus.RECOVERING:
-            restarts = job.restarts + (1 if outcome.counts_restart else 0)
-            self._to_recovering(job, why, exit_code=code, restarts=restarts)
+            self._to_recovering(job, why, exit_code=code, restarts=outcome.restarts)
             return
         ended = recorded_end(self.rt.home, job.id) if when else None
         now = ended if ended is not None else self.rt.clock.wall()
-        self.table.move(job, outcome.status, why, exit_code=code, ended_at=now)
+        self.table.move(
+            job, outcome.status, why, exit_code=code, ended_at=now, restarts=outcome.restarts
+        )
 
     def _recover(self, job: JobRow, lost: str) -> None:
         """Its worker was lost while its process runs on: stop that process (the

@@ -17,7 +17,7 @@ from steadyserve.controller.errors import BadInput, NotFound, json_object
 from steadyserve.controller.job_tables import JobRow, JobTable
 from steadyserve.controller.pool import job_log
 from steadyserve.controller.pool_runtime import PoolRuntime
-from steadyserve.core.jobs import JobRecovery
+from steadyserve.core.jobs import DEFAULT_RECOVERY_STRATEGY, RECOVERY_STRATEGIES, JobRecovery
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -56,12 +56,18 @@ def job_recovery(value: Any) -> JobRecovery:
     if value is None:
         return JobRecovery()
     if not isinstance(value, dict) or set(value) - {
+        "strategy",
         "max_restarts_on_errors",
         "recover_on_exit_codes",
     }:
-        raise BadInput("job_recovery: max_restarts_on_errors and recover_on_exit_codes only")
+        raise BadInput(
+            "job_recovery: strategy, max_restarts_on_errors and recover_on_exit_codes only"
+        )
+    strategy = value.get("strategy", DEFAULT_RECOVERY_STRATEGY)
     restarts = value.get("max_restarts_on_errors", 0)
     codes = value.get("recover_on_exit_codes", [])
+    if strategy not in RECOVERY_STRATEGIES:
+        raise BadInput(f"job_recovery.strategy must be one of {', '.join(RECOVERY_STRATEGIES)}")
     if not isinstance(restarts, int) or isinstance(restarts, bool):
         raise BadInput("job_recovery.max_restarts_on_errors must be a whole number")
     if not 0 <= restarts <= MAX_RESTARTS:
@@ -70,7 +76,7 @@ def job_recovery(value: Any) -> JobRecovery:
         isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes
     ):
         raise BadInput("job_recovery.recover_on_exit_codes must be exit codes (0 to 255)")
-    return JobRecovery(restarts, frozenset(codes))
+    return JobRecovery(restarts, frozenset(codes), strategy)
 
 
 def resized(spec_json: str, workers: Any) -> str:

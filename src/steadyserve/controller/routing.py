@@ -15,6 +15,7 @@ from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import Resources, ServiceSpec
 from steadyserve.store import ReplicaRow
 from steadyserve.wire import replica_contract as contract
+from steadyserve.wire.mirror import Mirror
 from steadyserve.wire.netns import path_of as netns_path
 from steadyserve.wire.routes import Limits, ReplicaRoute, RouteTable
 
@@ -28,6 +29,7 @@ def route_table(
     weights: tuple[tuple[int, int], ...] = (),
     preview: tuple[int, int] | None = None,
     models: Mapping[int, frozenset[str]] | None = None,
+    mirror: Mirror | None = None,
 ) -> RouteTable:
     """The table to publish; its ``epoch`` and ``version`` are the publisher's
     (controller/routes.py stamps them on the JSON). ``models``: the multiplexed
@@ -67,6 +69,7 @@ def route_table(
         preview=preview,
         options=policy_options(spec),
         multiplexed=any(r.models is not None for r in routes),
+        mirror=mirror,
     )
 
 

@@ -414,6 +414,7 @@ class ServiceRuntime:
             weights=weights,
             preview=preview,
             models=self.models.models,
+            mirror=self.canary.mirror(),
         )
         self.routes.publish(table.to_json())
 

@@ -81,6 +81,12 @@ def check_job_move(old: JobStatus, new: JobStatus) -> None:
         raise IllegalJobMove(f"job state {old} -> {new} is not an allowed move")
 
 
+RECOVERY_STRATEGIES = ("EAGER_NEXT_REGION", "FAILOVER")
+"""SkyPilot's recovery strategies, its default first: both mean "another worker
+of the pool" here (they choose a region or zone in SkyPilot)."""
+DEFAULT_RECOVERY_STRATEGY = RECOVERY_STRATEGIES[0]
+
+
 @dataclass(frozen=True)
 class JobRecovery:
     """SkyPilot's ``resources.job_recovery`` of a job: how often a job that failed
@@ -90,9 +96,12 @@ class JobRecovery:
     max_restarts_on_errors: int = 0
     recover_on_exit_codes: frozenset[int] = frozenset()
     """Exit codes that always restart the job, uncounted by ``max_restarts_on_errors``."""
+    strategy: str = DEFAULT_RECOVERY_STRATEGY
+    """Kept as the file named it (one of :data:`RECOVERY_STRATEGIES`), shown in ``--json``."""
 
     def to_json(self) -> dict[str, object]:
         return {
+            "strategy": self.strategy,
             "max_restarts_on_errors": self.max_restarts_on_errors,
             "recover_on_exit_codes": sorted(self.recover_on_exit_codes),
         }
@@ -101,18 +110,40 @@ class JobRecovery:
     def from_json(cls, data: dict[str, object]) -> JobRecovery:
         restarts = data.get("max_restarts_on_errors", 0)
         codes = data.get("recover_on_exit_codes", [])
+        strategy = data.get("strategy", DEFAULT_RECOVERY_STRATEGY)  # absent in rows of older files
         assert isinstance(restarts, int) and isinstance(codes, list)
-        return cls(restarts, frozenset(int(c) for c in codes))
+        assert isinstance(strategy, str)
+        return cls(restarts, frozenset(int(c) for c in codes), strategy)
+
+
+def restart_on_failure(
+    exit_codes: Iterable[int] | None, recovery: JobRecovery, restarts: int
+) -> tuple[bool, int]:
+    """Whether a job that failed by itself runs again, and its count of failures
+    afterwards: SkyPilot's ``StrategyExecutor.should_restart_on_failure``, with
+    its counting. An exit code among ``recover_on_exit_codes`` restarts it and is
+    not counted; any other failure is counted first, then compared, so the count
+    grows on a refused restart too and ``max_restarts_on_errors: 0`` restarts
+    nothing. ``exit_codes`` are its processes' (one here; SkyPilot's jobs on
+    several nodes have one a node, and any match counts).
+
+    Worked example: max_restarts_on_errors 2, exits 3, 3, 3: (True, 1),
+    (True, 2), (False, 3).
+    """
+    if any(code in recovery.recover_on_exit_codes for code in exit_codes or ()):
+        return True, restarts
+    restarts += 1
+    return restarts <= recovery.max_restarts_on_errors, restarts
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What becomes of a job whose process ended: its state, the reason its event
-    carries, and whether it used one of ``max_restarts_on_errors``."""
+    carries, and its count of failures (:func:`restart_on_failure`) from now on."""
 
     status: JobStatus
     reason: str
-    counts_restart: bool = False
+    restarts: int
 
 
 def after_exit(
@@ -126,34 +157,34 @@ def after_exit(
     """A job's next state once its process ended with ``code`` (None: it left none).
 
     ``worker_lost`` says why its worker is gone, when it is: then the job is
-    RECOVERING whatever the code but 0, with no limit (SkyPilot recovers a
-    preempted job however often it is preempted). Else, as SkyPilot's managed
-    jobs do: 0 SUCCEEDED; a code of ``recover_on_exit_codes`` RECOVERING,
-    uncounted; another code RECOVERING while ``restarts`` (those used so far) is
-    below ``max_restarts_on_errors``, else FAILED.
+    RECOVERING whatever the code but 0, with no limit and uncounted (SkyPilot
+    recovers a preempted job however often it is preempted). Else, as SkyPilot's
+    managed jobs do: 0 SUCCEEDED; any other code RECOVERING or FAILED as
+    :func:`restart_on_failure` says (``restarts``: failures counted so far).
 
     Worked example: max_restarts_on_errors 2, a job exiting 3 every time:
-    RECOVERING (restart 1 of 2), RECOVERING (restart 2 of 2), then FAILED.
+    RECOVERING (restart 1 of 2), RECOVERING (restart 2 of 2), then FAILED, with
+    3 failures counted.
     """
     if cancelled:
-        return Outcome(JobStatus.CANCELLED, "cancelled")
+        return Outcome(JobStatus.CANCELLED, "cancelled", restarts)
     said = f"exited with code {code}" if code is not None else "its process was lost"
     if code == 0:
-        return Outcome(JobStatus.SUCCEEDED, said)
+        return Outcome(JobStatus.SUCCEEDED, said, restarts)
     if worker_lost is not None:
-        return Outcome(JobStatus.RECOVERING, f"{said}: {worker_lost}; recovering on a worker")
-    if code is not None and code in recovery.recover_on_exit_codes:
-        return Outcome(JobStatus.RECOVERING, f"{said}, one of recover_on_exit_codes: restarting")
+        why = f"{said}: {worker_lost}; recovering on a worker"
+        return Outcome(JobStatus.RECOVERING, why, restarts)
+    again, counted = restart_on_failure(() if code is None else (code,), recovery, restarts)
     limit = recovery.max_restarts_on_errors
-    if restarts < limit:
-        return Outcome(
-            JobStatus.RECOVERING,
-            f"{said}: restart {restarts + 1} of {limit} (max_restarts_on_errors)",
-            counts_restart=True,
-        )
+    if again and counted == restarts:
+        why = f"{said}, one of recover_on_exit_codes: restarting"
+        return Outcome(JobStatus.RECOVERING, why, counted)
+    if again:
+        why = f"{said}: restart {counted} of {limit} (max_restarts_on_errors)"
+        return Outcome(JobStatus.RECOVERING, why, counted)
     if limit:
         said += f" after {limit} restart{'' if limit == 1 else 's'} (max_restarts_on_errors)"
-    return Outcome(JobStatus.FAILED, said)
+    return Outcome(JobStatus.FAILED, said, counted)
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ def reject(
             ex.keep_alive = False
             ex.response_started = True
             ex.status = status
-            conn.write(answer(status, message, reason, target_of(ex.head), close=True))
+            conn.write(answer(status, message, reason, target_of(ex.head), True, ex.method_head))
             conn.exchange_done(ex)
         return
     if ex is not None and exchanges and exchanges[-1] is ex:
@@ -220,7 +220,14 @@ def reject(
     error = Exchange(conn)
     error.reason = reason
     error.received = received(conn) if line is None else line
-    error.local = answer(status, message, reason, target_of(error.received), close=True)
+    error.local = answer(
+        status,
+        message,
+        reason,
+        target_of(error.received),
+        close=True,
+        head=error.received.startswith(b"HEAD "),
+    )
     error.status = status
     error.keep_alive = False
     error.request_done = True
@@ -249,7 +256,7 @@ def broken(conn: ClientConnection, err: BaseException | None) -> None:
             ex.response_started = True
             ex.status = 500
             error = "internal load balancer error"
-            conn.write(answer(500, error, ex.reason, target_of(ex.head), close=True))
+            conn.write(answer(500, error, ex.reason, target_of(ex.head), True, ex.method_head))
             conn.exchange_done(ex)  # counted, then closed (not keep-alive)
         except Exception:
             log.exception("could not answer the broken request")

@@ -348,7 +348,8 @@ class ClientConnection(asyncio.Protocol):
         if self.proxy.draining:
             ex.keep_alive = False
         reason = getattr(ex, "reason", None)
-        data = answer(status, message, reason, target_of(ex.head), close=not ex.keep_alive)
+        close = not ex.keep_alive
+        data = answer(status, message, reason, target_of(ex.head), close, ex.method_head)
         self.respond_with(ex, status, data)
 
     def respond_with(self, ex: Exchange, status: int, data: bytes) -> None:

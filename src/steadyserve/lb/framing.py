@@ -31,6 +31,8 @@ from enum import IntEnum
 
 import httptools
 
+from steadyserve.lb.http import codings
+
 # What on_body does with a body's bytes.
 BODY_NONE = 0  # nothing: no body, or passthrough (the read bytes go as they are)
 BODY_RAW = 1  # as they come
@@ -151,11 +153,28 @@ def choose(
         return Framing.HEAD
     if status == 204 or status == 304:
         return Framing.NO_BODY
-    if te is None:
-        if has_length:
+    if te is None or not chunked_last(te):
+        # No framing, or codings without chunked last: the body ends when the
+        # replica closes (RFC 9112 6.3 (4) and (7)).
+        if has_length and te is None:
             return Framing.LENGTH
         return Framing.CLOSE_RAW if http10 else Framing.CLOSE_CHUNKED
     return Framing.DECHUNKED if http10 else Framing.RECHUNKED
+
+
+def chunked_last(te: bytes) -> bool:
+    """Is chunked the final coding (the body framed by chunks, not by the close)?"""
+    found = codings(te)
+    return bool(found) and found[-1].lower() == b"chunked"
+
+
+def rechunked_line(te: bytes | None) -> bytes:
+    """The Transfer-Encoding of a body re-chunked for the client: the replica's
+    other codings (gzip ...) stay, so the client still undoes them; chunked last."""
+    if te is None or te.lower() == b"chunked":
+        return CHUNKED_LINE
+    kept = [c for c in codings(te) if c.lower() != b"chunked"]
+    return b"transfer-encoding: %s\r\n" % b", ".join((*kept, b"chunked"))
 
 
 def head_end(
@@ -165,7 +184,9 @@ def head_end(
     Transfer-Encoding), the X-Request-Id (None: the access log is off) and
     persistence (``close``: the client connection closes after it)."""
     framing = rule.header
-    if rule.keeps_te and te is not None:
+    if rule.body == BODY_CHUNKED and te is not None:
+        framing = rechunked_line(te)
+    elif rule.keeps_te and te is not None:
         framing = b"transfer-encoding: %s\r\n" % te
     if request_id is not None:
         framing += b"x-request-id: %s\r\n" % request_id

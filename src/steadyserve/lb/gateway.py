@@ -25,12 +25,21 @@ route is a 404 naming nothing internal; an OpenAI request (``/v1/...``) naming a
 model no service serves, under no route prefix, is answered as vLLM answers it
 (404, "The model `x` does not exist."), and ``GET /v1/models`` lists the served
 model names in OpenAI's shape (lb/local_answer.py).
+
+Ray Serve's proxy answers two paths itself, before any route: ``/-/healthz``
+(200 ``success``; 503 ``Route table is not populated yet.`` until a route map
+with an application has arrived, and 503 while the gateway drains) and
+``/-/routes`` (the JSON map ``{route_prefix: application}``, or the same 503).
+Ray's ``http_options.request_timeout_s`` is the gateway's own: a lane whose
+service sets no shorter ``request_timeout_s`` answers Ray's 408 past it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
+import uuid
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer
@@ -39,11 +48,14 @@ from steadyserve.lb.local_answer import (
     UNKNOWN_MODEL,
     is_openai,
     models_answer,
+    ray_json,
+    ray_text,
     unknown_model_message,
 )
 from steadyserve.lb.metrics import LBMetrics
 from steadyserve.lb.proxy import Exchange, Proxy
 from steadyserve.lb.target import is_blocked
+from steadyserve.wire.routes import Limits, RouteTable
 
 if TYPE_CHECKING:
     from steadyserve.lb.downstream import ClientConnection
@@ -52,6 +64,13 @@ log = logging.getLogger("steadyserve.lb")
 
 NOT_FOUND = "no application is served under this path"
 ROOT_PATH_HEADER = b"x-steady-root-path"
+HEALTH_PATH = b"/-/healthz"
+ROUTES_PATH = b"/-/routes"
+OWN_PATHS = frozenset((HEALTH_PATH, ROUTES_PATH))
+# Ray Serve's words (ray/serve/_private/constants.py).
+HEALTHY_MESSAGE = "success"
+NO_ROUTES_MESSAGE = "Route table is not populated yet."
+DRAINING_MESSAGE = "This node is being drained."
 
 
 def request_path(head: bytes) -> bytes:
@@ -134,6 +153,10 @@ class GatewayProxy(Proxy):
         super().__init__("gateway", Balancer(None), **kwargs)  # type: ignore[arg-type]
         self.lanes: dict[bytes, Proxy] = {}
         self.models: dict[bytes, Proxy] = {}
+        self.apps: dict[str, str] = {}  # route prefix -> application, for /-/routes
+        # Ray's proxy is ready once a route map with an application came, and stays so.
+        self.populated = False
+        self.request_timeout_s: float | None = None  # Ray's http_options, for new lanes
         self._order: list[bytes] = []
         # Exchange -> the lane it was handed to, until it is recorded or aborted.
         self.routed: dict[Exchange, Proxy] = {}
@@ -148,8 +171,28 @@ class GatewayProxy(Proxy):
         self.models = dict(models or {})
         self._order = sorted(lanes, key=len, reverse=True)
 
+    def set_apps(self, apps: dict[str, str]) -> None:
+        """The ``/-/routes`` map; the first one naming an application makes the
+        gateway healthy for good, as Ray's proxy router's populated route table."""
+        self.apps = dict(apps)
+        self.populated = self.populated or bool(apps)
+
+    def answer_own(self, ex: Exchange, path: bytes) -> None:
+        """``/-/healthz`` and ``/-/routes``, as Ray Serve's proxy answers them."""
+        close = not ex.keep_alive or self.draining
+        if self.draining or not self.populated:
+            message = DRAINING_MESSAGE if self.draining else NO_ROUTES_MESSAGE
+            self._respond(ex, 503, "", "not_ready", ray_text(503, message, close))
+        elif path == HEALTH_PATH:
+            self._respond(ex, 200, "", "health", ray_text(200, HEALTHY_MESSAGE, close))
+        else:
+            self._respond(ex, 200, "", "routes", ray_json(self.apps, close))
+
     def dispatch(self, ex: Exchange) -> None:
         path = request_path(ex.head)
+        if path in OWN_PATHS:
+            self.answer_own(ex, path)
+            return
         models = self.models
         if models and path == MODELS_PATH and ex.head.startswith(b"GET "):
             # Every served model, as an OpenAI (or vLLM) server lists its own.
@@ -204,3 +247,57 @@ class GatewayProxy(Proxy):
         super().close_all()
         for lane in self.lanes.values():
             lane.close_all()
+
+
+def request_id_of(ex: Exchange) -> str:
+    """The request's id as Ray names it in a 408: the one the load balancer gave it
+    or the client's ``X-Request-Id``; else a new one, as Ray makes (a UUID)."""
+    if ex.request_id is not None:
+        return ex.request_id.decode("latin-1")
+    lower = ex.head.lower()
+    at = lower.find(b"\r\nx-request-id:")
+    if at >= 0:
+        end = lower.find(b"\r\n", at + 2)
+        value = ex.head[at + 15 : end].strip(b" \t")
+        if value:
+            return value.decode("latin-1")
+    return str(uuid.uuid4())
+
+
+class LaneProxy(Proxy):
+    """A service's lane on the gateway: the service's own proxy, under the gateway's
+    ``request_timeout_s`` (Ray's ``http_options``) when that is the shorter one."""
+
+    def __init__(self, service: str, balancer: Balancer, **kwargs: object) -> None:
+        super().__init__(service, balancer, **kwargs)  # type: ignore[arg-type]
+        self.gateway_timeout: float | None = None
+        self.own_limits: Limits = self.limits
+        self.by_gateway = False  # the timeout in force is the gateway's
+
+    def apply_table(self, table: RouteTable) -> None:
+        super().apply_table(table)
+        self.own_limits = self.limits
+        self._impose()
+
+    def set_gateway_timeout(self, timeout: float | None) -> None:
+        self.gateway_timeout = timeout
+        self._impose()
+
+    def _impose(self) -> None:
+        own = self.own_limits
+        timeout = self.gateway_timeout
+        self.by_gateway = timeout is not None and (
+            own.request_timeout_s is None or timeout < own.request_timeout_s
+        )
+        self.limits = (
+            dataclasses.replace(own, request_timeout_s=timeout) if self.by_gateway else own
+        )
+
+    def answer_late(self, ex: Exchange) -> None:
+        if not self.by_gateway:
+            super().answer_late(ex)
+            return
+        # Ray's words (http_util.get_http_response_status): the timeout as a float.
+        message = f"Request {request_id_of(ex)} timed out after {self.gateway_timeout}s."
+        close = not ex.keep_alive or self.draining
+        self._respond(ex, 408, "", "request_timeout", ray_text(408, message, close))

@@ -33,10 +33,9 @@ from steadyserve.home.paths import Home
 from steadyserve.lb import control_http
 from steadyserve.lb.balancer import Balancer
 from steadyserve.lb.downstream import ClientConnection
-from steadyserve.lb.gateway import GatewayProxy
+from steadyserve.lb.gateway import GatewayProxy, LaneProxy
 from steadyserve.lb.metrics import LBMetrics, live_report
 from steadyserve.lb.observe import access_log_path, follow_access_log
-from steadyserve.lb.proxy import Proxy
 from steadyserve.lb.route_client import LoadReporter, RouteClient
 from steadyserve.lb.server import open_file_limit
 from steadyserve.lb.zero import ZeroHold, controller_asker
@@ -86,7 +85,7 @@ class Lane:
 
     def __init__(self, home: Home, service: str, gateway: GatewayProxy, metrics: LBMetrics) -> None:
         self.service = service
-        self.proxy = Proxy(
+        self.proxy = LaneProxy(
             service,
             Balancer(None),
             max_header_bytes=gateway.max_header_bytes,
@@ -95,6 +94,7 @@ class Lane:
             send_timeout=gateway.send_timeout,
         )
         self.proxy.metrics = metrics
+        self.proxy.set_gateway_timeout(gateway.request_timeout_s)
         self.proxy.zero = ZeroHold(self.proxy, controller_asker(home, service))
         self.access_log = access_log_path(home, service)
         self.tabled = asyncio.Event()  # set once its first replica table is applied
@@ -134,10 +134,20 @@ class Gateway:
         self._server: asyncio.AbstractServer | None = None
         self._more: list[asyncio.AbstractServer] = []
 
-    def apply_map(self, routes: dict[str, str], models: dict[str, str] | None = None) -> None:
+    def apply_map(
+        self,
+        routes: dict[str, str],
+        models: dict[str, str] | None = None,
+        apps: dict[str, str] | None = None,
+        request_timeout_s: float | None = None,
+    ) -> None:
         """Route prefix -> service and model -> service: add lanes for new services,
-        retire the rest."""
+        retire the rest; ``apps`` (prefix -> application) is what ``/-/routes`` shows,
+        ``request_timeout_s`` the gateway's own (Ray's ``http_options``)."""
         models = models or {}
+        self.proxy.request_timeout_s = request_timeout_s
+        for lane in self.lanes.values():
+            lane.proxy.set_gateway_timeout(request_timeout_s)
         wanted = set(routes.values()) | set(models.values())
         for name in wanted - set(self.lanes):
             metrics = self.metrics.setdefault(name, LBMetrics())
@@ -153,6 +163,7 @@ class Gateway:
             {prefix.encode(): self.lanes[name].proxy for prefix, name in routes.items()},
             {model.encode(): self.lanes[name].proxy for model, name in models.items()},
         )
+        self.proxy.set_apps(apps or {})
         log.info("gateway routes: %s; models: %s", routes or "(none)", models or "(none)")
 
     def _retired(self, lane: Lane) -> None:
@@ -179,8 +190,14 @@ class Gateway:
                 data = json.loads(body)
                 routes = data.get("routes")
                 models = data.get("models") or {}
-                if not isinstance(routes, dict) or not isinstance(models, dict):
-                    raise ValueError("routes and models must be mappings")
+                apps = data.get("apps") or {}
+                timeout = data.get("request_timeout_s")
+                if not all(isinstance(m, dict) for m in (routes, models, apps)):
+                    raise ValueError("routes, models and apps must be mappings")
+                if timeout is not None and (
+                    isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                ):
+                    raise ValueError("request_timeout_s must be a number")
             except (control_http.ControlHTTPError, ValueError) as exc:
                 log.debug("gateway poll failed: %s", exc)
                 await asyncio.sleep(backoff)
@@ -192,6 +209,8 @@ class Gateway:
                 self.apply_map(
                     {str(k): str(v) for k, v in routes.items()},
                     {str(k): str(v) for k, v in models.items()},
+                    {str(k): str(v) for k, v in apps.items()},
+                    None if timeout is None else float(timeout),
                 )
                 self.known = key
             self.mapped.set()

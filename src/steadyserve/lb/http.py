@@ -91,6 +91,12 @@ def connection_tokens(value: bytes) -> set[bytes]:
     return {t.strip().lower() for t in value.split(b",") if t.strip()}
 
 
+def codings(value: bytes) -> list[bytes]:
+    """A Transfer-Encoding's codings as written, without empty list elements or the
+    whitespace around them (RFC 9110 5.6.1: a recipient ignores empty elements)."""
+    return [c for c in (c.strip(b" \t") for c in value.split(b",")) if c]
+
+
 def header_name(line: bytes) -> bytes:
     """The lowercased name of a ``name: value\\r\\n`` line."""
     return line.split(b":", 1)[0].strip().lower()

@@ -60,8 +60,13 @@ def error_body(status: int, message: str, reason: str) -> dict[str, object]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def answer(status: int, message: str, reason: str | None, target: bytes, close: bool) -> bytes:
-    """A whole response of the load balancer's own: JSON on OpenAI paths, else text."""
+def answer(
+    status: int, message: str, reason: str | None, target: bytes, close: bool, head: bool = False
+) -> bytes:
+    """A whole response of the load balancer's own: JSON on OpenAI paths, else text.
+    ``head``: the answer to a HEAD, which has no body (RFC 9110 9.3.2; its
+    Content-Length says what a GET would get): a client reads a response to HEAD
+    up to its head, so a body would be read as the next response."""
     if is_openai(target):
         body = json.dumps(error_body(status, message, reason or "error")).encode()
         kind = b"application/json"
@@ -69,7 +74,7 @@ def answer(status: int, message: str, reason: str | None, target: bytes, close: 
         body = (message + "\n").encode()
         kind = b"text/plain; charset=utf-8"
     retry = RETRY_AFTER.get(reason or "") if status == 503 else None
-    return _response(status, kind, body, close, retry)
+    return _response(status, kind, body, close, retry, head)
 
 
 def models_answer(names: Iterable[bytes], close: bool) -> bytes:
@@ -80,6 +85,18 @@ def models_answer(names: Iterable[bytes], close: bool) -> bytes:
         for name in sorted(names)
     ]
     body = json.dumps({"object": "list", "data": data}).encode()
+    return _response(200, b"application/json", body, close, None)
+
+
+def ray_text(status: int, text: str, close: bool) -> bytes:
+    """A text answer worded and typed as Ray Serve's proxy writes it (no newline
+    added: Ray's ``/-/healthz`` body is exactly ``success``)."""
+    return _response(status, b"text/plain; charset=utf-8", text.encode(), close, None)
+
+
+def ray_json(value: object, close: bool) -> bytes:
+    """A JSON answer as Ray Serve's proxy writes it (compact separators)."""
+    body = json.dumps(value, separators=(",", ":")).encode()
     return _response(200, b"application/json", body, close, None)
 
 
@@ -96,7 +113,9 @@ def _text(raw: bytes) -> str:
     return value if isinstance(value, str) else raw.decode("utf-8", "replace")
 
 
-def _response(status: int, kind: bytes, body: bytes, close: bool, retry: int | None) -> bytes:
+def _response(
+    status: int, kind: bytes, body: bytes, close: bool, retry: int | None, head: bool = False
+) -> bytes:
     return b"".join(
         (
             STATUS_LINES[status],
@@ -105,6 +124,6 @@ def _response(status: int, kind: bytes, body: bytes, close: bool, retry: int | N
             b"retry-after: %d\r\n" % retry if retry is not None else b"",
             b"connection: close\r\n" if close else b"",
             b"\r\n",
-            body,
+            b"" if head else body,
         )
     )

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from steadyserve.lb.access_log import AccessLog
     from steadyserve.lb.downstream import ClientConnection
+    from steadyserve.lb.mirror import ShadowCounts
     from steadyserve.lb.proxy import Exchange, Proxy
 
 from steadyserve.wire.counts import (
@@ -61,6 +62,8 @@ class LBMetrics:
         self.retries = 0
         self.connect_failures = 0
         self.access_log: AccessLog | None = None
+        # A shadow step's counts per new version (lb/mirror.py), kept across tables.
+        self.shadow: dict[int, ShadowCounts] = {}
 
     def record(self, ex: Exchange, client: ClientConnection) -> None:
         """Count one finished request (called once per exchange, from the client),
@@ -121,6 +124,11 @@ class LBMetrics:
             "bytes_out": self.bytes_out,
             "retries": self.retries,
             "upstream_connect_failures": self.connect_failures,
+            **(
+                {"shadow": {str(v): c.to_json() for v, c in self.shadow.items()}}
+                if self.shadow
+                else {}
+            ),
         }
 
 

@@ -10,9 +10,8 @@ balancer keep a large share of a replica's direct throughput.
 
 Failure rules (``_failed``): a connection that could not be opened is retried on
 another replica, which is ejected for a second; a request already sent goes again
-only as lb/retry.py allows (RFC 9110 9.2.2), at most ``MAX_RETRIES`` times; else
-502, or a closed client connection once the response was under way. Which pooled
-connection may carry a request is lb/pool.py's.
+only as lb/retry.py allows (RFC 9110 9.2.2), at most ``MAX_RETRIES`` times; else 502, or a
+closed client connection once the response was under way (lb/pool.py: which connection).
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from steadyserve.lb.exchange import (
 from steadyserve.lb.exchange import Exchange as Exchange
 from steadyserve.lb.http import no_route
 from steadyserve.lb.metrics import LBMetrics
+from steadyserve.lb.mirror import Mirroring, mirroring_for
 from steadyserve.lb.pool import expire, park, take
 from steadyserve.lb.request_key import route_key
 from steadyserve.lb.retry import Retry
@@ -115,6 +115,7 @@ class Proxy:
         # Each client connection may hold one replica connection: two descriptors.
         self.fd_cap = max(1, (fd_limit - FD_RESERVE) // 2) if fd_limit else None
         self.max_connections = connection_cap(self.limits.max_connections, self.fd_cap)
+        self.mirror: Mirroring | None = None  # a canary's shadow step (lb/mirror.py)
 
     # -- phases -------------------------------------------------------------------
     # The proxy is the only writer of Exchange.state, always through
@@ -148,11 +149,9 @@ class Proxy:
             log.info("limits: %s", limits)
         if self.zero is not None:
             self.zero.on_table()
-        log.info(
-            "routes %s: %s",
-            table.key,
-            ", ".join(f"{r.id}@{r.host}:{r.port}" for r in table.replicas) or "(none)",
-        )
+        self.mirror = mirroring_for(self, table.mirror, self.mirror)
+        listed = ", ".join(f"{r.id}@{r.host}:{r.port}" for r in table.replicas)
+        log.info("routes %s: %s", table.key, listed or "(none)")
         self._wake()
 
     # -- routing ---------------------------------------------------------------
@@ -260,14 +259,9 @@ class Proxy:
             )
         except (OSError, asyncio.TimeoutError) as exc:
             self.metrics.connect_failures += 1
-            log.warning(
-                "replica %d (%s:%d) refused a connection: %r; ejected for %.1fs",
-                replica.id,
-                replica.host,
-                replica.port,
-                exc,
-                self.balancer.eject_seconds,
-            )
+            what = "replica %d (%s:%d) refused a connection: %r; ejected for %.1fs"
+            eject = self.balancer.eject_seconds
+            log.warning(what, replica.id, replica.host, replica.port, exc, eject)
             self.balancer.eject(replica)
             if ex.replica is replica and ex.state is CONNECTING:
                 self._failed(ex, replica, Retry.ELSEWHERE)
@@ -310,6 +304,8 @@ class Proxy:
         if self.waiting:
             self._wake()
 
+    give_back = _release  # a slot a mirrored copy held (lb/mirror.py) is free again
+
     # -- request_timeout_s: one timer for every exchange in flight (Deadlines) -----
     def _deadlines_due(self) -> None:
         deadlines = self.deadlines
@@ -323,17 +319,14 @@ class Proxy:
 
     # -- outcomes (called by the connections) -------------------------------------
     def _timed_out(self, ex: Exchange) -> None:
-        """``request_timeout_s`` passed without a complete response: 504, or close
-        the client when part of the response already went out."""
+        """``request_timeout_s`` passed: answer_late, or close a client already answering."""
         replica = ex.replica
         conn = ex.upstream
         if conn is None or ex.state is not SENT or replica is None:
             return
-        timeout = self.limits.request_timeout_s
         what = "replica %d: no complete response within request_timeout_s %.1fs"
-        log.warning(what, replica.id, timeout)
-        ex.upstream = None
-        ex.replica = None
+        log.warning(what, replica.id, self.limits.request_timeout_s)
+        ex.upstream = ex.replica = None
         ex.served = replica  # the client's 504 counts against the replica's version
         conn.close()
         replica.errors += 1
@@ -343,9 +336,13 @@ class Proxy:
             self._release(replica)
             ex.client.abort_response(ex)
             return
+        self.answer_late(ex)
+        self._release(replica)
+
+    def answer_late(self, ex: Exchange) -> None:
+        """504: ``request_timeout_s`` passed before a byte of the response (a gateway lane: 408)."""
         late = f"service {self.service!r} did not answer in time"
         self._respond(ex, 504, late, "request_timeout")
-        self._release(replica)
 
     def response_complete(self, ex: Exchange, conn: UpstreamConnection, reusable: bool) -> None:
         """The replica finished its response: pool the connection, free the slot."""
@@ -367,6 +364,8 @@ class Proxy:
             if conn.status >= 500:
                 replica.errors += 1
             self._release(replica)
+        if self.mirror is not None:  # before the client moves on: conn.seen is its answer's
+            self.mirror.offer(ex, conn)
         ex.client.response_done(ex)
 
     def upstream_failed(self, ex: Exchange, conn: UpstreamConnection, reason: str) -> None:
@@ -498,3 +497,4 @@ class Proxy:
         self.deadlines.cancel()
         if self.zero is not None:
             self.zero.close()
+        self.mirror = mirroring_for(self, None, self.mirror)  # its copies are cancelled

@@ -53,6 +53,7 @@ from steadyserve.lb.http import (
     HOP_BY_HOP,
     PIN_HEADER,
     REQUEST_WATCHED_NAME_LENGTHS,
+    codings,
     connection_tokens,
     header_name,
     is_version_pin,
@@ -196,6 +197,15 @@ class RequestHead:
             if lname in HOP_BY_HOP:
                 self.marked = True
                 if lname == b"transfer-encoding":
+                    if self.chunked_te is not None:
+                        # Two lines are one list (RFC 9110 5.3) that llhttp reads as
+                        # such, while only one line is forwarded: a coding would be
+                        # lost (gzip, then chunked). Refused, as h11 does.
+                        raise RequestRejected(
+                            400,
+                            "malformed request: more than one Transfer-Encoding header",
+                            "bad_transfer_encoding",
+                        )
                     self.chunked_te = value
                 elif lname == b"connection":
                     self.connection_seen = True
@@ -286,10 +296,18 @@ def decide(
             return head.reject(505, f"HTTP/{version} is not supported here", "http_version")
         http10 = version == "1.0"
     hosts = head.hosts
-    if hosts != 1 and (hosts or not http10):
-        return head.reject(400, "a request needs exactly one Host header", "bad_host")
-    url = head.url
     lines = head.lines
+    if hosts != 1:
+        if hosts or not http10:
+            return head.reject(400, "a request needs exactly one Host header", "bad_host")
+        # HTTP/1.0 may omit Host, but the head goes on as HTTP/1.1, which must carry
+        # one (RFC 9112 3.2; a replica reading it strictly, h11 for one, answers 400
+        # without): empty, as for a target without an authority, or the authority
+        # of an absolute-form target (below).
+        lines = [b"host", b": ", b"", b"\r\n", *lines]
+        head.host_at = 2
+        hosts = 1
+    url = head.url
     if not is_plain(url):
         try:
             url, authority = normalise(url, method)
@@ -306,6 +324,10 @@ def decide(
         return head.reject(401, "unauthorized: send Authorization: Bearer KEY", "unauthorized")
     if marked:
         buffering = chunked is not None or content_length > 0
+        if chunked is not None and http10:
+            # RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
+            # framing (a 1.0 peer may have read its body another way): close after it.
+            keep_alive = False
         if buffering and not http10:
             lines = _without_expect(head, lines)
         tokens = head.conn_tokens
@@ -317,7 +339,7 @@ def decide(
             ]
         end = b"\r\n" if head.xff_seen else head.xff_end
         if chunked is not None:
-            end = b"transfer-encoding: %s\r\n%s" % (chunked, end)
+            end = b"transfer-encoding: %s\r\n%s" % (_codings(chunked), end)
         if websocket:
             end = b"connection: upgrade\r\nupgrade: %s\r\n%s" % (head.upgrade_to, end)
     else:
@@ -351,6 +373,16 @@ def _authorized(lines: list[bytes], key: bytes) -> bool:
             scheme, _, token = lines[i + 2].strip().partition(b" ")
             return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), key)
     return False
+
+
+def _codings(value: bytes) -> bytes:
+    """The Transfer-Encoding forwarded: the client's codings without empty list
+    elements or the whitespace around them. llhttp reads ``, chunked`` as chunked
+    (RFC 9110 5.6.1: empty elements are ignored); a replica that does not, and so
+    finds no framing, would read the chunks that follow as its next request."""
+    if value == b"chunked":
+        return value
+    return b", ".join(codings(value))
 
 
 def _without_expect(head: RequestHead, lines: list[bytes]) -> list[bytes]:

@@ -53,6 +53,7 @@ POLL_S = 0.1
 OWNER_PREFIX = "serve.run:"
 
 _http_port: int | None = None
+_request_timeout_s: float | None = None
 
 
 def home() -> Home:
@@ -84,10 +85,11 @@ def http_port() -> int:
     return port
 
 
-def port_source() -> str:
-    """Who chose the gateway port, for a message about it."""
-    if _http_port is not None:
-        return f'serve.start(http_options={{"port": {_http_port}}})\'s'
+def port_source(started: int | None = None) -> str:
+    """Who chose the gateway port (``started``: serve.start's now), for a message."""
+    chosen = started if started is not None else _http_port
+    if chosen is not None:
+        return f'serve.start(http_options={{"port": {chosen}}})\'s'
     if os.environ.get(HTTP_PORT_ENV) is not None:
         return f"{HTTP_PORT_ENV}={os.environ[HTTP_PORT_ENV]}"
     return (
@@ -97,15 +99,42 @@ def port_source() -> str:
 
 
 def start(http_options: Any = None, **_ignored: Any) -> None:
-    """Start the controller; ``http_options`` (a dict or an object with ``port``)
-    sets the gateway port later ``serve.run`` calls use."""
-    global _http_port
+    """Start the controller and the gateway on its port (held until ``shutdown``),
+    as Ray's ``serve.start`` starts its proxy; ``http_options`` (a dict or an object)
+    may set ``port`` (for later ``serve.run`` calls too) and ``request_timeout_s``
+    (the gateway answers Ray's 408 past it)."""
+    global _http_port, _request_timeout_s
     port = _option(http_options, "port")
-    if port is not None:
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise ValueError(f"http_options.port must be a port, 1 to 65535, got {port!r}")
-        _http_port = port
-    _call(client(), "GET", "/api/v1/health")
+    if port is not None and (
+        isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
+    ):
+        raise ValueError(f"http_options.port must be a port, 1 to 65535, got {port!r}")
+    timeout = _option(http_options, "request_timeout_s")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise ValueError(f"http_options.request_timeout_s must be seconds, got {timeout!r}")
+    options = gateway_options(port, None if timeout is None else float(timeout))
+    try:
+        _call(client(), "POST", "/api/v1/gateway", options)
+    except RuntimeError as exc:
+        if str(exc).startswith("gateway: "):
+            raise RuntimeError(f"{exc}; the port is {port_source(port)}") from None
+        raise
+    # Kept once the gateway took them: later serve.run calls ask for the same.
+    _http_port = port if port is not None else _http_port
+    _request_timeout_s = options["request_timeout_s"]
+
+
+def gateway_options(port: int | None = None, timeout: float | None = None) -> dict[str, Any]:
+    """The gateway this driver asks for: a port it names (``port``, serve.start's, or
+    STEADY_SERVE_HTTP_PORT) moves the gateway there; with none named, the home's
+    gateway keeps its port (Ray's 8000 if it has none), so a second driver takes
+    over the first one's applications where they are."""
+    named = port is not None or _http_port is not None or HTTP_PORT_ENV in os.environ
+    return {
+        "port": port if port is not None else http_port(),
+        "named": named,
+        "request_timeout_s": timeout if timeout is not None else _request_timeout_s,
+    }
 
 
 def _option(options: Any, name: str) -> Any:
@@ -229,7 +258,7 @@ def run(
         "services": [{"spec": s.spec_json(), "yaml": ""} for s in specs],
         "dry_run": True,
         "file": OWNER_PREFIX + name,
-        "gateway": {"port": http_port()},
+        "gateway": gateway_options(),
     }
     try:
         preview = _call(c, "POST", "/api/v1/deploy", request)
@@ -360,14 +389,18 @@ def delete(name: str, _blocking: bool = True) -> None:
 
 def shutdown() -> None:
     """Take down every application (services with an application; services made with
-    ``steady up`` are kept) and forget this process's handles' routes."""
+    ``steady up`` are kept), stop the gateway (unless such a service is routed on it)
+    and forget this process's handles' routes."""
     where = Home.from_env()
     if where.read_controller_info() is None:
         return
+    global _http_port, _request_timeout_s
     c = client()
     for svc in services(c):
         if svc.get("application"):
             _call(c, "DELETE", f"/api/v1/services/{svc['name']}")
+    _call(c, "DELETE", "/api/v1/gateway")  # the port is free when this returns
+    _http_port = _request_timeout_s = None  # as Ray's next serve.start starts afresh
     handles.forget_routers()
 
 

@@ -20,7 +20,6 @@ the gateway and handles send a request naming a model to a replica holding it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import logging
@@ -147,28 +146,43 @@ class _ModelMultiplexWrapper:
 MULTIPLEXED_ATTR = "__steady_multiplexed__"
 
 
-_disarmed: dict[type, type] = {}
+_spent: set[int] = set()
+"""ids of live objects whose ``__del__`` was already called (an id is unique
+while its object lives, and the garbage collector's call comes while it does)."""
+_guarded: set[type] = set()
 
 
 def disarm(obj: Any) -> None:
-    """Make the garbage collector skip ``obj.__del__`` (it was just called): the
-    object becomes an instance of a subclass whose ``__del__`` does nothing, so
-    a GPU is not freed twice. Objects whose class cannot be swapped (built-in or
-    C types, ``__slots__`` layouts) are left as they are."""
+    """Make the garbage collector skip ``obj.__del__`` (it was just called), so a
+    GPU is not freed twice, leaving ``type(obj)`` as it is (``type(model) is Cls``
+    holds after eviction): the class's ``__del__`` is wrapped once to skip such
+    objects. Classes that take no attribute (built-in or C types) are left as
+    they are."""
     cls = type(obj)
-    quiet = _disarmed.get(cls)
-    if quiet is None:
+    if cls not in _guarded:
+        original = getattr(cls, "__del__", None)
+        if original is None or inspect.iscoroutinefunction(original):
+            return  # the collector's call of an async __del__ runs none of it
+
+        def guard(self: Any) -> None:
+            if not _spend(self):
+                original(self)
+
         try:
-            quiet = type(cls.__name__, (cls,), {"__del__": _no_del, "__module__": cls.__module__})
-        except Exception:  # a final class, a metaclass or __init_subclass__ refusing
+            cls.__del__ = guard  # type: ignore[attr-defined]
+        except (TypeError, AttributeError):  # a built-in or C type
             return
-        _disarmed[cls] = quiet
-    with contextlib.suppress(TypeError):  # a __slots__ layout the subclass cannot take
-        obj.__class__ = quiet
+        _guarded.add(cls)
+    _spent.add(id(obj))
 
 
-def _no_del(self: Any) -> None:
-    """Already called."""
+def _spend(obj: Any) -> bool:
+    """Whether ``obj``'s ``__del__`` was called already (then this call, the
+    collector's, is skipped, and ``obj`` forgotten)."""
+    if id(obj) not in _spent:
+        return False
+    _spent.discard(id(obj))
+    return True
 
 
 def declared() -> bool:

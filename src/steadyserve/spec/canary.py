@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, StrictBool, field_validator, model_validator
 
+from steadyserve.core.shadow.compare import normalise
 from steadyserve.spec.base import _Model
 from steadyserve.spec.errors import _fail
 from steadyserve.spec.fields import (
@@ -19,7 +20,20 @@ from steadyserve.spec.fields import (
     Seconds,
     Weight,
     _finite,
+    _header_name,
 )
+
+# The methods mirrored by default: the ones safe to send twice (RFC 9110 9.2.1).
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+# A mirrored request's body is copied from the bytes the load balancer holds for a
+# retry (lb/retry.py's HOLD_BYTES): a larger body is never held, so never mirrored.
+MAX_MIRRORED_BODY = 256 * 1024
+
+
+def _body_limit(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_MIRRORED_BODY:
+        return value
+    raise _fail(f"must be an integer from 0 to {MAX_MIRRORED_BODY} (bytes)")
 
 
 def _pause(value: object) -> float | dict[str, Any]:
@@ -32,12 +46,38 @@ def _pause(value: object) -> float | dict[str, Any]:
     raise _fail("must be seconds >= 0, or {} to wait for steady promote")
 
 
+def _share(value: object) -> int:
+    """``shadow: N``: 1 to 100 percent of the requests mirrored."""
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100:
+        return value
+    raise _fail("must be an integer from 1 to 100 (percent of the requests mirrored)")
+
+
+def _method(value: object) -> str:
+    if isinstance(value, str) and value.isascii() and value.isalpha() and value == value.upper():
+        return value
+    raise _fail("must be an HTTP method in capitals (GET, POST...)")
+
+
+def _json_path(value: object) -> str:
+    try:
+        return normalise(value)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise _fail(str(exc).replace("{", "{{").replace("}", "}}")) from None
+
+
+def _lower_header(value: object) -> str:
+    return _header_name(value).lower()
+
+
 class CanaryStep(_Model):
-    """One step of a canary: shift ``weight`` percent of traffic, or pause: ``pause``
-    seconds, or ``pause: {}`` until ``steady promote``."""
+    """One step of a canary: shift ``weight`` percent of traffic, pause ``pause``
+    seconds (``pause: {}``: until ``steady promote``), or mirror ``shadow`` percent
+    of the requests to the new version while clients get the stable answer."""
 
     weight: Weight | None = None
     pause: Annotated[float | dict[str, Any], BeforeValidator(_pause)] | None = None
+    shadow: Annotated[int, BeforeValidator(_share)] | None = None
 
     @property
     def pause_s(self) -> float | None:
@@ -46,8 +86,9 @@ class CanaryStep(_Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> CanaryStep:
-        if (self.weight is None) == (self.pause is None):
-            raise _fail("a step is either weight: N or pause: seconds (exactly one)")
+        kinds = [k for k in (self.weight, self.pause, self.shadow) if k is not None]
+        if len(kinds) != 1:
+            raise _fail("a step is one of weight: N, pause: seconds or shadow: N (exactly one)")
         return self
 
 
@@ -68,6 +109,31 @@ class CanaryAnalysis(_Model):
     """The sliding window and the time between two checks."""
     failure_limit: PositiveInt = 1
     """Failed checks in a row that abort the canary."""
+    max_shadow_diff_rate: Fraction | None = None
+    """A shadow step: abort once more than this share of the compared answers differ."""
+    min_shadow_compared: NonNegativeInt = 100
+    """A shadow step walks on only after this many answers were compared."""
+
+
+class ShadowPolicy(_Model):
+    """``service.canary.shadow``: what a ``shadow:`` step mirrors and how it compares
+    the two answers (docs/canary.md)."""
+
+    methods: list[Annotated[str, BeforeValidator(_method)]] = Field(
+        default_factory=lambda: list(SAFE_METHODS)
+    )
+    """Methods mirrored; only GET, HEAD and OPTIONS unless the file says so."""
+    max_body_bytes: Annotated[int, BeforeValidator(_body_limit)] = 64 * 1024
+    """A request with a larger body is not mirrored."""
+    headers: list[Annotated[str, BeforeValidator(_lower_header)]] = Field(default_factory=list)
+    """Response headers whose values must be equal."""
+    ignore: list[Annotated[str, BeforeValidator(_json_path)]] = Field(default_factory=list)
+    """JSON paths never counted as differing (``$.timestamp``, ``$.items[*].id``)."""
+    noise_share: Fraction = 0.2
+    """Share of the mirrored requests also asked of the stable version a second time,
+    to learn which paths differ by nature; 0: no noise learning."""
+    stream_tolerance: Fraction = 0.2
+    """A streamed answer's length (events or bytes) may differ by this share."""
 
 
 def _default_canary_steps() -> list[CanaryStep]:
@@ -80,6 +146,7 @@ class CanaryPolicy(_Model):
 
     steps: list[CanaryStep] = Field(default_factory=_default_canary_steps)
     analysis: CanaryAnalysis = Field(default_factory=CanaryAnalysis)
+    shadow: ShadowPolicy = Field(default_factory=ShadowPolicy)
 
     @field_validator("steps")
     @classmethod
@@ -90,6 +157,12 @@ class CanaryPolicy(_Model):
         if not weights or weights[-1] != 100:
             raise _fail(
                 "the last weight must be 100 (a canary ends with all traffic on the new version)"
+            )
+        first = next((i for i, s in enumerate(steps) if s.weight), len(steps))
+        if any(s.shadow is not None for s in steps[first:]):
+            raise _fail(
+                "a shadow step must come before the first weight above 0 (once clients"
+                " reach the new version there is nothing left to shadow)"
             )
         return steps
 

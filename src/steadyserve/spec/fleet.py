@@ -30,6 +30,9 @@ class Fleet:
     """The file names the port (``gateway: {port}``, ``http_options.port``): taken as
     named; else a peer's default (Ray's 8000), which ``STEADY_PORTS`` replaces with
     a port of its range."""
+    gateway_timeout: float | None = None
+    """Ray's ``http_options.request_timeout_s``: the gateway answers 408 past it (None:
+    the gateway keeps the one it has)."""
     notices: list[str] = field(default_factory=list)
     access_log: bool | None = None
     """A peer's file-wide access-log switch, for services that do not set their own."""

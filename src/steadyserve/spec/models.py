@@ -189,6 +189,21 @@ class ServiceSpec(_Model):
             )
         return value
 
+    @field_validator("resources")
+    @classmethod
+    def _one_accelerator_a_pool(cls, value: Resources, info: ValidationInfo) -> Resources:
+        """SkyPilot gives every worker of a pool the same accelerator and refuses
+        a choice of several, in these words (its users' scripts grep them)."""
+        service = info.data.get("service")
+        names = {name for name, _ in value.accelerator_choices()}
+        if len(names) > 1 and isinstance(service, ServiceSection) and service.pool:
+            raise _fail(
+                "accelerators {names}: Heterogeneous clusters are not supported for"
+                " pools (give one accelerator for all workers)",
+                names=", ".join(sorted(names)),
+            )
+        return value
+
     @field_validator("file_mounts")
     @classmethod
     def _local_mounts(cls, value: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from steadyserve.core.shadow.verdict import Tally
+
 # Upper bounds (seconds) of the latency histogram: fine below 10 ms for fast
 # endpoints, still resolving answers of several seconds (model inference), and
 # token streams that run for minutes or hours.
@@ -116,7 +118,20 @@ def merge_counts(base: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, 
         out[histogram] = _added(base.get(histogram), more.get(histogram))
     for name in ("bytes_in", "bytes_out", "retries", "upstream_connect_failures", "ejections"):
         out[name] = int(base.get(name) or 0) + int(more.get(name) or 0)
+    if base.get("shadow") or more.get("shadow"):
+        out["shadow"] = _shadow_added(base.get("shadow"), more.get("shadow"))
     return out
+
+
+def _shadow_added(base: Any, more: Any) -> dict[str, Any]:
+    """Two reports' shadow counts (lb/mirror.py), per new version, added up."""
+    out: dict[str, Any] = {}
+    for part in (base, more):
+        for version, counts in (part if isinstance(part, dict) else {}).items():
+            have = out.get(version)
+            tally = Tally.from_json(counts)
+            out[version] = tally if have is None else have.plus(tally)
+    return {v: t.to_json() for v, t in out.items()}
 
 
 def _added(base: Mapping[str, Any] | None, more: Mapping[str, Any] | None) -> dict[str, Any]:

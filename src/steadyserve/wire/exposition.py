@@ -18,6 +18,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from steadyserve.core.shadow.verdict import Tally
 from steadyserve.wire.counts import (
     COMMON_METHODS,
     ENDPOINT,
@@ -107,8 +108,25 @@ def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
         "WebSockets the load balancer closed with 1001 (their replica drained).",
         labels=["service", "entry"],
     )
+    shadow = CounterMetricFamily(
+        "steady_lb_shadow_answers",
+        "A canary's shadow step, by new version: requests mirrored to it, dropped from the"
+        " share (it was busy or not ready), answer pairs compared, alike (compared and equal"
+        " before noise is taken out), and noise pairs (two stable answers compared).",
+        labels=["service", "entry", "version", "kind"],
+    )
     for service, report in reports:
         entry = str(report.get("entry") or ENDPOINT)
+        for version, counts in sorted((report.get("shadow") or {}).items()):
+            tally = Tally.from_json(counts)
+            for kind, count in (
+                ("mirrored", tally.mirrored),
+                ("dropped", tally.dropped),
+                ("compared", tally.compared),
+                ("alike", tally.signatures.get("", 0)),
+                ("noise_pairs", tally.noise_pairs),
+            ):
+                shadow.add_metric([service, entry, str(version), kind], float(count))
         merged: dict[tuple[str, str, str, str, str], float] = {}
         for key, n in (report.get("requests") or {}).items():
             v, r, m, c, o = request_key(key)
@@ -157,6 +175,7 @@ def families(reports: Iterable[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
         ws_open,
         ws_total,
         ws_going_away,
+        shadow,
     )
 
 

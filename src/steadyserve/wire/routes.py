@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from steadyserve.core.routing.options import DEFAULT_OPTIONS, PolicyOptions, ReplicaMetrics
 from steadyserve.core.routing.registry import POLICIES
+from steadyserve.wire.mirror import Mirror
 
 # The only namespaces a load balancer enters: the ones the local backend made
 # for isolated replicas (backends/netns.py names them ssv-<home>-<service>-<id>).
@@ -315,6 +316,8 @@ class RouteTable:
     # A multiplexed deployment's (some replica reported models): the load balancer
     # reads serve_multiplexed_model_id and routes by it (core/routing/multiplex.py).
     multiplexed: bool = False
+    # A canary's shadow step: what to mirror to the new version (wire/mirror.py).
+    mirror: Mirror | None = None
 
     @property
     def key(self) -> str:
@@ -364,6 +367,7 @@ class RouteTable:
             _preview(data.get("preview")),
             _options(data.get("policy_options")),
             data.get("multiplexed", False),
+            Mirror.from_json(data.get("mirror")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -390,6 +394,7 @@ class RouteTable:
             ),
             "policy_options": options_to_json(self.options),
             "multiplexed": self.multiplexed,
+            "mirror": None if self.mirror is None else self.mirror.to_json(),
         }
 
     @classmethod

@@ -93,6 +93,18 @@ def test_the_ray_docs_config_becomes_one_service_per_deployment(tmp_path: Path) 
         assert sum(n.startswith(key) for n in out.notices) == 1, out.notices
 
 
+def test_http_options_request_timeout_s_is_the_gateways(tmp_path: Path) -> None:
+    """Ray's proxy answers 408 past ``http_options.request_timeout_s``: the gateway's
+    own timeout, with no notice; a timeout that is not a number is a mistake."""
+    timed = RAY_DOCS_CONFIG.replace("  port: 8000\n", "  port: 8000\n  request_timeout_s: 2.5\n")
+    out = load(timed, tmp_path)
+    assert out.gateway_timeout == 2.5
+    assert not [n for n in out.notices if "request_timeout_s" in n]
+    assert load(RAY_DOCS_CONFIG, tmp_path).gateway_timeout is None
+    with pytest.raises(SpecError, match=r"http_options\.request_timeout_s: must be seconds"):
+        load(timed.replace("2.5", "soon"), tmp_path)
+
+
 def test_deployment_overrides_map_onto_service_fields(tmp_path: Path) -> None:
     text = RAY_DOCS_CONFIG.replace(
         "  - name: Summarizer\n    num_replicas: 1\n",

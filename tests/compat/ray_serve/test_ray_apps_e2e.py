@@ -122,8 +122,8 @@ def test_fastapi_class_routes_under_a_prefix_in_the_versions_own_environment(
     assert status == 200 and b"/api/openapi.json" in body
     status, body = http_get(port, "/api/openapi.json")
     assert status == 200 and "/items/{item_id}" in json.loads(body)["paths"]
-    status, body = http_get(port, "/api/ray")  # sealed: no Ray, only ray.serve
-    assert json.loads(body)["error"].startswith("ray.init is not provided here")
+    status, body = http_get(port, "/api/ray")  # sealed: no Ray, SteadyServe's stand-in
+    assert json.loads(body)["error"].startswith("ray.remote is not provided here")
 
     # The package is the version's alone: the controller's interpreter has none.
     absent = subprocess.run(

@@ -1,6 +1,6 @@
-"""The gateway's port changes one at a time: the last service going down
-(``serve.shutdown``) while a new application is deployed leaves the gateway
-running for it. A real gateway process is started and stopped."""
+"""The gateway's port changes one at a time: a release (``serve.shutdown``, ``steady
+down --all``) while a new application is deployed leaves the gateway running for
+it. A real gateway process is started and stopped."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ async def test_a_deploy_while_the_last_service_goes_down_keeps_the_gateway(
     await gateway.configure(port)
     assert await _supervised(gateway)
     try:
-        specs.clear()  # the last service is down: its task stops the gateway ...
-        idle = asyncio.create_task(gateway.stop_if_idle())
+        specs.clear()  # the last service is down: serve.shutdown releases the gateway ...
+        idle = asyncio.create_task(gateway.release())
         await asyncio.sleep(0.05)  # ... which is draining when a deploy comes
         specs.append(_spec(tmp_path))
         await gateway.configure(port)
@@ -51,7 +51,7 @@ async def test_a_deploy_while_the_last_service_goes_down_keeps_the_gateway(
         assert await _supervised(gateway)
         # With nothing left it does stop.
         specs.clear()
-        await gateway.stop_if_idle()
+        await gateway.release()
         assert gateway.port is None and not gateway.running
     finally:
         await gateway.stop()

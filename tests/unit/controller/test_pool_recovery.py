@@ -192,7 +192,10 @@ def test_max_restarts_on_errors_is_honoured(tmp_path: Path) -> None:
             rt.jobs.handles[job_id].exit(3)  # type: ignore[attr-defined]
         await world.until("it failed", lambda: table.get(job_id).status is J.FAILED)  # type: ignore[union-attr]
         ended = table.get(job_id)
-        assert ended is not None and (ended.exit_code, ended.restarts) == (3, 2)
+        assert ended is not None and (ended.exit_code, ended.restarts) == (
+            3,
+            3,
+        )  # the refused one counted too
         await world.until("plain runs", lambda: plain in rt.jobs.handles)
         rt.jobs.handles[plain].exit(3)  # type: ignore[attr-defined]
         await world.until("plain failed", lambda: table.get(plain).status is J.FAILED)  # type: ignore[union-attr]

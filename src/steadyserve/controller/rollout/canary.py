@@ -34,8 +34,11 @@ from steadyserve.core.canary.steps import (
     start,
 )
 from steadyserve.core.planner import ReplicaView
+from steadyserve.core.shadow.verdict import Limits as ShadowLimits
+from steadyserve.core.shadow.verdict import ShadowVerdict, Tally, judge
 from steadyserve.core.states import EventKind, ReplicaStatus, UpdateMode
 from steadyserve.wire.counts import LATENCY_BUCKETS, TTFB_BUCKETS
+from steadyserve.wire.mirror import Mirror
 
 if TYPE_CHECKING:
     from steadyserve.controller.metrics import Traffic
@@ -57,7 +60,10 @@ COMMANDS = {
 
 def steps_of(runtime: RolloutPort) -> list[Step]:
     """The target version's steps (``service.canary.steps``) as the machine takes them."""
-    return [Step(weight=s.weight, pause_s=s.pause_s) for s in runtime.spec.service.canary.steps]
+    return [
+        Step(weight=s.weight, pause_s=s.pause_s, shadow=s.shadow)
+        for s in runtime.spec.service.canary.steps
+    ]
 
 
 def thresholds_of(runtime: RolloutPort) -> Thresholds:
@@ -74,6 +80,15 @@ def thresholds_of(runtime: RolloutPort) -> Thresholds:
     )
 
 
+def shadow_limits_of(runtime: RolloutPort) -> ShadowLimits:
+    canary = runtime.spec.service.canary
+    return ShadowLimits(
+        max_diff_rate=canary.analysis.max_shadow_diff_rate,
+        min_compared=canary.analysis.min_shadow_compared,
+        learn_noise=canary.shadow.noise_share > 0,
+    )
+
+
 class CanaryDriver:
     """The canary of one service's update in flight (idle when there is none)."""
 
@@ -85,6 +100,11 @@ class CanaryDriver:
         self._update_id: int | None = None
         self.analysis: Analysis | None = None
         self.last_verdict: Verdict | None = None
+        # A shadow step's counts: the load balancers' (every worker added up), and
+        # what they were when the mirroring began; its last verdict.
+        self.shadow_now: Tally | None = None  # None: no report since this controller began
+        self.shadow_base: Tally | None = None
+        self.shadow_verdict: ShadowVerdict | None = None
 
     @property
     def active(self) -> bool:
@@ -100,6 +120,7 @@ class CanaryDriver:
             self._update_id = update.id
             self.analysis = Analysis(thresholds_of(self.rt), LATENCY_BUCKETS, TTFB_BUCKETS)
             self.last_verdict = None
+            self.shadow_base, self.shadow_verdict = None, None
             loaded = self.table.load(update.id)
             if loaded is None:
                 self.state = start(self.rt.clock.wall())
@@ -153,14 +174,37 @@ class CanaryDriver:
                 if verdict.failed:
                     self._apply(Input.FAILED_ANALYSIS, f"analysis failed: {verdict.reason}")
                     return
-        self._apply(Input.TICK)
+        shadow = self._judge_shadow(state)
+        if shadow is not None and shadow.outcome == "failed":
+            self._apply(Input.FAILED_ANALYSIS, f"shadow analysis failed: {shadow.reason}")
+            return
+        self._apply(Input.TICK, shadow=None if shadow is None else shadow.outcome)
 
-    def _apply(self, event: Input, reason: str = "") -> CanaryState:
+    def _judge_shadow(self, state: CanaryState) -> ShadowVerdict | None:
+        """The shadow verdict on what was compared since the mirroring began (None
+        while nothing is mirrored); an event each time its outcome changes."""
+        if not state.mirror or state.phase.is_final:
+            self.shadow_base = None
+            return None
+        if self.shadow_now is None:
+            return None  # after a restart: counted from the first report on
+        if self.shadow_base is None:
+            self.shadow_base = self.shadow_now
+        verdict = judge(self.shadow_now.minus(self.shadow_base), shadow_limits_of(self.rt))
+        last = self.shadow_verdict
+        self.shadow_verdict = verdict
+        if last is None or last.outcome != verdict.outcome:
+            examples = "; ".join(f"{key}: e.g. {ex}" for key, _, ex in verdict.top[:3] if ex)
+            more = f" [{examples}]" if examples else ""
+            self._event(EVENT_ANALYSIS, f"shadow {verdict.outcome}: {verdict.reason}{more}")
+        return verdict
+
+    def _apply(self, event: Input, reason: str = "", shadow: str | None = None) -> CanaryState:
         before = self._current()
         scaled = self._scaled(before)
-        after = move(
-            before, steps_of(self.rt), event, self.rt.clock.wall(), scaled=scaled, reason=reason
-        )
+        now = self.rt.clock.wall()
+        steps = steps_of(self.rt)
+        after = move(before, steps, event, now, scaled=scaled, reason=reason, shadow=shadow)
         self._moved(before, after)
         if after.phase is Phase.ABORTED and before.phase is not Phase.ABORTED:
             self.owner.roll_back(f"canary aborted: {after.reason}")
@@ -175,14 +219,14 @@ class CanaryDriver:
             for r in self.rt.replicas.values()
             if r.version == update.to_version and r.status == ReplicaStatus.READY
         )
-        return ready >= new_replicas(self.rt.target_replicas(), state.weight)
+        return ready >= new_replicas(self.rt.target_replicas(), max(state.weight, state.mirror))
 
     def options(self, target: int, version: int, views: Sequence[ReplicaView]) -> dict[str, Any]:
         """The canary step's fields of the UpdateStep: how many new replicas its weight
         needs, and whether it is complete or aborted."""
         state = self._current()
         return {
-            "new_count": new_replicas(target, state.weight),
+            "new_count": new_replicas(target, max(state.weight, state.mirror)),
             "complete": state.phase is Phase.COMPLETE,
             "aborted": state.phase is Phase.ABORTED,
         }
@@ -241,13 +285,37 @@ class CanaryDriver:
             out[version] = rest // len(old) + (1 if i < rest % len(old) else 0)
         return tuple(sorted(out.items()))
 
+    def mirror(self) -> Mirror | None:
+        """The route table's ``mirror`` while a shadow step mirrors (wire/mirror.py)."""
+        if not self.active:
+            return None
+        state = self._current()
+        if not state.mirror or state.phase.is_final:
+            return None
+        shadow = self.rt.spec.service.canary.shadow
+        return Mirror(
+            version=self._to_version(),
+            percent=state.mirror,
+            methods=tuple(shadow.methods),
+            max_body_bytes=shadow.max_body_bytes,
+            headers=tuple(shadow.headers),
+            ignore=tuple(shadow.ignore),
+            noise_share=shadow.noise_share,
+            stream_tolerance=shadow.stream_tolerance,
+        )
+
     def ingest(self, traffic: Traffic | None) -> None:
         """A load report arrived: add the per-version counts to the analysis window."""
         if traffic is None or not self.active or self.analysis is None:
             return
+        counts = traffic.counts()
+        shadow = counts.get("shadow")
+        self.shadow_now = Tally.from_json(
+            shadow.get(str(self._to_version())) if isinstance(shadow, dict) else None
+        )
         totals = {
             int(v): Counts(t.requests, t.errors, tuple(t.buckets), tuple(t.ttfb))
-            for v, t in version_totals(traffic.counts()).items()
+            for v, t in version_totals(counts).items()
             if v.isdigit()
         }
         self.analysis.observe(self.rt.clock.now(), totals)
@@ -286,6 +354,7 @@ class CanaryDriver:
             "step": min(state.step + 1, len(steps)),
             "steps": len(steps),
             "weight": state.weight,
+            "mirror": state.mirror,
             "phase": state.phase.value,
             "new_replicas_wanted": new_replicas(self.rt.target_replicas(), state.weight),
         }
@@ -297,6 +366,15 @@ class CanaryDriver:
         verdict = self.last_verdict
         if verdict is not None:
             out["analysis"] = {"outcome": verdict.outcome, "reason": verdict.reason}
+        shadow = self.shadow_verdict
+        if state.mirror and shadow and self.shadow_base is not None and self.shadow_now:
+            since = self.shadow_now.minus(self.shadow_base)
+            out["shadow"] = {
+                "mirror": state.mirror,
+                "mirrored": since.mirrored,
+                "dropped": since.dropped,
+                **shadow.to_json(),
+            }
         return out
 
 

@@ -3,7 +3,14 @@
 A canary update walks ``service.canary.steps`` in order. A ``weight`` step sets
 the share of traffic on the new version and is complete once the new version has
 the replicas that share needs (READY); a ``pause`` step waits its seconds, or,
-with no seconds (``pause: {}``), until ``steady promote``. The machine is a
+with no seconds (``pause: {}``), until ``steady promote``. A ``shadow`` step
+mirrors a share of the requests to the new version while every client still gets
+the stable answer (core/shadow/): it is complete once the new version has the
+replicas that share needs; the mirroring holds through the pauses after it, and
+a timed pause among them ends only on a passed shadow verdict: one still
+inconclusive at the pause's end aborts the canary (a failed verdict aborts at
+once, as a failed analysis does). The next ``weight`` step waits for a passed
+verdict (with no pause before it, as long as that takes) and ends the mirroring. The machine is a
 table of moves (:data:`MOVES`): a phase and an input give the next phase, and
 every input a phase does not list is refused with a one-line reason, which the
 controller hands back to the user (``steady resume`` of a running canary, say).
@@ -24,10 +31,12 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Step:
-    """One step: ``weight`` percent, or a pause of ``pause_s`` seconds (None: until promoted)."""
+    """One step: ``weight`` percent, a pause of ``pause_s`` seconds (None: until
+    promoted), or ``shadow`` percent of the requests mirrored."""
 
     weight: int | None = None
     pause_s: float | None = None
+    shadow: int | None = None
 
 
 class Phase(str, Enum):
@@ -95,6 +104,8 @@ class CanaryState:
     """When the current step began (wall clock): a timed pause ends step_started + pause_s."""
     reason: str = ""
     """Why the last move happened, for the event it records."""
+    mirror: int = 0
+    """Percent of the requests mirrored to the new version (a shadow step); 0: none."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +114,7 @@ class CanaryState:
             "phase": self.phase.value,
             "step_started": self.step_started,
             "reason": self.reason,
+            "mirror": self.mirror,
         }
 
     @classmethod
@@ -113,6 +125,7 @@ class CanaryState:
             phase=Phase(data["phase"]),
             step_started=float(data["step_started"]),
             reason=str(data.get("reason", "")),
+            mirror=int(data.get("mirror", 0)),
         )
 
 
@@ -153,11 +166,14 @@ def move(
     *,
     scaled: bool = True,
     reason: str = "",
+    shadow: str | None = None,
 ) -> CanaryState:
     """The state after ``event`` at ``now``; raises :class:`Refused` for a pair not in MOVES.
 
     ``scaled`` says whether the new version has the READY replicas the current
-    weight needs (a weight step is complete only then).
+    weight (or mirrored share) needs (a weight or shadow step is complete only
+    then); ``shadow`` is the outcome of the shadow verdict while mirroring
+    (``passed``, ``failed``, ``inconclusive``; None: no verdict yet).
     """
     why = refusal(state, event)
     if why is not None:
@@ -165,35 +181,55 @@ def move(
     if state.phase.is_final:
         return state
     if event in (Input.ABORT, Input.FAILED_ANALYSIS):
-        return replace(state, weight=0, phase=Phase.ABORTED, reason=reason or event.value)
+        return replace(state, weight=0, mirror=0, phase=Phase.ABORTED, reason=reason or event.value)
     if event is Input.PROMOTE_FULL:
         return replace(
-            state, step=len(steps), weight=100, phase=Phase.COMPLETE, reason="promoted in full"
+            state,
+            step=len(steps),
+            weight=100,
+            mirror=0,
+            phase=Phase.COMPLETE,
+            reason="promoted in full",
         )
     if event is Input.PAUSE:
         return replace(state, phase=Phase.PAUSED, reason="paused")
     if event is Input.RESUME:
         resumed = replace(state, phase=Phase.RUNNING, step_started=now, reason="resumed")
-        return _advance(resumed, steps, now, scaled)
+        return _advance(resumed, steps, now, scaled, shadow)
     if event is Input.PROMOTE:
         promoted = _next_step(replace(state, phase=Phase.RUNNING), steps, now, "promoted")
-        return _advance(promoted, steps, now, scaled)
+        # The user walks on past the current step: a shadow verdict does not stop that.
+        return _advance(promoted, steps, now, scaled, "passed" if state.mirror else shadow)
     if state.phase is not Phase.RUNNING:
         return state  # a TICK while waiting or held
-    return _advance(state, steps, now, scaled)
+    return _advance(state, steps, now, scaled, shadow)
 
 
-def _advance(state: CanaryState, steps: Sequence[Step], now: float, scaled: bool) -> CanaryState:
+def _advance(
+    state: CanaryState, steps: Sequence[Step], now: float, scaled: bool, shadow: str | None
+) -> CanaryState:
     """Take every step that is complete at ``now``, in order (bounded by the step count)."""
     for _ in range(len(steps) + 1):
         if state.step >= len(steps):
-            return replace(state, weight=100, phase=Phase.COMPLETE)
+            return replace(state, weight=100, mirror=0, phase=Phase.COMPLETE)
         step = steps[state.step]
+        if step.shadow is not None:
+            if state.mirror != step.shadow:
+                # Mirror now; complete once the replicas the share needs are READY.
+                return replace(state, mirror=step.shadow, step_started=now, reason="mirroring set")
+            if not scaled:
+                return state
+            state = _next_step(state, steps, now, f"mirroring {step.shadow}%")
+            continue
         if step.weight is not None:
-            if state.weight != step.weight:
+            if state.mirror and shadow != "passed":
+                return state  # clients reach the new version only after a passed verdict
+            if state.weight != step.weight or state.mirror:
                 # Set the weight now; the step is complete once its replicas are READY,
-                # which the caller reports on a later tick.
-                return replace(state, weight=step.weight, step_started=now, reason="weight set")
+                # which the caller reports on a later tick. Mirroring ends here.
+                return replace(
+                    state, weight=step.weight, mirror=0, step_started=now, reason="weight set"
+                )
             if not scaled:
                 return state
             state = _next_step(state, steps, now, f"weight {step.weight} reached")
@@ -202,6 +238,16 @@ def _advance(state: CanaryState, steps: Sequence[Step], now: float, scaled: bool
             return replace(state, phase=Phase.WAITING, reason="waiting for promote")
         if now < state.step_started + step.pause_s:
             return state
+        if state.mirror and shadow != "passed":
+            # The shadow step's deadline: never walk on without a passed verdict.
+            why = "inconclusive" if shadow is None else shadow
+            return replace(
+                state,
+                weight=0,
+                mirror=0,
+                phase=Phase.ABORTED,
+                reason=f"shadow verdict {why} at the end of the {step.pause_s:g}s pause",
+            )
         state = _next_step(state, steps, now, f"paused {step.pause_s:g}s")
     return state
 
@@ -214,5 +260,6 @@ def _next_step(state: CanaryState, steps: Sequence[Step], now: float, why: str) 
         step_started=now,
         phase=Phase.COMPLETE if done else state.phase,
         weight=100 if done else state.weight,
+        mirror=0 if done else state.mirror,
         reason=why,
     )

@@ -122,8 +122,27 @@ function renderUpdate(update) {
           <span class="bar new"><span style="width:${pct(update.new_ready)}%"></span></span></span>
       </div>
       ${update.message ? `<div class="muted">${esc(update.message)}</div>` : ""}
+      ${renderShadow(update.shadow)}
       <ol class="plan">${plan}</ol>
       <div class="events">${events || '<span class="muted">no events yet</span>'}</div>
+    </div>`;
+}
+
+// A shadow step: what was mirrored and compared, the verdict, the top differing paths.
+function renderShadow(shadow) {
+  if (!shadow) return "";
+  const top = (shadow.top_paths || []).map((t) =>
+    `<li><code>${esc(t.key)}</code>: ${t.answers} answers, e.g. <code>${esc(t.example)}</code></li>`).join("");
+  const noise = (shadow.noise || []).map((k) => `<code>${esc(k)}</code>`).join(", ");
+  return `
+    <div class="shadow" data-shadow-outcome="${esc(shadow.outcome)}">
+      shadow ${shadow.mirror}%: <b class="shadow-mirrored">${shadow.mirrored}</b> mirrored,
+      ${shadow.dropped} dropped, <b class="shadow-compared">${shadow.compared}</b> compared,
+      <b class="shadow-differed">${shadow.differed}</b> differ (${(100 * shadow.rate).toFixed(2)}%)
+      <span class="badge">${esc(shadow.outcome)}</span>
+      <div class="muted">${esc(shadow.reason)}</div>
+      ${top ? `<ul class="shadow-paths">${top}</ul>` : ""}
+      ${noise ? `<div class="muted">noise (ignored): ${noise}</div>` : ""}
     </div>`;
 }
 
