@@ -26,6 +26,7 @@ update and one fault."""
 CANARY_STEPS: dict[str, Draw] = {
     "weight": lambda r: {"weight": r.choice([10, 25, 50, 75])},
     "pause": lambda r: {"pause": r.choice([1, 2, 4]) if r.random() < 0.5 else {}},
+    "shadow": lambda r: {"shadow": r.choice([10, 50, 100])},
 }
 """How each kind of canary step is drawn (one line a kind); a canary ends at weight 100."""
 

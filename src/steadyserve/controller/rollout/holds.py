@@ -65,7 +65,10 @@ class Holds:
         self._held_for, self._hold = update.id, self.table.hold(update.id)
         self.rt.wake()
 
-    def hold_plan(self) -> Plan:
-        """While held: launch and drain nothing, keep routing what was routed."""
+    def hold_plan(self, would_route: frozenset[int]) -> Plan:
+        """While held: launch and drain nothing, keep routing what was routed. A
+        controller that restarted routed nothing yet: it routes what the update's own
+        plan would (``would_route``), or every request failed until ``steady resume``."""
         ready = {r.id for r in self.rt.replicas.values() if r.status == ReplicaStatus.READY}
-        return Plan(routable=self.rt.plan.routable & ready)
+        routed = self.rt.plan.routable & ready
+        return Plan(routable=routed or would_route & ready)

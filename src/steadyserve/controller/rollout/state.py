@@ -119,8 +119,7 @@ class Rollout:
         updating = self.updating and self.update is not None
         mode = self.update.mode if updating and self.update is not None else UpdateMode.ROLLING
         strategy = strategy_of(mode)
-        if strategy.holds and self.holds.held():  # a paused update launches and drains nothing
-            return self.holds.hold_plan(), False
+        held = strategy.holds and self.holds.held()
         svc = self.rt.spec.service
         # The update's own progress (a canary's step, a blue-green switch), if it has any.
         driver = self.drivers.get(mode) if updating else None
@@ -138,6 +137,8 @@ class Rollout:
                 **progress,
             )
         )
+        if held:  # a paused update launches and drains nothing
+            return self.holds.hold_plan(step.routable), False
         plan = Plan(
             launch=0 if broken else step.launch,
             stop=step.drain,
