@@ -100,6 +100,10 @@ FIXED = {
     " routed nothing (the held plan kept the empty routing of a fresh runtime)",
     769: "an in-place update succeeded while its only replica still started; that replica"
     " then refused the config, the version was judged broken and the service stayed FAILED",
+    385: "an in-place change and `steady abort` racing: the change applied in place to no"
+    " replica while the service converged back, its new replicas refused the config and"
+    " the service served two older versions for good",
+    1422: "the same class as 385 (an abort, then an in-place change whose config is refused)",
 }
 
 
@@ -139,18 +143,6 @@ def test_shrunk_schedules_replay_clean(name: str) -> None:
     assert run(Schedule.from_json(SCHEDULES[name])).violations == []
 
 
-# Seeds that found defects not fixed yet (docs/testing.md, "Open findings"): each must
-# keep failing until its fix, which then moves it to FIXED.
-OPEN = {
-    385: "an in-place change and `steady abort` racing: the in-place version becomes the"
-    " target over replicas of two other versions and never converges",
-    1422: "the same shape as 385: the target version runs no replica while replicas of two"
-    " older versions serve, and nothing converges",
-}
-
-
-@pytest.mark.parametrize("seed", sorted(OPEN))
-@pytest.mark.xfail(strict=True, reason="open finding of the simulator")
-def test_seeds_of_open_findings_still_fail(seed: int) -> None:
-    result = run(kept(seed))
-    assert result.violations == [], OPEN[seed]
+# Seeds that found defects not fixed yet (docs/testing.md, "Open findings"): listed with
+# a strict xfail test each until their fix moves them to FIXED. None is open.
+OPEN: dict[int, str] = {}
