@@ -93,9 +93,9 @@ def _forget_on_restart() -> contextlib.AbstractContextManager[None]:
 
 def _route_under_probe_failure() -> contextlib.AbstractContextManager[None]:
     """NOT_READY replicas (failing probes) stay in the route table."""
-    from steadyserve.controller import runtime as runtime_module
+    from steadyserve.controller import service_health as publishing
 
-    original = runtime_module.__dict__["route_table"]
+    original = publishing.__dict__["route_table"]
 
     def table(spec: Any, replicas: Any, routable: frozenset[int], **kw: Any) -> Any:
         rows = list(replicas)
@@ -103,7 +103,7 @@ def _route_under_probe_failure() -> contextlib.AbstractContextManager[None]:
         shown = [replace(r, status=ReplicaStatus.READY) if r.id in unready else r for r in rows]
         return original(spec, shown, routable | frozenset(unready), **kw)
 
-    return _patched(runtime_module, "route_table", table)
+    return _patched(publishing, "route_table", table)
 
 
 def _lose_a_write() -> contextlib.AbstractContextManager[None]:
