@@ -70,6 +70,7 @@ OWN_PATHS = frozenset((HEALTH_PATH, ROUTES_PATH))
 # Ray Serve's words (ray/serve/_private/constants.py).
 HEALTHY_MESSAGE = "success"
 NO_ROUTES_MESSAGE = "Route table is not populated yet."
+REPLICA_FAILED_MESSAGE = "Internal Server Error"
 DRAINING_MESSAGE = "This node is being drained."
 
 
@@ -292,6 +293,11 @@ class LaneProxy(Proxy):
         self.limits = (
             dataclasses.replace(own, request_timeout_s=timeout) if self.by_gateway else own
         )
+
+    def answer_failed(self, ex: Exchange, message: str) -> None:
+        # Ray's proxy answers a replica that died with the request (no retry left) so.
+        close = not ex.keep_alive or self.draining
+        self._respond(ex, 500, "", "replica_failed", ray_text(500, REPLICA_FAILED_MESSAGE, close))
 
     def answer_late(self, ex: Exchange) -> None:
         if not self.by_gateway:
