@@ -15,7 +15,7 @@ import pytest
 from steadyserve.sim.cli import catch, main
 from steadyserve.sim.mutants import MUTANTS
 from steadyserve.sim.runner import run
-from steadyserve.sim.schedule import MIN_STEPS, UPDATES, Schedule, draw
+from steadyserve.sim.schedule import FAULTS, MIN_STEPS, UPDATES, Schedule, draw
 
 SUITE_SCHEDULES = 600
 """About 60 s of one core (bench/RESULTS.md has the long runs)."""
@@ -29,15 +29,8 @@ def test_the_same_seed_gives_the_same_trace_bytes() -> None:
 
 
 def test_every_schedule_has_an_update_a_fault_and_enough_steps() -> None:
-    faults = {
-        "crash",
-        "hang",
-        "probe_fail",
-        "slow_start",
-        "never_start",
-        "controller_kill",
-        "lb_restart",
-    }
+    faults = set(FAULTS)
+    assert {"state_loss", "spawn_kill", "controller_kill"} <= faults
     for seed in range(1, 200):
         schedule = draw(seed)
         kinds = [kind for _, kind, _ in schedule.events]

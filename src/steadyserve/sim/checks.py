@@ -13,6 +13,7 @@ from steadyserve.sim.schedule import STEP_S
 from steadyserve.sim.traffic import Outcome
 
 if TYPE_CHECKING:
+    from steadyserve.controller.runtime import ServiceRuntime
     from steadyserve.sim.runner import Run
 
 END_BOUND_S = 240.0
@@ -32,8 +33,10 @@ def after_step(run: Run, out: Outcome) -> None:
     if rt is not None:
         _capacity(run)
         _agreement(run)
-    for bad in run.watch.moves():
-        run._violate("moves", bad)
+    if run.watch.open:  # closed while a lost state file waits for its recovery
+        for bad in run.watch.moves():
+            run._violate("moves", bad)
+        run.event_marks.append((run.clock.now(), run.watch.last_event))
 
 
 def _routing(run: Run, out: Outcome) -> None:
@@ -82,12 +85,19 @@ def _stopped_busy(run: Run) -> None:
 def _failures(run: Run, out: Outcome) -> None:
     assert out.failures is not None
     rt, now = run.runtime, run.clock.now()
-    none_ready = rt is not None and not any(
+    # While no controller runs the load balancer keeps its last table: as empty as
+    # when the controller went down.
+    none_ready = rt is None or not any(
         r.status is ReplicaStatus.READY for r in rt.replicas.values()
     )
     if _may_go_to_zero(run) or (run.zero_until >= now and none_ready):
         # Until a replica is ready again (whatever update follows), and its table
         # reached the load balancer.
+        run.zero_until = now + 1.0
+    if run.short_until_whole:
+        # A restored state lost replicas: fewer are routed until the replacements are
+        # READY (docs/behaviour.md, "The home's faults"), and their table arrived.
+        run.short_until_whole = rt is None or not _whole(rt)
         run.zero_until = now + 1.0
     if not run.ready_once or run.clock.now() < max(run.disturbed_until, run.zero_until):
         return
@@ -96,6 +106,12 @@ def _failures(run: Run, out: Outcome) -> None:
             continue
         run._violate("availability", f"a request failed ({why}) with no fault to explain it")
         return
+
+
+def _whole(rt: ServiceRuntime) -> bool:
+    """As many READY replicas as the service's target."""
+    ready = sum(1 for r in rt.replicas.values() if r.status is ReplicaStatus.READY)
+    return ready >= rt.target_replicas()
 
 
 def _may_go_to_zero(run: Run) -> bool:
@@ -237,11 +253,19 @@ async def end(run: Run, first: int) -> None:
     if why is not None:
         run._violate("ends", f"not converged {END_BOUND_S:g} s after the faults stopped: {why}")
         return
+    _orphans(run)
+    _tally(run)
+
+
+def _orphans(run: Run) -> None:
+    """Every live process is listed in the state, but the strays a restored state
+    lost: those the docs have the controller report and leave running."""
     stored = {p for _, _, p in run.watch.replicas().values() if p is not None}
     alive = {pid for pid in run.backend.replicas if run.backend.alive(pid)}
-    if alive - stored:
-        run._violate("ends", f"orphan process(es) {sorted(alive - stored)}: no replica lists them")
-    _tally(run)
+    reported = run.watch.strays() if run.restores else ""
+    orphans = sorted(pid for pid in alive - stored if f"process {pid} (" not in reported)
+    if orphans:
+        run._violate("ends", f"orphan process(es) {orphans}: no replica lists them")
 
 
 def _tally(run: Run) -> None:

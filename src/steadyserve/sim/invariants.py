@@ -15,7 +15,12 @@
 - ``agreement``: the runtime's replicas, version and update are the store's.
 - ``ends``: every update ends (SUCCEEDED, FAILED, ROLLED_BACK) within a bound once
   faults stop, no version stays "in progress", and the service converges to one
-  version at full strength with no orphan process (checked at a run's end).
+  version at full strength with no orphan process (checked at a run's end); the
+  only process the state may not list is a stray a state restored from its backup
+  lost, reported as the docs promise (a ``STRAY_PROCESS`` event naming it).
+- ``recovery``: a state file lost while the controller was down is recovered from
+  its backup (the controller starts), and the restored state lost nothing older
+  than the backups' period (``backups.EVERY_S``) and one step.
 """
 
 from __future__ import annotations
@@ -34,7 +39,16 @@ from steadyserve.core.states import (
     VersionOutcome,
 )
 
-INVARIANTS = ("routing", "drain", "availability", "surge", "moves", "agreement", "ends")
+INVARIANTS = (
+    "routing",
+    "drain",
+    "availability",
+    "surge",
+    "moves",
+    "agreement",
+    "ends",
+    "recovery",
+)
 
 
 @dataclass(frozen=True)
@@ -51,13 +65,41 @@ class StateWatch:
     """Reads the state file (its own connection) for what changed since the last step."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
         self.db = sqlite3.connect(path, isolation_level=None)
+        self.open = True
         self.last_event = 0
         self.updates: dict[int, str] = {}
         self.outcomes: dict[int, str] = {}
 
     def close(self) -> None:
         self.db.close()
+        self.open = False
+
+    def reopen(self) -> None:
+        """Read the state file anew (restored from a backup): what it holds is the
+        baseline, its history before the loss was judged already."""
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        self.open = True
+        row = self.db.execute("SELECT MAX(id) FROM events").fetchone()
+        self.last_event = int(row[0] or 0)
+        self.updates = dict(self.db.execute("SELECT id, status FROM updates WHERE service='svc'"))
+        self.outcomes = dict(
+            self.db.execute("SELECT version, outcome FROM versions WHERE service='svc'")
+        )
+
+    def events(self, upto: int) -> list[tuple[object, ...]]:
+        """The events up to id ``upto``, but their time (the store's wall clock)."""
+        return self.db.execute(
+            "SELECT id, service, replica_id, from_status, to_status, reason FROM events"
+            " WHERE id <= ? ORDER BY id",
+            (upto,),
+        ).fetchall()
+
+    def strays(self) -> str:
+        """The text of the STRAY_PROCESS events: what the sweep reported left running."""
+        rows = self.db.execute("SELECT reason FROM events WHERE to_status = 'STRAY_PROCESS'")
+        return "\n".join(r for (r,) in rows)
 
     def replicas(self) -> dict[int, tuple[int, str, int | None]]:
         rows = self.db.execute("SELECT id, version, status, pid FROM replicas WHERE service='svc'")

@@ -91,6 +91,28 @@ def _forget_on_restart() -> contextlib.AbstractContextManager[None]:
     return _patched(runtime_module, "readopt", forgetful)
 
 
+def _skip_orphan_sweep() -> contextlib.AbstractContextManager[None]:
+    """A starting controller forgets its orphan sweep: a process the previous one
+    started and never recorded the pid of runs on, unlisted."""
+    from steadyserve.controller import startup
+
+    return _patched(startup, "reap_orphans", lambda home, claimed, known, machine: [])
+
+
+def _restore_older_backup() -> contextlib.AbstractContextManager[None]:
+    """Recovery puts in the older of the two backups when it is good: what the newer
+    one had since is lost."""
+    from steadyserve.controller import backups
+
+    original = backups.newest_good
+
+    def older(home: Any) -> Any:
+        older = backups.generations(home)[-1]
+        return older if backups.problem(older) is None else original(home)
+
+    return _patched(backups, "newest_good", older)
+
+
 def _route_under_probe_failure() -> contextlib.AbstractContextManager[None]:
     """NOT_READY replicas (failing probes) stay in the route table."""
     from steadyserve.controller import runtime as runtime_module
@@ -168,6 +190,18 @@ MUTANTS = (
         "ends",
         "a restarted controller forgets a replica",
         _forget_on_restart,
+    ),
+    Mutant(
+        "skip-orphan-sweep",
+        "ends",
+        "a starting controller does not sweep the orphans a killed one left",
+        _skip_orphan_sweep,
+    ),
+    Mutant(
+        "restore-older-backup",
+        "recovery",
+        "a lost state is restored from the older backup",
+        _restore_older_backup,
     ),
     Mutant(
         "route-under-probe-failure",

@@ -5,7 +5,10 @@ A step applies the schedule's events of that step, advances the clock by
 loop, lets the tasks run again, sends the clients' requests, and checks the
 invariants (sim/invariants.py). A controller kill lands after a number of event
 loop passes drawn by the schedule, so it can fall at any await point of any task;
-the next controller starts from the same SQLite file. After the last step the
+the next controller starts from the same SQLite file (or, after a state fault, from
+what is left of it: sim/state_faults.py), as the real entry starts one: the state
+checked and recovered first (controller/recovery.py), then the real start
+(controller/startup.py) with its orphan sweep over the simulated processes. After the last step the
 faults stop, waiting updates are promoted, and the run goes on (bounded) until the
 service converges, which the ``ends`` invariant then checks.
 
@@ -28,15 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steadyserve.controller import progressive
+from steadyserve.controller import progressive, recovery
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.rollout import in_place
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
+from steadyserve.sim import state_faults
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
 from steadyserve.sim.invariants import StateWatch, Violation
+from steadyserve.sim.machine import SimMachine
 from steadyserve.sim.schedule import STEP_S, Schedule
 from steadyserve.sim.traffic import Clients, Outcome, SimLoadBalancer
 from steadyserve.sim.world import (
@@ -86,6 +91,7 @@ class Run:
         self.clock = FakeClock()
         self.home = Home(root / "home").ensure()
         self.backend = SimBackend(self.home, self.clock)
+        self.machine = SimMachine(self.backend)
         self.prober = SimProber(self.backend, self.clock)
         self.config_post = SimConfigPost(self.backend)
         self.lb_process = SimLoadBalancerProcess()
@@ -108,6 +114,13 @@ class Run:
         self.kill_at: dict[str, Any] | None = None
         self.down_until_step = -1
         self.update_started: dict[tuple[int, int], tuple[int, int]] = {}
+        self.loss: state_faults.Loss | None = None
+        """The state fault of the controller now down, judged at its restart."""
+        self.short_until_whole = False
+        """A restored state lost replicas: fewer may be routed until it is whole again."""
+        self.restores = 0
+        self.event_marks: list[tuple[float, int]] = []
+        """(time, newest event id) after each step: what a restore may not lose."""
         self._make_service()
         self.watch = StateWatch(str(self.home.db_path))
 
@@ -147,13 +160,48 @@ class Run:
         store.close()
         self.home.version_workdir(NAME, 1).mkdir(parents=True)  # as `steady up` leaves it
 
-    def start_controller(self) -> None:
+    async def start_controller(self) -> None:
+        """A controller starts as controller/entry.py starts one: its state checked
+        (recovered when lost) before it is opened, then the real start."""
         self.life += 1
+        try:
+            notes = recovery.prepare(self.home, self.clock.wall(), self.machine)
+        except recovery.StateRefused as exc:
+            self._violate("recovery", f"the controller refused to start: {exc}")
+            return
+        if self.loss is not None:
+            self._judge_restore(self.loss, notes)
+            self.loss = None
         self.controller = SimController(
-            self.home, self.clock, self.backend, self.prober, self.lb_process, self.life
+            self.home,
+            self.clock,
+            self.backend,
+            self.prober,
+            self.lb_process,
+            self.life,
+            self.machine,
         )
-        self.runtime = self.controller.start_service(NAME)
+        swept = len(self.machine.swept)
+        await self.controller.start()
+        if len(self.machine.swept) > swept:
+            self.result.trace.append(f"  swept orphan pid(s) {self.machine.swept[swept:]}")
+        self.runtime = self.controller.services[NAME]
         self.lb.attach(self.runtime)
+
+    def _judge_restore(self, loss: state_faults.Loss, notes: list[str]) -> None:
+        """The restored state against the docs' promise (``recovery`` invariant)."""
+        self.restores += 1
+        self.result.trace.append(f"  {state_faults.summary(notes, self.home)}")
+        if not notes:
+            self._violate("recovery", f"the {loss.cut} state file was taken for a sound one")
+            return
+        self.watch.reopen()
+        # A new history from here: the ids of the events lost are handed out again.
+        self.event_marks = [(self.clock.now(), self.watch.last_event)]
+        lost = state_faults.lost_events(loss, self.watch)
+        if lost:
+            self._violate("recovery", lost)
+        self.short_until_whole = state_faults.lossy(self.watch, self.backend)
 
     def kill_controller(self) -> None:
         """SIGKILL: every task of the controller ends where it is; its state file stays."""
@@ -226,12 +274,25 @@ class Run:
                 self.disturbed_until = max(self.disturbed_until, until + DISTURBED_S)
         elif kind in ("slow_start", "never_start"):
             self.backend.next_faults.append({"kind": kind, **args})
-        elif kind == "controller_kill":
+        elif kind in ("controller_kill", "state_loss"):
             if self.controller is not None:
-                self.kill_at = args
+                self.kill_at = {**args, "kind": kind}
+        elif kind == "spawn_kill":
+            self.backend.on_spawn = lambda: self._kill_in_spawn(int(args["down_steps"]))
         elif kind == "lb_restart":
             self.lb.restart()
             self.disturb()
+
+    def _kill_in_spawn(self, down_steps: int) -> None:
+        """SIGKILL between a replica's process starting and its pid being recorded."""
+        if self.controller is None:
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self.killed_tasks.add(task)
+        self.result.trace.append("  controller killed as a replica's process started")
+        self.down_until_step = self.step + down_steps
+        self.kill_controller()
 
     def _pick(self, n: int) -> int | None:
         alive = sorted(pid for pid in self.backend.replicas if self.backend.alive(pid))
@@ -306,11 +367,16 @@ class Run:
             for _ in range(passes):
                 await asyncio.sleep(0)
             self.down_until_step = self.step + int(self.kill_at["down_steps"])
-            self.kill_at = None
+            fault, self.kill_at = self.kill_at, None
+            disturbed = self.disturbed_until
             self.kill_controller()
+            if fault["kind"] == "state_loss":
+                # Judged by what the docs promise of a recovery, not a restart's allowance.
+                self.disturbed_until = disturbed
+                self.loss = state_faults.lose_state(self, str(fault["cut"]))
         await settle()
         if self.controller is None and self.step >= self.down_until_step:
-            self.start_controller()
+            await self.start_controller()
             await settle()
         if self.runtime is not None:
             self.runtime.tick()
@@ -377,7 +443,7 @@ async def _main(run_: Run) -> None:
     loop = asyncio.get_running_loop()
     loop.set_default_executor(InlineExecutor())
     loop.set_task_factory(run_.task_factory)  # type: ignore[arg-type]
-    run_.start_controller()
+    await run_.start_controller()
     await settle()
     events = sorted(run_.schedule.events, key=lambda e: e[0])
     last = max([run_.schedule.steps, *(s + 1 for s, _, _ in events)])

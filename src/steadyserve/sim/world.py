@@ -20,15 +20,17 @@ from typing import Any
 
 from steadyserve.backends.base import LaunchRequest, ReplicaHandle
 from steadyserve.backends.fake import FakeBackend, FakeReplica
+from steadyserve.controller import startup
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.daemon import Controller
-from steadyserve.controller.endpoint import EndpointClaims
+from steadyserve.controller.endpoint import FIRST_ENDPOINT_PORT, EndpointClaims
 from steadyserve.controller.pool_runtime import runtime_class
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.capacity import Inventory
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.home.paths import Home
 from steadyserve.sim.clock import FakeClock
+from steadyserve.sim.machine import SimMachine
 from steadyserve.spec import ReadinessProbe
 from steadyserve.store import ServiceRow, Store
 
@@ -66,6 +68,9 @@ class SimBackend(FakeBackend):
         """Pids stopped after a drain (SHUTTING_DOWN), not for failing: the drain
         handshake promised the load balancer no longer routes to them."""
         self.status_of: Callable[[int], ReplicaStatus | None] = lambda pid: None
+        self.on_spawn: Callable[[], None] | None = None
+        """Called once, when the next replica's process exists and before the launch
+        returns its pid: a controller killed there leaves a process no row names."""
 
     async def launch(self, request: LaunchRequest) -> ReplicaHandle:
         replica = await super().launch(request)
@@ -77,7 +82,18 @@ class SimBackend(FakeBackend):
             never_starts=fault.get("kind") == "never_start",
         )
         self.by_port[replica.port] = replica
+        # The local backend opens the replica's log before it starts the process: a
+        # restored state raises its next replica id past every log (recovery.py).
+        request.log_path.parent.mkdir(parents=True, exist_ok=True)
+        request.log_path.touch()
+        if self.on_spawn is not None:
+            spawned, self.on_spawn = self.on_spawn, None
+            spawned()  # SIGKILL of the controller: this task ends here too
+            raise asyncio.CancelledError
         return replica
+
+    def reap_isolation(self, keep: set[str]) -> None:
+        """No namespace to reap: the fake backend's would be the machine's own."""
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         if isinstance(handle, FakeReplica) and handle.exit_code() is None:
@@ -178,13 +194,37 @@ class SimLoadBalancerProcess:
         self.running = False
 
 
+class SimEndpointClaims(EndpointClaims):
+    """Endpoint ports claimed without a socket: the simulated machine has no other
+    home to claim them against."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claimed: set[int] = set()
+
+    def choose(self, store: Store, requested: int | None) -> int:
+        taken = self.claimed | {r.port for r in store.services()}
+        port = requested or next(p for p in itertools.count(FIRST_ENDPOINT_PORT) if p not in taken)
+        self.claimed.add(port)
+        return port
+
+    def hold(self, port: int) -> bool:
+        self.claimed.add(port)
+        return True
+
+    def release(self, port: int) -> None:
+        self.claimed.discard(port)
+
+
 class SimController(Controller):
     """The real controller's commands over the simulated machine.
 
     Built without :meth:`Controller.__init__`'s machine (no backend chosen from the
     environment, no GPU query, no gateway process, no listening socket); what
-    :meth:`Controller.serve` does at start that matters to one service (re-adopt
-    its replicas) the runner does by :meth:`start_service`."""
+    :meth:`Controller.serve` does at start besides listening is the real start's
+    (controller/startup.py), run by :meth:`start`: the services taken over (their
+    replicas re-adopted; the runner ticks their reconcile loops), the orphan sweep
+    over the simulated processes, the backups kept."""
 
     _incarnation = itertools.count(1)
 
@@ -196,6 +236,7 @@ class SimController(Controller):
         prober: SimProber,
         lb: SimLoadBalancerProcess,
         life: int,
+        machine: SimMachine,
     ) -> None:
         self.home = home
         self.clock = clock
@@ -210,7 +251,8 @@ class SimController(Controller):
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self.endpoints = EndpointClaims()
+        self.endpoints = SimEndpointClaims()
+        self.machine = machine
         self._resumed_downs: list[asyncio.Task[None]] = []
         self.capacity = CapacityPool(Inventory(gpus=(), cores=(0, 1)), self._all_replicas)
         self.probe_session = None  # type: ignore[assignment]  # no HTTP: probes are injected
@@ -233,11 +275,7 @@ class SimController(Controller):
         self.services[row.name] = runtime
         return runtime
 
-    def start_service(self, name: str) -> ServiceRuntime:
-        """What a (re)started controller does for ``name``: a runtime from the store's
-        rows, its replicas re-adopted; the reconcile loop is the runner's to tick."""
-        row = self.store.service(name)
-        assert row is not None, f"service {name} is not in the state"
-        runtime = self._new_runtime(row)
-        runtime.resume()
-        return runtime
+    async def start(self) -> None:
+        """What a (re)started controller does before it serves: the real start."""
+        known, claimed = startup.take_over(self, ServiceRuntime.resume)
+        await startup.sweep(self, known, claimed)

@@ -1,0 +1,106 @@
+"""The state file lost while the controller is down, and what its recovery must keep.
+
+A ``state_loss`` fault kills the controller, then empties the SQLite file or tears
+it in half (really, on the file: the run's home is on /dev/shm) before the next
+controller starts; that one recovers it from its backups (controller/recovery.py,
+controller/backups.py) as the real entry does. What docs/behaviour.md ("The home's
+faults") promises of it is judged here and in sim/checks.py:
+
+- a good backup exists (the controller takes one at every start), so the
+  controller starts: a refusal violates ``recovery``;
+- "What a restore can lose is at most the last 2 s": every event recorded more
+  than ``backups.EVERY_S`` and one step before the loss is in the restored state
+  as it was, or ``recovery`` is violated;
+- "served throughout" when the restored state lists every replica that runs and
+  each listed one runs; else "until the replacements are READY, fewer replicas
+  are routed (none if every listed one is gone)": :func:`lossy` says which, and
+  the ``availability`` check excuses failures only in the second case, only
+  until the service is whole again;
+- a process started since the backup that the restore could not list (its version
+  was lost too) is a stray: left running and reported, never stopped; ``ends``
+  accepts it only when a ``STRAY_PROCESS`` event names it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from steadyserve.controller import backups
+from steadyserve.core.states import ReplicaStatus
+from steadyserve.home.paths import Home
+from steadyserve.sim.invariants import StateWatch
+from steadyserve.sim.schedule import STEP_S
+from steadyserve.sim.world import SimBackend
+
+if TYPE_CHECKING:
+    from steadyserve.sim.runner import Run
+
+CUTS = ("empty", "torn")
+"""How a state file is lost: emptied (0 bytes), or cut to half its size."""
+
+KEPT_S = backups.EVERY_S + STEP_S
+"""A change older than this at the loss is in the backup (one is taken within
+``EVERY_S`` of a change; one step, as the kill may land before that step's copy)."""
+
+_WHEN = re.compile(r" of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A state file lost: how, and the events its restore must still hold."""
+
+    cut: str
+    upto: int
+    """The newest event id recorded at least ``KEPT_S`` before the loss."""
+    kept: list[tuple[object, ...]]
+
+
+def lose_state(run: Run, cut: str) -> Loss:
+    """Empty or tear the state file of the killed controller (every connection closed
+    first: SQLite folds its write-ahead log into the file as the last one closes)."""
+    bound = run.clock.now() - KEPT_S
+    upto = max((event for at, event in run.event_marks if at <= bound), default=0)
+    kept = run.watch.events(upto)
+    run.watch.close()
+    db = run.home.db_path
+    size = db.stat().st_size
+    with open(db, "r+b") as handle:
+        handle.truncate(0 if cut == "empty" else size // 2)
+    run.result.trace.append(f"  state file {cut}: {size} -> {db.stat().st_size} bytes")
+    return Loss(cut, upto, kept)
+
+
+def lost_events(loss: Loss, watch: StateWatch) -> str | None:
+    """What the restored state lost that it had to keep, or None."""
+    restored = {row[0]: row for row in watch.events(loss.upto)}
+    for row in loss.kept:
+        if restored.get(row[0]) != row:
+            return (
+                f"the restored state lost event {row[0]} ({row[4]}: {row[5]}), recorded more"
+                f" than {KEPT_S:g} s before the state file was {loss.cut}"
+            )
+    return None
+
+
+def lossy(watch: StateWatch, backend: SimBackend) -> bool:
+    """Whether the restored state lost replicas: one it lists with a process is gone,
+    or a replica process runs that it does not list (a stray, or an orphan the sweep
+    stops). Either way fewer replicas may be routed until replacements are READY."""
+    rows = watch.replicas().values()
+    listed = {pid for _, status, pid in rows if pid is not None and _held(status)}
+    gone = any(not backend.alive(pid) for pid in listed)
+    running = {pid for pid in backend.replicas if backend.alive(pid)}
+    return gone or bool(running - {pid for _, _, pid in rows})
+
+
+def _held(status: str) -> bool:
+    """A row whose process the controller holds (live, or draining)."""
+    return ReplicaStatus(status).is_live or status == ReplicaStatus.SHUTTING_DOWN.value
+
+
+def summary(notes: list[str], home: Home) -> str:
+    """The recovery's log lines as a trace line: the same bytes on every replay."""
+    text = "; ".join(notes).replace(str(home.root), "$STEADY_HOME")
+    return "recovery: " + (_WHEN.sub("", text) or "the state file was found sound")
