@@ -183,35 +183,51 @@ def _published_serving(run: Run) -> int:
 
 
 def _agreement(run: Run) -> None:
-    rt = run.runtime
-    assert rt is not None
-    stored = run.watch.replicas()
+    """Every service's runtime against the state file: replicas, version, latest update."""
+    assert run.controller is not None
+    for name, rt in run.controller.services.items():
+        _agrees(run, name, rt)
+
+
+def _agrees(run: Run, name: str, rt: ServiceRuntime) -> None:
+    which = "" if rt is run.runtime else f"{name}: "
+    stored = run.watch.replicas(name)
     held = {r.id: (r.version, r.status.value, r.pid) for r in rt.replicas.values()}
     if stored != held:
         diff = sorted(set(stored.items()) ^ set(held.items()))
-        run._violate("agreement", f"replicas in the store and the runtime differ: {diff}")
-    if run.watch.service_version() != rt.row.version:
+        run._violate("agreement", f"{which}replicas in the store and the runtime differ: {diff}")
+    if run.watch.service_version(name) != rt.row.version:
         run._violate(
             "agreement",
-            f"service version {run.watch.service_version()} in the store, "
+            f"{which}service version {run.watch.service_version(name)} in the store, "
             f"{rt.row.version} in the runtime",
         )
-    latest, update = run.watch.latest_update(), rt.rollout.update
+    latest, update = run.watch.latest_update(name), rt.rollout.update
     mine = None if update is None else (update.id, update.status.value, update.to_version)
     if latest != mine:
-        run._violate("agreement", f"latest update {latest} in the store, {mine} in the runtime")
+        run._violate(
+            "agreement", f"{which}latest update {latest} in the store, {mine} in the runtime"
+        )
 
 
 def converged(run: Run) -> str | None:
-    """None once the service is one version at full strength, nothing in flight; else why not."""
-    rt = run.runtime
-    if rt is None:
+    """None once every service is one version at full strength, nothing in flight;
+    else why not."""
+    if run.controller is None:
         return "no controller"
-    if rt.updating:
-        return "an update is still in progress"
-    pending = [v for v, o in run.watch.outcomes.items() if o == "in progress"]
+    pending = [(s, v) for (s, v, _), o in run.watch.outcomes.items() if o == "in progress"]
     if pending:
         return f"version(s) {pending} still 'in progress'"
+    for name, rt in run.controller.services.items():
+        why = _settled(rt)
+        if why is not None:
+            return why if rt is run.runtime else f"{name}: {why}"
+    return None
+
+
+def _settled(rt: ServiceRuntime) -> str | None:
+    if rt.updating:
+        return "an update is still in progress"
     live = [
         r
         for r in rt.replicas.values()
@@ -259,18 +275,24 @@ async def end(run: Run, first: int) -> None:
 
 def _orphans(run: Run) -> None:
     """Every live process is listed in the state, but the strays a restored state
-    lost: those the docs have the controller report and leave running."""
-    stored = {p for _, _, p in run.watch.replicas().values() if p is not None}
+    lost: those the docs have the controller report and leave running (an event of
+    its service; of a service the state does not list, a line in its log only)."""
     alive = {pid for pid in run.backend.replicas if run.backend.alive(pid)}
-    reported = run.watch.strays() if run.restores else ""
-    orphans = sorted(pid for pid in alive - stored if f"process {pid} (" not in reported)
+    reported = "\n".join([run.watch.strays(), *run.stray_lines]) if run.restores else ""
+    orphans = sorted(pid for pid in alive - run.watch.pids() if f"process {pid} (" not in reported)
     if orphans:
         run._violate("ends", f"orphan process(es) {orphans}: no replica lists them")
+    tags: dict[str, int] = {}
+    for pid in sorted(alive):  # a new replica never shares a stray's tag (recovery.py)
+        tag = run.machine.tag_of(pid)
+        if tag is not None and tags.setdefault(tag, pid) != pid:
+            run._violate(
+                "ends",
+                f"processes {tags[tag]} and {pid} both carry the tag of {tag.split('/', 1)[1]}",
+            )
 
 
 def _tally(run: Run) -> None:
-    for mode, status in run.watch.db.execute(
-        "SELECT mode, status FROM updates WHERE service='svc'"
-    ):
+    for mode, status in run.watch.db.execute("SELECT mode, status FROM updates"):
         key = f"{mode} {status}"
         run.result.ended[key] = run.result.ended.get(key, 0) + 1

@@ -70,7 +70,8 @@ class StateWatch:
         self.open = True
         self.last_event = 0
         self.updates: dict[int, str] = {}
-        self.outcomes: dict[int, str] = {}
+        self.outcomes: dict[tuple[str, int, float], str] = {}
+        """Every service's versions' outcomes, by (service, version, created_at)."""
 
     def close(self) -> None:
         self.db.close()
@@ -83,10 +84,13 @@ class StateWatch:
         self.open = True
         row = self.db.execute("SELECT MAX(id) FROM events").fetchone()
         self.last_event = int(row[0] or 0)
-        self.updates = dict(self.db.execute("SELECT id, status FROM updates WHERE service='svc'"))
-        self.outcomes = dict(
-            self.db.execute("SELECT version, outcome FROM versions WHERE service='svc'")
-        )
+        self.updates = dict(self.db.execute("SELECT id, status FROM updates"))
+        self.outcomes = {
+            (service, version, created): outcome
+            for service, version, created, outcome in self.db.execute(
+                "SELECT service, version, created_at, outcome FROM versions"
+            )
+        }
 
     def events(self, upto: int) -> list[tuple[object, ...]]:
         """The events up to id ``upto``, but their time (the store's wall clock)."""
@@ -101,18 +105,28 @@ class StateWatch:
         rows = self.db.execute("SELECT reason FROM events WHERE to_status = 'STRAY_PROCESS'")
         return "\n".join(r for (r,) in rows)
 
-    def replicas(self) -> dict[int, tuple[int, str, int | None]]:
-        rows = self.db.execute("SELECT id, version, status, pid FROM replicas WHERE service='svc'")
+    def replicas(self, service: str = "svc") -> dict[int, tuple[int, str, int | None]]:
+        rows = self.db.execute(
+            "SELECT id, version, status, pid FROM replicas WHERE service=?", (service,)
+        )
         return {i: (v, s, p) for i, v, s, p in rows}
 
-    def service_version(self) -> int | None:
-        row = self.db.execute("SELECT version FROM services WHERE name='svc'").fetchone()
+    def pids(self) -> set[int]:
+        """The pid of every replica the state lists, of every service."""
+        rows = self.db.execute("SELECT pid FROM replicas WHERE pid IS NOT NULL")
+        return {int(pid) for (pid,) in rows}
+
+    def services(self) -> list[str]:
+        return [name for (name,) in self.db.execute("SELECT name FROM services ORDER BY name")]
+
+    def service_version(self, service: str = "svc") -> int | None:
+        row = self.db.execute("SELECT version FROM services WHERE name=?", (service,)).fetchone()
         return None if row is None else int(row[0])
 
-    def latest_update(self) -> tuple[int, str, int] | None:
+    def latest_update(self, service: str = "svc") -> tuple[int, str, int] | None:
         row = self.db.execute(
-            "SELECT id, status, to_version FROM updates WHERE service='svc'"
-            " ORDER BY id DESC LIMIT 1"
+            "SELECT id, status, to_version FROM updates WHERE service=? ORDER BY id DESC LIMIT 1",
+            (service,),
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
 
@@ -137,7 +151,7 @@ class StateWatch:
                 continue
             if ReplicaStatus(new) not in REPLICA_MOVES[ReplicaStatus(old)]:
                 bad.append(f"replica {rid}: {old} -> {new}")
-        for uid, status in self.db.execute("SELECT id, status FROM updates WHERE service='svc'"):
+        for uid, status in self.db.execute("SELECT id, status FROM updates"):
             before = self.updates.get(uid)
             if (
                 before is None
@@ -152,20 +166,21 @@ class StateWatch:
             ):
                 bad.append(f"update {uid}: {before} -> {status}")
             self.updates[uid] = status
-        for version, outcome in self.db.execute(
-            "SELECT version, outcome FROM versions WHERE service='svc'"
+        for service, version, created, outcome in self.db.execute(
+            "SELECT service, version, created_at, outcome FROM versions"
         ):
-            before = self.outcomes.get(version)
+            key = (service, version, created)  # a name freed and taken again starts at 1
+            before = self.outcomes.get(key)
             if before is None and VersionOutcome(outcome) not in VERSION_STARTS:
                 if not _reachable(VERSION_STARTS, VersionOutcome(outcome)):
-                    bad.append(f"version {version} started '{outcome}'")
+                    bad.append(f"{service} version {version} started '{outcome}'")
             elif (
                 before is not None
                 and before != outcome
                 and not _reachable({VersionOutcome(before)}, VersionOutcome(outcome))
             ):
-                bad.append(f"version {version}: '{before}' -> '{outcome}'")
-            self.outcomes[version] = outcome
+                bad.append(f"{service} version {version}: '{before}' -> '{outcome}'")
+            self.outcomes[key] = outcome
         return bad
 
 

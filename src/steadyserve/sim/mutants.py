@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from steadyserve.controller import readopt, routes
+from steadyserve.controller import routes
 from steadyserve.controller.rollout.state import Rollout
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.planner import Plan
@@ -75,20 +75,26 @@ def _exceed_max_surge() -> contextlib.AbstractContextManager[None]:
 
 
 def _forget_on_restart() -> contextlib.AbstractContextManager[None]:
-    """A restarted controller drops its highest-numbered replica from the state (its
-    process runs on, unlisted)."""
-    original = readopt.readopt
+    """A restarted controller drops its highest-numbered replica from the state once
+    its start is done (its process runs on, unlisted; past the orphan sweep, which
+    would stop a replica the state recorded and forgot at re-adoption)."""
+    from steadyserve.controller import startup
 
-    def forgetful(rt: Any) -> None:
-        live = sorted(r.id for r in rt.replicas.values() if r.status.is_live)
-        if live:
-            replica = rt.replicas.pop(live[-1])
-            rt.store.remove_replica(replica, "forgotten")
-        original(rt)
+    original = startup.sweep
 
-    from steadyserve.controller import runtime as runtime_module
+    async def forgetful(controller: Any, known: Any, claimed: set[int]) -> Any:
+        task = await original(controller, known, claimed)
+        for rt in controller.services.values():
+            live = sorted(r.id for r in rt.replicas.values() if r.status.is_live)
+            if live:
+                replica = rt.replicas.pop(live[-1])
+                for running in rt.hold(replica.id).tasks:  # its probing stops with it
+                    running.cancel()
+                rt.held.pop(replica.id, None)
+                rt.store.remove_replica(replica, "forgotten")
+        return task
 
-    return _patched(runtime_module, "readopt", forgetful)
+    return _patched(startup, "sweep", forgetful)
 
 
 def _skip_orphan_sweep() -> contextlib.AbstractContextManager[None]:

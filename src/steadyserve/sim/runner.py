@@ -37,7 +37,7 @@ from steadyserve.controller.rollout import in_place
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
-from steadyserve.sim import state_faults
+from steadyserve.sim import fleet, state_faults
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
 from steadyserve.sim.invariants import StateWatch, Violation
@@ -94,10 +94,15 @@ class Run:
         self.machine = SimMachine(self.backend)
         self.prober = SimProber(self.backend, self.clock)
         self.config_post = SimConfigPost(self.backend)
-        self.lb_process = SimLoadBalancerProcess()
+        self.lb_processes: dict[str, SimLoadBalancerProcess] = {}
         self.sim_tasks: set[asyncio.Task[Any]] = set()
         self.backend.status_of = self._status_of
+        self.backend.faulted = lambda request: request.service == NAME
         self.lb = SimLoadBalancer(self.clock, self._sim_task)
+        self.lbs: dict[str, SimLoadBalancer] = {NAME: self.lb}
+        """Every service's load balancer (the clients send through the run's service's)."""
+        self.web_run = "serve --web0"
+        """The command of the second service a fleet file lists (sim/fleet.py)."""
         self.clients = Clients(self.lb, self.backend)
         self.life = 0
         self.controller: SimController | None = None
@@ -119,6 +124,8 @@ class Run:
         self.short_until_whole = False
         """A restored state lost replicas: fewer may be routed until it is whole again."""
         self.restores = 0
+        self.stray_lines: list[str] = []
+        """The controller's log lines reporting strays (state_faults.StrayLines)."""
         self.event_marks: list[tuple[float, int]] = []
         """(time, newest event id) after each step: what a restore may not lose."""
         self._make_service()
@@ -177,7 +184,7 @@ class Run:
             self.clock,
             self.backend,
             self.prober,
-            self.lb_process,
+            self.lb_processes,
             self.life,
             self.machine,
         )
@@ -186,7 +193,7 @@ class Run:
         if len(self.machine.swept) > swept:
             self.result.trace.append(f"  swept orphan pid(s) {self.machine.swept[swept:]}")
         self.runtime = self.controller.services[NAME]
-        self.lb.attach(self.runtime)
+        fleet.follow(self)
 
     def _judge_restore(self, loss: state_faults.Loss, notes: list[str]) -> None:
         """The restored state against the docs' promise (``recovery`` invariant)."""
@@ -201,7 +208,7 @@ class Run:
         lost = state_faults.lost_events(loss, self.watch)
         if lost:
             self._violate("recovery", lost)
-        self.short_until_whole = state_faults.lossy(self.watch, self.backend)
+        self.short_until_whole = state_faults.lossy(self.watch, self.backend, NAME)
 
     def kill_controller(self) -> None:
         """SIGKILL: every task of the controller ends where it is; its state file stays."""
@@ -213,7 +220,8 @@ class Run:
             if task is not current and task not in self.sim_tasks and not task.done():
                 self.killed_tasks.add(task)
                 task.cancel()
-        self.lb.detach()
+        for lb in self.lbs.values():
+            lb.detach()
         self.controller.store.close()  # what a task would write on its way out is lost
         self.controller = None
         self.runtime = None
@@ -295,7 +303,13 @@ class Run:
         self.kill_controller()
 
     def _pick(self, n: int) -> int | None:
-        alive = sorted(pid for pid in self.backend.replicas if self.backend.alive(pid))
+        """A live replica of the run's service: a fault of a replica hits the service the
+        clients use (a second one, sim/fleet.py, meets only the controller's faults)."""
+        alive = sorted(
+            pid
+            for pid, replica in self.backend.replicas.items()
+            if self.backend.alive(pid) and replica.request.service == NAME
+        )
         return alive[n % len(alive)] if alive else None
 
     def _command(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -315,7 +329,9 @@ class Run:
             coro.close()
             self.result.trace.append(f"  cmd{number} refused: no controller")
             return
-        self.command_tasks.add(asyncio.get_running_loop().create_task(carried()))
+        task = asyncio.get_running_loop().create_task(carried())
+        task.add_done_callback(lambda _: coro.close())  # killed before it began: not awaited
+        self.command_tasks.add(task)
 
     async def _update(self, args: dict[str, Any]) -> dict[str, Any]:
         controller, runtime = self.controller, self.runtime
@@ -323,6 +339,8 @@ class Run:
         mode_name = str(args["mode"])
         if mode_name == "rollback":
             return await controller.rollback(NAME, None, dry_run=False)
+        if mode_name == "fleet":
+            return await fleet.deploy(self, args)
         current = controller.store.version(NAME, runtime.row.version)
         assert current is not None
         spec = json.loads(current.spec_json)
@@ -378,8 +396,10 @@ class Run:
         if self.controller is None and self.step >= self.down_until_step:
             await self.start_controller()
             await settle()
-        if self.runtime is not None:
-            self.runtime.tick()
+        if self.controller is not None:
+            fleet.follow(self)
+            for runtime in list(self.controller.services.values()):
+                runtime.tick()
             await settle()
         out = self.clients.step(self.step)
         self.result.requests += out.ok + out.failed
@@ -390,28 +410,47 @@ class Run:
         rt = self.runtime
         if rt is None:
             return f"{self.step} down ok={out.ok} fail={out.failed}"
-        reps = ",".join(
-            f"{r.id}:{r.version}:{r.status.value[:4]}"
-            for r in sorted(rt.replicas.values(), key=lambda r: r.id)
-        )
+        reps = _replicas(rt)
         update = rt.rollout.update
         upd = f"{update.mode}>{update.to_version}:{update.status.value[:4]}" if update else "-"
+        others = (
+            "".join(
+                f" {name}:v{other.row.version}[{_replicas(other)}]"
+                for name, other in self.controller.services.items()
+                if name != NAME
+            )
+            if self.controller is not None
+            else ""
+        )
         return (
             f"{self.step} v{rt.row.version} {rt.row.status.value[:5]} {upd} [{reps}] "
-            f"t{rt.routes.version} ok={out.ok} fail={out.failed}"
+            f"t{rt.routes.version} ok={out.ok} fail={out.failed}{others}"
         )
+
+
+def _replicas(rt: ServiceRuntime) -> str:
+    return ",".join(
+        f"{r.id}:{r.version}:{r.status.value[:4]}"
+        for r in sorted(rt.replicas.values(), key=lambda r: r.id)
+    )
 
 
 @contextlib.contextmanager
-def _quiet_logs() -> Iterator[None]:
+def _quiet_logs(strays: state_faults.StrayLines) -> Iterator[None]:
     """The controller logs what it survives (a failed tick, an illegal move): the
-    invariants judge those, the log would only flood the terminal."""
+    invariants judge those, the log would only flood the terminal. Only the strays it
+    reports are read (``strays``), as a user reads them in its log."""
     logger = logging.getLogger("steadyserve")
-    level, logger.level = logger.level, logging.CRITICAL + 1
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    logger.addHandler(strays)
     try:
         yield
     finally:
+        logger.removeHandler(strays)
         logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def run(schedule: Schedule) -> Result:
@@ -422,8 +461,10 @@ def run(schedule: Schedule) -> Result:
     # reads it), not raised (the tests' strict setting would end the run).
     saved_strict = os.environ.pop(STRICT_MOVES_ENV, None)
     try:
-        with _quiet_logs(), seeded_generators(schedule.seed):
+        strays = state_faults.StrayLines()
+        with _quiet_logs(strays), seeded_generators(schedule.seed):
             run_ = Run(schedule, root)
+            run_.stray_lines = strays.lines
             setattr(in_place, "post_user_config", run_.config_post)  # noqa: B010 (no socket)
             try:
                 asyncio.run(_main(run_))

@@ -39,6 +39,13 @@ UPDATES: dict[str, Draw] = {
     "in_place": lambda r: {"refused": r.random() < 0.15},
     "replicas": lambda r: {"replicas": r.randint(1, 4)},
     "rollback": lambda r: {},
+    # `steady deploy` of a fleet file: the run's service, and a second one when listed
+    # (created, updated, or taken down when a later file leaves it out: sim/fleet.py).
+    "fleet": lambda r: {
+        "web": r.random() < 0.75,
+        "replicas": r.randint(1, 2),
+        "change": r.random() < 0.5,
+    },
 }
 """The commands that make a version, and what each draws (runner.py carries them out)."""
 

@@ -17,12 +17,15 @@ faults") promises of it is judged here and in sim/checks.py:
   the ``availability`` check excuses failures only in the second case, only
   until the service is whole again;
 - a process started since the backup that the restore could not list (its version
-  was lost too) is a stray: left running and reported, never stopped; ``ends``
-  accepts it only when a ``STRAY_PROCESS`` event names it.
+  or its service was lost too) is a stray: left running and reported, never
+  stopped; ``ends`` accepts it only when the controller reported it, by a
+  ``STRAY_PROCESS`` event of its service or, when the state did not list that
+  service, by the line in its log (:class:`StrayLines`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -84,14 +87,19 @@ def lost_events(loss: Loss, watch: StateWatch) -> str | None:
     return None
 
 
-def lossy(watch: StateWatch, backend: SimBackend) -> bool:
-    """Whether the restored state lost replicas: one it lists with a process is gone,
-    or a replica process runs that it does not list (a stray, or an orphan the sweep
-    stops). Either way fewer replicas may be routed until replacements are READY."""
-    rows = watch.replicas().values()
+def lossy(watch: StateWatch, backend: SimBackend, service: str) -> bool:
+    """Whether the restored state lost replicas of ``service``: one it lists with a
+    process is gone, or a replica process runs that it does not list (a stray, or an
+    orphan the sweep stops). Either way fewer replicas may be routed until the
+    replacements are READY."""
+    rows = watch.replicas(service).values()
     listed = {pid for _, status, pid in rows if pid is not None and _held(status)}
     gone = any(not backend.alive(pid) for pid in listed)
-    running = {pid for pid in backend.replicas if backend.alive(pid)}
+    running = {
+        pid
+        for pid, replica in backend.replicas.items()
+        if backend.alive(pid) and replica.request.service == service
+    }
     return gone or bool(running - {pid for _, _, pid in rows})
 
 
@@ -104,3 +112,19 @@ def summary(notes: list[str], home: Home) -> str:
     """The recovery's log lines as a trace line: the same bytes on every replay."""
     text = "; ".join(notes).replace(str(home.root), "$STEADY_HOME")
     return "recovery: " + (_WHEN.sub("", text) or "the state file was found sound")
+
+
+class StrayLines(logging.Handler):
+    """The controller's log lines that report a stray (orphans.HomeProcess.report):
+    how a stray of a service the state does not list is reported."""
+
+    MARK = "runs but the state does not list it"
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if self.MARK in text:
+            self.lines.append(text)

@@ -68,6 +68,8 @@ class SimBackend(FakeBackend):
         """Pids stopped after a drain (SHUTTING_DOWN), not for failing: the drain
         handshake promised the load balancer no longer routes to them."""
         self.status_of: Callable[[int], ReplicaStatus | None] = lambda pid: None
+        self.faulted: Callable[[LaunchRequest], bool] = lambda request: True
+        """Whether a launch takes the next start fault (the runner: its service's only)."""
         self.on_spawn: Callable[[], None] | None = None
         """Called once, when the next replica's process exists and before the launch
         returns its pid: a controller killed there leaves a process no row names."""
@@ -75,7 +77,7 @@ class SimBackend(FakeBackend):
     async def launch(self, request: LaunchRequest) -> ReplicaHandle:
         replica = await super().launch(request)
         assert isinstance(replica, FakeReplica)
-        fault = self.next_faults.popleft() if self.next_faults else {}
+        fault = self.next_faults.popleft() if self.next_faults and self.faulted(request) else {}
         self.processes[replica._pid] = Process(
             born=self.clock.now(),
             start_delay=float(fault.get("delay_s", self.START_DELAY_S)),
@@ -216,6 +218,30 @@ class SimEndpointClaims(EndpointClaims):
         self.claimed.discard(port)
 
 
+class SimGateway:
+    """No gateway: no service of a run has a route prefix, a fleet deploy names no port."""
+
+    def __init__(self) -> None:
+        self.pids: set[int] = set()
+
+    def check_port(self, port: int | None) -> str | None:
+        return None
+
+    async def configure(self, port: int | None, request_timeout_s: float | None = None) -> None:
+        pass
+
+
+_TICKED: dict[type[ServiceRuntime], type[ServiceRuntime]] = {}
+
+
+def _ticked(cls: type[ServiceRuntime]) -> type[ServiceRuntime]:
+    """``cls`` whose ``start`` (a service created by a command) only re-adopts: the
+    runner ticks every runtime's reconcile loop, on the simulated clock."""
+    if cls not in _TICKED:
+        _TICKED[cls] = type(f"Ticked{cls.__name__}", (cls,), {"start": cls.resume})
+    return _TICKED[cls]
+
+
 class SimController(Controller):
     """The real controller's commands over the simulated machine.
 
@@ -234,7 +260,7 @@ class SimController(Controller):
         clock: FakeClock,
         backend: SimBackend,
         prober: SimProber,
-        lb: SimLoadBalancerProcess,
+        lbs: dict[str, SimLoadBalancerProcess],
         life: int,
         machine: SimMachine,
     ) -> None:
@@ -252,15 +278,20 @@ class SimController(Controller):
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.endpoints = SimEndpointClaims()
+        self.gateway = SimGateway()  # type: ignore[assignment]
         self.machine = machine
         self._resumed_downs: list[asyncio.Task[None]] = []
         self.capacity = CapacityPool(Inventory(gpus=(), cores=(0, 1)), self._all_replicas)
         self.probe_session = None  # type: ignore[assignment]  # no HTTP: probes are injected
         self._prober = prober
-        self._lb = lb
+        self._lbs = lbs
+        """Each service's load balancer process (they outlive a controller)."""
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
-        runtime = runtime_class(self.store, row)(
+        lb = self._lbs.get(row.name)
+        if lb is None or not lb.running:  # a new service (or a name taken again): a new one
+            lb = self._lbs[row.name] = SimLoadBalancerProcess()
+        runtime = _ticked(runtime_class(self.store, row))(
             self.home,
             self.store,
             self.backend,
@@ -269,7 +300,7 @@ class SimController(Controller):
             row,
             clock=self.clock,
             prober=self._prober,
-            lb=self._lb,  # type: ignore[arg-type]
+            lb=lb,  # type: ignore[arg-type]
             capacity=self.capacity,
         )
         self.services[row.name] = runtime
