@@ -87,6 +87,7 @@ class Run:
 
     def __init__(self, schedule: Schedule, root: Path) -> None:
         self.schedule = schedule
+        self.name = NAME
         self.result = Result(schedule)
         self.clock = FakeClock()
         self.home = Home(root / "home").ensure()
@@ -177,7 +178,7 @@ class Run:
             self._violate("recovery", f"the controller refused to start: {exc}")
             return
         if self.loss is not None:
-            self._judge_restore(self.loss, notes)
+            state_faults.judge(self, self.loss, notes)
             self.loss = None
         self.controller = SimController(
             self.home,
@@ -194,21 +195,6 @@ class Run:
             self.result.trace.append(f"  swept orphan pid(s) {self.machine.swept[swept:]}")
         self.runtime = self.controller.services[NAME]
         fleet.follow(self)
-
-    def _judge_restore(self, loss: state_faults.Loss, notes: list[str]) -> None:
-        """The restored state against the docs' promise (``recovery`` invariant)."""
-        self.restores += 1
-        self.result.trace.append(f"  {state_faults.summary(notes, self.home)}")
-        if not notes:
-            self._violate("recovery", f"the {loss.cut} state file was taken for a sound one")
-            return
-        self.watch.reopen()
-        # A new history from here: the ids of the events lost are handed out again.
-        self.event_marks = [(self.clock.now(), self.watch.last_event)]
-        lost = state_faults.lost_events(loss, self.watch)
-        if lost:
-            self._violate("recovery", lost)
-        self.short_until_whole = state_faults.lossy(self.watch, self.backend, NAME)
 
     def kill_controller(self) -> None:
         """SIGKILL: every task of the controller ends where it is; its state file stays."""

@@ -75,6 +75,23 @@ def lose_state(run: Run, cut: str) -> Loss:
     return Loss(cut, upto, kept)
 
 
+def judge(run: Run, loss: Loss, notes: list[str]) -> None:
+    """The restored state against the docs' promise (the ``recovery`` invariant), and
+    whether it lost replicas of the run's service (the ``availability`` allowance)."""
+    run.restores += 1
+    run.result.trace.append(f"  {summary(notes, run.home)}")
+    if not notes:
+        run._violate("recovery", f"the {loss.cut} state file was taken for a sound one")
+        return
+    run.watch.reopen()
+    # A new history from here: the ids of the events lost are handed out again.
+    run.event_marks = [(run.clock.now(), run.watch.last_event)]
+    lost = lost_events(loss, run.watch)
+    if lost:
+        run._violate("recovery", lost)
+    run.short_until_whole = lossy(run.watch, run.backend, run.name)
+
+
 def lost_events(loss: Loss, watch: StateWatch) -> str | None:
     """What the restored state lost that it had to keep, or None."""
     restored = {row[0]: row for row in watch.events(loss.upto)}
