@@ -93,6 +93,8 @@ FIXED = {
     " routed nothing (the held plan kept the empty routing of a fresh runtime)",
     769: "an in-place update succeeded while its only replica still started; that replica"
     " then refused the config, the version was judged broken and the service stayed FAILED",
+    517: "a service created within 2 s of a state loss was lost with it; created again by the"
+    " next fleet deploy, its replicas took the ids of the strays still running (same tag)",
 }
 
 

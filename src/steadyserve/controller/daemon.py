@@ -31,6 +31,7 @@ from steadyserve.compat.skypilot import not_applicable_notes
 from steadyserve.controller import (
     backups,
     fleet,
+    recovery,
     replica_logs,
     routes_socket,
     startup,
@@ -214,7 +215,11 @@ class Controller:
             version=number,
             created_at=now,
             port=port,
-            next_replica_id=self.store.next_free_replica_id(name),
+            # Past any replica of the name that left a log: a stray of it may run (its
+            # service lost with a restored state) and must not share a new one's tag.
+            next_replica_id=max(
+                self.store.next_free_replica_id(name), recovery.top_logged_id(self.home, name) + 1
+            ),
             stable_version=number,
             owner=owner,
         )

@@ -236,9 +236,7 @@ def _raise_replica_ids(home: Home, life: Life) -> str:
     try:
         for row in store.services():
             seen = [p.replica_id for p in life.processes if p.service == row.name]
-            logs = home.service_dir(row.name) / "replicas"
-            with contextlib.suppress(OSError):
-                seen += [int(m[1]) for f in logs.iterdir() if (m := _REPLICA_LOG.fullmatch(f.name))]
+            seen.append(top_logged_id(home, row.name))
             top = max((n for n in seen if n is not None), default=0)
             if top >= row.next_replica_id:
                 store.set_service_fields(row.name, next_replica_id=top + 1)
@@ -246,6 +244,17 @@ def _raise_replica_ids(home: Home, life: Life) -> str:
     finally:
         store.close()
     return f"; next replica ids raised past what runs ({', '.join(raised)})" if raised else ""
+
+
+def top_logged_id(home: Home, service: str) -> int:
+    """The highest replica id that left a log in ``service``'s folder (0: none). A
+    replica opens its log before its process starts: a stray that runs unlisted (its
+    service lost with a restored state, or begun afresh) left one."""
+    logs = home.service_dir(service) / "replicas"
+    with contextlib.suppress(OSError):
+        found = (int(m[1]) for f in logs.iterdir() if (m := _REPLICA_LOG.fullmatch(f.name)))
+        return max(found, default=0)
+    return 0
 
 
 @contextlib.contextmanager
