@@ -159,6 +159,12 @@ OPEN = {
     " target over replicas of two other versions and never converges",
     1422: "the same shape as 385: the target version runs no replica while replicas of two"
     " older versions serve, and nothing converges",
+    67: "(reduced by hand) a replica-count change in place while the only replica still"
+    " starts, then a controller restart: the new controller forgets that the in-place version"
+    " inherited its proof (no listed replica of it was READY), so the replica failing its"
+    " initial delay judges it broken and the service stays with no replica for good",
+    361: "(shrunk) a paused blue-green update joined by an in-place change whose config is"
+    " refused and by a replica-count change: the revert leaves version 3 'in progress' for good",
 }
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from steadyserve.controller import progressive
 from steadyserve.controller.errors import BadInput
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
+from steadyserve.sim import state_faults
 from steadyserve.sim.schedule import STEP_S
 from steadyserve.sim.traffic import Outcome
 
@@ -94,10 +95,11 @@ def _failures(run: Run, out: Outcome) -> None:
         # Until a replica is ready again (whatever update follows), and its table
         # reached the load balancer.
         run.zero_until = now + 1.0
-    if run.short_until_whole:
+    if run.short:
         # A restored state lost replicas: fewer are routed until the replacements are
         # READY (docs/behaviour.md, "The home's faults"), and their table arrived.
-        run.short_until_whole = rt is None or not _whole(rt)
+        if rt is not None and state_faults.whole(rt, run.short):
+            run.short = {}
         run.zero_until = now + 1.0
     if not run.ready_once or run.clock.now() < max(run.disturbed_until, run.zero_until):
         return
@@ -108,21 +110,26 @@ def _failures(run: Run, out: Outcome) -> None:
         return
 
 
-def _whole(rt: ServiceRuntime) -> bool:
-    """As many READY replicas as the service's target."""
-    ready = sum(1 for r in rt.replicas.values() if r.status is ReplicaStatus.READY)
-    return ready >= rt.target_replicas()
-
-
 def _may_go_to_zero(run: Run) -> bool:
     """A rolling update whose ``max_unavailable`` is the whole target: the user allowed
     every replica to drain at once, so a request may find none while it runs, and
-    after it ended (aborted, say) until a replica is ready again."""
+    after it ended (aborted, say) until a replica is ready again. The same holds of
+    the replicas an update of any mode left of another version once it ended (aborted
+    or failed): they converge by the rolling rule and its settings (rollout/state.py,
+    ``_converging_plan``)."""
     rt = run.runtime
     update = None if rt is None else rt.rollout.update
-    if rt is None or update is None or update.mode is not UpdateMode.ROLLING:
+    if rt is None or update is None:
         return False
     ready = any(r.status is ReplicaStatus.READY for r in rt.replicas.values())
+    if update.mode is not UpdateMode.ROLLING:
+        left = any(
+            r.version != rt.row.version
+            and (r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN)
+            for r in rt.replicas.values()
+        )
+        if rt.updating or not left:
+            return False
     if not rt.updating and ready:
         return False
     target = rt.target_replicas()

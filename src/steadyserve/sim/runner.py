@@ -122,8 +122,9 @@ class Run:
         self.update_started: dict[tuple[int, int], tuple[int, int]] = {}
         self.loss: state_faults.Loss | None = None
         """The state fault of the controller now down, judged at its restart."""
-        self.short_until_whole = False
-        """A restored state lost replicas: fewer may be routed until it is whole again."""
+        self.short: dict[int, int] = {}
+        """A restored state lost replicas: fewer may be routed until these are READY
+        again (by version: state_faults.shortfall)."""
         self.restores = 0
         self.stray_lines: list[str] = []
         """The controller's log lines reporting strays (state_faults.StrayLines)."""

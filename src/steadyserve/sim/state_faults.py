@@ -13,7 +13,7 @@ faults") promises of it is judged here and in sim/checks.py:
   as it was, or ``recovery`` is violated;
 - "served throughout" when the restored state lists every replica that runs and
   each listed one runs; else "until the replacements are READY, fewer replicas
-  are routed (none if every listed one is gone)": :func:`lossy` says which, and
+  are routed (none if every listed one is gone)": :func:`shortfall` says which, and
   the ``availability`` check excuses failures only in the second case, only
   until the service is whole again;
 - a process started since the backup that the restore could not list (its version
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ from steadyserve.sim.schedule import STEP_S
 from steadyserve.sim.world import SimBackend
 
 if TYPE_CHECKING:
+    from steadyserve.controller.runtime import ServiceRuntime
     from steadyserve.sim.runner import Run
 
 CUTS = ("empty", "torn")
@@ -89,7 +91,7 @@ def judge(run: Run, loss: Loss, notes: list[str]) -> None:
     lost = lost_events(loss, run.watch)
     if lost:
         run._violate("recovery", lost)
-    run.short_until_whole = lossy(run.watch, run.backend, run.name)
+    run.short = shortfall(run.watch, run.backend, run.name)
 
 
 def lost_events(loss: Loss, watch: StateWatch) -> str | None:
@@ -104,20 +106,33 @@ def lost_events(loss: Loss, watch: StateWatch) -> str | None:
     return None
 
 
-def lossy(watch: StateWatch, backend: SimBackend, service: str) -> bool:
-    """Whether the restored state lost replicas of ``service``: one it lists with a
-    process is gone, or a replica process runs that it does not list (a stray, or an
-    orphan the sweep stops). Either way fewer replicas may be routed until the
-    replacements are READY."""
+def shortfall(watch: StateWatch, backend: SimBackend, service: str) -> dict[int, int]:
+    """What the restored state must have READY again before ``service`` is whole, by
+    version (as many replicas as it lists held), when it lost replicas: one it lists
+    with a process is gone, or a replica process runs that it does not list (a stray,
+    or an orphan the sweep stops). Empty when it lost none: then it serves throughout."""
     rows = watch.replicas(service).values()
-    listed = {pid for _, status, pid in rows if pid is not None and _held(status)}
-    gone = any(not backend.alive(pid) for pid in listed)
+    held = [(version, pid) for version, status, pid in rows if pid is not None and _held(status)]
+    gone = any(not backend.alive(pid) for _, pid in held)
     running = {
         pid
         for pid, replica in backend.replicas.items()
         if backend.alive(pid) and replica.request.service == service
     }
-    return gone or bool(running - {pid for _, _, pid in rows})
+    if not gone and not running - {pid for _, _, pid in rows}:
+        return {}
+    return dict(Counter(version for version, _ in held))
+
+
+def whole(rt: ServiceRuntime, short: dict[int, int]) -> bool:
+    """The replacements are READY: each version the restore lost replicas of that the
+    service still wants has as many READY replicas as the restored state listed."""
+    update = rt.rollout.update
+    wanted = {rt.row.version}
+    if rt.updating and update is not None:
+        wanted |= {update.from_version, update.to_version}
+    ready = Counter(r.version for r in rt.replicas.values() if r.status is ReplicaStatus.READY)
+    return all(ready[v] >= n for v, n in short.items() if v in wanted)
 
 
 def _held(status: str) -> bool:
