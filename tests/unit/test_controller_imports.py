@@ -33,6 +33,7 @@ CONVERSATIONS: dict[tuple[str, str], str] = {
     ("updates", "daemon"): "an update reads the Controller's store and home",
     # The tick's report (status and route table) is read off the whole runtime.
     ("service_health", "runtime"): "a reconcile pass's report reads its runtime",
+    ("startup", "daemon"): "a controller's start takes over for the Controller it starts",
 }
 """(importer, imported) -> why: the type-only imports a cycle may pass through."""
 
