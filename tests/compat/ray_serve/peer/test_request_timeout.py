@@ -26,7 +26,17 @@
 #
 # Skipped, each with its reason:
 # - test_request_timeout_does_not_leak_tasks: counts Ray actor tasks with
-#   ``ray.util.state.list_tasks`` (Ray core's state API; no counterpart).
+#   ``ray.util.state.list_tasks`` (Ray core's state API; no counterpart). Needs
+#   Ray core: not counted as a failure.
+# - test_request_hangs_in_assignment, test_cancel_on_http_timeout_during_execution
+#   (both cases): a replica does not cancel an HTTP request the gateway timed out
+#   (Ray's proxy cancels it and the handle calls it made), so the first request
+#   keeps its replica busy and the queued second one gets the replica's 503; the
+#   cancellation signals never come. Counted as failures.
+# - test_cancel_on_http_timeout_during_assignment: the gateway does not see the
+#   slot a driver's handle call holds on the replica, so it sends the request on
+#   and the full replica answers 503, where Ray's proxy keeps it queued until its
+#   408. Counted as a failure.
 # ruff: noqa
 # mypy: ignore-errors
 import asyncio
@@ -207,6 +217,10 @@ def test_with_rest_api(ray_start_stop):
     ServeSubmissionClient("http://localhost:8265").delete_applications()
 
 
+@pytest.mark.skip(
+    reason="the first request, timed out, keeps its replica busy (not cancelled, as Ray"
+    " does): the queued second one reaches it and gets the replica's 503"
+)
 @pytest.mark.parametrize(
     "ray_instance",
     [
@@ -337,6 +351,10 @@ def test_request_timeout_does_not_leak_tasks(ray_instance, shutdown_serve):
     wait_for_condition(lambda: get_num_running_tasks() == 0)
 
 
+@pytest.mark.skip(
+    reason="a replica does not cancel an HTTP request (nor its handle calls) the gateway"
+    " timed out, as Ray's proxy cancels it"
+)
 @pytest.mark.parametrize(
     "ray_instance",
     [
@@ -394,6 +412,10 @@ def test_cancel_on_http_timeout_during_execution(
     ray.get(outer_signal_actor.wait.remote())
 
 
+@pytest.mark.skip(
+    reason="the gateway does not see the slot a driver's handle call holds: it sends the"
+    " request on, and the full replica answers 503 where Ray's proxy queues it (408)"
+)
 @pytest.mark.parametrize(
     "ray_instance",
     [
