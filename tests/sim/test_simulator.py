@@ -99,6 +99,14 @@ FIXED = {
     1422: "the same class as 385 (an abort, then an in-place change whose config is refused)",
     517: "a service created within 2 s of a state loss was lost with it; created again by the"
     " next fleet deploy, its replicas took the ids of the strays still running (same tag)",
+    67: "(reduced by hand) a replica-count change in place while the only replica still"
+    " started, then a controller restart: the new controller forgot that the in-place version"
+    " inherited its proof (no listed replica of it was READY), so the replica failing its"
+    " initial delay judged it broken and the service stayed with no replica for good",
+    361: "(shrunk) a paused blue-green update joined by an in-place change whose config is"
+    " refused, then by a replica-count change: the refusal, seen after the second change"
+    " joined, reverted and failed only the newest version; version 3 stayed 'in progress'"
+    " for good and the replica relabelled to 4 kept that label",
 }
 
 
@@ -158,14 +166,7 @@ def test_shrunk_schedules_replay_clean(name: str) -> None:
 
 # Seeds that found defects not fixed yet (docs/testing.md, "Open findings"): each must
 # keep failing until its fix, which then moves it to FIXED.
-OPEN = {
-    67: "(reduced by hand) a replica-count change in place while the only replica still"
-    " starts, then a controller restart: the new controller forgets that the in-place version"
-    " inherited its proof (no listed replica of it was READY), so the replica failing its"
-    " initial delay judges it broken and the service stays with no replica for good",
-    361: "(shrunk) a paused blue-green update joined by an in-place change whose config is"
-    " refused and by a replica-count change: the revert leaves version 3 'in progress' for good",
-}
+OPEN: dict[int, str] = {}
 
 
 @pytest.mark.parametrize("seed", sorted(OPEN))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
+from steadyserve.controller.versions import VersionJudge
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, VersionOutcome
 from steadyserve.store import ReplicaRow, ServiceRow, Store, VersionRow
+from steadyserve.store.database import SCHEMA
 
 
 def make_store(tmp_path: Path) -> Store:
@@ -96,3 +99,32 @@ def test_failed_transaction_changes_nothing(tmp_path: Path) -> None:
         pass
     svc = store.service("svc")
     assert svc is not None and svc.status == "CONTROLLER_INIT"
+
+
+def test_that_a_version_served_outlives_the_controller(tmp_path: Path) -> None:
+    """The proof that a version served is a column of its row, set once: a restarted
+    controller that lists no replica of it that was READY does not judge it broken
+    (simulator seed 67). A database of an older release gets the column, as 0."""
+    store = make_store(tmp_path)
+    kept: list[int] = []
+    judge = VersionJudge([], [], lambda why: None, kept.append)
+    judge.served(1)
+    judge.served(1)
+    assert kept == [1]  # written once, not on every READY replica
+    store.update_version("svc", 1, served=kept[0])
+    reopened = Store(tmp_path / "state.db")
+    assert [v.served for v in reopened.versions("svc")] == [1]
+    old = sqlite3.connect(str(tmp_path / "old.db"))
+    old.executescript(SCHEMA.replace("    served INTEGER NOT NULL DEFAULT 0,\n", ""))
+    old.close()
+    assert "served" not in _columns_of(tmp_path / "old.db")
+    Store(tmp_path / "old.db")
+    assert "served" in _columns_of(tmp_path / "old.db")
+
+
+def _columns_of(path: Path) -> set[str]:
+    db = sqlite3.connect(str(path))
+    try:
+        return {row[1] for row in db.execute("PRAGMA table_info(versions)")}
+    finally:
+        db.close()

@@ -108,9 +108,11 @@ class ServiceRuntime:
         self.waiting: dict[int, str] = {}
         """PENDING replicas that do not fit yet, and what they miss (status notices)."""
         self.versions = VersionJudge(
-            (r.version for r in self.replicas.values() if r.ready_at is not None),
+            {r.version for r in self.replicas.values() if r.ready_at is not None}
+            | {v.version for v in store.versions(self.name) if v.served},
             [row.version] if row.status is ServiceStatus.FAILED else [],
             lambda why: store.add_event(self.name, None, None, EventKind.VERSION_BROKEN, why),
+            lambda version: store.update_version(self.name, version, served=1),
         )
         self.ready_versions, self.broken_versions = self.versions.ready, self.versions.broken
         self._specs: dict[int, ServiceSpec] = {}

@@ -13,13 +13,18 @@ from collections.abc import Callable, Iterable
 
 class VersionJudge:
     def __init__(
-        self, ready: Iterable[int], broken: Iterable[int], record: Callable[[str], None]
+        self,
+        ready: Iterable[int],
+        broken: Iterable[int],
+        record: Callable[[str], None],
+        keep: Callable[[int], None] = lambda version: None,
     ) -> None:
         self.ready: set[int] = set(ready)
-        """Versions a replica of which has been READY."""
+        """Versions that served (a replica of which has been READY)."""
         self.broken: set[int] = set(broken)
         """Versions judged broken: never relaunched."""
         self._record = record
+        self._keep = keep  # stores that a version served, for a restarted controller
 
     def judge(self, version: int) -> None:
         """A replica of ``version`` failed before it was ready: broken if none ever was."""
@@ -29,5 +34,7 @@ class VersionJudge:
 
     def served(self, version: int) -> None:
         """A replica of ``version`` turned READY: the version serves, so it is not broken."""
+        if version not in self.ready:
+            self._keep(version)
         self.ready.add(version)
         self.broken.discard(version)

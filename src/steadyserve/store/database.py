@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS versions (
     outcome TEXT NOT NULL DEFAULT '',
     base_version INTEGER,
     pruned INTEGER NOT NULL DEFAULT 0,
+    served INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (service, version)
 );
 CREATE TABLE IF NOT EXISTS replicas (
@@ -136,6 +137,7 @@ class Store:
         for table, column, decl in (
             ("versions", "base_version", "INTEGER"),
             ("versions", "pruned", "INTEGER NOT NULL DEFAULT 0"),
+            ("versions", "served", "INTEGER NOT NULL DEFAULT 0"),
             ("services", "owner", "TEXT NOT NULL DEFAULT ''"),
             ("updates", "stable_replicas", "INTEGER"),
             ("replicas", "assignment", "TEXT"),

@@ -57,6 +57,10 @@ class VersionRow:
     pruned: int = 0
     """1 once ``history_limit`` pruned this version's files: it stays in history,
     but cannot be rolled back to."""
+    served: int = 0
+    """1 once the version served (a replica of it READY, or the processes of a version
+    that served relabelled to it in place): never judged broken after, also by a
+    restarted controller that lists none of those replicas (simulator seed 67)."""
 
     def __post_init__(self) -> None:
         self.mode = UpdateMode(self.mode)

@@ -7,6 +7,7 @@ only the change, and the restart goes on."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import TYPE_CHECKING
 
 from steadyserve.controller.reconfigure import post_user_config
@@ -63,6 +64,7 @@ async def deliver(
 ) -> None:
     """Hand the new user_config to every relabelled replica; any failure fails the update."""
     rt = rollout.rt
+    target = update.to_version
     failed: list[str] = []
     if rt.spec.service.user_config != old_spec.service.user_config:
         results = await asyncio.gather(
@@ -76,6 +78,8 @@ async def deliver(
         failed += await _starting_ones(rollout, update, relabelled)
     if update is not rollout.update or update.status is not UpdateStatus.IN_PROGRESS:
         return
+    if update.to_version != target and not (failed and target in joined_chain(rt, update)):
+        return  # reverted meanwhile, or a newer in-place change joined on top: it judges
     if failed:
         revert(rollout, update, old_spec, old_version, failed[0])
     elif not strategy_of(update.mode).restarts:
@@ -119,24 +123,41 @@ def revert(
     in place. An in-place update ends FAILED; a restart update the change had joined
     carries on to the version it had (``back_to``), and ends as it would have."""
     rt = rollout.rt
+    # The version refused, and every in-place change joined on top of it since (they
+    # carry its config): a refusal seen after a newer change joined left that one
+    # 'in progress' for good, and its replicas labelled with it (simulator seed 361).
+    failed = list(itertools.takewhile(lambda v: v != back_to, joined_chain(rt, update)))
     with rt.store.transaction():
-        rt.store.move_outcome(rt.name, update.to_version, VersionOutcome.FAILED)
+        for version in failed:
+            rt.store.move_outcome(rt.name, version, VersionOutcome.FAILED)
         if not strategy_of(update.mode).restarts:
             rollout.finish(UpdateStatus.FAILED, f"{why}; reverted to version {back_to}")
         else:
-            failed = update.to_version
+            named = ", ".join(str(v) for v in reversed(failed))
             update.to_version = back_to
-            update.message = f"{update.message}; version {failed} failed ({why}), reverted"
+            update.message = f"{update.message}; version {named} failed ({why}), reverted"
             rt.store.save_update(update)
         rt.set_version(back_to, old_spec)
         for replica in rt.replicas.values():
-            if replica.status.is_live and replica.version == update.to_version:
+            if replica.status.is_live and replica.version in failed:
                 rt.store.update_replica(rt.name, replica.id, version=back_to)
     for replica in rt.replicas.values():
-        if replica.status.is_live and replica.version == update.to_version:
+        if replica.status.is_live and replica.version in failed:
             replica.version = back_to
             if replica.status is ReplicaStatus.READY:
                 rt.spawn(replica, _redeliver(rt, replica))
+
+
+def joined_chain(rt: RolloutPort, update: UpdateRow) -> list[int]:
+    """The update's target and the versions the in-place changes joining it were
+    applied onto (``base_version``), newest first, down to its ``from_version``."""
+    chain = [update.to_version]
+    row = rt.store.version(rt.name, update.to_version)
+    while row is not None and row.base_version not in (None, update.from_version):
+        assert row.base_version is not None
+        chain.append(row.base_version)
+        row = rt.store.version(rt.name, row.base_version)
+    return chain
 
 
 async def _redeliver(rt: RolloutPort, replica: ReplicaRow) -> None:

@@ -276,13 +276,11 @@ class Rollout:
         then, is its ``base_version``, and so on down to the update's own first
         target. Read from the rows, so a restarted controller ends them too."""
         store, name = self.rt.store, self.rt.name
-        row = store.version(name, update.to_version)
-        while row is not None and row.base_version not in (None, update.from_version):
-            assert row.base_version is not None
-            row = store.version(name, row.base_version)
+        for version in in_place.joined_chain(self.rt, update)[1:]:
+            row = store.version(name, version)
             if row is None or row.outcome is not VersionOutcome.IN_PROGRESS:
                 return  # ended already: not one of this update's
-            store.move_outcome(name, row.version, outcome)
+            store.move_outcome(name, version, outcome)
 
     def roll_back(self, reason: str) -> None:
         """Make the last good version the target again; new replicas drain by the planner."""
