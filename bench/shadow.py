@@ -13,11 +13,14 @@ requests per second from ``bench/loadgen.py`` (open loop: a stall shows as laten
   stable answers are noise, so the version walks on;
 * drops a field in 2%: aborted by the shadow step; the version of every answer
   the clients got is counted (goal: none from the new version);
-* client latency, in one run: the same load without mirroring, with a shadow step
-  mirroring 50% (held at ``pause: {}`` once it passed), and without again after
-  ``steady abort``: p50/p99 of each.
+* client latency, in one run: the same load on the service while a shadow step
+  mirrors 50% of it (held at ``pause: {}`` once it passed), and on a twin service
+  (same file and replicas, no update), in interleaved rounds (``--rounds`` of
+  ``--duration`` seconds each, the order alternating ABBA), so that what else the
+  machine does falls on both alike: p50/p99 pooled per condition, and the range
+  of the rounds' p99.
 
-    python bench/shadow.py [--rate 100] [--duration 20]
+    python bench/shadow.py [--rate 100] [--duration 10] [--rounds 6]
 """
 
 from __future__ import annotations
@@ -80,10 +83,17 @@ STEPS_WALK = [{"shadow": 50}, {"pause": 10}, {"weight": 100}]
 STEPS_HOLD = [{"shadow": 50}, {"pause": {}}, {"weight": 100}]
 
 
-def spec(app: Path, marker: str, drop: int = 0, stamp: bool = False, steps: Any = None) -> str:
+def spec(
+    app: Path,
+    marker: str,
+    drop: int = 0,
+    stamp: bool = False,
+    steps: Any = None,
+    name: str = "web",
+) -> str:
     return benchlib.service_yaml(
         {
-            "name": "web",
+            "name": name,
             "service": {
                 "readiness_probe": "/health",
                 "replicas": 2,
@@ -182,10 +192,49 @@ def latency(records: list[loadgen.Record]) -> tuple[float, float]:
     return benchlib.percentile(values, 50), benchlib.percentile(values, 99)
 
 
+def wait_twin(home: benchlib.SteadyHome) -> int:
+    """The twin's port once both its replicas are READY."""
+    deadline = time.monotonic() + 120
+    svc = home.service("twin")
+    while time.monotonic() < deadline and svc["ready_replicas"] < 2:
+        time.sleep(0.5)
+        svc = home.service("twin")
+    return int(str(svc["endpoint"]).rsplit(":", 1)[1])
+
+
+def interleaved(
+    home: benchlib.SteadyHome,
+    mirrored: int,
+    twin: int,
+    rate: float,
+    seconds: float,
+    rounds: int,
+    tmp: Path,
+) -> list[list[str]]:
+    """The same load on the mirrored service and on its twin, in alternating rounds."""
+    got: dict[str, list[loadgen.Record]] = {"mirroring 50%": [], "no mirroring (twin)": []}
+    p99s: dict[str, list[float]] = {k: [] for k in got}
+    ports = {"mirroring 50%": mirrored, "no mirroring (twin)": twin}
+    order = list(got)
+    for i in range(2 * rounds):
+        label = order[(i + i // 2) % 2]  # A B B A A B ...
+        records = Load(ports[label], rate, seconds, tmp / f"round{i}.json").finish()
+        got[label] += records
+        p99s[label].append(latency(records)[1])
+    rows = []
+    for label, records in got.items():
+        p50, p99 = latency(records)
+        failed = sum(1 for r in records if not r.ok)
+        spread = f"{min(p99s[label]):.2f}-{max(p99s[label]):.2f}"
+        rows.append([label, str(len(records)), str(failed), f"{p50:.2f}", f"{p99:.2f}", spread])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--rate", type=float, default=100.0, help="client requests per second")
-    p.add_argument("--duration", type=float, default=20.0, help="seconds per latency phase")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds per latency round")
+    p.add_argument("--rounds", type=int, default=6, help="latency rounds per condition")
     args = p.parse_args(argv)
     with benchlib.steady_home("steady-bench-shadow-") as home, tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
@@ -207,30 +256,26 @@ def main(argv: list[str] | None = None) -> int:
                 rows,
             )
         )
-        # Client latency without mirroring, with 50% mirrored, and without again.
-        phases = []
-        load = Load(port, args.rate, args.duration, tmp / "off1.json")
-        phases.append(("no mirroring", load.finish()))
+        home.run("up", str(home.write("twin.yaml", spec(app, "st", stamp=True, name="twin"))))
         update(home, spec(app, "held", stamp=True, steps=STEPS_HOLD), "held.yaml")
         held = wait(home, mirroring, 120)
-        load = Load(port, args.rate, args.duration, tmp / "on.json")
-        records = load.finish()
+        twin = wait_twin(home)
+        lrows = interleaved(home, port, twin, args.rate, args.duration, args.rounds, tmp)
         shadow = (home.service("web").get("canary") or {}).get("shadow") or {}
-        phases.append((f"mirroring 50% ({shadow.get('mirrored', '?')} copies)", records))
+        print(
+            f"\nclient latency at {args.rate:g} req/s, {args.rounds} interleaved rounds of"
+            f" {args.duration:g} s per condition (one run; web mirrored"
+            f" {shadow.get('mirrored', '?')} copies):"
+        )
+        print(
+            benchlib.table(
+                ["condition", "requests", "failed", "p50 ms", "p99 ms", "rounds' p99 ms"], lrows
+            )
+        )
+        if not mirroring(home.service("web")) or not mirroring(held):
+            print("warning: the new version was not mirrored to throughout", file=sys.stderr)
+        print(json.dumps({"shadow_at_end": shadow}, indent=1)[:2000])
         home.run("abort", "web")
-        wait(home, finished, 60)
-        load = Load(port, args.rate, args.duration, tmp / "off2.json")
-        phases.append(("no mirroring, after abort", load.finish()))
-        lrows = []
-        for label, recs in phases:
-            p50, p99 = latency(recs)
-            failed = sum(1 for r in recs if not r.ok)
-            lrows.append([label, str(len(recs)), str(failed), f"{p50:.2f}", f"{p99:.2f}"])
-        print(f"\nclient latency at {args.rate:g} req/s, {args.duration:g} s each (one run):")
-        print(benchlib.table(["phase", "requests", "failed", "p50 ms", "p99 ms"], lrows))
-        if not mirroring(held):
-            print("warning: the new version was not mirrored to", file=sys.stderr)
-        print(json.dumps({"shadow_at_hold": shadow}, indent=1)[:2000])
     return 0
 
 
