@@ -216,5 +216,5 @@ def test_controller_sigkill_keeps_every_assignment(box: tuple[Steady, Path]) -> 
         assert held(after[name]) == held(before[name])
         assert {r["id"]: r["pid"] for r in after[name]["replicas"]} == {
             r["id"]: r["pid"] for r in before[name]["replicas"]
-        }
+        }, steady.run("status", name, "--events", "--json").stdout[-6000:]
     assert_disjoint(list(after.values()))
