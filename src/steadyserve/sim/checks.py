@@ -10,7 +10,7 @@ from steadyserve.controller import progressive
 from steadyserve.controller.errors import BadInput
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
 from steadyserve.sim.schedule import STEP_S
-from steadyserve.sim.traffic import Outcome
+from steadyserve.sim.traffic import ANSWERED_500, Outcome
 
 if TYPE_CHECKING:
     from steadyserve.sim.runner import Run
@@ -92,7 +92,9 @@ def _failures(run: Run, out: Outcome) -> None:
     if not run.ready_once or run.clock.now() < max(run.disturbed_until, run.zero_until):
         return
     for why, pid in out.failures:
-        if why == "load balancer restarted" or (pid is not None and run.backend.faulty(pid)):
+        if why in ("load balancer restarted", ANSWERED_500) or (
+            pid is not None and run.backend.faulty(pid)
+        ):
             continue
         run._violate("availability", f"a request failed ({why}) with no fault to explain it")
         return

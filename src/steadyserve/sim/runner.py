@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from steadyserve.controller.rollout import in_place
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
+from steadyserve.lb import mirror
+from steadyserve.sim.answers import MirroredAsk, Nature
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
 from steadyserve.sim.invariants import StateWatch, Violation
@@ -121,7 +123,7 @@ class Run:
     def _make_service(self) -> None:
         """``steady up`` of version 1, as the controller records it."""
         spec = parse_service(
-            {"name": NAME, "run": "serve --v0", "service": self.schedule.service},
+            {"name": NAME, "run": self.schedule.run, "service": self.schedule.service},
             base_dir=self.home.root,
         )
         store = Store(self.home.db_path)
@@ -153,7 +155,7 @@ class Run:
             self.home, self.clock, self.backend, self.prober, self.lb_process, self.life
         )
         self.runtime = self.controller.start_service(NAME)
-        self.lb.attach(self.runtime)
+        self.lb.attach(self.runtime, self.controller.observer)
 
     def kill_controller(self) -> None:
         """SIGKILL: every task of the controller ends where it is; its state file stays."""
@@ -268,12 +270,18 @@ class Run:
         service = spec["service"]
         mode: str | None = None
         if mode_name in ("rolling", "blue_green", "canary"):
-            spec["run"] = f"serve --v{self.commands}"
+            # A new version answers as the stable one (its noise field included),
+            # but for what a canary drew (sim/canary_draw.py).
+            nature = {"tag": self.commands, "differ": 0, "errors": 0, **(args.get("version") or {})}
+            spec["run"] = replace(Nature.of(str(spec["run"])), **nature).run()
             mode = mode_name
         if mode_name == "blue_green":
             service["blue_green"]["auto_promote"] = bool(args["auto_promote"])
         elif mode_name == "canary":
             service["canary"]["steps"] = [*args["steps"], {"weight": 100}]
+            for section in ("analysis", "shadow"):
+                if section in args:
+                    service["canary"][section] = args[section]
         elif mode_name == "in_place":
             service["user_config"] = {"v": self.commands}
             if args.get("refused"):
@@ -352,6 +360,7 @@ def run(schedule: Schedule) -> Result:
     """Run ``schedule`` on a fresh event loop and simulated machine; its result."""
     root = Path(tempfile.mkdtemp(prefix="steady-sim-", dir=_tmp_root()))
     saved_post = in_place.__dict__["post_user_config"]
+    saved_ask = mirror.__dict__["_ask"]
     # As a running controller: an illegal move is recorded (the ``moves`` invariant
     # reads it), not raised (the tests' strict setting would end the run).
     saved_strict = os.environ.pop(STRICT_MOVES_ENV, None)
@@ -359,6 +368,7 @@ def run(schedule: Schedule) -> Result:
         with _quiet_logs(), seeded_generators(schedule.seed):
             run_ = Run(schedule, root)
             setattr(in_place, "post_user_config", run_.config_post)  # noqa: B010 (no socket)
+            setattr(mirror, "_ask", MirroredAsk(run_.backend, run_.clock))  # noqa: B010
             try:
                 asyncio.run(_main(run_))
             finally:
@@ -366,6 +376,7 @@ def run(schedule: Schedule) -> Result:
             return run_.result
     finally:
         setattr(in_place, "post_user_config", saved_post)  # noqa: B010
+        setattr(mirror, "_ask", saved_ask)  # noqa: B010
         if saved_strict is not None:
             os.environ[STRICT_MOVES_ENV] = saved_strict
         shutil.rmtree(root, ignore_errors=True)
