@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ SUITE_SCHEDULES = 600
 
 
 def test_the_same_seed_gives_the_same_trace_bytes() -> None:
-    for seed in (3, 77, 126):  # a controller kill, an in-place join, a rolling update
+    # A controller kill, an in-place join, a rolling update, a shadow step that passes.
+    for seed in (3, 77, 126, 19):
         first, second = run(draw(seed)), run(draw(seed))
         assert first.trace_bytes() == second.trace_bytes()
         assert len(first.trace_bytes()) > 1000
@@ -46,15 +48,33 @@ def test_every_schedule_has_an_update_a_fault_and_enough_steps() -> None:
         assert {a["mode"] for _, k, a in schedule.events if k == "update"} <= set(UPDATES)
 
 
+JUDGED = {
+    "analysis passed",
+    "analysis failed",
+    "shadow passed",
+    "shadow failed",
+    "shadow inconclusive",
+    "shadow noise learned",
+    "canary aborted by a failed verdict",
+}
+"""What the canaries of the suite's schedules must have done at least once: the
+analysis and the shadow step judge (pass, fail, learn noise) and a failed verdict
+aborts; a change that starves them of traffic or counts shows here."""
+
+
 def test_schedules_of_the_suite_keep_every_invariant() -> None:
-    """Seeds 1..SUITE_SCHEDULES but the open findings (their own test below)."""
+    """Seeds 1..SUITE_SCHEDULES but the open findings (their own test below); and
+    their canaries were judged (JUDGED)."""
     broken = []
+    judged: Counter[str] = Counter()
     for seed in range(1, SUITE_SCHEDULES + 1):
         if seed in OPEN:
             continue
         result = run(draw(seed))
         broken += [f"seed {seed}: {v}" for v in result.violations[:1]]
+        judged.update(result.canary)
     assert broken == []
+    assert set(judged) >= JUDGED, f"never seen: {sorted(JUDGED - set(judged))} ({judged})"
 
 
 def test_the_command_line_ends_with_its_counts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,6 +120,11 @@ FIXED = {
     " routed nothing (the held plan kept the empty routing of a fresh runtime)",
     769: "an in-place update succeeded while its only replica still started; that replica"
     " then refused the config, the version was judged broken and the service stayed FAILED",
+    497: "a canary aborted by a failed shadow verdict while its stable version was below"
+    " target: the rolling rule that converges leftovers kept the failed version routed,"
+    " so clients got the answers the verdict had just failed (none had at weight 0)",
+    1458: "an in-place change joined a canary mid-shadow: the verdict kept the base of the"
+    " version before (taken after a controller restart), hiding the joined version's answers",
 }
 
 
@@ -146,6 +171,10 @@ OPEN = {
     " target over replicas of two other versions and never converges",
     1422: "the same shape as 385: the target version runs no replica while replicas of two"
     " older versions serve, and nothing converges",
+    803: "the shape of 385 (drawn since canaries draw their versions): after an abort the"
+    " target's only replica never starts; an in-place change applied in place drains the"
+    " other version's replica that served, and nothing serves again (it passes when such a"
+    " change is classified as a restart while replicas of other versions run)",
 }
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from steadyserve.controller import progressive
 from steadyserve.controller.errors import BadInput
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
+from steadyserve.sim import checks_canary
 from steadyserve.sim.schedule import STEP_S
 from steadyserve.sim.traffic import ANSWERED_500, Outcome
 
@@ -34,6 +34,7 @@ def after_step(run: Run, out: Outcome) -> None:
         _agreement(run)
     for bad in run.watch.moves():
         run._violate("moves", bad)
+    checks_canary.after_step(run, out)
 
 
 def _routing(run: Run, out: Outcome) -> None:
@@ -227,7 +228,7 @@ async def end(run: Run, first: int) -> None:
         if run.runtime is not None and run.runtime.updating and n % every == 0:
             for action in ("resume", "promote"):
                 with contextlib.suppress(BadInput):  # not paused, or not a canary
-                    progressive.carry_out(run.runtime, action, full=True)
+                    run.carry_out(action, full=True)
         out = await run.one_step()
         run.result.trace.append(run.trace_line(out))
         after_step(run, out)

@@ -70,6 +70,7 @@ def _run(count: int, seed: int, *, shrinking: bool) -> int:
     started = time.process_time()
     steps = violations = restarts = requests = 0
     ended: Counter[str] = Counter()
+    canary: Counter[str] = Counter()
     longest = 0
     for n in range(count):
         result = run(draw(seed + n))
@@ -78,6 +79,7 @@ def _run(count: int, seed: int, *, shrinking: bool) -> int:
         restarts += result.restarts
         requests += result.requests
         ended.update(result.ended)
+        canary.update(result.canary)
         if result.violations:
             violations += 1
             _report(result, shrinking)
@@ -86,7 +88,8 @@ def _run(count: int, seed: int, *, shrinking: bool) -> int:
         f"cpu={cpu:.1f}s steps/s={steps / max(cpu, 1e-9):.0f} longest={longest} "
         f"controller_restarts={restarts} requests={requests}"
     )
-    print("updates ended: " + (", ".join(f"{k}={v}" for k, v in sorted(ended.items())) or "none"))
+    for title, counts in (("updates ended", ended), ("canary verdicts", canary)):
+        print(f"{title}: " + (", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"))
     print(f"schedules={count} steps={steps} violations={violations}")
     return 1 if violations else 0
 

@@ -16,6 +16,12 @@
 - ``ends``: every update ends (SUCCEEDED, FAILED, ROLLED_BACK) within a bound once
   faults stop, no version stays "in progress", and the service converges to one
   version at full strength with no orphan process (checked at a run's end).
+- ``shadow``: a canary whose answers differ above its shadow limit never gets client
+  weight nor succeeds (but by ``steady promote``); its verdict counts only its own
+  compared answers; no client is answered by the shadow target at weight 0
+  (sim/checks_canary.py).
+- ``analysis``: a failed verdict aborts its canary at once, back on the stable
+  version, and the aborted version gets no client request after (sim/checks_canary.py).
 """
 
 from __future__ import annotations
@@ -34,7 +40,17 @@ from steadyserve.core.states import (
     VersionOutcome,
 )
 
-INVARIANTS = ("routing", "drain", "availability", "surge", "moves", "agreement", "ends")
+INVARIANTS = (
+    "routing",
+    "drain",
+    "availability",
+    "surge",
+    "moves",
+    "agreement",
+    "ends",
+    "shadow",
+    "analysis",
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,7 @@ class StateWatch:
         self.last_event = 0
         self.updates: dict[int, str] = {}
         self.outcomes: dict[int, str] = {}
+        self._verdicts: list[str] = []
 
     def close(self) -> None:
         self.db.close()
@@ -74,14 +91,25 @@ class StateWatch:
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
 
+    def verdicts(self) -> list[str]:
+        """The canary verdicts the controller recorded up to the last :meth:`moves`
+        (the analysis' ``passed: ...``, ``failed: ...``; the shadow step's
+        ``shadow ...``), each once."""
+        found, self._verdicts = self._verdicts, []
+        return found
+
     def moves(self) -> list[str]:
         """Every change since the last call that the tables of moves do not allow."""
         bad: list[str] = []
-        for eid, rid, old, new in self.db.execute(
-            "SELECT id, replica_id, from_status, to_status FROM events WHERE id > ? ORDER BY id",
+        for eid, rid, old, new, reason in self.db.execute(
+            "SELECT id, replica_id, from_status, to_status, reason FROM events WHERE id > ?"
+            " ORDER BY id",
             (self.last_event,),
         ).fetchall():
             self.last_event = eid
+            if new == "CANARY_ANALYSIS":
+                self._verdicts.append(str(reason))
+                continue
             if new == "ILLEGAL_MOVE":
                 bad.append("the store recorded an illegal move")
                 continue

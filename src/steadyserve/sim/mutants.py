@@ -13,9 +13,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from steadyserve.controller import readopt, routes
+from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.rollout.state import Rollout
 from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.core.canary.steps import CanaryState, Input
 from steadyserve.core.planner import Plan
+from steadyserve.core.shadow.verdict import ShadowVerdict
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.core.strategies.base import UpdateStep
 from steadyserve.core.strategies.rolling import Rolling
@@ -147,6 +150,64 @@ def _illegal_move() -> contextlib.AbstractContextManager[None]:
     return both()
 
 
+def _skip_shadow_verdict() -> contextlib.AbstractContextManager[None]:
+    """A shadow step's verdict is never judged: whatever was compared passes."""
+    original = CanaryDriver._judge_shadow
+
+    def judged(self: CanaryDriver, state: CanaryState) -> ShadowVerdict | None:
+        verdict = original(self, state)
+        if verdict is None:
+            return None
+        return ShadowVerdict("passed", "not judged", verdict.compared, verdict.differed)
+
+    return _patched(CanaryDriver, "_judge_shadow", judged)
+
+
+def _stale_shadow_base() -> contextlib.AbstractContextManager[None]:
+    """The defect fixed in afd49b5: a new canary keeps the previous update's last
+    shadow counts, so its first verdict's base is another version's tally."""
+    original = CanaryDriver._current
+
+    def current(self: CanaryDriver) -> CanaryState:
+        kept, before = self.shadow_now, self._update_id
+        state = original(self)
+        if self._update_id != before:
+            self.shadow_now = kept
+        return state
+
+    return _patched(CanaryDriver, "_current", current)
+
+
+def _shadow_share_to_clients() -> contextlib.AbstractContextManager[None]:
+    """A shadow step's share is routed to clients (as a weight) besides mirrored."""
+    original = CanaryDriver.weights
+
+    def weights(self: CanaryDriver, routable: frozenset[int]) -> tuple[tuple[int, int], ...]:
+        out = dict(original(self, routable))
+        state, update = self.state, self.owner.update
+        if not out or state is None or update is None or not state.mirror or state.weight:
+            return tuple(sorted(out.items()))
+        share = state.mirror
+        rest = {v: w * (100 - share) // 100 for v, w in out.items() if v != update.to_version}
+        return tuple(sorted({**rest, update.to_version: share}.items()))
+
+    return _patched(CanaryDriver, "weights", weights)
+
+
+def _ignore_failed_analysis() -> contextlib.AbstractContextManager[None]:
+    """A failed verdict is recorded, and the canary goes on as if it had passed."""
+    original = CanaryDriver._apply
+
+    def apply(
+        self: CanaryDriver, event: Input, reason: str = "", shadow: str | None = None
+    ) -> CanaryState:
+        if event is Input.FAILED_ANALYSIS:
+            event, reason = Input.TICK, ""
+        return original(self, event, reason, shadow)
+
+    return _patched(CanaryDriver, "_apply", apply)
+
+
 MUTANTS = (
     Mutant(
         "skip-drain-confirmation",
@@ -188,4 +249,28 @@ MUTANTS = (
         _never_finish,
     ),
     Mutant("illegal-move", "moves", "a replica moves READY -> FAILED_INITIAL_DELAY", _illegal_move),
+    Mutant(
+        "skip-shadow-verdict",
+        "shadow",
+        "a shadow step passes whatever its compared answers say",
+        _skip_shadow_verdict,
+    ),
+    Mutant(
+        "stale-shadow-base",
+        "shadow",
+        "a canary's shadow counts start from the previous update's (afd49b5 reverted)",
+        _stale_shadow_base,
+    ),
+    Mutant(
+        "shadow-share-to-clients",
+        "shadow",
+        "a shadow step's share is routed to clients too",
+        _shadow_share_to_clients,
+    ),
+    Mutant(
+        "ignore-failed-analysis",
+        "analysis",
+        "a failed canary verdict is recorded but the canary goes on",
+        _ignore_failed_analysis,
+    ),
 )

@@ -36,6 +36,7 @@ from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, Ve
 from steadyserve.home.paths import Home
 from steadyserve.lb import mirror
 from steadyserve.sim.answers import MirroredAsk, Nature
+from steadyserve.sim.checks_canary import CanaryWatch
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
 from steadyserve.sim.invariants import StateWatch, Violation
@@ -74,6 +75,8 @@ class Result:
     restarts: int = 0
     requests: int = 0
     failed: int = 0
+    canary: dict[str, int] = field(default_factory=dict)
+    """What canary verdicts said and did (``analysis failed``, ``shadow passed``...)."""
 
     def trace_bytes(self) -> bytes:
         return ("\n".join(self.trace) + "\n").encode()
@@ -110,6 +113,7 @@ class Run:
         self.kill_at: dict[str, Any] | None = None
         self.down_until_step = -1
         self.update_started: dict[tuple[int, int], tuple[int, int]] = {}
+        self.canaries = CanaryWatch()
         self._make_service()
         self.watch = StateWatch(str(self.home.db_path))
 
@@ -301,10 +305,20 @@ class Run:
             self.result.trace.append(f"  cmd{self.commands} refused: no controller")
             return
         try:
-            message = progressive.carry_out(self.runtime, action, full)
+            message = self.carry_out(action, full)
             self.result.trace.append(f"  cmd{self.commands} {action}: {message}")
         except BadInput as exc:
             self.result.trace.append(f"  cmd{self.commands} {action} refused: {exc}")
+
+    def carry_out(self, action: str, full: bool) -> str:
+        """``steady <action>``; a promote of a canary is noted (it walks past a shadow
+        verdict by the user's word: sim/checks_canary.py exempts that canary)."""
+        assert self.runtime is not None
+        update = self.runtime.rollout.update
+        message = progressive.carry_out(self.runtime, action, full)
+        if action == "promote" and update is not None and update.id is not None:
+            self.canaries.promoted.add(update.id)
+        return message
 
     # stepping --------------------------------------------------------------
     async def one_step(self) -> Outcome:
