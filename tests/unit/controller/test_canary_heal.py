@@ -206,3 +206,32 @@ def test_an_aborted_canary_serves_no_client_while_the_stable_version_heals(
         assert set(world.routed()) == set(ready(world, 1))
 
     run(world, scenario)
+
+
+def test_an_aborted_canary_keeps_serving_while_no_stable_replica_is_ready(
+    tmp_path: Path,
+) -> None:
+    """The other side of the test above: with no READY stable replica, draining the
+    aborted canary at once would leave nothing serving; the rolling rule keeps it
+    until a stable replica is READY."""
+    world = World(tmp_path, {"service": SERVICE})
+
+    async def scenario() -> None:
+        await serving_v1_then_updating(world, UpdateMode.CANARY)
+        canary = await canary_waiting(world)
+        canaries = ready(world, 2)
+        world.answer_all(True)
+        world.probes.default = (False, "connection refused")
+        for replica in [world.runtime.replicas[i] for i in ready(world, 1)]:
+            world.process(replica).exit(137)
+        await world.advance(1)
+        assert ready(world, 1) == []
+        canary.command("abort")
+        await world.tick()
+        assert world.routed() == canaries
+        world.probes.default = (True, "ok")
+        await world.until("a version 1 replica READY", lambda: bool(ready(world, 1)))
+        await world.until("the canary drained", lambda: live(world, 2) == [])
+        assert set(world.routed()) == set(ready(world, 1))
+
+    run(world, scenario)

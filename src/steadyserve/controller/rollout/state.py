@@ -34,6 +34,7 @@ from steadyserve.core.planner import Plan, ReplicaView, failed_to_forget, plan_s
 from steadyserve.core.states import (
     UPDATE_START,
     EventKind,
+    ReplicaStatus,
     UpdateMode,
     UpdateStatus,
     VersionOutcome,
@@ -127,7 +128,8 @@ class Rollout:
         # An aborted canary's version serves no client again (its weight went to 0),
         # whatever the stable version's size: it drains now, not by the rolling rule
         # that converges what is left over, which would keep it routed (at the share
-        # of the replicas it has) until the stable version is back at its target.
+        # of the replicas it has) until the stable version is back at its target. But
+        # while no stable replica is READY, that rule keeps it: better than nothing.
         gone = self._aborted_canary(views)
         views = [v for v in views if v.id not in gone]
         step = strategy.plan(
@@ -156,7 +158,8 @@ class Rollout:
 
     def _aborted_canary(self, views: Sequence[ReplicaView]) -> dict[int, str]:
         """The live replicas of the canary whose update just ended FAILED (aborted,
-        or rolled back on its deadline or its replicas' failures), with why they drain."""
+        or rolled back on its replicas' failures), with why they drain; none while no
+        replica of the stable version is READY (they would leave nothing serving)."""
         update = self.update
         if (
             update is None
@@ -165,6 +168,9 @@ class Rollout:
             or update.status is not UpdateStatus.FAILED
             or update.to_version == self.rt.row.version
         ):
+            return {}
+        stable = self.rt.row.version
+        if not any(v.version == stable and v.status is ReplicaStatus.READY for v in views):
             return {}
         why = f"version {update.to_version}'s canary failed: it serves no client again"
         return {v.id: why for v in views if v.version == update.to_version and v.status.is_live}
