@@ -16,7 +16,7 @@ import pytest
 from steadyserve.sim.cli import catch, main
 from steadyserve.sim.mutants import MUTANTS
 from steadyserve.sim.runner import run
-from steadyserve.sim.schedule import MIN_STEPS, UPDATES, Schedule, draw
+from steadyserve.sim.schedule import FAULTS, MIN_STEPS, UPDATES, Schedule, draw
 
 SUITE_SCHEDULES = 600
 """About 60 s of one core (bench/RESULTS.md has the long runs)."""
@@ -31,15 +31,8 @@ def test_the_same_seed_gives_the_same_trace_bytes() -> None:
 
 
 def test_every_schedule_has_an_update_a_fault_and_enough_steps() -> None:
-    faults = {
-        "crash",
-        "hang",
-        "probe_fail",
-        "slow_start",
-        "never_start",
-        "controller_kill",
-        "lb_restart",
-    }
+    faults = set(FAULTS)
+    assert {"state_loss", "spawn_kill", "controller_kill"} <= faults
     for seed in range(1, 200):
         schedule = draw(seed)
         kinds = [kind for _, kind, _ in schedule.events]
@@ -125,6 +118,16 @@ FIXED = {
     " so clients got the answers the verdict had just failed (none had at weight 0)",
     1458: "an in-place change joined a canary mid-shadow: the verdict kept the base of the"
     " version before (taken after a controller restart), hiding the joined version's answers",
+    385: "an in-place change and `steady abort` racing: the change applied in place to no"
+    " replica while the service converged back, its new replicas refused the config and"
+    " the service served two older versions for good",
+    1422: "the same class as 385 (an abort, then an in-place change whose config is refused)",
+    803: "closed by the fix of 385: after an abort the target's only replica never started;"
+    " an in-place change applied in place drained the other version's replica that served,"
+    " and nothing served again (such a change, with no update in flight while the service"
+    " converges back, now restarts instead)",
+    517: "a service created within 2 s of a state loss was lost with it; created again by the"
+    " next fleet deploy, its replicas took the ids of the strays still running (same tag)",
 }
 
 
@@ -152,11 +155,29 @@ SCHEDULES = {
         '_path":"/reconfigure","replicas":3,"rolling_update":{"max_surge":1,"max_unavailable":0},'
         '"update_deadline_s":120,"user_config":{"v":0}},"steps":168}'
     ),
+    "a replica-count change in place while the only replica still starts (slowly)": (
+        '{"events":[[0,"load",{"per_step":1}],[78,"slow_start",{"delay_s":12}],[80,"crash",{"pick'
+        '":0}],[86,"update",{"mode":"replicas","replicas":2}]],"seed":67,"service":{"canary":{"an'
+        'alysis":{"min_requests":1000000},"steps":[{"weight":50},{"weight":100}]},"drain_timeout_'
+        's":20,"graceful_shutdown_timeout_s":2,"graceful_shutdown_wait_loop_s":0.25,"health_check'
+        '_period_s":1,"readiness_probe":{"initial_delay_seconds":8,"path":"/health","timeout_seco'
+        'nds":1},"reconfigure_path":"/reconfigure","replica_policy":{"downscale_delay_seconds":6,'
+        '"max_replicas":4,"min_replicas":1,"target_qps_per_replica":4,"upscale_delay_seconds":2},'
+        '"rolling_update":{"max_surge":1,"max_unavailable":1},"update_deadline_s":120,"user_confi'
+        'g":{"v":0}},"steps":138}'
+    ),
 }
 """The first fix of seed 769 waited for starting replicas in the deliver of the change
 that relabelled them even after a newer change joined the update: it reverted the newer
 version, and the joined version stayed 'in progress' (the race named before the
-simulator, reached through that fix; main did not fail this schedule)."""
+simulator, reached through that fix; main did not fail this schedule).
+
+A replica-count change applied in place relabelled the only replica while it still
+started (its process slow, after a crash); it failed its initial delay and the new
+version, never READY, was judged broken: nothing was relaunched and the service had no
+replica for good. An in-place version now inherits the proof of the version whose
+processes it relabels (rollout/in_place.py). Found as seed 67's shrunk schedule, its
+state faults taken out."""
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
@@ -167,14 +188,12 @@ def test_shrunk_schedules_replay_clean(name: str) -> None:
 # Seeds that found defects not fixed yet (docs/testing.md, "Open findings"): each must
 # keep failing until its fix, which then moves it to FIXED.
 OPEN = {
-    385: "an in-place change and `steady abort` racing: the in-place version becomes the"
-    " target over replicas of two other versions and never converges",
-    1422: "the same shape as 385: the target version runs no replica while replicas of two"
-    " older versions serve, and nothing converges",
-    803: "the shape of 385 (drawn since canaries draw their versions): after an abort the"
-    " target's only replica never starts; an in-place change applied in place drains the"
-    " other version's replica that served, and nothing serves again (it passes when such a"
-    " change is classified as a restart while replicas of other versions run)",
+    67: "(reduced by hand) a replica-count change in place while the only replica still"
+    " starts, then a controller restart: the new controller forgets that the in-place version"
+    " inherited its proof (no listed replica of it was READY), so the replica failing its"
+    " initial delay judges it broken and the service stays with no replica for good",
+    361: "(shrunk) a paused blue-green update joined by an in-place change whose config is"
+    " refused and by a replica-count change: the revert leaves version 3 'in progress' for good",
 }
 
 

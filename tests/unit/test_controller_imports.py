@@ -31,6 +31,9 @@ CONVERSATIONS: dict[tuple[str, str], str] = {
     ("progressive", "daemon"): "promote/pause/resume/abort find the service's runtime",
     ("pool_api", "daemon"): "the jobs' API finds the pool's runtime",
     ("updates", "daemon"): "an update reads the Controller's store and home",
+    # The tick's report (status and route table) is read off the whole runtime.
+    ("service_health", "runtime"): "a reconcile pass's report reads its runtime",
+    ("startup", "daemon"): "a controller's start takes over for the Controller it starts",
 }
 """(importer, imported) -> why: the type-only imports a cycle may pass through."""
 

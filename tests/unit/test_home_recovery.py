@@ -157,6 +157,20 @@ def test_a_restored_state_hands_out_ids_past_every_replica_that_ran(tmp_path: Pa
     assert row is not None and row.next_replica_id == 8 and row.desired is Desired.RUNNING
 
 
+def test_a_name_created_again_starts_its_ids_past_the_logs_of_its_strays(tmp_path: Path) -> None:
+    """A service lost with a restored state (created within the backups' period) may
+    leave replicas running; created again under its name, its replicas must not take
+    their ids (tag, log): the controller starts it past every log (the simulator's seed
+    517)."""
+    home = Home(tmp_path / "home").ensure()
+    assert recovery.top_logged_id(home, "web") == 0
+    logs = home.service_dir("web") / "replicas"
+    logs.mkdir(parents=True)
+    for name in ("2.log", "11.log", "11.log.1", "x.log"):
+        (logs / name).write_text("")
+    assert recovery.top_logged_id(home, "web") == 11
+
+
 def test_a_down_whose_first_write_fails_leaves_the_state_as_it_was(tmp_path: Path) -> None:
     home = Home(tmp_path / "home")
     store = with_service(home)

@@ -1,12 +1,16 @@
 """One Ray Serve deployment (its options and the config's overrides) -> one
 service document. Ray Serve's lightweight options land in ``service:`` (in place);
-the options Ray Serve restarts replicas for land in ``ray_options`` (restart)."""
+the options Ray Serve restarts replicas for land in ``ray_options`` (restart).
+
+Also Ray's environment default for its proxy's request timeout, which both
+``serve.start``/``serve.run`` and ``steady deploy`` of a Ray Serve config read."""
 
 from __future__ import annotations
 
 import difflib
 import json
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -46,6 +50,32 @@ INGRESS_KEY = "ingress"
 """Marks, in ``ray_options``, the service hosting its application's ingress."""
 # ``num_replicas: auto``: Ray Serve's autoscaling defaults for it.
 AUTO_AUTOSCALING = {"min_replicas": 1, "max_replicas": 100, "target_ongoing_requests": 2}
+# Ray's proxy timeout when http_options.request_timeout_s sets none, first one first
+# (ray/serve/_private/constants.py; the second is the older, deprecated name).
+REQUEST_TIMEOUT_ENV = (
+    "RAY_SERVE_REQUEST_PROCESSING_TIMEOUT_S",
+    "SERVE_REQUEST_PROCESSING_TIMEOUT_S",
+)
+
+
+def request_timeout_from_env(environ: Mapping[str, str] = os.environ) -> float | None:
+    """Ray's ``RAY_SERVE_REQUEST_PROCESSING_TIMEOUT_S`` (else
+    ``SERVE_REQUEST_PROCESSING_TIMEOUT_S``) in seconds; unset or ``0``: None, as
+    Ray's ``float(os.environ.get(name, 0)) or ... or None``. A value that is not
+    seconds (finite, not negative) is a one-line SpecError (a ValueError) naming it."""
+    for name in REQUEST_TIMEOUT_ENV:
+        raw = environ.get(name)
+        if raw is None:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not math.isfinite(value) or value < 0:
+            raise SpecError(name, f"must be a number of seconds, 0 for none, got {raw!r}")
+        if value:
+            return value
+    return None
 
 
 def hint(key: object, options: tuple[str, ...]) -> str:

@@ -27,6 +27,7 @@ from steadyserve.compat.ray_deployment import (
     as_json,
     hint,
     overrides,
+    request_timeout_from_env,
     service_document,
     service_name,
 )
@@ -92,6 +93,8 @@ def translate(
             mistakes.append(exc)
     if mistakes:
         raise SpecError.combine(mistakes)
+    if not out.gateway_timeout:  # Ray's proxy: ``request_timeout_s or`` its env default
+        out.gateway_timeout = request_timeout_from_env() or out.gateway_timeout
     return out
 
 

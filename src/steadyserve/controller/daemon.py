@@ -28,7 +28,15 @@ from steadyserve import port_range
 from steadyserve.backends import backend_name, choose_backend
 from steadyserve.backends.base import Backend
 from steadyserve.compat.skypilot import not_applicable_notes
-from steadyserve.controller import backups, fleet, replica_logs, routes_socket, updates
+from steadyserve.controller import (
+    backups,
+    fleet,
+    recovery,
+    replica_logs,
+    routes_socket,
+    startup,
+    updates,
+)
 from steadyserve.controller.api import build_app
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import SYSTEM_CLOCK, Clock
@@ -41,12 +49,13 @@ from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.freed_names import free_name
 from steadyserve.controller.gateway import GatewaySupervisor
 from steadyserve.controller.listen import api_host, listen
-from steadyserve.controller.orphans import Known, kept_namespaces, reap_orphans
+from steadyserve.controller.orphans import MACHINE
 from steadyserve.controller.pool_runtime import runtime_class, same_kind
 from steadyserve.controller.probes import new_probe_session
+from steadyserve.controller.process_port import ProcessPort
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.controller.status import service_json
-from steadyserve.core.states import Desired, EventKind, ServiceStatus, UpdateMode, VersionOutcome
+from steadyserve.core.states import EventKind, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.envs.workdir import relative_excludes
 from steadyserve.home.paths import Home
 from steadyserve.spec import ServiceSpec
@@ -57,6 +66,9 @@ log = logging.getLogger("steadyserve.controller")
 
 
 class Controller:
+    machine: ProcessPort = MACHINE
+    """Where the home's processes are found at start (recovery, the orphan sweep)."""
+
     def __init__(self, home: Home, clock: Clock = SYSTEM_CLOCK) -> None:
         self.home = home
         self.clock = clock
@@ -203,7 +215,11 @@ class Controller:
             version=number,
             created_at=now,
             port=port,
-            next_replica_id=self.store.next_free_replica_id(name),
+            # Past any replica of the name that left a log: a stray of it may run (its
+            # service lost with a restored state) and must not share a new one's tag.
+            next_replica_id=max(
+                self.store.next_free_replica_id(name), recovery.top_logged_id(self.home, name) + 1
+            ),
             stable_version=number,
             owner=owner,
         )
@@ -429,33 +445,11 @@ class Controller:
         token = os.environ.get("STEADY_TOKEN") or None
         runner, self.url = await listen(build_app(self, token), api_host(token))
         routes_runner = await routes_socket.start(self)  # for replicas in their own netns
-        # What this state recorded, read before any replica of this run is launched:
-        # only what it proves its own is stopped as an orphan (controller/orphans.py).
-        known = Known(self.store.known_replicas(), self.store.known_services())
-        for row in self.store.services():
-            if not self.endpoints.hold(row.port):
-                log.warning(
-                    "service %s: endpoint port %d is claimed by another process", row.name, row.port
-                )
-            self._new_runtime(row).start()
-        claimed = set().union(*(r.adopted_pids() for r in self.services.values()))
+        known, claimed = startup.take_over(self, ServiceRuntime.start)
         claimed |= self.gateway.pids
         gateway_task = asyncio.create_task(self.gateway.run())
         logs_task = asyncio.create_task(replica_logs.rotate_forever(self.home, self.log_limits))
-        for stray in reap_orphans(str(self.home.root), claimed, known):
-            if stray.service in self.services:  # no replica id: it must stay unknown
-                self.store.add_event(
-                    stray.service, None, None, EventKind.STRAY_PROCESS, stray.report()
-                )
-        keep = kept_namespaces(self.home.root, self._claimed_namespaces(), known)
-        await asyncio.to_thread(self.backend.reap_isolation, keep)
-        await asyncio.to_thread(backups.take, self.store, self.home)
-        backup_task = asyncio.create_task(backups.keep(self.store, self.home, self.clock))
-        for row in self.store.services():
-            if row.desired is Desired.DOWN:  # a down the previous controller did not finish
-                self._resumed_downs.append(
-                    asyncio.create_task(self.delete_service(row.name, bool(row.purge)))
-                )
+        backup_task = await startup.sweep(self, known, claimed)
         self._write_info()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -23,41 +23,19 @@ import itertools
 import logging
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from steadyserve.backends import processes
 from steadyserve.backends.cgroups import Cgroups, tag_in_cgroup
-from steadyserve.backends.processes import tag_of
+from steadyserve.controller.process_port import HomeProcess, ProcessPort
 from steadyserve.wire import netns
 from steadyserve.wire import replica_contract as contract
 
 log = logging.getLogger("steadyserve.controller")
-
-
-@dataclass(frozen=True)
-class HomeProcess:
-    """A replica's or a load balancer's process of one home."""
-
-    proc: psutil.Process
-    service: str | None
-    replica_id: int | None
-    """From the replica's tag; None for a load balancer (or a replica from before tags)."""
-    tag: str | None
-    group: int | None = None
-    """Its process group when found (a load balancer is claimed by its group)."""
-
-    def describe(self) -> str:
-        what = "load balancer" if self.tag is None else f"replica {self.replica_id}"
-        return f"process {self.proc.pid} ({what} of service {self.service or '?'})"
-
-    def report(self) -> str:
-        """What is said of a stray: it runs, unlisted, and is left alone."""
-        return (
-            f"{self.describe()} runs but the state does not list it: left running, not"
-            " managed (stop it, or restore the state that lists it: docs/behaviour.md)"
-        )
 
 
 @dataclass(frozen=True)
@@ -135,33 +113,67 @@ def sort_out(
     return orphans, strays
 
 
-def live(claimed: set[int]) -> set[str]:
-    """The tags of the claimed replica leaders (a load balancer has none)."""
-    return {tag for tag in map(tag_of, claimed) if tag is not None}
+class MachineProcesses:
+    """The real :class:`~steadyserve.controller.process_port.ProcessPort`: this
+    machine's processes through psutil and /proc, signals, and replica cgroups."""
 
+    def home_processes(self, home: str) -> list[HomeProcess]:
+        return home_processes(home)
 
-def reap_orphans(home: str, claimed: set[int], known: Known) -> list[HomeProcess]:
-    """SIGKILL every proven orphan (and its process group when no one claims that),
-    report every stray; return the strays."""
-    live_tags = live(claimed)
-    orphans, strays = sort_out(home_processes(home), live_tags, claimed, known)
-    for item in orphans:
-        with contextlib.suppress(psutil.Error):
-            log.warning(
-                "stopping orphan %s: %s", item.describe(), " ".join(item.proc.cmdline())[:200]
-            )
+    def tag_of(self, pid: int) -> str | None:
+        return processes.tag_of(pid)
+
+    def stop(self, item: HomeProcess, claimed: set[int]) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
             pgid = os.getpgid(item.proc.pid)
             if pgid not in claimed:
                 os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(psutil.Error):
             item.proc.kill()
+
+    def stop_cgroups(self, home: str, orphaned: Callable[[str], bool]) -> None:
+        for tag, cgroup in Cgroups.of_machine().replica_dirs(contract.home_id(home)).items():
+            if orphaned(tag):
+                cgroup.kill()
+                cgroup.remove()
+
+    def self_contained(self, item: HomeProcess) -> bool:
+        pid = item.proc.pid
+        if os.getpgid(pid) != pid:  # a child: its leader stands for it
+            return False
+        if os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+            return False
+        proc = item.proc if isinstance(item.proc, psutil.Process) else psutil.Process(pid)
+        return len(proc.cpu_affinity() or []) == len(psutil.Process().cpu_affinity() or [])
+
+
+MACHINE: ProcessPort = MachineProcesses()
+"""The machine's processes: what a controller's start reads unless told otherwise."""
+
+
+def live(claimed: set[int], machine: ProcessPort = MACHINE) -> set[str]:
+    """The tags of the claimed replica leaders (a load balancer has none)."""
+    return {tag for tag in map(machine.tag_of, claimed) if tag is not None}
+
+
+def reap_orphans(
+    home: str, claimed: set[int], known: Known, machine: ProcessPort = MACHINE
+) -> list[HomeProcess]:
+    """SIGKILL every proven orphan (and its process group when no one claims that),
+    report every stray; return the strays."""
+    live_tags = live(claimed, machine)
+    orphans, strays = sort_out(machine.home_processes(home), live_tags, claimed, known)
+    for item in orphans:
+        with contextlib.suppress(psutil.Error):
+            log.warning(
+                "stopping orphan %s: %s", item.describe(), " ".join(item.proc.cmdline())[:200]
+            )
+        machine.stop(item, claimed)
     for item in strays:
         log.warning("%s", item.report())
-    for tag, cgroup in Cgroups.of_machine().replica_dirs(contract.home_id(home)).items():
-        if tag not in live_tags and parse_tag(tag) in known.replicas:
-            cgroup.kill()
-            cgroup.remove()
+    machine.stop_cgroups(
+        home, lambda tag: tag not in live_tags and parse_tag(tag) in known.replicas
+    )
     return strays
 
 

@@ -183,6 +183,8 @@ class RolloutPort(ReplicaPort, Protocol):
     plan: Plan
     """The last reconcile pass's plan (what the update's analysis reads)."""
     broken_versions: set[int]
+    ready_versions: set[int]
+    """Versions a replica of which was READY: proven, by the early-failure rule."""
     capacity: CapacityPool
     routes: RoutePublisher
     """The load balancer's in-flight counts: scale-down stops the idle first."""

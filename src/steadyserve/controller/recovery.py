@@ -31,7 +31,8 @@ from pathlib import Path
 import psutil
 
 from steadyserve.controller import backups
-from steadyserve.controller.orphans import HomeProcess, home_processes
+from steadyserve.controller.orphans import MACHINE
+from steadyserve.controller.process_port import HomeProcess, ProcessPort
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.home.paths import Home
 from steadyserve.store import ReplicaRow, ServiceRow, Store
@@ -64,26 +65,27 @@ class Life:
         return " and ".join(parts)
 
 
-def find_life(home: Home) -> Life:
+def find_life(home: Home, machine: ProcessPort = MACHINE) -> Life:
     try:
         folders = sorted(p.name for p in (home.root / "services").iterdir() if p.is_dir())
     except OSError:
         folders = []
-    return Life(folders, home_processes(str(home.root)))
+    return Life(folders, machine.home_processes(str(home.root)))
 
 
 def stamp(now: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
 
 
-def prepare(home: Home, now: float) -> list[str]:
+def prepare(home: Home, now: float, machine: ProcessPort = MACHINE) -> list[str]:
     """Make ``state.db`` usable before the controller opens it: a no-op for a sound
     or a fresh home; else move it aside and restore the newest good backup. Returns
-    what to log; raises StateRefused when no backup can stand in."""
+    what to log; raises StateRefused when no backup can stand in. ``machine``: where
+    the home's processes are found (the simulator passes its own)."""
     why = backups.problem(home.db_path, writable=True)
     if why is None:
         return []
-    life = find_life(home)
+    life = find_life(home, machine)
     if not life:
         if why == "missing":
             return []  # a fresh home
@@ -101,7 +103,7 @@ def prepare(home: Home, now: float) -> list[str]:
             " those processes running unmanaged: steady controller restore --empty"
         )
     _install(home, source)
-    adopted = adopt_running(home, life, now)
+    adopted = adopt_running(home, life, now, machine)
     raised = _raise_replica_ids(home, life)
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(source.stat().st_mtime))
     return [
@@ -147,7 +149,7 @@ def _install(home: Home, source: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def adopt_running(home: Home, life: Life, now: float) -> str:
+def adopt_running(home: Home, life: Life, now: float, machine: ProcessPort = MACHINE) -> str:
     """Rebuild from what runs: a replica of a listed service and of a version the
     restored state holds, running but not listed (started after the backup), is
     listed again as READY, so its service keeps it routed and managed instead of
@@ -171,7 +173,7 @@ def adopt_running(home: Home, life: Life, now: float) -> str:
                 continue
             if any(r.id == item.replica_id for r in store.replicas(item.service)):
                 continue
-            row = running_replica(item, now)
+            row = running_replica(item, now, machine)
             if row is not None and store.version(row.service, row.version) is not None:
                 store.add_replica(row, "running when the state was restored from a backup")
                 adopted.append(f"{row.service} replica {row.id}")
@@ -194,19 +196,17 @@ def _is_its_lb(item: HomeProcess, row: ServiceRow) -> bool:
     return leads and port == str(row.port) and row.lb_pid != item.proc.pid
 
 
-def running_replica(item: HomeProcess, now: float) -> ReplicaRow | None:
+def running_replica(
+    item: HomeProcess, now: float, machine: ProcessPort = MACHINE
+) -> ReplicaRow | None:
     """The row of ``item`` when it is a replica's leader that needs no more than
     its process tells (see :func:`adopt_running`); else None."""
     proc = item.proc
     try:
-        if os.getpgid(proc.pid) != proc.pid:  # a child: its leader stands for it
+        if not machine.self_contained(item):  # a child, a namespace, pinned cores
             return None
         env = proc.environ()
         if contract.CONTROL_SECRET in env or contract.CUDA_VISIBLE_DEVICES in env:
-            return None
-        if os.readlink(f"/proc/{proc.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
-            return None
-        if len(proc.cpu_affinity() or []) != len(psutil.Process().cpu_affinity() or []):
             return None
         port, version = int(env["PORT"]), int(env[contract.SERVICE_VERSION])
         started = proc.create_time()
@@ -236,9 +236,7 @@ def _raise_replica_ids(home: Home, life: Life) -> str:
     try:
         for row in store.services():
             seen = [p.replica_id for p in life.processes if p.service == row.name]
-            logs = home.service_dir(row.name) / "replicas"
-            with contextlib.suppress(OSError):
-                seen += [int(m[1]) for f in logs.iterdir() if (m := _REPLICA_LOG.fullmatch(f.name))]
+            seen.append(top_logged_id(home, row.name))
             top = max((n for n in seen if n is not None), default=0)
             if top >= row.next_replica_id:
                 store.set_service_fields(row.name, next_replica_id=top + 1)
@@ -246,6 +244,17 @@ def _raise_replica_ids(home: Home, life: Life) -> str:
     finally:
         store.close()
     return f"; next replica ids raised past what runs ({', '.join(raised)})" if raised else ""
+
+
+def top_logged_id(home: Home, service: str) -> int:
+    """The highest replica id that left a log in ``service``'s folder (0: none). A
+    replica opens its log before its process starts: a stray that runs unlisted (its
+    service lost with a restored state, or begun afresh) left one."""
+    logs = home.service_dir(service) / "replicas"
+    with contextlib.suppress(OSError):
+        found = (int(m[1]) for f in logs.iterdir() if (m := _REPLICA_LOG.fullmatch(f.name)))
+        return max(found, default=0)
+    return 0
 
 
 @contextlib.contextmanager

@@ -26,13 +26,14 @@ import aiohttp
 
 from steadyserve.backends.base import Backend, ReplicaHandle
 from steadyserve.controller import draining
+from steadyserve.controller import service_health as health
 from steadyserve.controller.autoscaler import Autoscaler, fleet_of
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.clock import Clock, SystemClock
 from steadyserve.controller.exits import reap_exited
 from steadyserve.controller.fixed_ports import PortWatch
 from steadyserve.controller.lb_process import LoadBalancerProcess
-from steadyserve.controller.load import CountTarget, poll_own_counts
+from steadyserve.controller.load import poll_own_counts
 from steadyserve.controller.multiplexed import ModelReports
 from steadyserve.controller.port import HeldReplica, Prober, ReplicaTask
 from steadyserve.controller.probes import probe_ready
@@ -42,10 +43,9 @@ from steadyserve.controller.replica_env import ReplicaEnvironment
 from steadyserve.controller.rollout import Rollout
 from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.routes import RoutePublisher
-from steadyserve.controller.routing import route_table
 from steadyserve.controller.versions import VersionJudge
 from steadyserve.core.autoscale import Policy as AutoscalePolicy
-from steadyserve.core.planner import Plan, ReplicaView, service_status, status_reason
+from steadyserve.core.planner import Plan, ReplicaView
 from steadyserve.core.states import (
     EventKind,
     ReplicaStatus,
@@ -124,7 +124,7 @@ class ServiceRuntime:
         # The target every plan sizes to (controller/autoscaler.py).
         self.autoscaler = Autoscaler(
             self._scaling_policy(),
-            self._live_current(),
+            health.live_of_target(self),
             lambda why: self.store.add_event(self.name, None, None, EventKind.AUTOSCALE, why),
             name=self.name,
             policy_workdir=lambda: self.home.version_workdir(self.name, self.row.version),
@@ -148,6 +148,11 @@ class ServiceRuntime:
     @property
     def updating(self) -> bool:
         return self.rollout.updating
+
+    @property
+    def stopping(self) -> bool:
+        """Being taken down: no tick runs, and the status says SHUTTING_DOWN."""
+        return self._stopping
 
     @property
     def canary(self) -> CanaryDriver:
@@ -180,7 +185,7 @@ class ServiceRuntime:
         self._own_counts = asyncio.create_task(
             poll_own_counts(
                 self.probe_session,
-                self._count_targets,
+                functools.partial(health.count_targets, self),
                 lambda: self.autoscaler.load,
                 self.clock.now,
                 on_info=self.models.seen,
@@ -315,7 +320,7 @@ class ServiceRuntime:
         self.rollout.say_capacity(tick.plan.note)
 
     def _route(self, tick: Tick) -> None:
-        self._publish(tick.plan.routable)
+        health.publish(self, tick.plan.routable)
 
     def _drain(self, tick: Tick) -> None:
         for replica_id, reason in tick.plan.drain:
@@ -353,7 +358,7 @@ class ServiceRuntime:
         self.autoscaler.step(self.clock.now(), len(routable), routable, fleet)
         if self.autoscaler.scales and not self.updating:  # an update keeps the cap it met
             wanted = self.autoscaler.state.target
-            self.autoscaler.cap(*self.capacity.cap(self.spec, wanted, self._live_current()))
+            self.autoscaler.cap(*self.capacity.cap(self.spec, wanted, health.live_of_target(self)))
 
     def scale_from_zero(self) -> int:
         """The load balancer holds a request and nothing serves: launch at once."""
@@ -362,66 +367,16 @@ class ServiceRuntime:
             self.wake()
         return decision.target
 
-    def _live_current(self) -> int:
-        return sum(
-            1 for r in self.replicas.values() if r.status.is_live and r.version == self.row.version
-        )
-
-    def _count_targets(self) -> list[CountTarget]:
-        """Python replicas whose ``/-/info`` is read: for the ongoing-requests
-        policy's own counts, and for the models multiplexed ones hold."""
-        ongoing = self.autoscaler.policy_name == "ongoing_requests"
-        self.models.keep(self.replicas)
-        return [
-            CountTarget(r.id, r.ip, r.control_port, self.environment.control_headers(r), r.netns)
-            for r in self.replicas.values()
-            if r.control_port is not None
-            and r.status is ReplicaStatus.READY
-            and (ongoing or self.models.wanted(r.id))
-        ]
-
     def _update_status(self, tick: Tick) -> None:
-        plan = tick.plan
-        status = service_status(
-            shutting_down=self._stopping,
-            lb_ready=self.lb_ready(),
-            target=self.target_replicas(),
-            replicas=self.views(),
-            routable=plan.routable,
-            version_broken=self.row.version in self.broken_versions,
-            updating=self.updating and bool(plan.routable),
-            lb_failed=self.lb.failure is not None,
-        )
-        if status is not self.row.status:
-            old = self.row.status
-            self.row.status = status
-            why = status_reason(
-                status, self.lb.failure, self.row.version, len(plan.routable), tick.target
-            )
-            self.store.set_service_status(self.name, old, status, why)
+        health.update_status(self, tick)  # service_health.py: status and route table
 
     def lb_ready(self) -> bool:  # a pool has no load balancer to wait for (pool_runtime.py)
         return self.lb.running and self.routes.polls_since_start > 0
 
-    def _publish(self, routable: frozenset[int]) -> None:
-        routable, weights, preview = self.canary.route_fields(routable)
-        replicas = sorted(self.replicas.values(), key=lambda r: r.id)
-        table = route_table(
-            self.spec,
-            replicas,
-            routable,
-            hold_at_zero=self.autoscaler.allows_zero,
-            weights=weights,
-            preview=preview,
-            models=self.models.models,
-            mirror=self.canary.mirror(),
-        )
-        self.routes.publish(table.to_json())
-
     def publish_now(self) -> None:
         """Publish the ready replicas at once (a replica left routing between ticks)."""
-        self._publish(
-            frozenset(r.id for r in self.replicas.values() if r.status is ReplicaStatus.READY)
+        health.publish(
+            self, frozenset(r.id for r in self.replicas.values() if r.status is ReplicaStatus.READY)
         )
 
     def _reap_exited(self, _: Tick) -> None:

@@ -11,7 +11,7 @@ commits the version after it: the only I/O of an update.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from steadyserve.controller.errors import BadInput
@@ -32,10 +32,17 @@ class UpdatePlan:
     counts: UpdateCounts
     mode_field: str
     """Where the mode came from, for a refusal: ``--mode`` or ``service.update_mode``."""
+    requested_mode: str | None = None
+    """``--mode`` as given: the restart an in-place change becomes when it cannot
+    be applied in place by the time it commits (:meth:`restarting`)."""
 
     @property
     def in_place(self) -> bool:
         return not strategy_of(self.mode).restarts
+
+    def restarting(self, spec: ServiceSpec) -> UpdatePlan:
+        """This change as a restart update, by the mode asked for (or the file's)."""
+        return replace(self, mode=chosen_mode(spec, self.requested_mode))
 
     def reply(self, name: str, version: int, dry_run: bool) -> dict[str, Any]:
         """The JSON ``steady update`` prints (client/contracts.py, ``PLAN``)."""
@@ -104,10 +111,16 @@ def describe_update(
     requested_mode: str | None,
     replicas: Sequence[ReplicaView],
     next_version: int,
+    in_place_possible: bool = True,
 ) -> UpdatePlan:
-    """The update from ``old`` to ``new`` with the replicas as they are now."""
+    """The update from ``old`` to ``new`` with the replicas as they are now.
+
+    ``in_place_possible``: False while the service still converges with no update
+    in flight (after an abort or a rollback, replicas of other versions run): a
+    change of ``user_config`` then restarts, as it has no fleet to apply to."""
     changes = classify(old, new, old_workdir_hash=old_hash, new_workdir_hash=new_hash)
-    mode = UpdateMode.IN_PLACE if not changes.needs_restart else chosen_mode(new, requested_mode)
+    in_place = not changes.needs_restart and in_place_possible
+    mode = UpdateMode.IN_PLACE if in_place else chosen_mode(new, requested_mode)
     target = new.service.target_replicas
     counts = update_counts(
         mode,
@@ -118,4 +131,4 @@ def describe_update(
         max_unavailable=new.service.max_unavailable_count(target),
     )
     field = "--mode" if requested_mode else "service.update_mode"
-    return UpdatePlan(changes, mode, counts, field)
+    return UpdatePlan(changes, mode, counts, field, requested_mode)

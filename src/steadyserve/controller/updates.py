@@ -85,6 +85,7 @@ async def apply(
         requested_mode=mode,
         replicas=runtime.views(),
         next_version=store.latest_version_number(name) + 1,
+        in_place_possible=runtime.rollout.takes_in_place(),
     )
     result = plan.reply(name, runtime.row.version, dry_run)
     current_files = home.version_workdir(name, runtime.row.version)
@@ -173,6 +174,10 @@ async def _commit(
         )
         if files.kept:  # the copy may hold setup's output; the files are the current ones
             workdir_hash = current.workdir_hash
+        if plan.in_place and not runtime.rollout.takes_in_place():
+            # An abort or a rollback came while the files were copied: the service
+            # converges again, so the change restarts (simulator seed 385).
+            plan = plan.restarting(spec)
         old_marker = home.version_dir(name, runtime.row.version) / SETUP_MARKER
         if plan.in_place and old_marker.exists():  # setup is unchanged: it already ran
             (home.version_dir(name, number) / SETUP_MARKER).touch()

@@ -31,18 +31,25 @@ Ray Serve's proxy answers two paths itself, before any route: ``/-/healthz``
 with an application has arrived, and 503 while the gateway drains) and
 ``/-/routes`` (the JSON map ``{route_prefix: application}``, or the same 503).
 Ray's ``http_options.request_timeout_s`` is the gateway's own: a lane whose
-service sets no shorter ``request_timeout_s`` answers Ray's 408 past it.
+service sets no shorter ``request_timeout_s`` answers Ray's 408 past it, and
+breaks a response already under way as Ray's proxy does: the client connection
+is reset (RST after what was written), so a client reads "Connection broken",
+not a response that merely ended early.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import re
+import socket
+import struct
 import uuid
 from typing import TYPE_CHECKING
 
 from steadyserve.lb.balancer import Balancer
+from steadyserve.lb.exchange import SENT
 from steadyserve.lb.local_answer import (
     MODELS_PATH,
     UNKNOWN_MODEL,
@@ -63,6 +70,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("steadyserve.lb")
 
 NOT_FOUND = "no application is served under this path"
+RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 ROOT_PATH_HEADER = b"x-steady-root-path"
 HEALTH_PATH = b"/-/healthz"
 ROUTES_PATH = b"/-/routes"
@@ -70,6 +78,7 @@ OWN_PATHS = frozenset((HEALTH_PATH, ROUTES_PATH))
 # Ray Serve's words (ray/serve/_private/constants.py).
 HEALTHY_MESSAGE = "success"
 NO_ROUTES_MESSAGE = "Route table is not populated yet."
+REPLICA_FAILED_MESSAGE = "Internal Server Error"
 DRAINING_MESSAGE = "This node is being drained."
 
 
@@ -292,6 +301,23 @@ class LaneProxy(Proxy):
         self.limits = (
             dataclasses.replace(own, request_timeout_s=timeout) if self.by_gateway else own
         )
+
+    def _timed_out(self, ex: Exchange) -> None:
+        conn = ex.upstream
+        if self.by_gateway and conn is not None and conn.wrote and ex.state is SENT:
+            # Ray's proxy breaks a streaming response its timeout cut: a reset, once
+            # what was written is flushed (asyncio closes after the buffer drains).
+            transport = ex.client.transport
+            sock = transport.get_extra_info("socket") if transport is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):  # gone already: closing is all that is left
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, RESET_ON_CLOSE)
+        super()._timed_out(ex)
+
+    def answer_failed(self, ex: Exchange, message: str) -> None:
+        # Ray's proxy answers a replica that died with the request (no retry left) so.
+        close = not ex.keep_alive or self.draining
+        self._respond(ex, 500, "", "replica_failed", ray_text(500, REPLICA_FAILED_MESSAGE, close))
 
     def answer_late(self, ex: Exchange) -> None:
         if not self.by_gateway:

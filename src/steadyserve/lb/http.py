@@ -66,20 +66,16 @@ def simple_response(status: int, message: str, close: bool) -> bytes:
     )
 
 
-def no_route(
-    service: str, pin: int | None, attempts: int, has_replicas: bool
-) -> tuple[int, str, str]:
-    """The load balancer's answer to a request no replica can take: status,
-    message and the access log's reason. ``pin``: its X-Steady-Version (when no
-    attempt was made); ``attempts``: how often it was sent to a replica."""
+def no_route(service: str, pin: int | None, has_replicas: bool) -> tuple[int, str, str]:
+    """The load balancer's answer to a request no replica can take, before any was
+    tried (after, lb/proxy.py answers 502): status, message and the access log's
+    reason. ``pin``: its X-Steady-Version."""
     if pin is not None:
         return (
             503,
             f"no ready replica of version {pin} for service {service!r} (X-Steady-Version)",
             "no_pinned_replica",
         )
-    if attempts:
-        return 502, f"no replica of service {service!r} answered", "replica_failed"
     if has_replicas:
         return 503, f"no reachable replica for service {service!r}", "no_reachable_replica"
     # "unavailable" as in Ray Serve's 503 for a deployment that cannot serve.

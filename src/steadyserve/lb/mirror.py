@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from steadyserve.core.shadow.compare import NO_ANSWER, Answer, Rules, differences, keys_in
 from steadyserve.core.shadow.mask import masked
-from steadyserve.core.shadow.verdict import MAX_NOISE_KEYS, MAX_SIGNATURES, OTHER
+from steadyserve.core.shadow.verdict import MAX_NOISE_KEYS, MAX_SIGNATURES, OTHER, Tally
 from steadyserve.lb.mirror_http import fetch, parse_seen
 from steadyserve.wire.mirror import Mirror
 
@@ -94,15 +94,16 @@ class ShadowCounts:
                 noise[key] = noise.get(key, 0) + 1
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "mirrored": self.mirrored,
-            "dropped": self.dropped,
-            "compared": self.compared,
-            "signatures": dict(self.signatures),
-            "noise_pairs": self.noise_pairs,
-            "noise": dict(self.noise),
-            "examples": dict(self.examples),
-        }
+        """The report's form of these counts: the controller's :class:`Tally`'s."""
+        return Tally(
+            self.mirrored,
+            self.dropped,
+            self.compared,
+            self.signatures,
+            self.noise_pairs,
+            self.noise,
+            self.examples,
+        ).to_json()
 
 
 class Mirroring:

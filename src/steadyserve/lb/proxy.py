@@ -8,10 +8,10 @@ streams the response back and calls ``response_complete``. A request costs one
 small ``Exchange`` object and a few dozen Python calls, which is what lets the load
 balancer keep a large share of a replica's direct throughput.
 
-Failure rules (``_failed``): a connection that could not be opened is retried on
-another replica, which is ejected for a second; a request already sent goes again
-only as lb/retry.py allows (RFC 9110 9.2.2), at most ``MAX_RETRIES`` times; else 502, or a
-closed client connection once the response was under way (lb/pool.py: which connection).
+Failure rules (``_failed``): a connection not opened is retried on another replica
+(ejected for a second); a request sent goes again only as lb/retry.py allows (RFC
+9110 9.2.2), at most ``MAX_RETRIES`` times; else 502, or a closed client connection
+once the response was under way (lb/pool.py: which connection).
 """
 
 from __future__ import annotations
@@ -117,9 +117,8 @@ class Proxy:
         self.max_connections = connection_cap(self.limits.max_connections, self.fd_cap)
         self.mirror: Mirroring | None = None  # a canary's shadow step (lb/mirror.py)
 
-    # -- phases -------------------------------------------------------------------
-    # The proxy is the only writer of Exchange.state, always through
-    # ``step`` (lb/exchange.py), which refuses a move its table does not list.
+    # -- phases: the proxy alone writes Exchange.state, always through ``step``
+    # (lb/exchange.py), which refuses a move its table does not list. -----------
     def ready(self, ex: Exchange) -> None:
         """The request head of ``ex`` is parsed (or ``ex`` is a local answer queued
         behind earlier pipelined requests): it may be routed once it is first."""
@@ -185,8 +184,9 @@ class Proxy:
         self._no_route(ex)
 
     def _no_route(self, ex: Exchange) -> None:
-        pin = None if ex.attempts else ex.pin
-        self._respond(ex, *no_route(self.service, pin, ex.attempts, bool(self.balancer.replicas)))
+        if ex.attempts:  # tried, and no replica is left to try
+            return self.answer_failed(ex, f"no replica of service {self.service!r} answered")
+        self._respond(ex, *no_route(self.service, ex.pin, bool(self.balancer.replicas)))
 
     def _wake(self) -> None:
         """Start queued requests, first come first served, while slots are free."""
@@ -412,8 +412,12 @@ class Proxy:
             ex.state = step(ex.state, READY)
             self.dispatch(ex)
         else:
-            self._respond(ex, 502, f"replica of service {self.service!r} failed", "replica_failed")
+            self.answer_failed(ex, f"replica of service {self.service!r} failed")
         self._release(replica)
+
+    def answer_failed(self, ex: Exchange, message: str) -> None:
+        """502: replicas failed before a byte of the response (a gateway lane: Ray's 500)."""
+        self._respond(ex, 502, message, "replica_failed")
 
     def abort(self, ex: Exchange) -> None:
         """Forget ``ex`` (its client left or broke the protocol); keep the counts right."""
@@ -441,15 +445,11 @@ class Proxy:
     def switched(
         self, ex: Exchange, transport: asyncio.Transport, head: bytes, rest: bytes
     ) -> None:
-        """The replica answered ``ex``'s WebSocket handshake with 101: the request is
-        done, its replica slot goes with the tunnel (lb/websocket.py frees it)."""
+        """The replica answered ``ex``'s WebSocket handshake with 101: the tunnel takes its slot."""
         if ex.deadline:
             self.deadlines.discard(ex)
         ex.state = step(ex.state, DONE)
-        ex.status = 101
-        ex.served = ex.replica
-        ex.replica = None
-        ex.upstream = None
+        ex.status, ex.served, ex.replica, ex.upstream = 101, ex.replica, None, None
         ex.response_started = True
         switch(ex.client, ex, transport, head, rest)
 

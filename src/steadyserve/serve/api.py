@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from steadyserve.client.connection import Client, CommandError
+from steadyserve.compat import ray_deployment
 from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
 from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.core.states import LIVE_REPLICA_STATES, ReplicaStatus
@@ -128,12 +129,16 @@ def gateway_options(port: int | None = None, timeout: float | None = None) -> di
     """The gateway this driver asks for: a port it names (``port``, serve.start's, or
     STEADY_SERVE_HTTP_PORT) moves the gateway there; with none named, the home's
     gateway keeps its port (Ray's 8000 if it has none), so a second driver takes
-    over the first one's applications where they are."""
+    over the first one's applications where they are. The timeout is
+    ``http_options.request_timeout_s`` (``timeout``, else serve.start's), else
+    Ray's RAY_SERVE_REQUEST_PROCESSING_TIMEOUT_S; None keeps the gateway's."""
     named = port is not None or _http_port is not None or HTTP_PORT_ENV in os.environ
+    timeout = timeout if timeout is not None else _request_timeout_s
+    from_env = ray_deployment.request_timeout_from_env()  # Ray's ``request_timeout_s or``
     return {
         "port": port if port is not None else http_port(),
         "named": named,
-        "request_timeout_s": timeout if timeout is not None else _request_timeout_s,
+        "request_timeout_s": timeout if timeout or from_env is None else from_env,
     }
 
 

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 from steadyserve.controller.errors import BadInput
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
-from steadyserve.sim import checks_canary
+from steadyserve.sim import checks_canary, state_faults
 from steadyserve.sim.schedule import STEP_S
 from steadyserve.sim.traffic import ANSWERED_500, Outcome
 
 if TYPE_CHECKING:
+    from steadyserve.controller.runtime import ServiceRuntime
     from steadyserve.sim.runner import Run
 
 END_BOUND_S = 240.0
@@ -32,8 +33,10 @@ def after_step(run: Run, out: Outcome) -> None:
     if rt is not None:
         _capacity(run)
         _agreement(run)
-    for bad in run.watch.moves():
-        run._violate("moves", bad)
+    if run.watch.open:  # closed while a lost state file waits for its recovery
+        for bad in run.watch.moves():
+            run._violate("moves", bad)
+        run.event_marks.append((run.clock.now(), run.watch.last_event))
     checks_canary.after_step(run, out)
 
 
@@ -83,12 +86,20 @@ def _stopped_busy(run: Run) -> None:
 def _failures(run: Run, out: Outcome) -> None:
     assert out.failures is not None
     rt, now = run.runtime, run.clock.now()
-    none_ready = rt is not None and not any(
+    # While no controller runs the load balancer keeps its last table: as empty as
+    # when the controller went down.
+    none_ready = rt is None or not any(
         r.status is ReplicaStatus.READY for r in rt.replicas.values()
     )
     if _may_go_to_zero(run) or (run.zero_until >= now and none_ready):
         # Until a replica is ready again (whatever update follows), and its table
         # reached the load balancer.
+        run.zero_until = now + 1.0
+    if run.short:
+        # A restored state lost replicas: fewer are routed until the replacements are
+        # READY (docs/behaviour.md, "The home's faults"), and their table arrived.
+        if rt is not None and state_faults.whole(rt, run.short):
+            run.short = {}
         run.zero_until = now + 1.0
     if not run.ready_once or run.clock.now() < max(run.disturbed_until, run.zero_until):
         return
@@ -104,12 +115,23 @@ def _failures(run: Run, out: Outcome) -> None:
 def _may_go_to_zero(run: Run) -> bool:
     """A rolling update whose ``max_unavailable`` is the whole target: the user allowed
     every replica to drain at once, so a request may find none while it runs, and
-    after it ended (aborted, say) until a replica is ready again."""
+    after it ended (aborted, say) until a replica is ready again. The same holds of
+    the replicas an update of any mode left of another version once it ended (aborted
+    or failed): they converge by the rolling rule and its settings (rollout/state.py,
+    ``_converging_plan``)."""
     rt = run.runtime
     update = None if rt is None else rt.rollout.update
-    if rt is None or update is None or update.mode is not UpdateMode.ROLLING:
+    if rt is None or update is None:
         return False
     ready = any(r.status is ReplicaStatus.READY for r in rt.replicas.values())
+    if update.mode is not UpdateMode.ROLLING:
+        left = any(
+            r.version != rt.row.version
+            and (r.status.is_live or r.status is ReplicaStatus.SHUTTING_DOWN)
+            for r in rt.replicas.values()
+        )
+        if rt.updating or not left:
+            return False
     if not rt.updating and ready:
         return False
     target = rt.target_replicas()
@@ -170,35 +192,51 @@ def _published_serving(run: Run) -> int:
 
 
 def _agreement(run: Run) -> None:
-    rt = run.runtime
-    assert rt is not None
-    stored = run.watch.replicas()
+    """Every service's runtime against the state file: replicas, version, latest update."""
+    assert run.controller is not None
+    for name, rt in run.controller.services.items():
+        _agrees(run, name, rt)
+
+
+def _agrees(run: Run, name: str, rt: ServiceRuntime) -> None:
+    which = "" if rt is run.runtime else f"{name}: "
+    stored = run.watch.replicas(name)
     held = {r.id: (r.version, r.status.value, r.pid) for r in rt.replicas.values()}
     if stored != held:
         diff = sorted(set(stored.items()) ^ set(held.items()))
-        run._violate("agreement", f"replicas in the store and the runtime differ: {diff}")
-    if run.watch.service_version() != rt.row.version:
+        run._violate("agreement", f"{which}replicas in the store and the runtime differ: {diff}")
+    if run.watch.service_version(name) != rt.row.version:
         run._violate(
             "agreement",
-            f"service version {run.watch.service_version()} in the store, "
+            f"{which}service version {run.watch.service_version(name)} in the store, "
             f"{rt.row.version} in the runtime",
         )
-    latest, update = run.watch.latest_update(), rt.rollout.update
+    latest, update = run.watch.latest_update(name), rt.rollout.update
     mine = None if update is None else (update.id, update.status.value, update.to_version)
     if latest != mine:
-        run._violate("agreement", f"latest update {latest} in the store, {mine} in the runtime")
+        run._violate(
+            "agreement", f"{which}latest update {latest} in the store, {mine} in the runtime"
+        )
 
 
 def converged(run: Run) -> str | None:
-    """None once the service is one version at full strength, nothing in flight; else why not."""
-    rt = run.runtime
-    if rt is None:
+    """None once every service is one version at full strength, nothing in flight;
+    else why not."""
+    if run.controller is None:
         return "no controller"
-    if rt.updating:
-        return "an update is still in progress"
-    pending = [v for v, o in run.watch.outcomes.items() if o == "in progress"]
+    pending = [(s, v) for (s, v, _), o in run.watch.outcomes.items() if o == "in progress"]
     if pending:
         return f"version(s) {pending} still 'in progress'"
+    for name, rt in run.controller.services.items():
+        why = _settled(rt)
+        if why is not None:
+            return why if rt is run.runtime else f"{name}: {why}"
+    return None
+
+
+def _settled(rt: ServiceRuntime) -> str | None:
+    if rt.updating:
+        return "an update is still in progress"
     live = [
         r
         for r in rt.replicas.values()
@@ -240,16 +278,30 @@ async def end(run: Run, first: int) -> None:
     if why is not None:
         run._violate("ends", f"not converged {END_BOUND_S:g} s after the faults stopped: {why}")
         return
-    stored = {p for _, _, p in run.watch.replicas().values() if p is not None}
-    alive = {pid for pid in run.backend.replicas if run.backend.alive(pid)}
-    if alive - stored:
-        run._violate("ends", f"orphan process(es) {sorted(alive - stored)}: no replica lists them")
+    _orphans(run)
     _tally(run)
 
 
+def _orphans(run: Run) -> None:
+    """Every live process is listed in the state, but the strays a restored state
+    lost: those the docs have the controller report and leave running (an event of
+    its service; of a service the state does not list, a line in its log only)."""
+    alive = {pid for pid in run.backend.replicas if run.backend.alive(pid)}
+    reported = "\n".join([run.watch.strays(), *run.stray_lines]) if run.restores else ""
+    orphans = sorted(pid for pid in alive - run.watch.pids() if f"process {pid} (" not in reported)
+    if orphans:
+        run._violate("ends", f"orphan process(es) {orphans}: no replica lists them")
+    tags: dict[str, int] = {}
+    for pid in sorted(alive):  # a new replica never shares a stray's tag (recovery.py)
+        tag = run.machine.tag_of(pid)
+        if tag is not None and tags.setdefault(tag, pid) != pid:
+            run._violate(
+                "ends",
+                f"processes {tags[tag]} and {pid} both carry the tag of {tag.split('/', 1)[1]}",
+            )
+
+
 def _tally(run: Run) -> None:
-    for mode, status in run.watch.db.execute(
-        "SELECT mode, status FROM updates WHERE service='svc'"
-    ):
+    for mode, status in run.watch.db.execute("SELECT mode, status FROM updates"):
         key = f"{mode} {status}"
         run.result.ended[key] = run.result.ended.get(key, 0) + 1

@@ -77,6 +77,14 @@ class CanaryWatch:
     aborted: dict[int, tuple[ServiceRuntime, int]] = field(default_factory=dict)
     """Version aborted by a failed verdict -> the runtime and its table version then."""
 
+    def restored(self, updates: int, versions: int) -> None:
+        """A state restored from its backup hands out the update ids and version numbers
+        it lost again: what was followed under them is another canary's."""
+        self.followed = {k: f for k, f in self.followed.items() if k[0] <= updates}
+        self.promoted = {u for u in self.promoted if u <= updates}
+        self.aborted = {v: a for v, a in self.aborted.items() if v <= versions}
+        self.in_flight = None
+
 
 def after_step(run: Run, out: Outcome) -> None:
     watch: CanaryWatch = run.canaries

@@ -15,7 +15,12 @@
 - ``agreement``: the runtime's replicas, version and update are the store's.
 - ``ends``: every update ends (SUCCEEDED, FAILED, ROLLED_BACK) within a bound once
   faults stop, no version stays "in progress", and the service converges to one
-  version at full strength with no orphan process (checked at a run's end).
+  version at full strength with no orphan process (checked at a run's end); the
+  only process the state may not list is a stray a state restored from its backup
+  lost, reported as the docs promise (a ``STRAY_PROCESS`` event naming it).
+- ``recovery``: a state file lost while the controller was down is recovered from
+  its backup (the controller starts), and the restored state lost nothing older
+  than the backups' period (``backups.EVERY_S``) and one step.
 - ``shadow``: a canary whose answers differ above its shadow limit never gets client
   weight nor succeeds (but by ``steady promote``); its verdict counts only its own
   compared answers; no client is answered by the shadow target at weight 0
@@ -48,6 +53,7 @@ INVARIANTS = (
     "moves",
     "agreement",
     "ends",
+    "recovery",
     "shadow",
     "analysis",
 )
@@ -67,27 +73,69 @@ class StateWatch:
     """Reads the state file (its own connection) for what changed since the last step."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
         self.db = sqlite3.connect(path, isolation_level=None)
+        self.open = True
         self.last_event = 0
         self.updates: dict[int, str] = {}
-        self.outcomes: dict[int, str] = {}
+        self.outcomes: dict[tuple[str, int, float], str] = {}
+        """Every service's versions' outcomes, by (service, version, created_at)."""
         self._verdicts: list[str] = []
 
     def close(self) -> None:
         self.db.close()
+        self.open = False
 
-    def replicas(self) -> dict[int, tuple[int, str, int | None]]:
-        rows = self.db.execute("SELECT id, version, status, pid FROM replicas WHERE service='svc'")
+    def reopen(self) -> None:
+        """Read the state file anew (restored from a backup): what it holds is the
+        baseline, its history before the loss was judged already."""
+        self.db = sqlite3.connect(self.path, isolation_level=None)
+        self.open = True
+        row = self.db.execute("SELECT MAX(id) FROM events").fetchone()
+        self.last_event = int(row[0] or 0)
+        self.updates = dict(self.db.execute("SELECT id, status FROM updates"))
+        self.outcomes = {
+            (service, version, created): outcome
+            for service, version, created, outcome in self.db.execute(
+                "SELECT service, version, created_at, outcome FROM versions"
+            )
+        }
+
+    def events(self, upto: int) -> list[tuple[object, ...]]:
+        """The events up to id ``upto``, but their time (the store's wall clock)."""
+        return self.db.execute(
+            "SELECT id, service, replica_id, from_status, to_status, reason FROM events"
+            " WHERE id <= ? ORDER BY id",
+            (upto,),
+        ).fetchall()
+
+    def strays(self) -> str:
+        """The text of the STRAY_PROCESS events: what the sweep reported left running."""
+        rows = self.db.execute("SELECT reason FROM events WHERE to_status = 'STRAY_PROCESS'")
+        return "\n".join(r for (r,) in rows)
+
+    def replicas(self, service: str = "svc") -> dict[int, tuple[int, str, int | None]]:
+        rows = self.db.execute(
+            "SELECT id, version, status, pid FROM replicas WHERE service=?", (service,)
+        )
         return {i: (v, s, p) for i, v, s, p in rows}
 
-    def service_version(self) -> int | None:
-        row = self.db.execute("SELECT version FROM services WHERE name='svc'").fetchone()
+    def pids(self) -> set[int]:
+        """The pid of every replica the state lists, of every service."""
+        rows = self.db.execute("SELECT pid FROM replicas WHERE pid IS NOT NULL")
+        return {int(pid) for (pid,) in rows}
+
+    def services(self) -> list[str]:
+        return [name for (name,) in self.db.execute("SELECT name FROM services ORDER BY name")]
+
+    def service_version(self, service: str = "svc") -> int | None:
+        row = self.db.execute("SELECT version FROM services WHERE name=?", (service,)).fetchone()
         return None if row is None else int(row[0])
 
-    def latest_update(self) -> tuple[int, str, int] | None:
+    def latest_update(self, service: str = "svc") -> tuple[int, str, int] | None:
         row = self.db.execute(
-            "SELECT id, status, to_version FROM updates WHERE service='svc'"
-            " ORDER BY id DESC LIMIT 1"
+            "SELECT id, status, to_version FROM updates WHERE service=? ORDER BY id DESC LIMIT 1",
+            (service,),
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
 
@@ -123,7 +171,7 @@ class StateWatch:
                 continue
             if ReplicaStatus(new) not in REPLICA_MOVES[ReplicaStatus(old)]:
                 bad.append(f"replica {rid}: {old} -> {new}")
-        for uid, status in self.db.execute("SELECT id, status FROM updates WHERE service='svc'"):
+        for uid, status in self.db.execute("SELECT id, status FROM updates"):
             before = self.updates.get(uid)
             if (
                 before is None
@@ -138,20 +186,21 @@ class StateWatch:
             ):
                 bad.append(f"update {uid}: {before} -> {status}")
             self.updates[uid] = status
-        for version, outcome in self.db.execute(
-            "SELECT version, outcome FROM versions WHERE service='svc'"
+        for service, version, created, outcome in self.db.execute(
+            "SELECT service, version, created_at, outcome FROM versions"
         ):
-            before = self.outcomes.get(version)
+            key = (service, version, created)  # a name freed and taken again starts at 1
+            before = self.outcomes.get(key)
             if before is None and VersionOutcome(outcome) not in VERSION_STARTS:
                 if not _reachable(VERSION_STARTS, VersionOutcome(outcome)):
-                    bad.append(f"version {version} started '{outcome}'")
+                    bad.append(f"{service} version {version} started '{outcome}'")
             elif (
                 before is not None
                 and before != outcome
                 and not _reachable({VersionOutcome(before)}, VersionOutcome(outcome))
             ):
-                bad.append(f"version {version}: '{before}' -> '{outcome}'")
-            self.outcomes[version] = outcome
+                bad.append(f"{service} version {version}: '{before}' -> '{outcome}'")
+            self.outcomes[key] = outcome
         return bad
 
 

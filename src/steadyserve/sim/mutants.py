@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from steadyserve.controller import readopt, routes
+from steadyserve.controller import routes
 from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.rollout.state import Rollout
 from steadyserve.controller.runtime import ServiceRuntime
@@ -78,27 +78,55 @@ def _exceed_max_surge() -> contextlib.AbstractContextManager[None]:
 
 
 def _forget_on_restart() -> contextlib.AbstractContextManager[None]:
-    """A restarted controller drops its highest-numbered replica from the state (its
-    process runs on, unlisted)."""
-    original = readopt.readopt
+    """A restarted controller drops its highest-numbered replica from the state once
+    its start is done (its process runs on, unlisted; past the orphan sweep, which
+    would stop a replica the state recorded and forgot at re-adoption)."""
+    from steadyserve.controller import startup
 
-    def forgetful(rt: Any) -> None:
-        live = sorted(r.id for r in rt.replicas.values() if r.status.is_live)
-        if live:
-            replica = rt.replicas.pop(live[-1])
-            rt.store.remove_replica(replica, "forgotten")
-        original(rt)
+    original = startup.sweep
 
-    from steadyserve.controller import runtime as runtime_module
+    async def forgetful(controller: Any, known: Any, claimed: set[int]) -> Any:
+        task = await original(controller, known, claimed)
+        for rt in controller.services.values():
+            live = sorted(r.id for r in rt.replicas.values() if r.status.is_live)
+            if live:
+                replica = rt.replicas.pop(live[-1])
+                for running in rt.hold(replica.id).tasks:  # its probing stops with it
+                    running.cancel()
+                rt.held.pop(replica.id, None)
+                rt.store.remove_replica(replica, "forgotten")
+        return task
 
-    return _patched(runtime_module, "readopt", forgetful)
+    return _patched(startup, "sweep", forgetful)
+
+
+def _skip_orphan_sweep() -> contextlib.AbstractContextManager[None]:
+    """A starting controller forgets its orphan sweep: a process the previous one
+    started and never recorded the pid of runs on, unlisted."""
+    from steadyserve.controller import startup
+
+    return _patched(startup, "reap_orphans", lambda home, claimed, known, machine: [])
+
+
+def _restore_older_backup() -> contextlib.AbstractContextManager[None]:
+    """Recovery puts in the older of the two backups when it is good: what the newer
+    one had since is lost."""
+    from steadyserve.controller import backups
+
+    original = backups.newest_good
+
+    def older(home: Any) -> Any:
+        older = backups.generations(home)[-1]
+        return older if backups.problem(older) is None else original(home)
+
+    return _patched(backups, "newest_good", older)
 
 
 def _route_under_probe_failure() -> contextlib.AbstractContextManager[None]:
     """NOT_READY replicas (failing probes) stay in the route table."""
-    from steadyserve.controller import runtime as runtime_module
+    from steadyserve.controller import service_health as publishing
 
-    original = runtime_module.__dict__["route_table"]
+    original = publishing.__dict__["route_table"]
 
     def table(spec: Any, replicas: Any, routable: frozenset[int], **kw: Any) -> Any:
         rows = list(replicas)
@@ -106,7 +134,7 @@ def _route_under_probe_failure() -> contextlib.AbstractContextManager[None]:
         shown = [replace(r, status=ReplicaStatus.READY) if r.id in unready else r for r in rows]
         return original(spec, shown, routable | frozenset(unready), **kw)
 
-    return _patched(runtime_module, "route_table", table)
+    return _patched(publishing, "route_table", table)
 
 
 def _lose_a_write() -> contextlib.AbstractContextManager[None]:
@@ -229,6 +257,18 @@ MUTANTS = (
         "ends",
         "a restarted controller forgets a replica",
         _forget_on_restart,
+    ),
+    Mutant(
+        "skip-orphan-sweep",
+        "ends",
+        "a starting controller does not sweep the orphans a killed one left",
+        _skip_orphan_sweep,
+    ),
+    Mutant(
+        "restore-older-backup",
+        "recovery",
+        "a lost state is restored from the older backup",
+        _restore_older_backup,
     ),
     Mutant(
         "route-under-probe-failure",

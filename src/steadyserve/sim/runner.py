@@ -5,7 +5,10 @@ A step applies the schedule's events of that step, advances the clock by
 loop, lets the tasks run again, sends the clients' requests, and checks the
 invariants (sim/invariants.py). A controller kill lands after a number of event
 loop passes drawn by the schedule, so it can fall at any await point of any task;
-the next controller starts from the same SQLite file. After the last step the
+the next controller starts from the same SQLite file (or, after a state fault, from
+what is left of it: sim/state_faults.py), as the real entry starts one: the state
+checked and recovered first (controller/recovery.py), then the real start
+(controller/startup.py) with its orphan sweep over the simulated processes. After the last step the
 faults stop, waiting updates are promoted, and the run goes on (bounded) until the
 service converges, which the ``ends`` invariant then checks.
 
@@ -28,18 +31,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from steadyserve.controller import progressive
+from steadyserve.controller import progressive, recovery
 from steadyserve.controller.errors import BadInput, Conflict, NotFound
 from steadyserve.controller.rollout import in_place
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
 from steadyserve.lb import mirror
+from steadyserve.sim import fleet, state_faults
 from steadyserve.sim.answers import MirroredAsk, Nature
 from steadyserve.sim.checks_canary import CanaryWatch
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
 from steadyserve.sim.invariants import StateWatch, Violation
+from steadyserve.sim.machine import SimMachine
 from steadyserve.sim.schedule import STEP_S, Schedule
 from steadyserve.sim.traffic import Clients, Outcome, SimLoadBalancer
 from steadyserve.sim.world import (
@@ -87,16 +92,23 @@ class Run:
 
     def __init__(self, schedule: Schedule, root: Path) -> None:
         self.schedule = schedule
+        self.name = NAME
         self.result = Result(schedule)
         self.clock = FakeClock()
         self.home = Home(root / "home").ensure()
         self.backend = SimBackend(self.home, self.clock)
+        self.machine = SimMachine(self.backend)
         self.prober = SimProber(self.backend, self.clock)
         self.config_post = SimConfigPost(self.backend)
-        self.lb_process = SimLoadBalancerProcess()
+        self.lb_processes: dict[str, SimLoadBalancerProcess] = {}
         self.sim_tasks: set[asyncio.Task[Any]] = set()
         self.backend.status_of = self._status_of
+        self.backend.faulted = lambda request: request.service == NAME
         self.lb = SimLoadBalancer(self.clock, self._sim_task)
+        self.lbs: dict[str, SimLoadBalancer] = {NAME: self.lb}
+        """Every service's load balancer (the clients send through the run's service's)."""
+        self.web_run = "serve --web0"
+        """The command of the second service a fleet file lists (sim/fleet.py)."""
         self.clients = Clients(self.lb, self.backend)
         self.life = 0
         self.controller: SimController | None = None
@@ -114,6 +126,16 @@ class Run:
         self.down_until_step = -1
         self.update_started: dict[tuple[int, int], tuple[int, int]] = {}
         self.canaries = CanaryWatch()
+        self.loss: state_faults.Loss | None = None
+        """The state fault of the controller now down, judged at its restart."""
+        self.short: dict[int, int] = {}
+        """A restored state lost replicas: fewer may be routed until these are READY
+        again (by version: state_faults.shortfall)."""
+        self.restores = 0
+        self.stray_lines: list[str] = []
+        """The controller's log lines reporting strays (state_faults.StrayLines)."""
+        self.event_marks: list[tuple[float, int]] = []
+        """(time, newest event id) after each step: what a restore may not lose."""
         self._make_service()
         self.watch = StateWatch(str(self.home.db_path))
 
@@ -153,13 +175,33 @@ class Run:
         store.close()
         self.home.version_workdir(NAME, 1).mkdir(parents=True)  # as `steady up` leaves it
 
-    def start_controller(self) -> None:
+    async def start_controller(self) -> None:
+        """A controller starts as controller/entry.py starts one: its state checked
+        (recovered when lost) before it is opened, then the real start."""
         self.life += 1
+        try:
+            notes = recovery.prepare(self.home, self.clock.wall(), self.machine)
+        except recovery.StateRefused as exc:
+            self._violate("recovery", f"the controller refused to start: {exc}")
+            return
+        if self.loss is not None:
+            state_faults.judge(self, self.loss, notes)
+            self.loss = None
         self.controller = SimController(
-            self.home, self.clock, self.backend, self.prober, self.lb_process, self.life
+            self.home,
+            self.clock,
+            self.backend,
+            self.prober,
+            self.lb_processes,
+            self.life,
+            self.machine,
         )
-        self.runtime = self.controller.start_service(NAME)
-        self.lb.attach(self.runtime, self.controller.observer)
+        swept = len(self.machine.swept)
+        await self.controller.start()
+        if len(self.machine.swept) > swept:
+            self.result.trace.append(f"  swept orphan pid(s) {self.machine.swept[swept:]}")
+        self.runtime = self.controller.services[NAME]
+        fleet.follow(self)
 
     def kill_controller(self) -> None:
         """SIGKILL: every task of the controller ends where it is; its state file stays."""
@@ -171,7 +213,8 @@ class Run:
             if task is not current and task not in self.sim_tasks and not task.done():
                 self.killed_tasks.add(task)
                 task.cancel()
-        self.lb.detach()
+        for lb in self.lbs.values():
+            lb.detach()
         self.controller.store.close()  # what a task would write on its way out is lost
         self.controller = None
         self.runtime = None
@@ -232,15 +275,34 @@ class Run:
                 self.disturbed_until = max(self.disturbed_until, until + DISTURBED_S)
         elif kind in ("slow_start", "never_start"):
             self.backend.next_faults.append({"kind": kind, **args})
-        elif kind == "controller_kill":
+        elif kind in ("controller_kill", "state_loss"):
             if self.controller is not None:
-                self.kill_at = args
+                self.kill_at = {**args, "kind": kind}
+        elif kind == "spawn_kill":
+            self.backend.on_spawn = lambda: self._kill_in_spawn(int(args["down_steps"]))
         elif kind == "lb_restart":
             self.lb.restart()
             self.disturb()
 
+    def _kill_in_spawn(self, down_steps: int) -> None:
+        """SIGKILL between a replica's process starting and its pid being recorded."""
+        if self.controller is None:
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self.killed_tasks.add(task)
+        self.result.trace.append("  controller killed as a replica's process started")
+        self.down_until_step = self.step + down_steps
+        self.kill_controller()
+
     def _pick(self, n: int) -> int | None:
-        alive = sorted(pid for pid in self.backend.replicas if self.backend.alive(pid))
+        """A live replica of the run's service: a fault of a replica hits the service the
+        clients use (a second one, sim/fleet.py, meets only the controller's faults)."""
+        alive = sorted(
+            pid
+            for pid, replica in self.backend.replicas.items()
+            if self.backend.alive(pid) and replica.request.service == NAME
+        )
         return alive[n % len(alive)] if alive else None
 
     def _command(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -260,7 +322,9 @@ class Run:
             coro.close()
             self.result.trace.append(f"  cmd{number} refused: no controller")
             return
-        self.command_tasks.add(asyncio.get_running_loop().create_task(carried()))
+        task = asyncio.get_running_loop().create_task(carried())
+        task.add_done_callback(lambda _: coro.close())  # killed before it began: not awaited
+        self.command_tasks.add(task)
 
     async def _update(self, args: dict[str, Any]) -> dict[str, Any]:
         controller, runtime = self.controller, self.runtime
@@ -268,6 +332,8 @@ class Run:
         mode_name = str(args["mode"])
         if mode_name == "rollback":
             return await controller.rollback(NAME, None, dry_run=False)
+        if mode_name == "fleet":
+            return await fleet.deploy(self, args)
         current = controller.store.version(NAME, runtime.row.version)
         assert current is not None
         spec = json.loads(current.spec_json)
@@ -328,14 +394,21 @@ class Run:
             for _ in range(passes):
                 await asyncio.sleep(0)
             self.down_until_step = self.step + int(self.kill_at["down_steps"])
-            self.kill_at = None
+            fault, self.kill_at = self.kill_at, None
+            disturbed = self.disturbed_until
             self.kill_controller()
+            if fault["kind"] == "state_loss":
+                # Judged by what the docs promise of a recovery, not a restart's allowance.
+                self.disturbed_until = disturbed
+                self.loss = state_faults.lose_state(self, str(fault["cut"]))
         await settle()
         if self.controller is None and self.step >= self.down_until_step:
-            self.start_controller()
+            await self.start_controller()
             await settle()
-        if self.runtime is not None:
-            self.runtime.tick()
+        if self.controller is not None:
+            fleet.follow(self)
+            for runtime in list(self.controller.services.values()):
+                runtime.tick()
             await settle()
         out = self.clients.step(self.step)
         self.result.requests += out.ok + out.failed
@@ -346,28 +419,47 @@ class Run:
         rt = self.runtime
         if rt is None:
             return f"{self.step} down ok={out.ok} fail={out.failed}"
-        reps = ",".join(
-            f"{r.id}:{r.version}:{r.status.value[:4]}"
-            for r in sorted(rt.replicas.values(), key=lambda r: r.id)
-        )
+        reps = _replicas(rt)
         update = rt.rollout.update
         upd = f"{update.mode}>{update.to_version}:{update.status.value[:4]}" if update else "-"
+        others = (
+            "".join(
+                f" {name}:v{other.row.version}[{_replicas(other)}]"
+                for name, other in self.controller.services.items()
+                if name != NAME
+            )
+            if self.controller is not None
+            else ""
+        )
         return (
             f"{self.step} v{rt.row.version} {rt.row.status.value[:5]} {upd} [{reps}] "
-            f"t{rt.routes.version} ok={out.ok} fail={out.failed}"
+            f"t{rt.routes.version} ok={out.ok} fail={out.failed}{others}"
         )
+
+
+def _replicas(rt: ServiceRuntime) -> str:
+    return ",".join(
+        f"{r.id}:{r.version}:{r.status.value[:4]}"
+        for r in sorted(rt.replicas.values(), key=lambda r: r.id)
+    )
 
 
 @contextlib.contextmanager
-def _quiet_logs() -> Iterator[None]:
+def _quiet_logs(strays: state_faults.StrayLines) -> Iterator[None]:
     """The controller logs what it survives (a failed tick, an illegal move): the
-    invariants judge those, the log would only flood the terminal."""
+    invariants judge those, the log would only flood the terminal. Only the strays it
+    reports are read (``strays``), as a user reads them in its log."""
     logger = logging.getLogger("steadyserve")
-    level, logger.level = logger.level, logging.CRITICAL + 1
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    logger.addHandler(strays)
     try:
         yield
     finally:
+        logger.removeHandler(strays)
         logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def run(schedule: Schedule) -> Result:
@@ -379,8 +471,10 @@ def run(schedule: Schedule) -> Result:
     # reads it), not raised (the tests' strict setting would end the run).
     saved_strict = os.environ.pop(STRICT_MOVES_ENV, None)
     try:
-        with _quiet_logs(), seeded_generators(schedule.seed):
+        strays = state_faults.StrayLines()
+        with _quiet_logs(strays), seeded_generators(schedule.seed):
             run_ = Run(schedule, root)
+            run_.stray_lines = strays.lines
             setattr(in_place, "post_user_config", run_.config_post)  # noqa: B010 (no socket)
             setattr(mirror, "_ask", MirroredAsk(run_.backend, run_.clock))  # noqa: B010
             try:
@@ -402,7 +496,7 @@ async def _main(run_: Run) -> None:
     loop = asyncio.get_running_loop()
     loop.set_default_executor(InlineExecutor())
     loop.set_task_factory(run_.task_factory)  # type: ignore[arg-type]
-    run_.start_controller()
+    await run_.start_controller()
     await settle()
     events = sorted(run_.schedule.events, key=lambda e: e[0])
     last = max([run_.schedule.steps, *(s + 1 for s, _, _ in events)])

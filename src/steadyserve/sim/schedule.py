@@ -41,6 +41,13 @@ UPDATES: dict[str, Draw] = {
     "in_place": lambda r: {"refused": r.random() < 0.15},
     "replicas": lambda r: {"replicas": r.randint(1, 4)},
     "rollback": lambda r: {},
+    # `steady deploy` of a fleet file: the run's service, and a second one when listed
+    # (created, updated, or taken down when a later file leaves it out: sim/fleet.py).
+    "fleet": lambda r: {
+        "web": r.random() < 0.75,
+        "replicas": r.randint(1, 2),
+        "change": r.random() < 0.5,
+    },
 }
 """The commands that make a version, and what each draws (runner.py carries them out)."""
 
@@ -55,6 +62,15 @@ FAULTS: dict[str, Draw] = {
     "never_start": lambda r: {},
     "controller_kill": lambda r: {"at": r.randrange(40), "down_steps": r.randrange(6)},
     "lb_restart": lambda r: {},
+    # A controller kill after which the state file is found empty or torn (sim/state_faults.py).
+    "state_loss": lambda r: {
+        "at": r.randrange(40),
+        "down_steps": r.randrange(6),
+        "cut": r.choice(["empty", "torn"]),
+    },
+    # A controller killed after a replica's process started, before its pid was recorded:
+    # the next controller's orphan sweep must stop that process.
+    "spawn_kill": lambda r: {"down_steps": r.randrange(6)},
 }
 """The faults a schedule draws from, and their arguments."""
 
@@ -147,6 +163,8 @@ def draw(seed: int) -> Schedule:
             events.append(
                 (step + r.choice([0, 1, 10]), "update", {"mode": other, **UPDATES[other](r)})
             )
+        if r.random() < 0.1:  # the state file lost within a backup's period of the update
+            events.append((step + r.choice([1, 2, 4, 8]), "state_loss", FAULTS["state_loss"](r)))
     for _ in range(r.randint(1, 4)):
         kind = r.choice(sorted(FAULTS))
         events.append((r.randrange(10, steps), kind, FAULTS[kind](r)))

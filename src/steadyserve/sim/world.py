@@ -20,9 +20,10 @@ from typing import Any
 
 from steadyserve.backends.base import LaunchRequest, ReplicaHandle
 from steadyserve.backends.fake import FakeBackend, FakeReplica
+from steadyserve.controller import startup
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.daemon import Controller
-from steadyserve.controller.endpoint import EndpointClaims
+from steadyserve.controller.endpoint import FIRST_ENDPOINT_PORT, EndpointClaims
 from steadyserve.controller.metrics import Observer
 from steadyserve.controller.pool_runtime import runtime_class
 from steadyserve.controller.runtime import ServiceRuntime
@@ -31,6 +32,7 @@ from steadyserve.core.states import ReplicaStatus
 from steadyserve.home.paths import Home
 from steadyserve.sim.answers import Nature
 from steadyserve.sim.clock import FakeClock
+from steadyserve.sim.machine import SimMachine
 from steadyserve.spec import ReadinessProbe
 from steadyserve.store import ServiceRow, Store
 
@@ -72,11 +74,16 @@ class SimBackend(FakeBackend):
         """Pids stopped after a drain (SHUTTING_DOWN), not for failing: the drain
         handshake promised the load balancer no longer routes to them."""
         self.status_of: Callable[[int], ReplicaStatus | None] = lambda pid: None
+        self.faulted: Callable[[LaunchRequest], bool] = lambda request: True
+        """Whether a launch takes the next start fault (the runner: its service's only)."""
+        self.on_spawn: Callable[[], None] | None = None
+        """Called once, when the next replica's process exists and before the launch
+        returns its pid: a controller killed there leaves a process no row names."""
 
     async def launch(self, request: LaunchRequest) -> ReplicaHandle:
         replica = await super().launch(request)
         assert isinstance(replica, FakeReplica)
-        fault = self.next_faults.popleft() if self.next_faults else {}
+        fault = self.next_faults.popleft() if self.next_faults and self.faulted(request) else {}
         self.processes[replica._pid] = Process(
             born=self.clock.now(),
             start_delay=float(fault.get("delay_s", self.START_DELAY_S)),
@@ -84,7 +91,18 @@ class SimBackend(FakeBackend):
             nature=Nature.of(request.command[-1] if request.command else ""),
         )
         self.by_port[replica.port] = replica
+        # The local backend opens the replica's log before it starts the process: a
+        # restored state raises its next replica id past every log (recovery.py).
+        request.log_path.parent.mkdir(parents=True, exist_ok=True)
+        request.log_path.touch()
+        if self.on_spawn is not None:
+            spawned, self.on_spawn = self.on_spawn, None
+            spawned()  # SIGKILL of the controller: this task ends here too
+            raise asyncio.CancelledError
         return replica
+
+    def reap_isolation(self, keep: set[str]) -> None:
+        """No namespace to reap: the fake backend's would be the machine's own."""
 
     async def stop(self, handle: ReplicaHandle, timeout_s: float) -> None:
         if isinstance(handle, FakeReplica) and handle.exit_code() is None:
@@ -185,13 +203,61 @@ class SimLoadBalancerProcess:
         self.running = False
 
 
+class SimEndpointClaims(EndpointClaims):
+    """Endpoint ports claimed without a socket: the simulated machine has no other
+    home to claim them against."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claimed: set[int] = set()
+
+    def choose(self, store: Store, requested: int | None) -> int:
+        taken = self.claimed | {r.port for r in store.services()}
+        port = requested or next(p for p in itertools.count(FIRST_ENDPOINT_PORT) if p not in taken)
+        self.claimed.add(port)
+        return port
+
+    def hold(self, port: int) -> bool:
+        self.claimed.add(port)
+        return True
+
+    def release(self, port: int) -> None:
+        self.claimed.discard(port)
+
+
+class SimGateway:
+    """No gateway: no service of a run has a route prefix, a fleet deploy names no port."""
+
+    def __init__(self) -> None:
+        self.pids: set[int] = set()
+
+    def check_port(self, port: int | None) -> str | None:
+        return None
+
+    async def configure(self, port: int | None, request_timeout_s: float | None = None) -> None:
+        pass
+
+
+_TICKED: dict[type[ServiceRuntime], type[ServiceRuntime]] = {}
+
+
+def _ticked(cls: type[ServiceRuntime]) -> type[ServiceRuntime]:
+    """``cls`` whose ``start`` (a service created by a command) only re-adopts: the
+    runner ticks every runtime's reconcile loop, on the simulated clock."""
+    if cls not in _TICKED:
+        _TICKED[cls] = type(f"Ticked{cls.__name__}", (cls,), {"start": cls.resume})
+    return _TICKED[cls]
+
+
 class SimController(Controller):
     """The real controller's commands over the simulated machine.
 
     Built without :meth:`Controller.__init__`'s machine (no backend chosen from the
     environment, no GPU query, no gateway process, no listening socket); what
-    :meth:`Controller.serve` does at start that matters to one service (re-adopt
-    its replicas) the runner does by :meth:`start_service`."""
+    :meth:`Controller.serve` does at start besides listening is the real start's
+    (controller/startup.py), run by :meth:`start`: the services taken over (their
+    replicas re-adopted; the runner ticks their reconcile loops), the orphan sweep
+    over the simulated processes, the backups kept."""
 
     _incarnation = itertools.count(1)
 
@@ -201,8 +267,9 @@ class SimController(Controller):
         clock: FakeClock,
         backend: SimBackend,
         prober: SimProber,
-        lb: SimLoadBalancerProcess,
+        lbs: dict[str, SimLoadBalancerProcess],
         life: int,
+        machine: SimMachine,
     ) -> None:
         self.home = home
         self.clock = clock
@@ -217,18 +284,24 @@ class SimController(Controller):
         self._stop = asyncio.Event()
         self._down_tasks: dict[str, asyncio.Task[None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self.endpoints = EndpointClaims()
+        self.endpoints = SimEndpointClaims()
+        self.gateway = SimGateway()  # type: ignore[assignment]
+        self.machine = machine
         self._resumed_downs: list[asyncio.Task[None]] = []
         self.capacity = CapacityPool(Inventory(gpus=(), cores=(0, 1)), self._all_replicas)
         self.probe_session = None  # type: ignore[assignment]  # no HTTP: probes are injected
         self._prober = prober
-        self._lb = lb
+        self._lbs = lbs
+        """Each service's load balancer process (they outlive a controller)."""
         # What the API's ``dashboard.add_routes`` makes: the load reports' counters,
         # which the canary's analysis and shadow verdict read (controller/lb_report.py).
         self.observer = Observer(self)
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
-        runtime = runtime_class(self.store, row)(
+        lb = self._lbs.get(row.name)
+        if lb is None or not lb.running:  # a new service (or a name taken again): a new one
+            lb = self._lbs[row.name] = SimLoadBalancerProcess()
+        runtime = _ticked(runtime_class(self.store, row))(
             self.home,
             self.store,
             self.backend,
@@ -237,17 +310,13 @@ class SimController(Controller):
             row,
             clock=self.clock,
             prober=self._prober,
-            lb=self._lb,  # type: ignore[arg-type]
+            lb=lb,  # type: ignore[arg-type]
             capacity=self.capacity,
         )
         self.services[row.name] = runtime
         return runtime
 
-    def start_service(self, name: str) -> ServiceRuntime:
-        """What a (re)started controller does for ``name``: a runtime from the store's
-        rows, its replicas re-adopted; the reconcile loop is the runner's to tick."""
-        row = self.store.service(name)
-        assert row is not None, f"service {name} is not in the state"
-        runtime = self._new_runtime(row)
-        runtime.resume()
-        return runtime
+    async def start(self) -> None:
+        """What a (re)started controller does before it serves: the real start."""
+        known, claimed = startup.take_over(self, ServiceRuntime.resume)
+        await startup.sweep(self, known, claimed)

@@ -29,6 +29,7 @@ def relabel(rollout: Rollout, old_version: int, new_version: int) -> list[Replic
     """In place: the running replicas of ``old_version`` now count as ``new_version``."""
     rt = rollout.rt
     moved = []
+    proven = old_version in rt.ready_versions
     for replica in rt.replicas.values():
         if replica.status.is_live and replica.version == old_version:
             rt.store.update_replica(rt.name, replica.id, version=new_version)
@@ -41,10 +42,13 @@ def relabel(rollout: Rollout, old_version: int, new_version: int) -> list[Replic
             )
             replica.version = new_version
             moved.append(replica)
-            if replica.ready_at is not None:
-                # It serves the new version as it runs: the version has served, so a
-                # new replica of it that fails to start does not judge it broken (no
-                # replacement would be launched, as a restarted controller would).
+            if replica.ready_at is not None or proven:
+                # It serves the new version as it runs (or will: its process is the
+                # old version's, which served): the version has served, so a replica
+                # of it that fails to start does not judge it broken (no replacement
+                # would be launched, as a restarted controller would). A replica-count
+                # change while the only replica still started left the service with
+                # none for good when that replica failed its initial delay.
                 rt.version_served(new_version)
     rt.publish_now()
     return moved

@@ -90,6 +90,23 @@ class Rollout:
         update = self.update
         return self.updating and update is not None and not strategy_of(update.mode).restarts
 
+    def takes_in_place(self) -> bool:
+        """Whether a change of ``user_config`` alone can be applied in place now.
+
+        Yes with an update in flight (it joins a restart update, supersedes an
+        in-place one) or when every live replica runs the target version. Not while
+        the service converges with no update in flight (after an abort or a
+        rollback): relabelling the target's replicas, often none, would succeed at
+        once, and the replicas launched to converge would be the first to meet the
+        new config, with no update left to roll back if they refuse it (the
+        simulator's seed 385: the service served two old versions for good)."""
+        if self.updating:
+            return True
+        version = self.rt.row.version
+        return not any(
+            r.status.is_live and r.version != version for r in self.rt.replicas.values()
+        )
+
     # planning ------------------------------------------------------------
     def plan(self, views: list[ReplicaView], target: int, broken: bool) -> tuple[Plan, bool]:
         """Steady state, or converging to the current version by the update's mode; and

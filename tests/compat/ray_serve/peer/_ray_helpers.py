@@ -7,7 +7,10 @@ go), ``ray.get`` on handle responses and the URL of the HTTP proxy. Each is here
 with Ray's call signature, built on SteadyServe: ``SignalActor`` is a small HTTP
 server in the test process that replicas call over loopback, ``ray.get``
 resolves ``DeploymentResponse`` objects, ``base_url`` is the gateway at the port
-the fixture chose (Ray's tests write ``localhost:8000``).
+the fixture chose (Ray's tests write ``localhost:8000``). ``ray.remote`` makes a
+function's ``.remote()`` a call on a thread pool (Ray's tests use remote tasks to
+send HTTP requests at once) and a class an actor living in the test process, as
+``SignalActor`` does; ``send_signal_on_cancellation`` is Ray's serve test util.
 """
 
 from __future__ import annotations
@@ -88,38 +91,109 @@ def wait_for_condition(
 
 
 def get(refs: Any, timeout: float | None = None) -> Any:
-    """``ray.get`` on handle responses (one or a list) and on calls of a SignalActor."""
+    """``ray.get`` on handle responses (one or a list), on calls of a SignalActor or
+    another test-process actor, and on remote functions' calls."""
     if isinstance(refs, list):
         return [get(r, timeout) for r in refs]
     if isinstance(refs, DeploymentResponse):
         return refs.result(timeout_s=timeout)
-    if isinstance(refs, _Call):
+    if isinstance(refs, (_Call, concurrent.futures.Future)):
         return refs.result(timeout)
     return refs
 
 
+class _RemoteFunction:
+    """``@ray.remote def f``: ``f.remote(...)`` runs ``f`` on a thread of the test
+    process and returns a future for ``ray.get``."""
+
+    _pool = concurrent.futures.ThreadPoolExecutor(max_workers=32)
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self._function = function
+
+    def remote(self, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        return self._pool.submit(self._function, *args, **kwargs)
+
+
+class _ActorClass:
+    """``@ray.remote class C``: ``C.remote(...)`` makes the instance in the test
+    process; its handle's ``h.method.remote(...)`` calls it over loopback, from
+    the test or from a replica (handles pickle by reference)."""
+
+    def __init__(self, cls: type) -> None:
+        self._cls = cls
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
+        actor_id = uuid.uuid4().hex
+        with _state.lock:
+            _state.actors[actor_id] = self._cls(*args, **kwargs)
+        return ActorHandle(_server_port(), actor_id)
+
+
+class ActorHandle:
+    def __init__(self, port: int, actor_id: str) -> None:
+        self._port = port
+        self._id = actor_id
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        port, actor_id = self._port, self._id
+
+        class _ActorMethod:
+            @staticmethod
+            def remote(*args: Any) -> _Call:
+                body = json.dumps(list(args)).encode()
+                return _Call(port, f"/call/{actor_id}/{name}", False, body)
+
+        return _ActorMethod()
+
+
+def remote(target: Any = None, **_options: Any) -> Any:
+    """``@ray.remote`` (and ``@ray.remote(num_cpus=...)``, its options ignored)."""
+    if target is None:
+        return remote
+    return _ActorClass(target) if isinstance(target, type) else _RemoteFunction(target)
+
+
 # Ray's exceptions as SteadyServe raises them: a callee's exception arrives as a
 # RuntimeError (an instance of the callee's builtin exception type too).
-ray = SimpleNamespace(get=get, exceptions=SimpleNamespace(RayTaskError=RuntimeError))
+ray = SimpleNamespace(get=get, remote=remote, exceptions=SimpleNamespace(RayTaskError=RuntimeError))
+
+
+@contextlib.asynccontextmanager
+async def send_signal_on_cancellation(signal_actor: SignalActor) -> Any:
+    """Ray's serve test util: wait to be cancelled, then send ``signal_actor``;
+    raises if the enclosing task was never cancelled."""
+    cancelled = False
+    try:
+        await asyncio.sleep(100000)
+    except asyncio.CancelledError:
+        cancelled = True
+        await signal_actor.send.remote()
+    yield
+    if not cancelled:
+        raise RuntimeError("send_signal_on_cancellation: the task was not cancelled")
 
 
 class _Call:
     """A started call to the signal server: ``await`` it, or ``.result()`` / ``ray.get``."""
 
-    def __init__(self, port: int, path: str, long: bool) -> None:
+    def __init__(self, port: int, path: str, long: bool, body: bytes | None = None) -> None:
         self._future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         # A send must reach the server even from ``__del__`` at exit: not a daemon.
-        thread = threading.Thread(target=self._run, args=(port, path, long), daemon=long)
+        args = (port, path, long, body)
+        thread = threading.Thread(target=self._run, args=args, daemon=long)
         thread.start()
 
-    def _run(self, port: int, path: str, long: bool) -> None:
+    def _run(self, port: int, path: str, long: bool, body: bytes | None) -> None:
         # The awaiting task may be cancelled (a test ends with it pending), which
         # cancels the future: the outcome then has nowhere to go.
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120 if long else 10)
                 try:
-                    conn.request("POST", path)
+                    conn.request("POST", path, body)
                     response = conn.getresponse()
                     self._future.set_result(json.loads(response.read() or b"null"))
                 finally:
@@ -177,6 +251,7 @@ class _State:
         self.lock = threading.Condition()
         self.ready: dict[str, bool] = {}
         self.waiters: dict[str, int] = {}
+        self.actors: dict[str, Any] = {}  # ray.remote classes' instances, by id
 
 
 _state = _State()
@@ -185,6 +260,9 @@ _server: http.server.ThreadingHTTPServer | None = None
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
+        if self.path.startswith("/call/"):
+            self._call_actor()
+            return
         path, _, query = self.path.partition("?")
         _, op, signal_id = path.split("/")
         clear = query.endswith("1")
@@ -202,6 +280,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 if clear:
                     _state.ready[signal_id] = False
                 value = None
+        self._answer(value)
+
+    def _call_actor(self) -> None:
+        _, _, actor_id, method = self.path.split("/")
+        args = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"[]")
+        with _state.lock:  # one call at a time, as a Ray actor runs them
+            value = getattr(_state.actors[actor_id], method)(*args)
+        self._answer(sorted(value) if isinstance(value, (set, frozenset)) else value)
+
+    def _answer(self, value: Any) -> None:
         body = json.dumps(value).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -242,3 +330,39 @@ def get_or_create_event_loop() -> asyncio.AbstractEventLoop:
         return asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.new_event_loop()
+
+
+class ServeSubmissionClient:
+    """Ray's dashboard REST client for Serve configs, on SteadyServe's deploy surface:
+    ``deploy_applications`` is ``steady deploy`` of the config (written as a file in
+    a folder where this repository's ``tests`` package resolves, as ``ray.serve.tests``
+    does on Ray's path); ``delete_applications`` is what Ray's dashboard runs for it,
+    ``serve.shutdown()``. The address is Ray's dashboard's: not used."""
+
+    def __init__(self, dashboard_head_address: str) -> None:
+        self._address = dashboard_head_address
+
+    def deploy_applications(self, config: dict[str, Any]) -> None:
+        import subprocess
+        import sys
+        import tempfile
+        from pathlib import Path
+
+        tests = Path(__file__).resolve().parents[3]
+        with tempfile.TemporaryDirectory(prefix="steady-rayport-config-") as folder:
+            os.symlink(tests, Path(folder) / "tests")
+            path = Path(folder) / "serve_config.json"  # JSON is YAML
+            path.write_text(json.dumps(config))
+            proc = subprocess.run(
+                [sys.executable, "-m", "steadyserve.cli", "deploy", str(path)],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        assert proc.returncode == 0, f"steady deploy: {proc.stdout}{proc.stderr}"
+
+    def delete_applications(self) -> None:
+        from steadyserve import serve
+
+        serve.shutdown()

@@ -1,5 +1,5 @@
 """Ray's ``serve_instance`` fixture on SteadyServe: one controller per test file (in a
-temporary STEADY_HOME, its gateway on a free port), ``serve.shutdown()`` after
+temporary STEADY_HOME, its gateway on a free port), every application deleted after
 each test, as Ray's fixture does between tests of one Ray cluster.
 
 The object it yields stands in for Ray's ``ServeControllerClient`` where Ray's
@@ -98,5 +98,8 @@ def steady_serve_home() -> Iterator[Steady]:
 
 @pytest.fixture
 def serve_instance(steady_serve_home: Steady) -> Iterator[ServeInstance]:
+    """Ray's fixture deletes every application between tests (``delete_all_apps``)
+    and keeps Serve itself, its proxy and port, running for the next test."""
     yield ServeInstance()
-    serve.shutdown()
+    for app in list(serve.status().applications):
+        serve.delete(app)
