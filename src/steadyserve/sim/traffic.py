@@ -66,6 +66,11 @@ class Request:
     k: int = 0
     """Its number: ``GET /items/k``."""
     sent: int = 0
+    target: int | None = None
+    """The version the load balancer's table mirrored to at weight 0 when it was
+    routed, or None: a request routed while its version still had client weight
+    (before a restored state made that version a canary's shadow target again) is
+    no client reaching the shadow target."""
 
 
 class SimLoadBalancer:
@@ -175,7 +180,8 @@ class Outcome:
     """(why, pid or None) of every failed request."""
     answered: list[tuple[int, int, int | None]] = field(default_factory=list)
     """(version, replica id, the version the load balancer's table mirrored to at
-    weight 0 then, or None) of every request a replica answered this step."""
+    weight 0 when the request was routed, or None) of every request a replica
+    answered this step."""
 
 
 class Clients:
@@ -231,7 +237,7 @@ class Clients:
                     proxy.record(replica.version, replica.id, 502, STEP_S)
                     break
                 ends = step + self._n % 3
-                self.open.append(Request(replica, balancer, pid, ends, self._n, step))
+                self.open.append(Request(replica, balancer, pid, ends, self._n, step, self._target))
                 break
         return out
 
@@ -249,7 +255,7 @@ class Clients:
         proc.answers += 1
         status = 500 if proc.nature.fails(request.k) else 200
         proxy.record(replica.version, replica.id, status, elapsed)
-        out.answered.append((replica.version, replica.id, self._target))
+        out.answered.append((replica.version, replica.id, request.target))
         if status >= 500:
             replica.errors += 1
             out.failed += 1
