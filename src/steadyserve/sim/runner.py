@@ -27,7 +27,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,8 @@ from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
 from steadyserve.lb import mirror
-from steadyserve.sim import fleet, state_faults
-from steadyserve.sim.answers import MirroredAsk, Nature
+from steadyserve.sim import commands, fleet, state_faults
+from steadyserve.sim.answers import MirroredAsk
 from steadyserve.sim.checks_canary import CanaryWatch
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
@@ -327,43 +327,7 @@ class Run:
         self.command_tasks.add(task)
 
     async def _update(self, args: dict[str, Any]) -> dict[str, Any]:
-        controller, runtime = self.controller, self.runtime
-        assert controller is not None and runtime is not None
-        mode_name = str(args["mode"])
-        if mode_name == "rollback":
-            return await controller.rollback(NAME, None, dry_run=False)
-        if mode_name == "fleet":
-            return await fleet.deploy(self, args)
-        current = controller.store.version(NAME, runtime.row.version)
-        assert current is not None
-        spec = json.loads(current.spec_json)
-        service = spec["service"]
-        mode: str | None = None
-        if mode_name in ("rolling", "blue_green", "canary"):
-            # A new version answers as the stable one (its noise field included),
-            # but for what a canary drew (sim/canary_draw.py).
-            nature = {"tag": self.commands, "differ": 0, "errors": 0, **(args.get("version") or {})}
-            spec["run"] = replace(Nature.of(str(spec["run"])), **nature).run()
-            mode = mode_name
-        if mode_name == "blue_green":
-            service["blue_green"]["auto_promote"] = bool(args["auto_promote"])
-        elif mode_name == "canary":
-            service["canary"]["steps"] = [*args["steps"], {"weight": 100}]
-            for section in ("analysis", "shadow"):
-                if section in args:
-                    service["canary"][section] = args[section]
-        elif mode_name == "in_place":
-            service["user_config"] = {"v": self.commands}
-            if args.get("refused"):
-                self.config_post.refused = service["user_config"]
-                self.disturbed_until = float("inf")  # the version fails; so may replicas
-        elif mode_name == "replicas":
-            if service.get("replica_policy") is not None:
-                service["replica_policy"]["max_replicas"] = max(1, int(args["replicas"]))
-                service["replica_policy"]["min_replicas"] = 1
-            else:
-                service["replicas"] = int(args["replicas"])
-        return await controller.update_service(NAME, json.dumps(spec), "", mode=mode, dry_run=False)
+        return await commands.update(self, args)
 
     def _progressive(self, action: str, full: bool) -> None:
         self.commands += 1
