@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -340,6 +341,10 @@ def test_prune_keeps_used_deletes_unused_and_dead_builds(tmp_path: Path, wheels:
     dead = root / ".deadbeef-dead"
     dead.mkdir()
     (dead / ".building").touch()
+    os.utime(dead, (0, time.time() - 2 * eb._ORPHAN_AGE_S))
+    starting = root / ".feed-starting"  # created, its lock not yet taken
+    starting.mkdir()
+    (starting / ".building").touch()
     live = root / ".cafe-live"
     live.mkdir()
     fd = os.open(live / ".building", os.O_CREAT | os.O_RDWR)
@@ -351,8 +356,9 @@ def test_prune_keeps_used_deletes_unused_and_dead_builds(tmp_path: Path, wheels:
         os.close(fd)
     assert eb.existing(home, one.key) is None
     assert eb.existing(home, two.key) == two
-    assert not dead.exists() and live.exists()
-    assert sorted(built_things(home)) == sorted([".cafe-live", two.key, os.readlink(two.path)])
+    assert not dead.exists() and live.exists() and starting.exists()
+    expected = [".cafe-live", ".feed-starting", two.key, os.readlink(two.path)]
+    assert sorted(built_things(home)) == sorted(expected)
     # A key's lock file goes with its environment (and only then).
     assert sorted(n for n in os.listdir(root) if n.endswith(".lock")) == [f".{two.key}.lock"]
 

@@ -38,6 +38,7 @@ from steadyserve.cli.common import (
 from steadyserve.cli.controller_commands import controller
 from steadyserve.cli.dashboard import dashboard
 from steadyserve.cli.jobs import jobs
+from steadyserve.cli.ray_cli import ray_group
 from steadyserve.cli.records import history, logs
 from steadyserve.cli.serve import plan_line, serve_group, up_plan
 from steadyserve.cli.status import status
@@ -393,5 +394,6 @@ main.add_command(controller)
 main.add_command(status)
 main.add_command(serve_group(up, status, update, logs, down))
 main.add_command(jobs)
+main.add_command(ray_group(deploy, status))  # Ray's serve CLI (cli/ray_cli.py)
 main.add_command(history)
 main.add_command(logs)

@@ -302,6 +302,7 @@ JOB = Shape.of(Job)
 CREATED = Shape.of(Created)
 DOWN = Shape.of(Down)
 STATUS = Shape(("services",), (("services[]", SERVICE),))
+DEPLOY = Shape.of(Deploy, (("services[]", DEPLOY_ITEM),))
 STEERED = Shape.of(Steered)
 WAIT_NOTE = (
     " With `--wait`, JSON lines: one progress object per change"
@@ -363,7 +364,7 @@ CONTRACTS: dict[str, Contract] = {
     "rollback": Contract("The same object as `update --json`.", PLAN),
     "deploy": Contract(
         "One object: `dry_run` and `services`, one item per service of the file or taken down.",
-        Shape.of(Deploy, (("services[]", DEPLOY_ITEM),)),
+        DEPLOY,
         "`action` is `create`, `update`, `none`, `down` (made by this file, no longer "
         "in it) or `keep` (not in the file, made with `steady up` or another file; "
         "with a `reason`); an `update` or `none` item also has every key of "
@@ -463,4 +464,19 @@ CONTRACTS: dict[str, Contract] = {
     "serve update": Contract("The same object as `update --json`.", PLAN),
     "serve logs": Contract("JSON lines, as `logs --json`.", LOG_LINE),
     "serve down": Contract("The same object as `down --json`.", DOWN),
+    "ray run": Contract("JSON lines, as `deploy --json --wait`; the last one its object.", DEPLOY),
+    "ray deploy": Contract("The same object as `deploy --json`.", DEPLOY),
+    "ray status": Contract(
+        "One object: Ray's `serve status` layout, as `status --format ray --json`"
+        " (with `--name`, that application only).",
+        Shape(("applications", "target_capacity")),
+    ),
+    "ray shutdown": Contract("One object: the `applications` deleted.", Shape(("applications",))),
+    "ray build": Contract(
+        "One object: the `config` and the file it was written to (`output_path`, or null).",
+        Shape(("config", "output_path")),
+    ),
+    "ray config": Contract(
+        "One object: `applications`, each as `serve config` prints it.", Shape(("applications",))
+    ),
 }

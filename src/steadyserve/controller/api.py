@@ -260,6 +260,22 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             }
         )
 
+    @routes.get("/api/v1/services/{name}/spec")
+    async def spec_text(request: web.Request) -> web.Response:
+        """A version's file as it was sent (``steady ray config`` reads a Ray config
+        from it); the newest version unless ``?version=N``."""
+        name = request.match_info["name"]
+        wanted = request.query.get("version", "")
+        if wanted and not wanted.isdigit():
+            raise BadInput("version must be a whole number")
+        number = int(wanted) if wanted else controller.store.latest_version_number(name)
+        row = controller.store.version(name, number)
+        if row is None:
+            raise NotFound(
+                f"unknown service: {name}" if not wanted else f"{name}: no version {number}"
+            )
+        return web.json_response({"name": name, "version": row.version, "yaml": row.spec_yaml})
+
     @routes.delete("/api/v1/services/{name}")
     async def delete_service(request: web.Request) -> web.Response:
         purge = request.query.get("purge", "") in ("1", "true")

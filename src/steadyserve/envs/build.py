@@ -407,14 +407,18 @@ def _drop_lock(path: Path) -> None:
 
 
 def _abandoned(folder: Path) -> bool:
-    """A build folder no live build holds (its builder failed or died)."""
+    """A build folder no live build holds (its builder failed or died) and that is
+    old: a builder creates its folder, then its lock file, then takes the lock, so
+    a young folder with a free lock may be one whose builder is between the two
+    (a prune there deleted a build starting beside it: CI, tests/e2e/test_pools.py)."""
     try:
-        fd = os.open(folder / _LOCK, os.O_RDWR)
-    except OSError:  # not even locked yet: only old ones are leftovers
-        try:
-            return time.time() - folder.stat().st_mtime > _ORPHAN_AGE_S
-        except OSError:
+        if time.time() - folder.stat().st_mtime <= _ORPHAN_AGE_S:
             return False
+        fd = os.open(folder / _LOCK, os.O_RDWR)
+    except FileNotFoundError:  # never locked, and old: a leftover
+        return True
+    except OSError:
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

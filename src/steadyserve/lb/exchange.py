@@ -157,7 +157,7 @@ class Exchange:
         self.fresh = False  # sent again on a fresh connection (a retry after the keep-alive race)
         # Body still being read into ``pending``: not dispatched yet (request buffering).
         self.buffering = False
-        self.deadline = 0.0  # loop time by which the response must be complete; 0: none
+        self.deadline = 0.0  # perf_counter() by which the response must be complete; 0: none
         self.started = perf_counter()  # for the latency metrics
         self.first_byte = 0.0  # perf_counter() at the response body's first byte (TTFB)
         self.outcome = COMPLETED  # how it ended, for the access log (wire/counts.py)
@@ -181,13 +181,19 @@ def cut_short(ex: Exchange, status: int, replica: ReplicaState, outcome: str) ->
     ex.status = status
 
 
-# Loop timers fire on millisecond ticks: a deadline this close counts as passed,
-# or a timer armed for it could fire a hair early and re-arm itself for nothing.
+# Loop timers fire on millisecond ticks, against a loop clock that uvloop truncates
+# to the millisecond: the one timer is armed this much after the earliest deadline,
+# so it does not fire before it and re-arm itself for nothing.
 CLOCK_SLACK = 0.001
 
 
 class Deadlines:
     """The ``request_timeout_s`` deadlines of the exchanges in flight.
+
+    Deadlines are ``perf_counter()`` times, the clock the latency is measured on,
+    and pass only once that clock reaches them: a request is never cut a hair
+    before its ``request_timeout_s`` (the loop's own clock is a millisecond coarse
+    under uvloop, and timers fire on its ticks).
 
     One loop timer serves them all: a timer per request (``call_later`` then
     ``cancel``) costs about 1.9 us in uvloop, a third of the proxy's whole Python
@@ -205,14 +211,14 @@ class Deadlines:
         self._at = 0.0  # when the armed timer fires
 
     def arm(self, loop: asyncio.AbstractEventLoop, due: float, fire: Callable[[], None]) -> None:
-        """Have the one timer call ``fire`` by ``due`` (it may already, or earlier)."""
+        """Have the one timer call ``fire`` just after ``due`` (it may already, or earlier)."""
         timer = self._timer
         if timer is not None:
             if self._at <= due:
                 return  # the usual case: armed for an earlier request's deadline
             timer.cancel()  # request_timeout_s was lowered: this one is due first
         self._at = due
-        self._timer = loop.call_at(due, fire)
+        self._timer = loop.call_later(due - perf_counter() + CLOCK_SLACK, fire)
 
     def fired(self) -> None:
         """The timer went off: the next ``arm`` sets a new one."""
@@ -235,10 +241,9 @@ class Deadlines:
         self._due.pop(ex, None)
 
     def expired(self, now: float) -> list[Exchange]:
-        """Remove and return the exchanges due by ``now``, earliest first."""
-        limit = now + CLOCK_SLACK
+        """Remove and return the exchanges due by ``now`` (``perf_counter()``), earliest first."""
         due = self._due
-        out = sorted((ex for ex, at in due.items() if at <= limit), key=due.__getitem__)
+        out = sorted((ex for ex, at in due.items() if at <= now), key=due.__getitem__)
         for ex in out:
             del due[ex]
         return out

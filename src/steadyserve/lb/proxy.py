@@ -4,9 +4,8 @@ Everything runs as plain callbacks on the event loop, with no task per request:
 ``ClientConnection`` (downstream.py) parses a request and calls ``Proxy.dispatch``; the
 proxy picks a replica, takes one of its pooled keep-alive connections (or opens
 one) and hands the request to that ``UpstreamConnection`` (upstream.py), which
-streams the response back and calls ``response_complete``. A request costs one
-small ``Exchange`` object and a few dozen Python calls, which is what lets the load
-balancer keep a large share of a replica's direct throughput.
+streams the response back and calls ``response_complete``. A request costs one small
+``Exchange`` and a few dozen Python calls: so the LB keeps most of a replica's throughput.
 
 Failure rules (``_failed``): a connection not opened is retried on another replica
 (ejected for a second); a request sent goes again only as lb/retry.py allows (RFC
@@ -21,6 +20,7 @@ import contextlib
 import logging
 from collections import deque
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from steadyserve.lb import request_id, retry
@@ -276,7 +276,7 @@ class Proxy:
         ex.upstream = conn
         timeout = self.limits.request_timeout_s
         if timeout is not None:
-            due = ex.deadline = self.now() + timeout
+            due = ex.deadline = perf_counter() + timeout
             self.deadlines.add(ex, due)
             self.deadlines.arm(self.loop, due, self._deadlines_due)
         pending = ex.pending
@@ -310,7 +310,7 @@ class Proxy:
     def _deadlines_due(self) -> None:
         deadlines = self.deadlines
         deadlines.fired()
-        for ex in deadlines.expired(self.now()):
+        for ex in deadlines.expired(perf_counter()):
             ex.deadline = 0.0
             self._timed_out(ex)
         earliest = deadlines.earliest()
