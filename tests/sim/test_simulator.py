@@ -128,6 +128,11 @@ FIXED = {
     " converges back, now restarts instead)",
     517: "a service created within 2 s of a state loss was lost with it; created again by the"
     " next fleet deploy, its replicas took the ids of the strays still running (same tag)",
+    1778: "(shrunk, merged tables) a load balancer restart during a canary's shadow step: the"
+    " dead worker's view lingered (WORKER_STALE_S) and its counters were summed into the new"
+    " process's reports while the observer also folded them into its base on the lb_pid"
+    " change; a shadow base taken then exceeded what was mirrored (routes.py now sums the"
+    " counters of the reporting process's workers only)",
 }
 
 
@@ -194,12 +199,6 @@ OPEN = {
     " initial delay judges it broken and the service stays with no replica for good",
     361: "(shrunk) a paused blue-green update joined by an in-place change whose config is"
     " refused and by a replica-count change: the revert leaves version 3 'in progress' for good",
-    1778: "(shrunk, merged tables) a load balancer restart during a canary's shadow step: its"
-    " new process (new lb_pid, new worker id) reports while the dead worker's view lingers"
-    " (WORKER_STALE_S), so the summed metrics hold the dead process's counts and the observer"
-    " also folds them into its base on the lb_pid change: counted twice until the worker is"
-    " forgotten; a shadow base taken then (an in-place change joined and was reverted)"
-    " exceeds what was mirrored and would hide the version's answers",
 }
 
 
