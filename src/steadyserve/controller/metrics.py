@@ -169,12 +169,12 @@ class Traffic:
         source.ingest(lb_pid, counts)
         if entry == ENDPOINT:
             self.received_at = now
-        totals = version_totals(self.counts())
         prev = self._prev
+        if prev is not None and now - prev[0] < SAMPLE_S:
+            return  # reports come twice a second: the totals only once a sample is due
+        totals = version_totals(self.counts())
         if prev is None:
             self._prev = (now, totals)
-            return
-        if now - prev[0] < SAMPLE_S:
             return
         self.samples.append(_sample(prev, now, totals))
         self._prev = (now, totals)
