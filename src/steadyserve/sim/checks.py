@@ -27,15 +27,19 @@ def after_step(run: Run, out: Outcome) -> None:
     rt = run.runtime
     if rt is not None and rt.row.status is ServiceStatus.READY and run.lb.balancer.replicas:
         run.ready_once = True
+    # Closed while a lost state file waits for its recovery. Nothing is awaited from
+    # here on: what the look saw is the file for every check of this step.
+    changed = run.watch.open and run.watch.look()
     _routing(run, out)
     _stopped_busy(run)
     _failures(run, out)
     if rt is not None:
         _capacity(run)
         _agreement(run)
-    if run.watch.open:  # closed while a lost state file waits for its recovery
-        for bad in run.watch.moves():
-            run._violate("moves", bad)
+    if run.watch.open:
+        if changed:  # no commit, no new event, update or outcome to judge
+            for bad in run.watch.moves():
+                run._violate("moves", bad)
         run.event_marks.append((run.clock.now(), run.watch.last_event))
     checks_canary.after_step(run, out)
 
@@ -200,18 +204,17 @@ def _agreement(run: Run) -> None:
 
 def _agrees(run: Run, name: str, rt: ServiceRuntime) -> None:
     which = "" if rt is run.runtime else f"{name}: "
-    stored = run.watch.replicas(name)
+    stored, version, latest = run.watch.stored(name)
     held = {r.id: (r.version, r.status.value, r.pid) for r in rt.replicas.values()}
     if stored != held:
         diff = sorted(set(stored.items()) ^ set(held.items()))
         run._violate("agreement", f"{which}replicas in the store and the runtime differ: {diff}")
-    if run.watch.service_version(name) != rt.row.version:
+    if version != rt.row.version:
         run._violate(
             "agreement",
-            f"{which}service version {run.watch.service_version(name)} in the store, "
-            f"{rt.row.version} in the runtime",
+            f"{which}service version {version} in the store, {rt.row.version} in the runtime",
         )
-    latest, update = run.watch.latest_update(name), rt.rollout.update
+    update = rt.rollout.update
     mine = None if update is None else (update.id, update.status.value, update.to_version)
     if latest != mine:
         run._violate(
