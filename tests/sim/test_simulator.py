@@ -77,6 +77,7 @@ def test_the_command_line_ends_with_its_counts(capsys: pytest.CaptureFixture[str
 
 def test_a_replayed_trace_is_the_same_in_another_process() -> None:
     """Set iteration (hash seeds) and memory addresses differ between processes."""
+    here = run(draw(3))
     traces = [
         subprocess.run(
             [sys.executable, "-m", "steadyserve.sim", "replay", "--seed", "3", "--trace"],
@@ -89,9 +90,9 @@ def test_a_replayed_trace_is_the_same_in_another_process() -> None:
     assert (
         traces[0]
         == traces[1]
-        == run(draw(3)).trace_bytes()
+        == here.trace_bytes()
         + b"schedules=1 steps="
-        + str(run(draw(3)).steps).encode()
+        + str(here.steps).encode()
         + b" violations=0\n"
     )
 

@@ -116,10 +116,14 @@ def _replay(seed: int | None, text: str | None, trace: bool) -> int:
 
 def catch(mutant: Mutant, seed: int, limit: int = MAX_SCHEDULES) -> tuple[int | None, int]:
     """The number of schedules it took the targeted invariant to catch ``mutant``
-    (None: not within ``limit``), and the steps of the schedule that caught it."""
+    (None: not within ``limit``), and the steps of the schedule that caught it.
+    Schedules that cannot reach the mutated decision count but are not run."""
     with mutant.patch():
         for n in range(limit):
-            result = run(draw(seed + n))
+            schedule = draw(seed + n)
+            if not mutant.reaches(schedule):
+                continue
+            result = run(schedule)
             if any(v.invariant == mutant.targets for v in result.violations):
                 return n + 1, result.steps
     return None, 0
