@@ -18,8 +18,9 @@ from steadyserve.sim.mutants import MUTANTS
 from steadyserve.sim.runner import run
 from steadyserve.sim.schedule import FAULTS, MIN_STEPS, UPDATES, Schedule, draw
 
-SUITE_SCHEDULES = 600
-"""About 60 s of one core (bench/RESULTS.md has the long runs)."""
+SUITE_SCHEDULES = 250
+"""About 30 s of one core, so that tests/sim keeps to the 60 s docs/testing.md gives
+it (bench/RESULTS.md has the measures, and the long runs: 2000 schedules)."""
 
 
 def test_the_same_seed_gives_the_same_trace_bytes() -> None:
@@ -54,17 +55,23 @@ JUDGED = {
 analysis and the shadow step judge (pass, fail, learn noise) and a failed verdict
 aborts; a change that starves them of traffic or counts shows here."""
 
+JUDGED_KEPT = {
+    279: "the one failed analysis (error rate: a replica hangs under a canary) of seeds"
+    " 1-300; run with the suite's seeds, which stop before it",
+}
+"""Schedules kept (schedules/seed-N.json) for a verdict the suite's seeds draw too
+rarely: each also has to keep every invariant."""
+
 
 def test_schedules_of_the_suite_keep_every_invariant() -> None:
-    """Seeds 1..SUITE_SCHEDULES but the open findings (their own test below); and
-    their canaries were judged (JUDGED)."""
+    """Seeds 1..SUITE_SCHEDULES but the open findings (their own test below), and the
+    schedules of JUDGED_KEPT; and their canaries were judged (JUDGED)."""
     broken = []
     judged: Counter[str] = Counter()
-    for seed in range(1, SUITE_SCHEDULES + 1):
-        if seed in OPEN:
-            continue
-        result = run(draw(seed))
-        broken += [f"seed {seed}: {v}" for v in result.violations[:1]]
+    drawn = [draw(seed) for seed in range(1, SUITE_SCHEDULES + 1) if seed not in OPEN]
+    for schedule in [*drawn, *(kept(seed) for seed in sorted(JUDGED_KEPT))]:
+        result = run(schedule)
+        broken += [f"seed {schedule.seed}: {v}" for v in result.violations[:1]]
         judged.update(result.canary)
     assert broken == []
     assert set(judged) >= JUDGED, f"never seen: {sorted(JUDGED - set(judged))} ({judged})"
