@@ -122,3 +122,23 @@ def test_the_workers_of_one_load_balancer_still_add_up() -> None:
     pub.publish(table(1))
     lb_report(pub, 11, "21", 4)
     assert lb_report(pub, 11, "22", 6)["requests"] == {"1 1 GET 2": 10}
+
+
+def test_a_replaced_load_balancer_draining_beside_its_successor_is_counted_once() -> None:
+    """A changed ``load_balancer.workers`` starts a new LB and drains the old one, which
+    reports until it ends (and once more at its end): the two processes' reports
+    interleave, and each one's counters are its own since it started."""
+    clock = Clock()
+    pub = RoutePublisher("e", clock)
+    pub.publish(table(1))
+    seen = EntryCounts()
+    seen.ingest(11, lb_report(pub, 11, "11", 100))
+    seen.ingest(12, lb_report(pub, 12, "12", 3))  # the new LB serves
+    seen.ingest(11, lb_report(pub, 11, "11", 101))  # the old one finishes a request
+    assert seen.counts()["requests"] == {"1 1 GET 2": 104}
+    seen.ingest(12, lb_report(pub, 12, "12", 5))
+    assert seen.counts()["requests"] == {"1 1 GET 2": 106}
+    clock.now += WORKER_STALE_S + 1  # the old one is gone
+    seen.ingest(13, lb_report(pub, 13, "13", 2))  # and later the new one restarts
+    seen.ingest(14, lb_report(pub, 14, "14", 1))  # twice
+    assert seen.counts()["requests"] == {"1 1 GET 2": 109}
