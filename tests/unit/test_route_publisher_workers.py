@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steadyserve.controller.metrics import EntryCounts
 from steadyserve.controller.routes import WORKER_STALE_S, RoutePublisher
 
 
@@ -88,3 +89,56 @@ def test_the_service_report_sums_the_live_workers(counts: list[dict[int, int]]) 
     assert total == expected
     assert queued == len(counts)
     assert merged["metrics"]["inflight_total"] == sum(expected.values())
+
+
+def lb_report(pub: RoutePublisher, lb_pid: int, worker: str, served: int) -> dict[str, Any]:
+    """One worker of LB process ``lb_pid`` reports ``served`` requests since it started;
+    the service-wide metrics the controller takes from it."""
+    raw = {"worker": worker, "lb_pid": lb_pid, "metrics": {"requests": {"1 1 GET 2": served}}}
+    metrics: dict[str, Any] = pub.report(pub.token, {}, {1: served}, 0, raw)[3]["metrics"]
+    return metrics
+
+
+def test_a_restarted_load_balancer_is_not_counted_twice() -> None:
+    """The dead process's worker lingers for WORKER_STALE_S (it may only be slow), but
+    its counts are that process's: the observer folds them into its base when the
+    reports' lb_pid changes, so a report of the new process must not carry them too
+    (seed 1778 of the simulator: a shadow base above what was ever mirrored)."""
+    clock = Clock()
+    pub = RoutePublisher("e", clock)
+    pub.publish(table(1))
+    seen = EntryCounts()
+    seen.ingest(11, lb_report(pub, 11, "11", 100))
+    clock.now += 1.0  # the LB died and its new process reports, the old view still live
+    seen.ingest(12, lb_report(pub, 12, "12", 3))
+    assert seen.counts()["requests"] == {"1 1 GET 2": 103}
+    clock.now += WORKER_STALE_S  # the dead worker is forgotten: the total stays
+    seen.ingest(12, lb_report(pub, 12, "12", 5))
+    assert seen.counts()["requests"] == {"1 1 GET 2": 105}
+
+
+def test_the_workers_of_one_load_balancer_still_add_up() -> None:
+    pub = RoutePublisher("e", Clock())
+    pub.publish(table(1))
+    lb_report(pub, 11, "21", 4)
+    assert lb_report(pub, 11, "22", 6)["requests"] == {"1 1 GET 2": 10}
+
+
+def test_a_replaced_load_balancer_draining_beside_its_successor_is_counted_once() -> None:
+    """A changed ``load_balancer.workers`` starts a new LB and drains the old one, which
+    reports until it ends (and once more at its end): the two processes' reports
+    interleave, and each one's counters are its own since it started."""
+    clock = Clock()
+    pub = RoutePublisher("e", clock)
+    pub.publish(table(1))
+    seen = EntryCounts()
+    seen.ingest(11, lb_report(pub, 11, "11", 100))
+    seen.ingest(12, lb_report(pub, 12, "12", 3))  # the new LB serves
+    seen.ingest(11, lb_report(pub, 11, "11", 101))  # the old one finishes a request
+    assert seen.counts()["requests"] == {"1 1 GET 2": 104}
+    seen.ingest(12, lb_report(pub, 12, "12", 5))
+    assert seen.counts()["requests"] == {"1 1 GET 2": 106}
+    clock.now += WORKER_STALE_S + 1  # the old one is gone
+    seen.ingest(13, lb_report(pub, 13, "13", 2))  # and later the new one restarts
+    seen.ingest(14, lb_report(pub, 14, "14", 1))  # twice
+    assert seen.counts()["requests"] == {"1 1 GET 2": 109}

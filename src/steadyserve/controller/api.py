@@ -21,6 +21,7 @@ from aiohttp.typedefs import Middleware
 from steadyserve.compat.ray_deployment import ingress_of
 from steadyserve.controller import dashboard, dashboard_login, pool_api, progressive
 from steadyserve.controller.errors import ApiError, BadInput, NotFound, json_object
+from steadyserve.controller.lb_report import take_report
 from steadyserve.home import full_disk
 from steadyserve.oneline import one_line
 from steadyserve.wire import replica_contract as contract
@@ -299,30 +300,7 @@ def build_app(controller: Controller, token: str | None = None) -> web.Applicati
             report = LoadReport.from_json(data)
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
-        inflight, requests, queued = report.inflight, report.requests, report.queued
-        lb_pid = report.lb_pid
-        consumer = report.consumer  # the gateway: one more view of the service
-        if consumer is not None:
-            # Counted for draining and, summed into the service LB's own next report,
-            # for autoscaling. Its counters are not merged into the LB's but kept as
-            # the service's entry="gateway" series.
-            view = {k: v for k, v in data.items() if k != "metrics"}
-            view["worker"] = f"consumer:{consumer}"
-            runtime.routes.report(report.table, inflight, requests, queued, view)
-            observer.ingest(runtime.name, data, entry=consumer)
-            return web.json_response({"ok": True})
-        # One view of the service summed over the LB's workers.
-        inflight, requests, queued, data = runtime.routes.report(
-            report.table, inflight, requests, queued, data
-        )
-        # The autoscaler's load window (controller/load.py) takes the differences
-        # view by view, so a gateway restart is no burst.
-        views = {key: view.requests for key, view in runtime.routes.workers.items()}
-        runtime.autoscaler.load.lb_report(
-            runtime.clock.now(), inflight, requests, queued, lb_pid, views
-        )
-        observer.ingest(runtime.name, data)
-        runtime.canary.ingest(observer.traffic.get(runtime.name))  # the canary's analysis
+        take_report(runtime, observer, report, data)
         return web.json_response({"ok": True})
 
     @routes.get("/api/v1/gateway/routes")

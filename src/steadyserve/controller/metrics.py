@@ -114,21 +114,39 @@ class Sample:
 @dataclass
 class EntryCounts:
     """The counters of one way into a service (its endpoint, or the gateway), kept
-    growing across restarts of the process that serves that entry."""
+    growing across restarts of the process that serves that entry.
+
+    Each process counts from zero, so the entry's counters are every process's last
+    counters added up. The process heard from before the current one is kept apart
+    rather than folded at once: when ``service.load_balancer.workers`` changes, the
+    old LB drains beside its successor and reports until it ends, and folding at
+    every change of ``lb_pid`` would add its counters again each time (the reports
+    interleave). Older processes are folded into ``base``. (A new LB given at once
+    the pid of the one before the current would be taken for it: pids come round far
+    more slowly than load balancers restart.)
+    """
 
     pid: int | None = None
-    base: dict[str, Any] = field(default_factory=dict)
-    last: dict[str, Any] = field(default_factory=dict)
+    base: dict[str, Any] = field(default_factory=dict)  # the processes gone, added up
+    last: dict[str, Any] = field(default_factory=dict)  # the current process's
+    before: tuple[int | None, dict[str, Any]] | None = None  # the previous process's
+    _rest: dict[str, Any] = field(default_factory=dict)  # base and before, added up
 
     def ingest(self, pid: int | None, counts: dict[str, Any]) -> None:
-        if self.pid is not None and pid != self.pid and self.last:
-            self.base = merge_counts(self.base, self.last)  # that process is gone
+        if self.pid is not None and pid != self.pid:
+            before = self.before
+            if before is not None and before[0] != pid:
+                # A third process: the one before the current is gone.
+                self.base = merge_counts(self.base, before[1])
+            # (Else the previous process reported again: it and the current swap.)
+            self.before = (self.pid, self.last)
+            self._rest = merge_counts(self.base, self.last) if self.base else self.last
         self.pid = pid
         self.last = counts
 
     def counts(self) -> dict[str, Any]:
         """Cumulative counters across every process this controller has heard from."""
-        return merge_counts(self.base, self.last) if self.base else self.last
+        return merge_counts(self._rest, self.last) if self._rest else self.last
 
 
 class Traffic:
@@ -169,12 +187,12 @@ class Traffic:
         source.ingest(lb_pid, counts)
         if entry == ENDPOINT:
             self.received_at = now
-        totals = version_totals(self.counts())
         prev = self._prev
+        if prev is not None and now - prev[0] < SAMPLE_S:
+            return  # reports come twice a second: the totals only once a sample is due
+        totals = version_totals(self.counts())
         if prev is None:
             self._prev = (now, totals)
-            return
-        if now - prev[0] < SAMPLE_S:
             return
         self.samples.append(_sample(prev, now, totals))
         self._prev = (now, totals)

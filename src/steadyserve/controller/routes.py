@@ -10,7 +10,11 @@ id (its pid), and each routes by the table it last saw: so a replica is drained
 only when *every* live worker has acknowledged a table without it and reports
 nothing in flight for it. A worker not heard from for ``WORKER_STALE_S`` (it
 died; its supervisor starts a new one with a new id) no longer holds draining up.
-Autoscaling and metrics see one report: the live workers' counts summed.
+Autoscaling and metrics see one report: the live workers' counts summed. The
+counters (``metrics``) add up only the workers of the reporting LB process (same
+``lb_pid``): when the LB restarts, the observer (controller/metrics.py
+``EntryCounts``) folds the old process's last counters into its base as the
+``lb_pid`` changes, so a dead worker still lingering here must not be added again.
 """
 
 from __future__ import annotations
@@ -142,7 +146,9 @@ class RoutePublisher:
     ) -> tuple[dict[int, int], dict[int, int], int, dict[str, Any]]:
         """Record one worker's report; return the service-wide one (every live
         worker summed): in-flight and request counts, queued, and the raw report
-        with its metrics merged, for autoscaling and the controller's metrics."""
+        with its metrics merged over the workers of its own LB process (its
+        ``lb_pid``: another process's counters are folded once by the observer),
+        for autoscaling and the controller's metrics."""
         raw = raw or {}
         view = self._worker(str(raw.get("worker", "")))
         view.report_version = self._version_of(table)
@@ -153,7 +159,8 @@ class RoutePublisher:
         live = self.live()
         if len(live) == 1:
             return inflight, requests, queued, raw
-        return self.inflight, self.requests, sum(w.queued for w in live), _merged(raw, live)
+        merged = _merged(raw, [w for w in live if w.report.get("lb_pid") == raw.get("lb_pid")])
+        return self.inflight, self.requests, sum(w.queued for w in live), merged
 
     @property
     def inflight(self) -> dict[int, int]:
@@ -187,7 +194,7 @@ _SUMMED_GAUGES = ("inflight_total", "queued", "websockets_going_away")
 
 
 def _merged(raw: dict[str, Any], live: list[WorkerView]) -> dict[str, Any]:
-    """``raw`` with its ``metrics`` replaced by every live worker's, added up."""
+    """``raw`` with its ``metrics`` replaced by those of ``live``, added up."""
     parts = [w.report["metrics"] for w in live if isinstance(w.report.get("metrics"), dict)]
     if not parts:
         return raw

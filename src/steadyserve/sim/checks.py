@@ -6,12 +6,11 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from steadyserve.controller import progressive
 from steadyserve.controller.errors import BadInput
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode
-from steadyserve.sim import state_faults
+from steadyserve.sim import checks_canary, state_faults
 from steadyserve.sim.schedule import STEP_S
-from steadyserve.sim.traffic import Outcome
+from steadyserve.sim.traffic import ANSWERED_500, Outcome
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime
@@ -28,16 +27,21 @@ def after_step(run: Run, out: Outcome) -> None:
     rt = run.runtime
     if rt is not None and rt.row.status is ServiceStatus.READY and run.lb.balancer.replicas:
         run.ready_once = True
+    # Closed while a lost state file waits for its recovery. Nothing is awaited from
+    # here on: what the look saw is the file for every check of this step.
+    changed = run.watch.open and run.watch.look()
     _routing(run, out)
     _stopped_busy(run)
     _failures(run, out)
     if rt is not None:
         _capacity(run)
         _agreement(run)
-    if run.watch.open:  # closed while a lost state file waits for its recovery
-        for bad in run.watch.moves():
-            run._violate("moves", bad)
+    if run.watch.open:
+        if changed:  # no commit, no new event, update or outcome to judge
+            for bad in run.watch.moves():
+                run._violate("moves", bad)
         run.event_marks.append((run.clock.now(), run.watch.last_event))
+    checks_canary.after_step(run, out)
 
 
 def _routing(run: Run, out: Outcome) -> None:
@@ -104,7 +108,9 @@ def _failures(run: Run, out: Outcome) -> None:
     if not run.ready_once or run.clock.now() < max(run.disturbed_until, run.zero_until):
         return
     for why, pid in out.failures:
-        if why == "load balancer restarted" or (pid is not None and run.backend.faulty(pid)):
+        if why in ("load balancer restarted", ANSWERED_500) or (
+            pid is not None and run.backend.faulty(pid)
+        ):
             continue
         run._violate("availability", f"a request failed ({why}) with no fault to explain it")
         return
@@ -198,18 +204,17 @@ def _agreement(run: Run) -> None:
 
 def _agrees(run: Run, name: str, rt: ServiceRuntime) -> None:
     which = "" if rt is run.runtime else f"{name}: "
-    stored = run.watch.replicas(name)
+    stored, version, latest = run.watch.stored(name)
     held = {r.id: (r.version, r.status.value, r.pid) for r in rt.replicas.values()}
     if stored != held:
         diff = sorted(set(stored.items()) ^ set(held.items()))
         run._violate("agreement", f"{which}replicas in the store and the runtime differ: {diff}")
-    if run.watch.service_version(name) != rt.row.version:
+    if version != rt.row.version:
         run._violate(
             "agreement",
-            f"{which}service version {run.watch.service_version(name)} in the store, "
-            f"{rt.row.version} in the runtime",
+            f"{which}service version {version} in the store, {rt.row.version} in the runtime",
         )
-    latest, update = run.watch.latest_update(name), rt.rollout.update
+    update = rt.rollout.update
     mine = None if update is None else (update.id, update.status.value, update.to_version)
     if latest != mine:
         run._violate(
@@ -264,7 +269,7 @@ async def end(run: Run, first: int) -> None:
         if run.runtime is not None and run.runtime.updating and n % every == 0:
             for action in ("resume", "promote"):
                 with contextlib.suppress(BadInput):  # not paused, or not a canary
-                    progressive.carry_out(run.runtime, action, full=True)
+                    run.carry_out(action, full=True)
         out = await run.one_step()
         run.result.trace.append(run.trace_line(out))
         after_step(run, out)

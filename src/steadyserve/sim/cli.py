@@ -70,6 +70,7 @@ def _run(count: int, seed: int, *, shrinking: bool) -> int:
     started = time.process_time()
     steps = violations = restarts = requests = 0
     ended: Counter[str] = Counter()
+    canary: Counter[str] = Counter()
     longest = 0
     for n in range(count):
         result = run(draw(seed + n))
@@ -78,6 +79,7 @@ def _run(count: int, seed: int, *, shrinking: bool) -> int:
         restarts += result.restarts
         requests += result.requests
         ended.update(result.ended)
+        canary.update(result.canary)
         if result.violations:
             violations += 1
             _report(result, shrinking)
@@ -86,7 +88,8 @@ def _run(count: int, seed: int, *, shrinking: bool) -> int:
         f"cpu={cpu:.1f}s steps/s={steps / max(cpu, 1e-9):.0f} longest={longest} "
         f"controller_restarts={restarts} requests={requests}"
     )
-    print("updates ended: " + (", ".join(f"{k}={v}" for k, v in sorted(ended.items())) or "none"))
+    for title, counts in (("updates ended", ended), ("canary verdicts", canary)):
+        print(f"{title}: " + (", ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"))
     print(f"schedules={count} steps={steps} violations={violations}")
     return 1 if violations else 0
 
@@ -113,10 +116,14 @@ def _replay(seed: int | None, text: str | None, trace: bool) -> int:
 
 def catch(mutant: Mutant, seed: int, limit: int = MAX_SCHEDULES) -> tuple[int | None, int]:
     """The number of schedules it took the targeted invariant to catch ``mutant``
-    (None: not within ``limit``), and the steps of the schedule that caught it."""
+    (None: not within ``limit``), and the steps of the schedule that caught it.
+    Schedules that cannot reach the mutated decision count but are not run."""
     with mutant.patch():
         for n in range(limit):
-            result = run(draw(seed + n))
+            schedule = draw(seed + n)
+            if not mutant.reaches(schedule):
+                continue
+            result = run(schedule)
             if any(v.invariant == mutant.targets for v in result.violations):
                 return n + 1, result.steps
     return None, 0

@@ -6,16 +6,19 @@ listed service is checked first, then created or updated (the classifier picks
 the mode), and one the file made earlier and no longer lists is taken down. So a
 run may hold two services: one controller reconciles both, their replicas share
 the machine's capacity, its orphan sweep and its recovery. ``web`` has a load
-balancer (the drain handshake needs one) and no clients: its invariants are those
-that need no traffic (``moves``, ``agreement``, ``ends``).
+balancer (the drain handshake needs one) whose reports go to the controller's entry
+for reports under ``web``'s name, and no clients: its invariants are those that need
+no traffic (``moves``, ``agreement``, ``ends``).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from steadyserve.sim.answers import Nature
 from steadyserve.sim.traffic import SimLoadBalancer
 
 if TYPE_CHECKING:
@@ -44,7 +47,10 @@ async def deploy(run: Run, args: dict[str, Any]) -> dict[str, Any]:
     assert current is not None
     spec = json.loads(current.spec_json)
     if args["change"]:
-        spec["run"] = f"serve --v{run.commands}"
+        # A new version answers as the stable one does (its noise field included),
+        # as the runner's other commands make one (sim/answers.py).
+        nature = replace(Nature.of(str(spec["run"])), tag=run.commands, differ=0, errors=0)
+        spec["run"] = nature.run()
         run.web_run = f"serve --web{run.commands}"
     items = [(json.dumps({**spec, "name": runtime.name}), "")]
     if args["web"]:
@@ -62,13 +68,17 @@ async def deploy(run: Run, args: dict[str, Any]) -> dict[str, Any]:
 def follow(run: Run) -> None:
     """A load balancer for every service the controller runs, following its table;
     a service taken down leaves its balancer with nothing to follow."""
-    services = run.controller.services if run.controller is not None else {}
+    controller = run.controller
+    services = controller.services if controller is not None else {}
     for name, runtime in services.items():
         lb = run.lbs.get(name)
         if lb is None:
             lb = run.lbs[name] = SimLoadBalancer(run.clock, run._sim_task)
         if lb.runtime is not runtime:
-            lb.attach(runtime)
+            assert controller is not None
+            # Its reports go to the controller's entry for reports under its own
+            # service's name (controller/lb_report.py): ``web``'s feed ``web``'s counts.
+            lb.attach(runtime, controller.observer)
     for name, lb in run.lbs.items():
         if name not in services and lb.runtime is not None:
             lb.detach()

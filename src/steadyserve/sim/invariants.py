@@ -21,6 +21,12 @@
 - ``recovery``: a state file lost while the controller was down is recovered from
   its backup (the controller starts), and the restored state lost nothing older
   than the backups' period (``backups.EVERY_S``) and one step.
+- ``shadow``: a canary whose answers differ above its shadow limit never gets client
+  weight nor succeeds (but by ``steady promote``); its verdict counts only its own
+  compared answers; no client is answered by the shadow target at weight 0
+  (sim/checks_canary.py).
+- ``analysis``: a failed verdict aborts its canary at once, back on the stable
+  version, and the aborted version gets no client request after (sim/checks_canary.py).
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ INVARIANTS = (
     "agreement",
     "ends",
     "recovery",
+    "shadow",
+    "analysis",
 )
 
 
@@ -61,6 +69,10 @@ class Violation:
         return f"step {self.step}: {self.invariant}: {self.what}"
 
 
+Stored = tuple[dict[int, tuple[int, str, int | None]], int | None, tuple[int, str, int] | None]
+"""A service as the state file holds it: replicas, version, latest update."""
+
+
 class StateWatch:
     """Reads the state file (its own connection) for what changed since the last step."""
 
@@ -72,16 +84,45 @@ class StateWatch:
         self.updates: dict[int, str] = {}
         self.outcomes: dict[tuple[str, int, float], str] = {}
         """Every service's versions' outcomes, by (service, version, created_at)."""
+        self._verdicts: list[str] = []
+        self._seen: int | None = None  # the file's data_version at the last look
+        self._stored: dict[str, Stored] = {}
+
+    def look(self) -> bool:
+        """Whether another connection (the controller's) committed to the file since
+        the last look. Nineteen steps in twenty write nothing; the checks of such a
+        step need not read the file again (SQLite's ``data_version``: one cheap
+        query in place of five)."""
+        (version,) = self.db.execute("PRAGMA data_version").fetchone()
+        if version == self._seen:
+            return False
+        self._seen = version
+        self._stored.clear()
+        return True
+
+    def stored(self, service: str) -> Stored:
+        """``service``'s replicas, version and latest update as of the last :meth:`look`
+        (read again only after a change: call it right after a look, with nothing
+        awaited between)."""
+        found = self._stored.get(service)
+        if found is None:
+            replicas, version = self.replicas(service), self.service_version(service)
+            found = self._stored[service] = (replicas, version, self.latest_update(service))
+        return found
 
     def close(self) -> None:
         self.db.close()
         self.open = False
+        self._seen = None
+        self._stored.clear()
 
     def reopen(self) -> None:
         """Read the state file anew (restored from a backup): what it holds is the
         baseline, its history before the loss was judged already."""
         self.db = sqlite3.connect(self.path, isolation_level=None)
         self.open = True
+        self._seen = None
+        self._stored.clear()
         row = self.db.execute("SELECT MAX(id) FROM events").fetchone()
         self.last_event = int(row[0] or 0)
         self.updates = dict(self.db.execute("SELECT id, status FROM updates"))
@@ -130,14 +171,25 @@ class StateWatch:
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), int(row[2]))
 
+    def verdicts(self) -> list[str]:
+        """The canary verdicts the controller recorded up to the last :meth:`moves`
+        (the analysis' ``passed: ...``, ``failed: ...``; the shadow step's
+        ``shadow ...``), each once."""
+        found, self._verdicts = self._verdicts, []
+        return found
+
     def moves(self) -> list[str]:
         """Every change since the last call that the tables of moves do not allow."""
         bad: list[str] = []
-        for eid, rid, old, new in self.db.execute(
-            "SELECT id, replica_id, from_status, to_status FROM events WHERE id > ? ORDER BY id",
+        for eid, rid, old, new, reason in self.db.execute(
+            "SELECT id, replica_id, from_status, to_status, reason FROM events WHERE id > ?"
+            " ORDER BY id",
             (self.last_event,),
         ).fetchall():
             self.last_event = eid
+            if new == "CANARY_ANALYSIS":
+                self._verdicts.append(str(reason))
+                continue
             if new == "ILLEGAL_MOVE":
                 bad.append("the store recorded an illegal move")
                 continue

@@ -13,15 +13,38 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from steadyserve.controller import routes
+from steadyserve.controller.rollout.canary import CanaryDriver
 from steadyserve.controller.rollout.state import Rollout
 from steadyserve.controller.runtime import ServiceRuntime
+from steadyserve.core.canary.steps import CanaryState, Input
 from steadyserve.core.planner import Plan
+from steadyserve.core.shadow.verdict import ShadowVerdict
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.core.strategies.base import UpdateStep
 from steadyserve.core.strategies.rolling import Rolling
+from steadyserve.sim.schedule import Schedule
 from steadyserve.store import Store
 
 MAX_SCHEDULES = 200
+
+
+def _any(schedule: Schedule) -> bool:
+    return True
+
+
+def _canaries(schedule: Schedule) -> list[dict[str, Any]]:
+    return [a for _, k, a in schedule.events if k == "update" and a.get("mode") == "canary"]
+
+
+def _draws_a_canary(schedule: Schedule) -> bool:
+    """A canary update is drawn: the canary driver's decisions act in no other run."""
+    return bool(_canaries(schedule))
+
+
+def _draws_a_shadow_step(schedule: Schedule) -> bool:
+    """A canary with a shadow step is drawn: no other run mirrors or judges a shadow
+    (the service's own canary steps have none)."""
+    return any("shadow" in step for a in _canaries(schedule) for step in a.get("steps", ()))
 
 
 @dataclass(frozen=True)
@@ -31,6 +54,11 @@ class Mutant:
     """The invariant that must catch it."""
     what: str
     patch: Callable[[], contextlib.AbstractContextManager[None]]
+    reaches: Callable[[Schedule], bool] = _any
+    """Whether a schedule can reach the broken decision. The self-check skips (but
+    counts) the others: two in three schedules draw no canary, four in five no shadow
+    step, and running them against a mutant of the canary driver cost most of its
+    time and of the suite's mutant tests, for runs the same as unmutated ones."""
 
 
 @contextlib.contextmanager
@@ -175,6 +203,64 @@ def _illegal_move() -> contextlib.AbstractContextManager[None]:
     return both()
 
 
+def _skip_shadow_verdict() -> contextlib.AbstractContextManager[None]:
+    """A shadow step's verdict is never judged: whatever was compared passes."""
+    original = CanaryDriver._judge_shadow
+
+    def judged(self: CanaryDriver, state: CanaryState) -> ShadowVerdict | None:
+        verdict = original(self, state)
+        if verdict is None:
+            return None
+        return ShadowVerdict("passed", "not judged", verdict.compared, verdict.differed)
+
+    return _patched(CanaryDriver, "_judge_shadow", judged)
+
+
+def _stale_shadow_base() -> contextlib.AbstractContextManager[None]:
+    """The defect fixed in afd49b5: a new canary keeps the previous update's last
+    shadow counts, so its first verdict's base is another version's tally."""
+    original = CanaryDriver._current
+
+    def current(self: CanaryDriver) -> CanaryState:
+        kept, before = self.shadow_now, self._update_id
+        state = original(self)
+        if self._update_id != before:
+            self.shadow_now = kept
+        return state
+
+    return _patched(CanaryDriver, "_current", current)
+
+
+def _shadow_share_to_clients() -> contextlib.AbstractContextManager[None]:
+    """A shadow step's share is routed to clients (as a weight) besides mirrored."""
+    original = CanaryDriver.weights
+
+    def weights(self: CanaryDriver, routable: frozenset[int]) -> tuple[tuple[int, int], ...]:
+        out = dict(original(self, routable))
+        state, update = self.state, self.owner.update
+        if not out or state is None or update is None or not state.mirror or state.weight:
+            return tuple(sorted(out.items()))
+        share = state.mirror
+        rest = {v: w * (100 - share) // 100 for v, w in out.items() if v != update.to_version}
+        return tuple(sorted({**rest, update.to_version: share}.items()))
+
+    return _patched(CanaryDriver, "weights", weights)
+
+
+def _ignore_failed_analysis() -> contextlib.AbstractContextManager[None]:
+    """A failed verdict is recorded, and the canary goes on as if it had passed."""
+    original = CanaryDriver._apply
+
+    def apply(
+        self: CanaryDriver, event: Input, reason: str = "", shadow: str | None = None
+    ) -> CanaryState:
+        if event is Input.FAILED_ANALYSIS:
+            event, reason = Input.TICK, ""
+        return original(self, event, reason, shadow)
+
+    return _patched(CanaryDriver, "_apply", apply)
+
+
 MUTANTS = (
     Mutant(
         "skip-drain-confirmation",
@@ -228,4 +314,32 @@ MUTANTS = (
         _never_finish,
     ),
     Mutant("illegal-move", "moves", "a replica moves READY -> FAILED_INITIAL_DELAY", _illegal_move),
+    Mutant(
+        "skip-shadow-verdict",
+        "shadow",
+        "a shadow step passes whatever its compared answers say",
+        _skip_shadow_verdict,
+        _draws_a_shadow_step,
+    ),
+    Mutant(
+        "stale-shadow-base",
+        "shadow",
+        "a canary's shadow counts start from the previous update's (afd49b5 reverted)",
+        _stale_shadow_base,
+        _draws_a_shadow_step,
+    ),
+    Mutant(
+        "shadow-share-to-clients",
+        "shadow",
+        "a shadow step's share is routed to clients too",
+        _shadow_share_to_clients,
+        _draws_a_shadow_step,
+    ),
+    Mutant(
+        "ignore-failed-analysis",
+        "analysis",
+        "a failed canary verdict is recorded but the canary goes on",
+        _ignore_failed_analysis,
+        _draws_a_canary,
+    ),
 )

@@ -37,7 +37,10 @@ from steadyserve.controller.rollout import in_place
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.states import ReplicaStatus, ServiceStatus, UpdateMode, VersionOutcome
 from steadyserve.home.paths import Home
-from steadyserve.sim import fleet, state_faults
+from steadyserve.lb import mirror
+from steadyserve.sim import commands, fleet, state_faults
+from steadyserve.sim.answers import MirroredAsk
+from steadyserve.sim.checks_canary import CanaryWatch
 from steadyserve.sim.clock import FakeClock, settle
 from steadyserve.sim.determinism import InlineExecutor, seeded_generators
 from steadyserve.sim.invariants import StateWatch, Violation
@@ -77,6 +80,8 @@ class Result:
     restarts: int = 0
     requests: int = 0
     failed: int = 0
+    canary: dict[str, int] = field(default_factory=dict)
+    """What canary verdicts said and did (``analysis failed``, ``shadow passed``...)."""
 
     def trace_bytes(self) -> bytes:
         return ("\n".join(self.trace) + "\n").encode()
@@ -120,6 +125,7 @@ class Run:
         self.kill_at: dict[str, Any] | None = None
         self.down_until_step = -1
         self.update_started: dict[tuple[int, int], tuple[int, int]] = {}
+        self.canaries = CanaryWatch()
         self.loss: state_faults.Loss | None = None
         """The state fault of the controller now down, judged at its restart."""
         self.short: dict[int, int] = {}
@@ -143,7 +149,7 @@ class Run:
     def _make_service(self) -> None:
         """``steady up`` of version 1, as the controller records it."""
         spec = parse_service(
-            {"name": NAME, "run": "serve --v0", "service": self.schedule.service},
+            {"name": NAME, "run": self.schedule.run, "service": self.schedule.service},
             base_dir=self.home.root,
         )
         store = Store(self.home.db_path)
@@ -321,37 +327,7 @@ class Run:
         self.command_tasks.add(task)
 
     async def _update(self, args: dict[str, Any]) -> dict[str, Any]:
-        controller, runtime = self.controller, self.runtime
-        assert controller is not None and runtime is not None
-        mode_name = str(args["mode"])
-        if mode_name == "rollback":
-            return await controller.rollback(NAME, None, dry_run=False)
-        if mode_name == "fleet":
-            return await fleet.deploy(self, args)
-        current = controller.store.version(NAME, runtime.row.version)
-        assert current is not None
-        spec = json.loads(current.spec_json)
-        service = spec["service"]
-        mode: str | None = None
-        if mode_name in ("rolling", "blue_green", "canary"):
-            spec["run"] = f"serve --v{self.commands}"
-            mode = mode_name
-        if mode_name == "blue_green":
-            service["blue_green"]["auto_promote"] = bool(args["auto_promote"])
-        elif mode_name == "canary":
-            service["canary"]["steps"] = [*args["steps"], {"weight": 100}]
-        elif mode_name == "in_place":
-            service["user_config"] = {"v": self.commands}
-            if args.get("refused"):
-                self.config_post.refused = service["user_config"]
-                self.disturbed_until = float("inf")  # the version fails; so may replicas
-        elif mode_name == "replicas":
-            if service.get("replica_policy") is not None:
-                service["replica_policy"]["max_replicas"] = max(1, int(args["replicas"]))
-                service["replica_policy"]["min_replicas"] = 1
-            else:
-                service["replicas"] = int(args["replicas"])
-        return await controller.update_service(NAME, json.dumps(spec), "", mode=mode, dry_run=False)
+        return await commands.update(self, args)
 
     def _progressive(self, action: str, full: bool) -> None:
         self.commands += 1
@@ -359,10 +335,20 @@ class Run:
             self.result.trace.append(f"  cmd{self.commands} refused: no controller")
             return
         try:
-            message = progressive.carry_out(self.runtime, action, full)
+            message = self.carry_out(action, full)
             self.result.trace.append(f"  cmd{self.commands} {action}: {message}")
         except BadInput as exc:
             self.result.trace.append(f"  cmd{self.commands} {action} refused: {exc}")
+
+    def carry_out(self, action: str, full: bool) -> str:
+        """``steady <action>``; a promote of a canary is noted (it walks past a shadow
+        verdict by the user's word: sim/checks_canary.py exempts that canary)."""
+        assert self.runtime is not None
+        update = self.runtime.rollout.update
+        message = progressive.carry_out(self.runtime, action, full)
+        if action == "promote" and update is not None and update.id is not None:
+            self.canaries.promoted.add(update.id)
+        return message
 
     # stepping --------------------------------------------------------------
     async def one_step(self) -> Outcome:
@@ -444,6 +430,7 @@ def run(schedule: Schedule) -> Result:
     """Run ``schedule`` on a fresh event loop and simulated machine; its result."""
     root = Path(tempfile.mkdtemp(prefix="steady-sim-", dir=_tmp_root()))
     saved_post = in_place.__dict__["post_user_config"]
+    saved_ask = mirror.__dict__["_ask"]
     # As a running controller: an illegal move is recorded (the ``moves`` invariant
     # reads it), not raised (the tests' strict setting would end the run).
     saved_strict = os.environ.pop(STRICT_MOVES_ENV, None)
@@ -453,6 +440,7 @@ def run(schedule: Schedule) -> Result:
             run_ = Run(schedule, root)
             run_.stray_lines = strays.lines
             setattr(in_place, "post_user_config", run_.config_post)  # noqa: B010 (no socket)
+            setattr(mirror, "_ask", MirroredAsk(run_.backend, run_.clock))  # noqa: B010
             try:
                 asyncio.run(_main(run_))
             finally:
@@ -460,6 +448,7 @@ def run(schedule: Schedule) -> Result:
             return run_.result
     finally:
         setattr(in_place, "post_user_config", saved_post)  # noqa: B010
+        setattr(mirror, "_ask", saved_ask)  # noqa: B010
         if saved_strict is not None:
             os.environ[STRICT_MOVES_ENV] = saved_strict
         shutil.rmtree(root, ignore_errors=True)

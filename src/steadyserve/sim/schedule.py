@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyserve.sim import canary_draw
+
 Event = tuple[int, str, dict[str, Any]]
 Draw = Callable[[random.Random], dict[str, Any]]
 
@@ -73,33 +75,40 @@ FAULTS: dict[str, Draw] = {
 """The faults a schedule draws from, and their arguments."""
 
 
+FIRST_RUN = "serve --v0"
+"""Version 1's ``run`` unless a schedule says otherwise (its nature: sim/answers.py)."""
+
+
 @dataclass
 class Schedule:
     seed: int
     service: dict[str, Any]
     steps: int
     events: list[Event] = field(default_factory=list)
+    run: str = FIRST_RUN
+    """Version 1's ``run``: how its replicas answer (schedules kept from before
+    answers were simulated have none: the default)."""
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "seed": self.seed,
-                "service": self.service,
-                "steps": self.steps,
-                "events": [list(e) for e in self.events],
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        data: dict[str, Any] = {
+            "seed": self.seed,
+            "service": self.service,
+            "steps": self.steps,
+            "events": [list(e) for e in self.events],
+        }
+        if self.run != FIRST_RUN:
+            data["run"] = self.run
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Schedule:
         data = json.loads(text)
         events = [(int(s), str(k), dict(a)) for s, k, a in data["events"]]
-        return cls(int(data["seed"]), dict(data["service"]), int(data["steps"]), events)
+        run = str(data.get("run", FIRST_RUN))
+        return cls(int(data["seed"]), dict(data["service"]), int(data["steps"]), events, run)
 
     def with_events(self, events: list[Event]) -> Schedule:
-        return Schedule(self.seed, self.service, self.steps, events)
+        return Schedule(self.seed, self.service, self.steps, events, self.run)
 
 
 def initial_service(r: random.Random) -> dict[str, Any]:
@@ -162,4 +171,11 @@ def draw(seed: int) -> Schedule:
     for _ in range(r.randrange(3)):
         events.append((r.randrange(steps), "load", {"per_step": r.randint(0, 12)}))
     events.sort(key=lambda e: e[0])
-    return Schedule(seed, initial_service(r), steps, events)
+    service = initial_service(r)
+    # Apart from the events' generator: the events a seed draws stay what they were.
+    extra = random.Random(f"canary:{seed}")
+    first_run = canary_draw.first_run(extra)
+    for _, kind, args in events:
+        if kind == "update" and args["mode"] == "canary":
+            args.update(canary_draw.canary(extra))
+    return Schedule(seed, service, steps, events, first_run)

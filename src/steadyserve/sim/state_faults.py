@@ -92,6 +92,9 @@ def judge(run: Run, loss: Loss, notes: list[str]) -> None:
     if lost:
         run._violate("recovery", lost)
     run.short = shortfall(run.watch, run.backend, run.name)
+    updates = max(run.watch.updates, default=0)
+    versions = max((v for (s, v, _) in run.watch.outcomes if s == run.name), default=0)
+    run.canaries.restored(updates, versions)
 
 
 def lost_events(loss: Loss, watch: StateWatch) -> str | None:

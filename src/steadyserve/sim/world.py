@@ -15,7 +15,7 @@ import asyncio
 import itertools
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from steadyserve.backends.base import LaunchRequest, ReplicaHandle
@@ -24,11 +24,13 @@ from steadyserve.controller import startup
 from steadyserve.controller.capacity import CapacityPool
 from steadyserve.controller.daemon import Controller
 from steadyserve.controller.endpoint import FIRST_ENDPOINT_PORT, EndpointClaims
+from steadyserve.controller.metrics import Observer
 from steadyserve.controller.pool_runtime import runtime_class
 from steadyserve.controller.runtime import ServiceRuntime
 from steadyserve.core.capacity import Inventory
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.home.paths import Home
+from steadyserve.sim.answers import Nature
 from steadyserve.sim.clock import FakeClock
 from steadyserve.sim.machine import SimMachine
 from steadyserve.spec import ReadinessProbe
@@ -46,6 +48,10 @@ class Process:
     probe_fail_until: float = 0.0
     crashed: bool = False
     """Ended by a fault (not by the controller's stop)."""
+    nature: Nature = field(default_factory=Nature)
+    """How its version answers (sim/answers.py), read from its ``run`` command."""
+    answers: int = 0
+    """Answers it gave so far (a noisy version's ``$.at``)."""
 
     def started(self, now: float) -> bool:
         return not self.never_starts and now >= self.born + self.start_delay
@@ -82,6 +88,7 @@ class SimBackend(FakeBackend):
             born=self.clock.now(),
             start_delay=float(fault.get("delay_s", self.START_DELAY_S)),
             never_starts=fault.get("kind") == "never_start",
+            nature=Nature.of(request.command[-1] if request.command else ""),
         )
         self.by_port[replica.port] = replica
         # The local backend opens the replica's log before it starts the process: a
@@ -286,6 +293,9 @@ class SimController(Controller):
         self._prober = prober
         self._lbs = lbs
         """Each service's load balancer process (they outlive a controller)."""
+        # What the API's ``dashboard.add_routes`` makes: the load reports' counters,
+        # which the canary's analysis and shadow verdict read (controller/lb_report.py).
+        self.observer = Observer(self)
 
     def _new_runtime(self, row: ServiceRow) -> ServiceRuntime:
         lb = self._lbs.get(row.name)

@@ -175,3 +175,63 @@ def test_a_stable_replica_that_dies_before_a_blue_green_switch_is_replaced(
         ]
 
     run(world, scenario)
+
+
+def test_an_aborted_canary_serves_no_client_while_the_stable_version_heals(
+    tmp_path: Path,
+) -> None:
+    """The simulator's seed 497: a canary aborted while its stable version was below
+    its target (a stable replica lost) kept its READY replicas routed by the rolling
+    rule that converges leftovers, until the stable version was whole again: clients
+    got the version a verdict had just failed (at a shadow step's weight 0, one no
+    client had ever reached). Its weight goes to 0 and its replicas drain at once."""
+    world = World(tmp_path, {"service": SERVICE})
+
+    async def scenario() -> None:
+        await serving_v1_then_updating(world, UpdateMode.CANARY)
+        canary = await canary_waiting(world)
+        assert len(ready(world, 2)) == 1
+        world.answer_all(True)
+        world.probes.default = (False, "connection refused")  # a replacement starts slowly
+        victim = world.runtime.replicas[ready(world, 1)[0]]
+        world.process(victim).exit(137)
+        await world.advance(1)
+        assert len(ready(world, 1)) == 1  # below its target of 2, a replacement starting
+        canary.command("abort")
+        await world.tick()
+        assert set(world.routed()) == set(ready(world, 1))
+        assert live(world, 2) == []
+        world.probes.default = (True, "ok")
+        await world.until("version 1 whole again", lambda: len(ready(world, 1)) == 2)
+        assert set(world.routed()) == set(ready(world, 1))
+
+    run(world, scenario)
+
+
+def test_an_aborted_canary_keeps_serving_while_no_stable_replica_is_ready(
+    tmp_path: Path,
+) -> None:
+    """The other side of the test above: with no READY stable replica, draining the
+    aborted canary at once would leave nothing serving; the rolling rule keeps it
+    until a stable replica is READY."""
+    world = World(tmp_path, {"service": SERVICE})
+
+    async def scenario() -> None:
+        await serving_v1_then_updating(world, UpdateMode.CANARY)
+        canary = await canary_waiting(world)
+        canaries = ready(world, 2)
+        world.answer_all(True)
+        world.probes.default = (False, "connection refused")
+        for replica in [world.runtime.replicas[i] for i in ready(world, 1)]:
+            world.process(replica).exit(137)
+        await world.advance(1)
+        assert ready(world, 1) == []
+        canary.command("abort")
+        await world.tick()
+        assert world.routed() == canaries
+        world.probes.default = (True, "ok")
+        await world.until("a version 1 replica READY", lambda: bool(ready(world, 1)))
+        await world.until("the canary drained", lambda: live(world, 2) == [])
+        assert set(world.routed()) == set(ready(world, 1))
+
+    run(world, scenario)

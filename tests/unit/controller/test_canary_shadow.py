@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.helpers.fake_controller import World, run
 
+import steadyserve.controller.rollout.in_place as in_place
 from steadyserve.controller.metrics import Traffic
 from steadyserve.core.canary.steps import Phase
 from steadyserve.core.shadow.verdict import Tally
@@ -32,9 +34,12 @@ def service(pause: Any) -> dict[str, Any]:
     }
 
 
-def report(world: World, alike: int, dropped_total: int = 0, pairs: int = 20) -> None:
-    """One load report whose shadow counts (cumulative) say ``alike`` answers equal
-    and ``dropped_total`` missing ``total``, with ``pairs`` stable pairs compared."""
+def report(
+    world: World, alike: int, dropped_total: int = 0, pairs: int = 20, version: int = 2
+) -> None:
+    """One load report whose shadow counts (cumulative) for ``version`` say ``alike``
+    answers equal and ``dropped_total`` missing ``total``, with ``pairs`` stable pairs
+    compared."""
     signatures = {"": alike, "removed $.total": dropped_total} if dropped_total else {"": alike}
     tally = Tally(
         mirrored=alike + dropped_total,
@@ -45,7 +50,8 @@ def report(world: World, alike: int, dropped_total: int = 0, pairs: int = 20) ->
         examples={"removed $.total": "GET /orders/7?token=***"},
     )
     traffic = Traffic()
-    traffic.ingest(1, {"requests": {}, "shadow": {"2": tally.to_json()}}, world.clock.now())
+    shadow = {str(version): tally.to_json()}
+    traffic.ingest(1, {"requests": {}, "shadow": shadow}, world.clock.now())
     world.runtime.canary.ingest(traffic)
 
 
@@ -163,5 +169,43 @@ def test_a_restarted_controller_mirrors_again_and_counts_from_its_restart(
         await world.tick()
         shadow = (world.runtime.canary.status_json() or {})["shadow"]
         assert shadow["compared"] == 70, "counted from the restart, the window starts again"
+
+    run(world, scenario)
+
+
+def test_a_change_joining_mid_shadow_counts_the_new_versions_answers_from_the_join(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The simulator's seed 1458: an in-place change joined a canary during its shadow
+    step; the mirror went to the joined version, whose counts start at zero, but the
+    verdict kept the base taken from the version before (after a restart, not zero),
+    which hid the new version's compared answers. The base is taken anew."""
+
+    async def post(*_: Any, **__: Any) -> tuple[bool, bool, str]:
+        return True, True, ""
+
+    monkeypatch.setattr(in_place, "post_user_config", post)
+    world = World(tmp_path, {"service": service({})})
+
+    async def scenario() -> None:
+        await mirroring(world, {})
+        await world.runtime.detach()  # a restart: the base is its first report's counts
+        world.runtime = world.new_runtime()
+        world.runtime.resume()
+        await world.tick()
+        report(world, alike=60)
+        await world.tick()
+        joined = {"service": {**service({}), "user_config": {"level": 2}}, "run": "serve --v2"}
+        spec3 = world.add_version(3, joined, UpdateMode.IN_PLACE)
+        update = world.runtime.rollout.begin(3, spec3, UpdateMode.IN_PLACE, "user_config changed")
+        assert update.mode is UpdateMode.CANARY and update.to_version == 3  # joined
+        await world.tick()
+        assert world.runtime.routes.table["mirror"]["version"] == 3
+        for alike in (10, 100):  # version 3's own counts, from zero at the join
+            report(world, alike=alike, version=3)
+            await world.tick()
+        shadow = (world.runtime.canary.status_json() or {})["shadow"]
+        # Not 100 - 60: version 2's base would hide 60 of version 3's answers.
+        assert shadow["compared"] == 90, "counted from the join's first report"
 
     run(world, scenario)

@@ -98,6 +98,7 @@ class CanaryDriver:
         self.table = table
         self.state: CanaryState | None = None
         self._update_id: int | None = None
+        self._shadowed: int | None = None  # the version the shadow counts below are of
         self.analysis: Analysis | None = None
         self.last_verdict: Verdict | None = None
         # A shadow step's counts: the load balancers' (every worker added up), and
@@ -123,6 +124,7 @@ class CanaryDriver:
             # The last report's tally was the previous update's version: a base
             # taken from it would hide this version's first answers (or all).
             self.shadow_now, self.shadow_base, self.shadow_verdict = None, None, None
+            self._shadowed = update.to_version
             loaded = self.table.load(update.id)
             if loaded is None:
                 self.state = start(self.rt.clock.wall())
@@ -134,6 +136,12 @@ class CanaryDriver:
                     f"resumed at step {loaded.step + 1} (weight {loaded.weight}%, "
                     f"{loaded.phase.value.lower()})",
                 )
+        elif self._shadowed != update.to_version:
+            # A change joined the update in place: the mirror goes to its version now,
+            # whose counts start anew; the last report's tally, and a base taken from
+            # it, were the version before (they would hide the new one's answers).
+            self.shadow_now, self.shadow_base, self.shadow_verdict = None, None, None
+            self._shadowed = update.to_version
         return self.state
 
     def _record(self, state: CanaryState, message: str) -> None:

@@ -34,6 +34,7 @@ from steadyserve.core.planner import Plan, ReplicaView, failed_to_forget, plan_s
 from steadyserve.core.states import (
     UPDATE_START,
     EventKind,
+    ReplicaStatus,
     UpdateMode,
     UpdateStatus,
     VersionOutcome,
@@ -141,6 +142,13 @@ class Rollout:
         # The update's own progress (a canary's step, a blue-green switch), if it has any.
         driver = self.drivers.get(mode) if updating else None
         progress = driver.options(target, version, views) if driver is not None else {}
+        # An aborted canary's version serves no client again (its weight went to 0),
+        # whatever the stable version's size: it drains now, not by the rolling rule
+        # that converges what is left over, which would keep it routed (at the share
+        # of the replicas it has) until the stable version is back at its target. But
+        # while no stable replica is READY, that rule keeps it: better than nothing.
+        gone = self._aborted_canary(views)
+        views = [v for v in views if v.id not in gone]
         step = strategy.plan(
             UpdateStep(
                 target,
@@ -158,12 +166,31 @@ class Rollout:
             return self.holds.hold_plan(step.routable), False
         plan = Plan(
             launch=0 if broken else step.launch,
-            stop=step.drain,
+            stop=(*step.drain, *gone.items()),
             routable=step.routable,
             launch_old=step.launch_old,  # the stable version heals (heal)
             note=step.note,
         )
         return plan, step.done
+
+    def _aborted_canary(self, views: Sequence[ReplicaView]) -> dict[int, str]:
+        """The live replicas of the canary whose update just ended FAILED (aborted,
+        or rolled back on its replicas' failures), with why they drain; none while no
+        replica of the stable version is READY (they would leave nothing serving)."""
+        update = self.update
+        if (
+            update is None
+            or self.updating
+            or update.mode is not UpdateMode.CANARY
+            or update.status is not UpdateStatus.FAILED
+            or update.to_version == self.rt.row.version
+        ):
+            return {}
+        stable = self.rt.row.version
+        if not any(v.version == stable and v.status is ReplicaStatus.READY for v in views):
+            return {}
+        why = f"version {update.to_version}'s canary failed: it serves no client again"
+        return {v.id: why for v in views if v.version == update.to_version and v.status.is_live}
 
     def room(self, target: int) -> int | None:
         """How many more replicas of the target version the machine can take now
