@@ -124,6 +124,19 @@ def asgi_app(cls: type) -> Any:
     return app() if is_builder(app) else app
 
 
+def docs_path(app: Any) -> str | None:
+    """Where ``app`` serves its docs, as Ray reports an application's: a FastAPI
+    app's ``docs_url`` (a late-bound one's once built); None for another app."""
+    if isinstance(app, LateApp):
+        app = app.app
+    try:
+        from fastapi import FastAPI
+    except ImportError:
+        return None
+    path = app.docs_url if isinstance(app, FastAPI) else None
+    return path if isinstance(path, str) else None
+
+
 def get_current_servable_instance() -> Any:
     """The replica's instance of its class: ``self`` of a class-based route (a
     FastAPI dependency; Ray's function of this name)."""
