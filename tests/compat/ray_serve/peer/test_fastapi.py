@@ -1,13 +1,15 @@
 # Ported from ray-project/ray (Apache-2.0), python/ray/serve/tests/test_fastapi.py
-# at commit 4e1b9b74c7d77bcdcd122d481a97fc5bfda7ee34 (2026-04-16, #62529), the
-# newest commit touching the file in the history read. The search index stores
-# Ray's own repository only at pre-2.0 versions (df3c590c, 0173eede) and its
-# modern copy without a commit; this text is read from the git history of a
-# fork's snapshot (chichic21039/ray) whose master mirrors ray-project/ray
-# (GitHub-committed squash merges, each with its PR number); the index's copy is
-# this file at 6e307047be054743f2f48cb8112930def8c653dd (#53647), the same text
-# but for two later commits: the background-task wait (#54794) and the two
-# inheritance tests (#59410).
+# at commit 4e1b9b74c7d77bcdcd122d481a97fc5bfda7ee34 (2026-04-16, "[serve][revert]
+# Revert supporting of 'root_path' parameter across uvicorn versions (#62529)"),
+# the newest commit touching the file in the history read. The search index keeps
+# Ray's own repository only at two old versions of it (df3c590c and 0173eede, both
+# of the pre-2.0 ``.deploy()`` API) and its modern copy without a commit; this text
+# is read from the git history of a fork's snapshot (chichic21039/ray), whose
+# master mirrors ray-project/ray: squash merges committed by GitHub, each with its
+# PR number. The index's modern copy is this file at
+# 6e307047be054743f2f48cb8112930def8c653dd (#53647); two later commits changed
+# it: the wait for the background task (#54794) and the two inheritance tests
+# (#59410).
 #
 # Every test function, in Ray's order, its inputs, calls and expected values as
 # written; changed: the imports (``from steadyserve import serve``; Ray's test
@@ -17,7 +19,9 @@
 # replica's instance) and the runtime fixture (conftest.py: one SteadyServe
 # controller for the file, every application deleted between tests, as Ray's
 # fixture does; ``ServeControllerClient`` is the object it yields, whose
-# ``_controller.get_docs_path`` answers from the application's docs path).
+# ``_controller.get_docs_path`` asks the controller for the application's docs
+# path). Ray's ``localhost:8000`` appears only through get_application_url, the
+# gateway port the fixture set. Nothing is skipped.
 # ruff: noqa
 # mypy: ignore-errors
 import inspect
