@@ -390,3 +390,35 @@ def test_a_busy_gateway_port_names_who_chose_it_and_who_holds_it(
     assert f"pid {os.getpid()} ({command}" in message
     assert f'serve.start(http_options={{"port": {busy}}})' in message
     serve.delete("busy")
+
+
+def test_an_applications_docs_path_is_known_once_serve_run_returns(
+    driver: tuple[Steady, int],
+) -> None:
+    """Ray's docs path of an application (its controller's ``get_docs_path``): the
+    ingress FastAPI app's ``docs_url``, a builder's once the replica made it; None
+    for a Starlette app and for an application without an ingress app."""
+    from fastapi import FastAPI
+    from starlette.applications import Starlette
+
+    from steadyserve.serve.app_ingress import docs_path
+
+    def build() -> Any:
+        return FastAPI(docs_url="/built-docs")
+
+    class Plain:
+        def __call__(self) -> str:
+            return "plain"
+
+    runs = {
+        "docs-app": (serve.ingress(FastAPI(docs_url="/custom-docs"))(), "/custom-docs"),
+        "docs-builder": (serve.ingress(build)(), "/built-docs"),
+        "docs-default": (serve.ingress(FastAPI())(), "/docs"),
+        "docs-starlette": (serve.ingress(Starlette())(), None),
+        "docs-none": (Plain, None),
+    }
+    for name, (cls, expected) in runs.items():
+        serve.run(serve.deployment(cls).bind(), name=name, route_prefix=f"/{name}")
+        assert docs_path(name) == expected, name
+        serve.delete(name)
+    assert docs_path("no-such-app") is None

@@ -212,7 +212,20 @@ def test_info_describes_the_replica() -> None:
         "status": "ready",
         "ongoing_requests": 0,
         "max_ongoing_requests": None,
+        "docs_path": None,
     }
+
+
+def test_info_gives_the_docs_path_of_a_fastapi_ingress() -> None:
+    """Ray's docs path of the application: the ingress FastAPI app's ``docs_url``."""
+    from fastapi import FastAPI
+
+    async def scenario() -> Reply:
+        app = FastAPI(docs_url="/custom-docs")
+        target = Target("m:app", "deployment", Model, ingress=app)
+        return await call(control_app(ReplicaState(target, 5.0)), path="/-/info")
+
+    assert asyncio.run(scenario()).json()["docs_path"] == "/custom-docs"
 
 
 def test_with_a_secret_every_control_request_must_carry_it() -> None:

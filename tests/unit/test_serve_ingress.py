@@ -80,13 +80,11 @@ def test_class_based_routes_are_refused_by_name(
         "from starlette.routing import Route\n"
         "from steadyserve import serve\n"
         "web = Starlette()\n"
-        "@serve.deployment\n"
-        "@serve.ingress(web)\n"
         "class Api:\n"
         "    def root(self, request):\n"
         "        return 'x'\n"
-        "web.router.routes.append(Route('/', Api.func_or_class.root))\n"
-        "app = Api.bind()\n"
+        "web.router.routes.append(Route('/', Api.root))\n"
+        "app = serve.deployment(serve.ingress(web)(Api)).bind()\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:

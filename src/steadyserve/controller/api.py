@@ -19,14 +19,20 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from steadyserve.compat.ray_deployment import ingress_of
-from steadyserve.controller import dashboard, dashboard_login, pool_api, progressive
+from steadyserve.controller import (
+    dashboard,
+    dashboard_login,
+    pool_api,
+    progressive,
+    service_health,
+)
 from steadyserve.controller.errors import ApiError, BadInput, NotFound, json_object
 from steadyserve.controller.lb_report import take_report
 from steadyserve.home import full_disk
 from steadyserve.oneline import one_line
 from steadyserve.wire import replica_contract as contract
 from steadyserve.wire.load_report import LoadReport
-from steadyserve.wire.routes import APP_INGRESS_ROUTE
+from steadyserve.wire.routes import APP_INGRESS_ROUTE, DOCS_PATH_QUERY
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -392,13 +398,14 @@ def add_route_calls(routes: web.RouteTableDef, controller: Controller) -> None:
         if spec is None or spec.name is None:
             raise NotFound(f"Application '{app}' does not exist.")
         deployment = spec.ray_options.get("deployment")
-        return web.json_response(
-            {
-                "application": app,
-                "service": spec.name,
-                "deployment": deployment if isinstance(deployment, str) else spec.name,
-            }
-        )
+        found: dict[str, Any] = {
+            "application": app,
+            "service": spec.name,
+            "deployment": deployment if isinstance(deployment, str) else spec.name,
+        }
+        if request.query.get(DOCS_PATH_QUERY) and spec.name in controller.services:
+            found[DOCS_PATH_QUERY] = await service_health.docs_path(controller.services[spec.name])
+        return web.json_response(found)
 
     @routes.post("/api/v1/lb/{name}/wake")
     async def lb_wake(request: web.Request) -> web.Response:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from steadyserve.controller.load import CountTarget
+from steadyserve.controller.load import CountTarget, read_info
 from steadyserve.controller.routing import route_table
 from steadyserve.core.planner import service_status, status_reason
 from steadyserve.core.states import ReplicaStatus
+from steadyserve.wire.routes import DOCS_PATH_QUERY as DOCS_PATH_FIELD
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime, Tick
@@ -73,3 +74,18 @@ def count_targets(rt: ServiceRuntime) -> list[CountTarget]:
         and r.status is ReplicaStatus.READY
         and (ongoing or rt.models.wanted(r.id))
     ]
+
+
+async def docs_path(rt: ServiceRuntime) -> str | None:
+    """The docs path a ready Python replica reports in its ``/-/info`` (its ingress
+    FastAPI app's ``docs_url``): read when asked, so it is known as soon as the
+    replica is ready; None when no ready replica says one."""
+    for r in sorted(rt.replicas.values(), key=lambda r: r.id):
+        if r.control_port is None or r.status is not ReplicaStatus.READY:
+            continue
+        target = CountTarget(r.id, r.ip, r.control_port, rt.environment.control_headers(r), r.netns)
+        info = await read_info(rt.probe_session, target, timeout=5.0)
+        if info is not None:
+            path = info.get(DOCS_PATH_FIELD)
+            return path if isinstance(path, str) else None
+    return None

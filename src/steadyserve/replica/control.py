@@ -31,7 +31,9 @@ from steadyserve.replica.app import OngoingLimit
 from steadyserve.replica.loader import Target
 from steadyserve.replica.user import UserClass
 from steadyserve.serve import multiplex
+from steadyserve.serve.ingress import docs_path
 from steadyserve.wire import replica_contract as contract
+from steadyserve.wire.routes import DOCS_PATH_QUERY as DOCS_PATH_FIELD
 
 log = logging.getLogger("steadyserve.replica")
 
@@ -102,6 +104,8 @@ def control_app(state: ReplicaState) -> ASGIApp:
                 "ongoing_requests": limit.ongoing if limit is not None else 0,
                 "max_ongoing_requests": limit.limit if limit is not None else None,
                 **(state.shutdown or {}),
+                # Ray's docs path of the application this replica's ingress serves.
+                DOCS_PATH_FIELD: docs_path(state.target.ingress or state.target.obj),
                 # A multiplexed deployment's models, loaded or loading: the
                 # controller puts them in the route table (serve/multiplex.py).
                 **({"multiplexed_model_ids": multiplex.report()} if multiplex.declared() else {}),

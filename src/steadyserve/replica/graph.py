@@ -132,7 +132,7 @@ def _refuse_unbound_class_routes(ingress: Any, cls: type) -> None:
     for route in getattr(ingress, "routes", None) or []:
         endpoint = getattr(route, "endpoint", None)
         name = str(getattr(endpoint, "__qualname__", ""))
-        if is_method_of(endpoint, cls) and not getattr(endpoint, "__steadyserve_bound__", False):
+        if is_method_of(endpoint, cls) and getattr(endpoint, "_serve_cls", None) is None:
             raise LoadError(
                 f"route {getattr(route, 'path', '?')!r} is the method {name}: class-based"
                 " routes need a FastAPI app (@app.get(...) on the method, as Ray's docs"

@@ -13,15 +13,10 @@ and takes down deployments it no longer binds; other applications are kept.
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import secrets
-import socket
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -31,11 +26,10 @@ from steadyserve.compat import ray_deployment
 from steadyserve.compat.ray_deployment import as_json, name_safe, service_document, service_name
 from steadyserve.controller.errors import PREFIX_TAKEN
 from steadyserve.core.states import LIVE_REPLICA_STATES, ReplicaStatus
-from steadyserve.home import unix_socket
 from steadyserve.home.paths import Home
+from steadyserve.serve import app_ingress, policies, shipped
 from steadyserve.serve import graph as serve_graph
 from steadyserve.serve import handle as handles
-from steadyserve.serve import policies, shipped
 from steadyserve.serve.deployment import Application, Deployment
 from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.ingress import ingress_of
@@ -44,7 +38,6 @@ from steadyserve.serve.overview import failure_reason
 from steadyserve.spec.errors import SpecError
 from steadyserve.spec.loading import parse_service
 from steadyserve.wire import replica_contract as contract
-from steadyserve.wire.routes import app_ingress_url
 
 HTTP_PORT_ENV = "STEADY_SERVE_HTTP_PORT"
 DEFAULT_HTTP_PORT = 8000  # Ray's http_options.port
@@ -413,75 +406,10 @@ def get_app_handle(name: str) -> handles.DeploymentHandle:
     """The ingress handle of running application ``name``: in a driver or inside a
     replica, which asks with its routes-only token (it never holds the API's)."""
     app = name_safe(name) or "default"
-    found = _app_ingress(app)
+    found = app_ingress.lookup(app)
     if found is None:
         raise RayServeException(f"Application '{name}' does not exist.")
     return handles.DeploymentHandle(str(found["deployment"]), name, service=str(found["service"]))
-
-
-def _app_ingress(app: str) -> dict[str, Any] | None:
-    """The controller's ``{service, deployment}`` for ``app``'s ingress; None if none."""
-    controller_file = os.environ.get(contract.CONTROLLER_FILE)
-    token = os.environ.get(contract.ROUTES_TOKEN)
-    if controller_file and token:  # a replica
-        where = Home(Path(controller_file).parent)
-    elif os.environ.get(handles.GRAPH_ROUTES):
-        raise RayServeException(
-            "serve.get_app_handle needs the controller: this replica follows"
-            f" {handles.GRAPH_ROUTES} only"
-        )
-    else:
-        client()  # starts the controller as a driver does
-        where = home()
-        token = contract.routes_token(where.root)
-    headers = {"Authorization": f"Bearer {token}"}
-    # An isolated replica: the host's loopback is out of reach, and the home's
-    # controller.json is not in its sandbox.
-    routes_socket = os.environ.get(contract.ROUTES_SOCKET)
-    url = "the routes socket" if routes_socket else where.controller_url()
-    if url is None:
-        raise RayServeException(f"no controller is recorded in {where.root}")
-    try:
-        if routes_socket:
-            status, body = _get_over_unix(routes_socket, app_ingress_url("", app), headers)
-        else:
-            status, body = _get(app_ingress_url(url, app), headers)
-        if status == 404:
-            return None
-        if status != 200:
-            raise RayServeException(f"the controller answered {status} for application {app!r}")
-        found = json.loads(body)
-    except (OSError, ValueError) as exc:
-        raise RayServeException(f"cannot ask the controller at {url}: {exc}") from None
-    return found if isinstance(found, dict) and found.get("service") else None
-
-
-def _get(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10.0) as response:
-            return int(response.status), response.read()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), b""
-
-
-def _get_over_unix(path: str, target: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    """One GET over the controller's routes-only Unix socket (docs/isolation.md)."""
-
-    class UnixConnection(http.client.HTTPConnection):
-        def connect(self) -> None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(self.timeout)
-            sock.connect(unix_socket.address(path))  # a long home's path too
-            self.sock = sock
-
-    conn = UnixConnection("localhost", timeout=10.0)
-    try:
-        conn.request("GET", target, headers=headers)
-        response = conn.getresponse()
-        return int(response.status), response.read()
-    finally:
-        conn.close()
 
 
 def get_deployment_handle(deployment_name: str, app_name: str | None = None) -> Any:

@@ -24,7 +24,11 @@ def ingress(app: Any = None) -> Callable[..., Any]:
     """Decorate a class (before ``@serve.deployment``) so ``app`` answers its HTTP.
     ``app`` may be Ray's builder (a function of no arguments returning the app), or
     absent: the class's ``__serve_build_asgi_app__`` makes it after the constructor.
-    Called with no class, the decorator makes one, as Ray's does."""
+    Called with no class, the decorator makes one, as Ray's does.
+
+    As Ray's, a FastAPI app's routes that are the class's methods get the instance
+    as ``self`` here, and the class keeps a copy of the app as it is now: routes
+    added to the app later, or another class's on the same app, are not its."""
     if app is not None and not callable(app):
         raise TypeError(f"serve.ingress expects an ASGI app, not {type(app).__name__}")
 
@@ -48,10 +52,28 @@ def ingress(app: Any = None) -> Callable[..., Any]:
                 "serve.ingress() called without an app argument requires "
                 f"{target.__name__} to define `{BUILD_METHOD}`."
             )
-        setattr(target, INGRESS_ATTRIBUTE, BUILD_METHOD if app is None else app)
+        if app is None:
+            frozen: Any = BUILD_METHOD
+        elif inspect.isfunction(app):  # Ray's builder, or an ASGI app written as a function
+            frozen = app
+        else:
+            make_fastapi_class_based_view(app, target)
+            frozen = _frozen(app)
+        setattr(target, INGRESS_ATTRIBUTE, frozen)
         return cls
 
     return mark
+
+
+def _frozen(app: Any) -> Any:
+    """A copy of ``app`` as it is now (Ray's "frozen" app), made as the application
+    will be shipped (shipped.py): later changes to ``app`` do not reach it."""
+    from steadyserve.serve import shipped
+
+    try:
+        return shipped.loads(shipped.dumps(app))
+    except Exception as exc:
+        raise TypeError(f"Failed to serialize the ASGI app ({type(exc).__name__}: {exc})") from exc
 
 
 def ingress_of(cls: type) -> Any:
@@ -102,56 +124,111 @@ def asgi_app(cls: type) -> Any:
     return app() if is_builder(app) else app
 
 
-def _servable() -> Any:
-    """The replica's instance of its class: ``self`` of a class-based route."""
+def docs_path(app: Any) -> str | None:
+    """Where ``app`` serves its docs, as Ray reports an application's: a FastAPI
+    app's ``docs_url`` (a late-bound one's once built); None for another app."""
+    if isinstance(app, LateApp):
+        app = app.app
+    try:
+        from fastapi import FastAPI
+    except ImportError:
+        return None
+    path = app.docs_url if isinstance(app, FastAPI) else None
+    return path if isinstance(path, str) else None
+
+
+def get_current_servable_instance() -> Any:
+    """The replica's instance of its class: ``self`` of a class-based route (a
+    FastAPI dependency; Ray's function of this name)."""
     from steadyserve.serve.context import get_replica_context
 
     return get_replica_context().servable_object
 
 
 def is_method_of(endpoint: Any, cls: type) -> bool:
-    """Whether a route's endpoint is a method written in ``cls``'s body: held in the
-    class's namespace (a class shipped by value and rebuilt in the replica keeps
-    that, but not always its ``__qualname__``), or named under the class."""
+    """Whether a route's endpoint is a method written in the body of ``cls`` or of one
+    of its bases (Ray matches the MRO): held in a class's namespace (a class shipped
+    by value and rebuilt in the replica keeps that, but not always its
+    ``__qualname__``), or named under the class (``Class.`` and more: a class
+    ``ChildExtra`` is not ``Child``)."""
     if not callable(endpoint):
         return False
-    if any(value is endpoint for value in vars(cls).values()):
+    bases = [klass for klass in cls.__mro__ if klass is not object]
+    if any(value is endpoint for klass in bases for value in vars(klass).values()):
         return True
-    return str(getattr(endpoint, "__qualname__", "")).startswith(cls.__qualname__ + ".")
+    name = str(getattr(endpoint, "__qualname__", ""))
+    return any(name.startswith(klass.__qualname__ + ".") for klass in bases)
+
+
+def _fastapi_routes() -> tuple[Any, ...]:
+    try:
+        from fastapi.routing import APIRoute, APIWebSocketRoute
+    except ImportError:  # not a FastAPI app: nothing to bind
+        return ()
+    return (APIRoute, APIWebSocketRoute)
 
 
 def bind_class_routes(app: Any, cls: type) -> int:
-    """Give the FastAPI routes that are methods of ``cls`` the replica's instance
-    as ``self`` (a FastAPI dependency), as Ray Serve's class-based views do; return
-    how many. Their other parameters become keyword-only, which FastAPI reads the
-    same (path, query and body parameters keep their meaning). TypeError for a
-    route method without ``self``."""
-    try:
-        from fastapi import APIRouter, Depends
-        from fastapi.routing import APIRoute, APIWebSocketRoute
-    except ImportError:  # not a FastAPI app: nothing to bind
+    """Give the FastAPI routes that are methods of ``cls`` (or of its bases) the
+    replica's instance as ``self`` (a FastAPI dependency), as Ray Serve's
+    class-based views do; return how many. Their other parameters become
+    keyword-only, which FastAPI reads the same (path, query and body parameters
+    keep their meaning). Each such route is made anew, at the end of the app's
+    routes as Ray puts it, so FastAPI reads the new signature (FastAPI 0.137 and
+    later would nest an ``include_router`` of them, analysed only per request).
+    TypeError for a route method without ``self``."""
+    kinds = _fastapi_routes()
+    router = getattr(app, "router", app)  # a FastAPI app, or an APIRouter
+    routes = getattr(router, "routes", None)
+    if not kinds or not isinstance(routes, list):
         return 0
-    routes = [
-        route
-        for route in getattr(app, "routes", None) or []
-        if isinstance(route, (APIRoute, APIWebSocketRoute)) and is_method_of(route.endpoint, cls)
-    ]
-    if not routes:
-        return 0
-    router = APIRouter()
-    for route in routes:
-        app.router.routes.remove(route)
+    from fastapi import Depends
+
+    mine: list[Any] = [r for r in routes if isinstance(r, kinds) and is_method_of(r.endpoint, cls)]
+    for route in mine:
+        routes.remove(route)
         signature = inspect.signature(route.endpoint)
         params = list(signature.parameters.values())
         if not params:
             raise TypeError(
                 f"route {route.path!r} is the method {route.endpoint.__qualname__} without self"
             )
-        first = params[0].replace(default=Depends(_servable))
+        self_param = params[0].replace(default=Depends(get_current_servable_instance))
         rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[1:]]
         endpoint: Any = route.endpoint
-        endpoint.__signature__ = signature.replace(parameters=[first, *rest])
-        endpoint.__steadyserve_bound__ = True
-        router.routes.append(route)
-    app.include_router(router)  # FastAPI analyses the new signatures here
-    return len(routes)
+        endpoint.__signature__ = signature.replace(parameters=[self_param, *rest])
+        endpoint._serve_cls = cls  # Ray's mark: the class whose view this route is
+        routes.append(_remade(route, router))
+    return len(mine)
+
+
+def make_fastapi_class_based_view(fastapi_app: Any, cls: type) -> None:
+    """Ray's function (``ray.serve._private.http_util``): bind ``cls``'s routes
+    (:func:`bind_class_routes`), and drop the routes another class's view bound,
+    so one app shared by two ingress classes serves each its own."""
+    bind_class_routes(fastapi_app, cls)
+    kinds = _fastapi_routes()
+    router = getattr(fastapi_app, "router", fastapi_app)
+    routes = getattr(router, "routes", None)
+    if not kinds or not isinstance(routes, list):
+        return
+    kept: list[Any] = routes
+    routes[:] = [
+        r for r in kept if not isinstance(r, kinds) or getattr(r.endpoint, "_serve_cls", cls) is cls
+    ]
+
+
+def _remade(route: Any, router: Any) -> Any:
+    """``route`` made again from what it was made with (its attributes bear the
+    constructor's parameter names, as FastAPI's own route copying reads them)."""
+    names: set[str] = set()
+    for klass in type(route).__mro__:
+        init = vars(klass).get("__init__")
+        if init is not None and klass.__module__.startswith(("fastapi", type(route).__module__)):
+            names.update(inspect.signature(init).parameters)
+    names -= {"self", "path", "endpoint", "args", "kwargs"}
+    kwargs = {name: getattr(route, name) for name in names if hasattr(route, name)}
+    provider = "dependency_overrides_provider"  # a websocket route does not keep it
+    if provider in names and provider not in kwargs:
+        kwargs[provider] = getattr(router, provider, None)
+    return type(route)(route.path, route.endpoint, **kwargs)

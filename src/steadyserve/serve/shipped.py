@@ -41,19 +41,8 @@ def python_version() -> str:
 
 def write(app: Any, folder: Path, meta: dict[str, Any]) -> None:
     """Pickle ``app`` into ``folder`` (replacing what was there, atomically)."""
-    import cloudpickle  # type: ignore[import-untyped]
-
     folder.mkdir(parents=True, exist_ok=True)
-
-    class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
-        # A class attribute: the C pickler reads its table when it is constructed.
-        dispatch_table: ClassVar[ChainMap[Any, Any]] = ChainMap(
-            _reducers(), cloudpickle.Pickler.dispatch_table
-        )
-
-    out = io.BytesIO()
-    _Pickler(out).dump(app)
-    data = out.getvalue()
+    data = dumps(app)
     for name, content in (
         (PICKLE_FILE, data),
         (META_FILE, json.dumps({**meta, "python": python_version()}, sort_keys=True).encode()),
@@ -62,6 +51,28 @@ def write(app: Any, folder: Path, meta: dict[str, Any]) -> None:
         draft.write_bytes(content)
         os.chmod(draft, 0o600)
         os.replace(draft, folder / name)
+
+
+def dumps(obj: Any) -> bytes:
+    """``obj`` pickled by value as an application is shipped (cloudpickle, and the
+    reducers below for what would not pickle or unpickle as it is)."""
+    import cloudpickle  # type: ignore[import-untyped]
+
+    class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
+        # A class attribute: the C pickler reads its table when it is constructed.
+        dispatch_table: ClassVar[ChainMap[Any, Any]] = ChainMap(
+            _reducers(), cloudpickle.Pickler.dispatch_table
+        )
+
+    out = io.BytesIO()
+    _Pickler(out).dump(obj)
+    return out.getvalue()
+
+
+def loads(data: bytes) -> Any:
+    import cloudpickle
+
+    return cloudpickle.loads(data)
 
 
 def _reducers() -> dict[type, Callable[[Any], tuple[Any, ...]]]:

@@ -436,7 +436,9 @@ def service_url(controller_url: str, service: str, endpoint: str) -> str:
 
 APP_INGRESS_ROUTE = "/api/v1/apps/{app}/ingress"
 """The controller's answer to which service hosts an application's ingress:
-``{"application", "service", "deployment"}``, or 404."""
+``{"application", "service", "deployment"}``, or 404; with ``?docs_path=1`` also
+``docs_path``, what a ready replica of it reports in its ``/-/info``."""
+DOCS_PATH_QUERY = "docs_path"
 
 
 def app_ingress_url(controller_url: str, app: str) -> str:

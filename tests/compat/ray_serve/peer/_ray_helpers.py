@@ -158,6 +158,7 @@ def remote(target: Any = None, **_options: Any) -> Any:
 
 # Ray's exceptions as SteadyServe raises them: a callee's exception arrives as a
 # RuntimeError (an instance of the callee's builtin exception type too).
+GetTimeoutError = TimeoutError  # ``ray.get(..., timeout=)`` expiring (Ray's subclasses it)
 ray = SimpleNamespace(get=get, remote=remote, exceptions=SimpleNamespace(RayTaskError=RuntimeError))
 
 

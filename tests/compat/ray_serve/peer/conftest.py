@@ -4,7 +4,9 @@ each test, as Ray's fixture does between tests of one Ray cluster.
 
 The object it yields stands in for Ray's ``ServeControllerClient`` where Ray's
 tests read it: ``get_serve_details()`` and ``_controller._all_running_replicas``,
-both answered from the controller's service list.
+both answered from the controller's service list, and
+``_controller.get_docs_path``, an application's docs path as the controller
+answers it (serve/app_ingress.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 import pytest
 
 from steadyserve import serve
-from steadyserve.serve import api
+from steadyserve.serve import api, app_ingress
 from steadyserve.serve.context import DeploymentID
 from tests.helpers.steady import Steady, processes_of_home
 
@@ -46,6 +48,12 @@ class _Controller:
             return out
 
     _all_running_replicas = _AllRunningReplicas()
+
+    class _GetDocsPath:
+        def remote(self, app_name: str) -> str | None:
+            return app_ingress.docs_path(app_name)
+
+    get_docs_path = _GetDocsPath()
 
 
 class ServeInstance:
