@@ -234,6 +234,39 @@ def test_a_failing_job_is_failed_with_its_exit_code(pool: tuple[Steady, Path]) -
     assert (row["status"], row["exit_code"]) == ("FAILED", 3)
 
 
+def test_the_queue_filters_by_status_name_pool_and_pages_as_skypilots(
+    pool: tuple[Steady, Path],
+) -> None:
+    """``steady jobs queue --status`` (SkyPilot's ``-s FAILED,RUNNING``) and
+    ``-s`` filter at the controller; ``GET /api/v1/jobs`` takes SkyPilot's queue
+    filters (ids, name_match, pool_match, status, page and limit) with the total
+    and the counts by state. The jobs so far: 3 SUCCEEDED, 1 FAILED."""
+    cli, _ = pool
+    every = jobs(cli)
+    assert every and all(j["status"] in ("SUCCEEDED", "FAILED") for j in every.values())
+    by = {
+        s: sorted(i for i, j in every.items() if j["status"] == s) for s in ("SUCCEEDED", "FAILED")
+    }
+
+    def queue(*args: str) -> list[int]:
+        return [
+            j["id"] for j in json.loads(cli.run("jobs", "queue", *args, "--json").stdout)["jobs"]
+        ]
+
+    assert queue("--status", "failed") == by["FAILED"]
+    assert queue("--status", "FAILED,succeeded", "--status", "RUNNING", "-p", POOL) == sorted(every)
+    shown = cli.run("jobs", "queue", "-s", "-p", POOL).stdout.splitlines()  # a pool, none live
+    assert len(shown) == 2 and shown[1].split()[:2] == ["ID", "NAME"], shown
+    proc = cli.run("jobs", "queue", "--status", "DONE", check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: status must be among PENDING")
+    page = api(cli, "/api/v1/jobs?limit=1&page=2")
+    assert ([j["id"] for j in page["jobs"]], page["total"]) == ([sorted(every)[1]], len(every))
+    assert page["status_counts"] == {s: len(ids) for s, ids in by.items()}
+    gated = api(cli, f"/api/v1/jobs?name_match=gat&pool_match={POOL[1:]}")
+    assert [j["id"] for j in gated["jobs"]] == by["SUCCEEDED"]  # the 3 gated jobs
+    assert api(cli, f"/api/v1/jobs?ids={by['FAILED'][0]},999")["total"] == 1
+
+
 def test_a_cancelled_job_stops_and_a_pending_one_never_runs(pool: tuple[Steady, Path]) -> None:
     cli, root = pool
     sleeper = _write(root / "sleeper.yaml", "name: sleeper\nrun: exec sleep 600\n")

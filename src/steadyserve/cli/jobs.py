@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import click
 
@@ -234,22 +235,36 @@ def launch(
 @click.option(
     "-s", "--skip-finished", is_flag=True, help="Only the jobs not ended (SkyPilot's -s)."
 )
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="STATUS[,STATUS]",
+    help="Only the jobs in these states, comma-separated (SkyPilot's -s FAILED,RUNNING).",
+)
 @json_option
 @reports_errors
-def queue(pool_name: str | None, skip_finished: bool, as_json: bool) -> None:
+def queue(
+    pool_name: str | None, skip_finished: bool, statuses: tuple[str, ...], as_json: bool
+) -> None:
     """sky jobs queue: every job, its pool, worker, recoveries and status.
 
     \b
     Example:
       steady jobs queue -s
+      steady jobs queue --status FAILED,CANCELLED
     """
     client = Client(_home())
-    path = f"/api/v1/jobs?pool={pool_name}" if pool_name else "/api/v1/jobs"
-    rows = client.call("GET", path)["jobs"]
-    if pool_name and not rows:
-        pools_named(client, (pool_name,))  # no job and no pool: one line, exit 2
+    query = {"pool": pool_name} if pool_name else {}
     if skip_finished:
-        rows = [r for r in rows if r["status"] not in ENDED]
+        query["skip_finished"] = "1"
+    if statuses:
+        query["status"] = ",".join(statuses)
+    rows = client.call("GET", f"/api/v1/jobs?{urlencode(query)}")["jobs"]
+    if pool_name and not rows:
+        ever = client.call("GET", f"/api/v1/jobs?{urlencode({'pool': pool_name, 'limit': 1})}")
+        if not ever["jobs"]:
+            pools_named(client, (pool_name,))  # no job and no pool: one line, exit 2
     if as_json:
         _echo_json({"jobs": rows})
         return

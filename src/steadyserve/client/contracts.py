@@ -389,7 +389,7 @@ CONTRACTS: dict[str, Contract] = {
     ),
     "jobs queue": Contract(
         "One object, `jobs`: every job (of `--pool` only, when given; not ended only, "
-        "with `-s`), oldest first.",
+        "with `-s`; in the states of `--status` only, when given), oldest first.",
         JOBS,
         "`status` is `PENDING`, `STARTING`, `RUNNING`, `RECOVERING`, `CANCELLING`, "
         "`SUCCEEDED`, `FAILED` or `CANCELLED`; `worker` is null until one is given; "

@@ -9,6 +9,7 @@ queue's. Every one needs the home's token, as every other route does
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -17,7 +18,13 @@ from steadyserve.controller.errors import BadInput, NotFound, json_object
 from steadyserve.controller.job_tables import JobRow, JobTable
 from steadyserve.controller.pool import job_log
 from steadyserve.controller.pool_runtime import PoolRuntime
-from steadyserve.core.jobs import DEFAULT_RECOVERY_STRATEGY, RECOVERY_STRATEGIES, JobRecovery
+from steadyserve.core import job_queue
+from steadyserve.core.jobs import (
+    DEFAULT_RECOVERY_STRATEGY,
+    RECOVERY_STRATEGIES,
+    JobRecovery,
+    JobStatus,
+)
 
 if TYPE_CHECKING:
     from steadyserve.controller.daemon import Controller
@@ -77,6 +84,55 @@ def job_recovery(value: Any) -> JobRecovery:
     ):
         raise BadInput("job_recovery.recover_on_exit_codes must be exit codes (0 to 255)")
     return JobRecovery(restarts, frozenset(codes), strategy)
+
+
+def _whole(query: Mapping[str, str], key: str) -> int | None:
+    text = query.get(key)
+    if text is None:
+        return None
+    if not text.lstrip("-").isdigit() or len(text) > 9:
+        raise BadInput(f"{key} must be a whole number (got {text[:20]!r})")
+    return int(text)
+
+
+def queue_filters(query: Mapping[str, str]) -> job_queue.QueueFilters:
+    """``GET /api/v1/jobs``'s filters, SkyPilot's queue's: ``ids=1,2``,
+    ``name_match``, ``pool_match`` (contained in the name, the pool),
+    ``status=PENDING,RUNNING``, ``skip_finished=1``, ``page`` and ``limit``."""
+    ids = query.get("ids")
+    if ids is not None and not all(part.isdigit() for part in ids.split(",")):
+        raise BadInput(f"ids must be job ids, comma-separated (got {ids[:40]!r})")
+    statuses = None
+    if "status" in query:
+        names = [s.strip().upper() for s in query["status"].split(",") if s.strip()]
+        unknown = [s for s in names if s not in JobStatus.__members__]
+        if unknown or not names:
+            known = ", ".join(JobStatus.__members__)
+            raise BadInput(f"status must be among {known} (got {query['status'][:40]!r})")
+        statuses = frozenset(JobStatus(s) for s in names)
+    skip = query.get("skip_finished", "0")
+    if skip not in ("0", "1", "true", "false"):
+        raise BadInput(f"skip_finished must be 1 or 0 (got {skip[:20]!r})")
+    try:
+        return job_queue.QueueFilters(
+            job_ids=frozenset(int(i) for i in ids.split(",")) if ids is not None else None,
+            name_match=query.get("name_match"),
+            pool_match=query.get("pool_match"),
+            statuses=statuses,
+            skip_finished=skip in ("1", "true"),
+            page=_whole(query, "page"),
+            limit=_whole(query, "limit"),
+        )
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def queue_page(jobs: list[dict[str, Any]], filters: job_queue.QueueFilters) -> dict[str, Any]:
+    """The body of ``GET /api/v1/jobs``: the page of jobs, how many match in all,
+    and the matches by state (SkyPilot's queue: jobs, total, status_counts)."""
+    page, total = job_queue.select(jobs, filters)
+    counts = job_queue.status_counts(jobs, filters)
+    return {"jobs": list(page), "total": total, "status_counts": counts}
 
 
 def resized(spec_json: str, workers: Any) -> str:
@@ -150,8 +206,9 @@ def add_routes(routes: web.RouteTableDef, controller: Controller) -> None:
     @routes.get("/api/v1/jobs")
     async def queue(request: web.Request) -> web.Response:
         pool = request.query.get("pool")
+        filters = queue_filters(request.query)
         rows = table.of_pool(pool) if pool else table.all()
-        return web.json_response({"jobs": [as_json(r) for r in rows]})
+        return web.json_response(queue_page([as_json(r) for r in rows], filters))
 
     @routes.get("/api/v1/jobs/{id}")
     async def one(request: web.Request) -> web.Response:
