@@ -8,6 +8,9 @@ from its arrival until its last byte is sent, streams included.
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import concurrent.futures
 import logging
 from typing import Any
 
@@ -48,6 +51,120 @@ class OngoingLimit:
             await self.app(scope, receive, send)
         finally:
             self.ongoing -= 1
+
+
+class CancelOnDisconnect:
+    """Cancel a request's handler, and the handle calls it made, when its caller goes
+    away before the answer ended: the gateway closes the connection of a request it
+    timed out (Ray's ``request_timeout_s``, 408), the load balancer of one its client
+    dropped. Ray Serve cancels such a request the same way: the handler sees
+    ``asyncio.CancelledError`` where it awaits (a sync method on a thread runs on).
+
+    A disconnect is only seen by reading the caller's messages, which the handler
+    may not do: a watcher reads them for it (``_Watch``), started once the request
+    has run ``WATCH_AFTER_S``, so that a request answered sooner costs a timer only
+    (a watcher per request cost 36 us of the replica's CPU, measured in-process)."""
+
+    WATCH_AFTER_S = 0.05
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        watch = _Watch(receive, task, self.WATCH_AFTER_S)
+
+        async def tracked_send(message: Message) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                watch.answered = True
+            await send(message)
+
+        token = context.collect_calls(watch.calls)
+        try:
+            await self.app(scope, watch.receive_for_app, tracked_send)
+        except asyncio.CancelledError:
+            if not watch.cancelled:
+                raise
+            uncancel = getattr(task, "uncancel", None)  # Python 3.11+
+            if uncancel is not None:
+                uncancel()
+        finally:
+            watch.close()
+            context.stop_collecting(token)
+
+
+class _Watch:
+    """One request's watch for its caller going away (see CancelOnDisconnect).
+
+    Until the watcher starts, the handler reads the caller's messages itself; after,
+    the watcher reads them and hands them over, at most one body chunk ahead (the
+    last chunk does not wait: a handler that never reads its body still has its
+    disconnect seen)."""
+
+    def __init__(self, receive: Receive, task: asyncio.Task[Any], after: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.receive, self.task, self.after = receive, task, after
+        self.calls: set[concurrent.futures.Future[Any]] = set()
+        self.answered = self.cancelled = self.reading = False
+        self.inbox: collections.deque[Message] = collections.deque()
+        self.waiter: asyncio.Future[Message] | None = None
+        self.room: asyncio.Future[None] | None = None
+        self.watcher: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = self.loop.call_later(after, self._start)
+
+    async def receive_for_app(self) -> Message:
+        if self.watcher is None:
+            self.reading = True
+            try:
+                return await self.receive()
+            finally:
+                self.reading = False
+        if self.inbox:
+            message = self.inbox.popleft()
+            if self.room is not None and not self.room.done():
+                self.room.set_result(None)
+            return message
+        self.waiter = self.loop.create_future()
+        try:
+            return await self.waiter
+        finally:
+            self.waiter = None
+
+    def _start(self) -> None:
+        if self.reading:  # the handler reads now: two readers must never overlap
+            self.timer = self.loop.call_later(self.after, self._start)
+            return
+        self.timer = None
+        self.watcher = self.loop.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            message = await self.receive()
+            gone = message["type"] == "http.disconnect"
+            if gone and not self.answered:  # after the answer: the connection's end
+                self.cancelled = True
+                self.task.cancel()
+                for call in list(self.calls):
+                    call.cancel()
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(message)
+            else:
+                self.inbox.append(message)
+            if gone:
+                return
+            while message.get("more_body") and self.inbox:
+                self.room = self.loop.create_future()
+                await self.room
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.watcher is not None:
+            self.watcher.cancel()
 
 
 class ModelIdHeader:

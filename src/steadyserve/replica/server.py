@@ -33,7 +33,13 @@ from typing import Any, Literal
 import uvicorn
 
 from steadyserve.home import unix_socket
-from steadyserve.replica.app import ClassApp, ModelIdHeader, OngoingLimit, RootPath
+from steadyserve.replica.app import (
+    CancelOnDisconnect,
+    ClassApp,
+    ModelIdHeader,
+    OngoingLimit,
+    RootPath,
+)
 from steadyserve.replica.calls import CallApp
 from steadyserve.replica.control import Phase, ReplicaState, control_app
 from steadyserve.replica.loader import Target
@@ -126,7 +132,9 @@ class ReplicaServer:
         if target.ingress is not None:  # @serve.ingress(app): the app answers HTTP
             inner = target.ingress
         # Handle calls (POST /-/steady/call) count against max_ongoing_requests too.
-        calls = ModelIdHeader(CallApp(RootPath(inner), self.user, settings.graph_secret))
+        calls = ModelIdHeader(
+            CancelOnDisconnect(CallApp(RootPath(inner), self.user, settings.graph_secret))
+        )
         self.limit = OngoingLimit(calls, settings.max_ongoing_requests)
         self.state = ReplicaState(
             target,

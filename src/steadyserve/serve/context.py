@@ -9,6 +9,7 @@ constructors) and the model id of each request from its
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 from dataclasses import dataclass
 from typing import Any
@@ -83,3 +84,27 @@ def set_model_id(model_id: str) -> contextvars.Token[str]:
 
 def reset_model_id(token: contextvars.Token[str]) -> None:
     _model_id.reset(token)
+
+
+# The handle calls a request made, so that cancelling the request cancels them
+# (replica/app.py CancelOnDisconnect), as Ray Serve cancels a request's children.
+_calls: contextvars.ContextVar[set[concurrent.futures.Future[Any]] | None] = contextvars.ContextVar(
+    "steady_request_calls", default=None
+)
+
+
+def collect_calls(calls: set[concurrent.futures.Future[Any]]) -> contextvars.Token[Any]:
+    """Handle calls made from here on, in this context, are added to ``calls``."""
+    return _calls.set(calls)
+
+
+def stop_collecting(token: contextvars.Token[Any]) -> None:
+    _calls.reset(token)
+
+
+def track_call(future: concurrent.futures.Future[Any]) -> None:
+    """A handle call started: the request it was made in may cancel it."""
+    calls = _calls.get()
+    if calls is not None:
+        calls.add(future)
+        future.add_done_callback(calls.discard)

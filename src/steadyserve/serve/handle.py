@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from steadyserve.home.paths import Home
-from steadyserve.serve import wire
+from steadyserve.serve import context, wire
 from steadyserve.serve.context import MODEL_ID_HEADER, DeploymentID, ReplicaID
 from steadyserve.serve.exceptions import RayServeException
 from steadyserve.serve.names import default_service_name
@@ -248,9 +248,11 @@ class DeploymentHandle:
         call = _call(
             rt, self._service, self._method_name, self._stream, args, kwargs, self._model_id
         )
+        future = rt.submit(call if self._stream else _single(call))
+        context.track_call(future)  # a cancelled request cancels it (replica/app.py)
         if self._stream:
-            return DeploymentResponseGenerator(rt, rt.submit(call))
-        return DeploymentResponse(rt.submit(_single(call)))
+            return DeploymentResponseGenerator(rt, future)
+        return DeploymentResponse(future)
 
     def __repr__(self) -> str:
         return f"DeploymentHandle(deployment={self.deployment_name!r}, service={self._service!r})"

@@ -28,11 +28,10 @@
 # - test_request_timeout_does_not_leak_tasks: counts Ray actor tasks with
 #   ``ray.util.state.list_tasks`` (Ray core's state API; no counterpart). Needs
 #   Ray core: not counted as a failure.
-# - test_request_hangs_in_assignment, test_cancel_on_http_timeout_during_execution
-#   (both cases): a replica does not cancel an HTTP request the gateway timed out
-#   (Ray's proxy cancels it and the handle calls it made), so the first request
-#   keeps its replica busy and the queued second one gets the replica's 503; the
-#   cancellation signals never come. Counted as failures.
+# - test_request_hangs_in_assignment: the first request, timed out, is cancelled
+#   in its replica (replica/app.py CancelOnDisconnect, as Ray cancels it), but the
+#   second, sent at once, reaches that replica while it is still busy and gets its
+#   503, where Ray's proxy keeps it queued until its own 408. Counted as a failure.
 # - test_cancel_on_http_timeout_during_assignment: the gateway does not see the
 #   slot a driver's handle call holds on the replica, so it sends the request on
 #   and the full replica answers 503, where Ray's proxy keeps it queued until its
@@ -218,8 +217,9 @@ def test_with_rest_api(ray_start_stop):
 
 
 @pytest.mark.skip(
-    reason="the first request, timed out, keeps its replica busy (not cancelled, as Ray"
-    " does): the queued second one reaches it and gets the replica's 503"
+    reason="the first request, timed out, is cancelled in its replica, but the second,"
+    " sent at once, reaches that replica before the cancellation frees it and gets its"
+    " 503, where Ray's proxy queues it until its own 408"
 )
 @pytest.mark.parametrize(
     "ray_instance",
@@ -351,10 +351,6 @@ def test_request_timeout_does_not_leak_tasks(ray_instance, shutdown_serve):
     wait_for_condition(lambda: get_num_running_tasks() == 0)
 
 
-@pytest.mark.skip(
-    reason="a replica does not cancel an HTTP request (nor its handle calls) the gateway"
-    " timed out, as Ray's proxy cancels it"
-)
 @pytest.mark.parametrize(
     "ray_instance",
     [
