@@ -140,6 +140,34 @@ def test_multiplexed_calls_reach_the_replica_holding_the_model(
     assert status == 200 and body.startswith("m2@")
 
 
+def test_a_model_sticks_to_one_replica_from_the_moment_run_returns(
+    driver: tuple[Steady, int],
+) -> None:
+    """The route table that first lists a multiplexed replica says so (its models
+    are read before it turns READY), so the gateway reads the model header from the
+    first request: four concurrent requests for one new model land on one replica,
+    where least-load alone would spread them over both."""
+    _, port = driver
+
+    @serve.deployment(num_replicas=2, max_ongoing_requests=8)
+    class SlowModels:
+        @serve.multiplexed(max_num_models_per_replica=2)
+        async def get_model(self, model_id: str) -> str:
+            return f"{model_id}@{os.getpid()}"
+
+        async def __call__(self, request: Any) -> str:
+            model = await self.get_model(serve.get_multiplexed_model_id())
+            await asyncio.sleep(0.5)
+            return str(model)
+
+    serve.run(SlowModels.bind(), name="mux-first", route_prefix="/mux-first")
+    header = {"serve_multiplexed_model_id": "first"}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: get("127.0.0.1", port, "/mux-first", header), range(4)))
+    assert {status for status, _ in answers} == {200}
+    assert len({body for _, body in answers}) == 1, answers
+
+
 def test_batch_inside_a_replica_and_delete(driver: tuple[Steady, int]) -> None:
     @serve.deployment(max_ongoing_requests=50)
     class Batcher:

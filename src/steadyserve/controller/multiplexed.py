@@ -8,8 +8,9 @@ balancer, the gateway and handles route a request naming a model to a replica
 that has it. Ray Serve's replicas push the same to its controller, which
 broadcasts it to the routers the same way.
 
-Which replicas to read: every Python replica once, when it is ready (that
-answer says whether it is multiplexed at all), then only the multiplexed ones,
+Which replicas to read: every Python replica once, between its passing probe and
+READY (service_health.learn_models: that answer says whether it is multiplexed at
+all, before any table lists it), then only the multiplexed ones,
 so a service that is not pays one read per replica, not one a second.
 
 Bookkeeping only: no I/O, no clock; ``changed`` (the runtime's wake-up) is

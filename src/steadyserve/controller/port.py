@@ -112,6 +112,10 @@ class ProbePort(ReplicaPort, Protocol):
         """Publish the routable replicas at once (one left routing between ticks)."""
         ...
 
+    async def learn_models(self, replica: ReplicaRow) -> None:
+        """Read a Python replica's models before it turns READY (multiplexing)."""
+        ...
+
     async def deliver_user_config(
         self, replica: ReplicaRow, *, replace_on_refusal: bool = False
     ) -> tuple[bool, str]:

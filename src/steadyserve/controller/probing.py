@@ -123,6 +123,10 @@ async def probe_loop(rt: ProbePort, replica: ReplicaRow) -> None:
             if not ok:
                 rt.judge_version(replica.version)
                 return
+        if ok and replica.control_port is not None and replica.status is not ReplicaStatus.READY:
+            await rt.learn_models(replica)  # the table that first lists it knows its models
+            if not replica.status.is_live:
+                return
         apply_probe(rt, replica, ok, why)
         if replica.status is ReplicaStatus.STARTING:
             await rt.clock.sleep(STARTING_PROBE_S)

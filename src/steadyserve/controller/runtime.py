@@ -419,6 +419,9 @@ class ServiceRuntime:
         """A replica of ``version`` turned READY: the version serves, so it is not broken."""
         self.versions.served(version)
 
+    async def learn_models(self, replica: ReplicaRow) -> None:
+        await health.learn_models(self, replica)  # service_health.py
+
     async def deliver_user_config(
         self, replica: ReplicaRow, *, replace_on_refusal: bool = False
     ) -> tuple[bool, str]:

@@ -18,6 +18,7 @@ from steadyserve.wire.routes import DOCS_PATH_QUERY as DOCS_PATH_FIELD
 
 if TYPE_CHECKING:
     from steadyserve.controller.runtime import ServiceRuntime, Tick
+    from steadyserve.store import ReplicaRow
 
 
 def update_status(rt: ServiceRuntime, tick: Tick) -> None:
@@ -74,6 +75,25 @@ def count_targets(rt: ServiceRuntime) -> list[CountTarget]:
         and r.status is ReplicaStatus.READY
         and (ongoing or rt.models.wanted(r.id))
     ]
+
+
+async def learn_models(rt: ServiceRuntime, replica: ReplicaRow) -> None:
+    """Read a Python replica's ``/-/info`` once as its probe passes, before it turns
+    READY: the first route table that lists it then says whether it is multiplexed
+    and which models it holds, so the LB never routes a model's request by the
+    policy alone while the once-a-second read (load.py) has not come round yet."""
+    if replica.control_port is None or not rt.models.wanted(replica.id):
+        return
+    target = CountTarget(
+        replica.id,
+        replica.ip,
+        replica.control_port,
+        rt.environment.control_headers(replica),
+        replica.netns,
+    )
+    info = await read_info(rt.probe_session, target)
+    if info is not None:
+        rt.models.seen(replica.id, info)
 
 
 async def docs_path(rt: ServiceRuntime) -> str | None:

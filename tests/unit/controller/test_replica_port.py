@@ -8,9 +8,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from steadyserve.backends.base import AdoptRequest, ReplicaHandle
 from steadyserve.controller.port import HeldReplica, ReplicaTask
-from steadyserve.controller.probing import apply_probe
+from steadyserve.controller.probing import apply_probe, probe_loop
 from steadyserve.controller.readopt import readopt
 from steadyserve.core.states import ReplicaStatus
 from steadyserve.spec import ServiceSpec, parse_service
@@ -82,6 +84,9 @@ class Port:
     def wake(self) -> None:
         self.calls.append(("wake",))
 
+    async def learn_models(self, replica: ReplicaRow) -> None:
+        self.calls.append(("models", replica.id))
+
     async def deliver_user_config(
         self, replica: ReplicaRow, *, replace_on_refusal: bool = False
     ) -> tuple[bool, str]:
@@ -150,4 +155,43 @@ def test_three_failed_probes_fail_a_ready_replica_through_mark_failed(tmp_path: 
     failed = [c for c in port.calls if c[0] == "failed"]
     assert failed == [
         ("failed", 1, ReplicaStatus.FAILED_PROBING, "3 probes failed in a row: answered 503")
+    ]
+
+
+class _Stop(Exception):
+    """Ends probe_loop at its first sleep."""
+
+
+@pytest.mark.parametrize("control_port", [9500, None])
+def test_a_python_replica_reports_its_models_before_it_turns_ready(
+    tmp_path: Path, control_port: int | None
+) -> None:
+    """The route table that first lists a Python replica says whether it is
+    multiplexed: its ``/-/info`` is read between the passing probe and READY (a
+    command replica has no ``/-/info``)."""
+    row = _row(1, ReplicaStatus.STARTING, 11)
+    row.control_port = control_port
+    port = Port(_spec(tmp_path), [row], alive={11})
+
+    async def prober(ip: str, at: int, probe: Any) -> tuple[bool, str]:
+        port.calls.append(("probe", at))
+        return True, ""
+
+    async def sleep(seconds: float) -> None:
+        raise _Stop
+
+    port.prober = prober
+    port.environment = type("Env", (), {"control_headers": staticmethod(lambda r: {})})()
+    port.clock = type(
+        "Clock", (), {"wall": staticmethod(lambda: 100.0), "sleep": staticmethod(sleep)}
+    )()
+    with pytest.raises(_Stop):
+        asyncio.run(probe_loop(port, row))
+    learned = [("models", 1)] if control_port is not None else []
+    assert port.calls == [
+        ("probe", control_port or 9001),
+        *learned,
+        ("transition", 1, ReplicaStatus.READY),
+        ("served", 1),
+        ("wake",),
     ]
