@@ -63,13 +63,25 @@ def live_of_target(rt: ServiceRuntime) -> int:
     return sum(1 for r in rt.replicas.values() if r.status.is_live and r.version == rt.row.version)
 
 
+def _info_target(rt: ServiceRuntime, replica: ReplicaRow) -> CountTarget:
+    """Where a Python replica's ``/-/info`` is read (it has a control port)."""
+    assert replica.control_port is not None
+    return CountTarget(
+        replica.id,
+        replica.ip,
+        replica.control_port,
+        rt.environment.control_headers(replica),
+        replica.netns,
+    )
+
+
 def count_targets(rt: ServiceRuntime) -> list[CountTarget]:
     """Python replicas whose ``/-/info`` is read: for the ongoing-requests policy's
     own counts, and for the models multiplexed ones hold."""
     ongoing = rt.autoscaler.policy_name == "ongoing_requests"
     rt.models.keep(rt.replicas)
     return [
-        CountTarget(r.id, r.ip, r.control_port, rt.environment.control_headers(r), r.netns)
+        _info_target(rt, r)
         for r in rt.replicas.values()
         if r.control_port is not None
         and r.status is ReplicaStatus.READY
@@ -84,13 +96,7 @@ async def learn_models(rt: ServiceRuntime, replica: ReplicaRow) -> None:
     policy alone while the once-a-second read (load.py) has not come round yet."""
     if replica.control_port is None or not rt.models.wanted(replica.id):
         return
-    target = CountTarget(
-        replica.id,
-        replica.ip,
-        replica.control_port,
-        rt.environment.control_headers(replica),
-        replica.netns,
-    )
+    target = _info_target(rt, replica)
     info = await read_info(rt.probe_session, target)
     if info is not None:
         rt.models.seen(replica.id, info)
@@ -103,8 +109,7 @@ async def docs_path(rt: ServiceRuntime) -> str | None:
     for r in sorted(rt.replicas.values(), key=lambda r: r.id):
         if r.control_port is None or r.status is not ReplicaStatus.READY:
             continue
-        target = CountTarget(r.id, r.ip, r.control_port, rt.environment.control_headers(r), r.netns)
-        info = await read_info(rt.probe_session, target, timeout=5.0)
+        info = await read_info(rt.probe_session, _info_target(rt, r), timeout=5.0)
         if info is not None:
             path = info.get(DOCS_PATH_FIELD)
             return path if isinstance(path, str) else None
